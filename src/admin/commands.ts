@@ -1,0 +1,250 @@
+import { parseArgs } from 'node:util';
+import type { CommonQueryMethods } from 'slonik';
+import {
+  createAccount,
+  getAccountOrThrow,
+  listPurchases,
+  purchaseKinds,
+  purchaseStatuses,
+  recordPurchase,
+  setApiAccess,
+  type PurchaseKind,
+  type PurchaseStatus,
+} from '../db/accounts-repository.js';
+import { createApiKey, listApiKeys, revokeApiKey } from '../db/api-keys-repository.js';
+import { getBalance, grantCredits, type CreditPool } from '../db/credits-repository.js';
+import { listRequestLog } from '../db/request-log-repository.js';
+
+/**
+ * The admin command line: what the companion web app does to accounts, keys
+ * and credits, for development and support. Each command returns a JSON-able
+ * result and the lines a person reads.
+ */
+export interface CommandResult {
+  json: unknown;
+  text: string[];
+}
+
+export class UsageError extends Error {
+  override readonly name = 'UsageError';
+}
+
+interface Command {
+  summary: string;
+  usage: string;
+  options: Record<string, { type: 'string' | 'boolean'; required?: boolean }>;
+  run(db: CommonQueryMethods, values: Record<string, string | boolean | undefined>): Promise<CommandResult>;
+}
+
+const creditPoolForPurchase: Record<PurchaseKind, CreditPool> = {
+  credit_pack: 'one_time',
+  gift: 'one_time',
+  monthly_subscription: 'subscription',
+  yearly_subscription: 'subscription',
+};
+
+export const commands: Record<string, Command> = {
+  'create-account': {
+    summary: 'Create an account (no purchase, no credits, no keys).',
+    usage: '--email EMAIL [--name NAME]',
+    options: { email: { type: 'string', required: true }, name: { type: 'string' } },
+    async run(db, v) {
+      const account = await createAccount(db, { email: str(v.email), name: optional(v.name) });
+      return { json: account, text: [`Created account ${account.id} (${account.email}).`] };
+    },
+  },
+  'record-purchase': {
+    summary:
+      'Record a purchase; a completed one with --credits also grants them (packs and gifts: one-time; subscriptions: subscription).',
+    usage: `--account ACCOUNT --kind ${purchaseKinds.join('|')} [--status ${purchaseStatuses.join('|')}] [--credits N]`,
+    options: {
+      account: { type: 'string', required: true },
+      kind: { type: 'string', required: true },
+      status: { type: 'string' },
+      credits: { type: 'string' },
+    },
+    async run(db, v) {
+      const kind = oneOf(v.kind, purchaseKinds, 'kind');
+      const status: PurchaseStatus =
+        v.status === undefined ? 'completed' : oneOf(v.status, purchaseStatuses, 'status');
+      const credits = v.credits === undefined ? 0 : positiveInt(v.credits, 'credits');
+      return db.transaction(async (tx) => {
+        const account = await getAccountOrThrow(tx, str(v.account));
+        const purchase = await recordPurchase(tx, { accountId: account.id, kind, status, credits });
+        const text = [`Recorded ${status} ${kind} purchase ${purchase.id} for ${account.id}.`];
+        let balance = await getBalance(tx, account.id);
+        if (status === 'completed' && credits > 0) {
+          balance = await grantCredits(tx, {
+            accountId: account.id,
+            pool: creditPoolForPurchase[kind],
+            amount: credits,
+            reason: `purchase ${purchase.id}`,
+          });
+          text.push(
+            `Granted ${credits} ${creditPoolForPurchase[kind].replace('_', '-')} credits; balance ${balance.credits}.`,
+          );
+        }
+        return { json: { purchase, balance }, text };
+      });
+    },
+  },
+  'grant-credits': {
+    summary: 'Add subscription or one-time credits to an account.',
+    usage: '--account ACCOUNT --pool subscription|one_time --amount N [--reason TEXT]',
+    options: {
+      account: { type: 'string', required: true },
+      pool: { type: 'string', required: true },
+      amount: { type: 'string', required: true },
+      reason: { type: 'string' },
+    },
+    async run(db, v) {
+      const account = await getAccountOrThrow(db, str(v.account));
+      const pool = oneOf(v.pool, ['subscription', 'one_time'] as const, 'pool');
+      const amount = positiveInt(v.amount, 'amount');
+      const balance = await grantCredits(db, {
+        accountId: account.id,
+        pool,
+        amount,
+        reason: optional(v.reason) ?? 'admin grant',
+      });
+      return {
+        json: balance,
+        text: [`Granted ${amount} ${pool} credits to ${account.id}; balance ${balance.credits}.`],
+      };
+    },
+  },
+  'create-key': {
+    summary:
+      'Create an API key (needs a completed paid purchase and a positive balance; at most 5 active). Prints it once.',
+    usage: '--account ACCOUNT [--name NAME]',
+    options: { account: { type: 'string', required: true }, name: { type: 'string' } },
+    async run(db, v) {
+      const account = await getAccountOrThrow(db, str(v.account));
+      const { key, record } = await createApiKey(db, { accountId: account.id, name: optional(v.name) });
+      return {
+        json: { ...record, key },
+        text: [
+          `Created key ${record.id} for ${account.id}:`,
+          `  ${key}`,
+          'Store it now: only its SHA-256 is kept, and it cannot be shown again.',
+        ],
+      };
+    },
+  },
+  'revoke-key': {
+    summary: 'Revoke an API key; it fails on its very next request.',
+    usage: '--key KEY_ID',
+    options: { key: { type: 'string', required: true } },
+    async run(db, v) {
+      const record = await revokeApiKey(db, str(v.key));
+      return {
+        json: record,
+        text: [`Revoked key ${record.id} (${record.display_prefix}…) of ${record.account_id}.`],
+      };
+    },
+  },
+  'disable-access': {
+    summary: "Disable an account's API access (its keys answer 403 api_access_disabled).",
+    usage: '--account ACCOUNT',
+    options: { account: { type: 'string', required: true } },
+    async run(db, v) {
+      const account = await getAccountOrThrow(db, str(v.account));
+      await setApiAccess(db, account.id, false);
+      return {
+        json: { account_id: account.id, api_access_enabled: false },
+        text: [`Disabled API access for ${account.id}.`],
+      };
+    },
+  },
+  'enable-access': {
+    summary: "Restore an account's API access (unrevoked keys work again).",
+    usage: '--account ACCOUNT',
+    options: { account: { type: 'string', required: true } },
+    async run(db, v) {
+      const account = await getAccountOrThrow(db, str(v.account));
+      await setApiAccess(db, account.id, true);
+      return {
+        json: { account_id: account.id, api_access_enabled: true },
+        text: [`Enabled API access for ${account.id}.`],
+      };
+    },
+  },
+  'show-account': {
+    summary: 'Show an account: access, balance, purchases, keys and its recent request log.',
+    usage: '--account ACCOUNT|EMAIL [--log-limit N]',
+    options: { account: { type: 'string', required: true }, 'log-limit': { type: 'string' } },
+    async run(db, v) {
+      const account = await getAccountOrThrow(db, str(v.account));
+      const limit = v['log-limit'] === undefined ? 20 : positiveInt(v['log-limit'], 'log-limit');
+      const [balance, purchases, keys, requests] = await Promise.all([
+        getBalance(db, account.id),
+        listPurchases(db, account.id),
+        listApiKeys(db, account.id),
+        listRequestLog(db, account.id, limit),
+      ]);
+      const text = [
+        `${account.id}  ${account.email}${account.name ? `  (${account.name})` : ''}`,
+        `  API access: ${account.api_access_enabled ? 'enabled' : 'DISABLED'}; paid purchase: ${account.has_paid_purchase ? 'yes' : 'no'}`,
+        `  Credits: ${balance.credits} (subscription ${balance.subscription_credits}, one-time ${balance.one_time_credits})`,
+        `  Purchases (${purchases.length}):`,
+        ...purchases.map((p) => `    ${p.id}  ${p.kind}  ${p.status}  ${p.credits} credits  ${p.created_at}`),
+        `  Keys (${keys.length}):`,
+        ...keys.map(
+          (k) =>
+            `    ${k.id}  ${k.display_prefix}…  ${k.revoked_at ? `revoked ${k.revoked_at}` : 'active'}${k.name ? `  ${k.name}` : ''}`,
+        ),
+        `  Recent requests (${requests.length}):`,
+        ...requests.map(
+          (r) =>
+            `    ${r.created_at}  ${r.method} ${r.path}  ${r.status_code}${r.error_code ? ` ${r.error_code}` : ''}  ${r.request_id}  key ${r.api_key_id}`,
+        ),
+      ];
+      return { json: { account, balance, purchases, keys, requests }, text };
+    },
+  },
+};
+
+/** Parses `argv` (without the program name) and runs the command against `db`. */
+export async function runAdminCommand(argv: string[], db: CommonQueryMethods): Promise<CommandResult> {
+  const [name, ...rest] = argv;
+  const command = name === undefined ? undefined : commands[name];
+  if (!command) throw new UsageError(name ? `Unknown command ${name}.\n\n${usage()}` : usage());
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: rest,
+      options: { ...command.options, json: { type: 'boolean' } },
+      strict: true,
+    }));
+  } catch (error) {
+    throw new UsageError(`${(error as Error).message}\nUsage: admin ${name} ${command.usage}`);
+  }
+  for (const [option, spec] of Object.entries(command.options)) {
+    if (spec.required && values[option] === undefined)
+      throw new UsageError(`--${option} is required.\nUsage: admin ${name} ${command.usage}`);
+  }
+  return command.run(db, values);
+}
+
+export function usage(): string {
+  return [
+    'Usage: npm run admin -- <command> [options] [--json]',
+    '',
+    ...Object.entries(commands).map(([name, c]) => `  ${name} ${c.usage}\n      ${c.summary}`),
+  ].join('\n');
+}
+
+const str = (v: string | boolean | undefined): string => String(v);
+const optional = (v: string | boolean | undefined): string | undefined =>
+  typeof v === 'string' ? v : undefined;
+
+function positiveInt(v: string | boolean | undefined, name: string): number {
+  const n = Number(v);
+  if (!Number.isSafeInteger(n) || n <= 0) throw new UsageError(`--${name} must be a positive whole number.`);
+  return n;
+}
+
+function oneOf<T extends string>(v: string | boolean | undefined, allowed: readonly T[], name: string): T {
+  if (typeof v === 'string' && (allowed as readonly string[]).includes(v)) return v as T;
+  throw new UsageError(`--${name} must be one of ${allowed.join(', ')}.`);
+}

@@ -1,0 +1,56 @@
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { CommonQueryMethods } from 'slonik';
+import type { Authenticator } from '../auth/authenticator.js';
+import type { CatalogCache } from '../catalog/catalog-cache.js';
+import { newId } from '../ids.js';
+import { registerAuth } from './auth-plugin.js';
+import { registerErrorHandling } from './errors-plugin.js';
+import type { RequestLogWriter } from './request-log-writer.js';
+import { creditsRoutes, modelsRoutes, openApiRoutes } from './routes/account-routes.js';
+
+export interface AppDeps {
+  db: CommonQueryMethods;
+  logger: FastifyBaseLogger;
+  authenticator: Authenticator;
+  catalog: CatalogCache;
+  requestLog: RequestLogWriter;
+  settings: {
+    publicUrl: string;
+    bodyLimitBytes: number;
+    trustProxy: boolean;
+    requestsPerMinutePerKey: number;
+  };
+}
+
+/**
+ * Builds the API: authentication, the spec's error envelope, and one plugin
+ * per resource. It starts and reads; it never changes a generation itself.
+ * There is deliberately no CORS support: calls must come from a server.
+ */
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: deps.logger,
+    disableRequestLogging: true,
+    bodyLimit: deps.settings.bodyLimitBytes,
+    trustProxy: deps.settings.trustProxy,
+    genReqId: () => newId('req'),
+    requestIdLogLabel: 'request_id',
+    return503OnClosing: true,
+  });
+  app.decorateRequest('errorCode', null);
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+  registerErrorHandling(app);
+  registerAuth(app, {
+    authenticator: deps.authenticator,
+    requestLog: deps.requestLog,
+    requestsPerMinutePerKey: deps.settings.requestsPerMinutePerKey,
+  });
+
+  creditsRoutes(app, { db: deps.db });
+  modelsRoutes(app, { catalog: deps.catalog });
+  openApiRoutes(app, { catalog: deps.catalog, publicUrl: deps.settings.publicUrl });
+  await app.ready();
+  return app;
+}

@@ -1,0 +1,109 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Authenticator, Principal } from '../auth/authenticator.js';
+import { ApiError } from '../errors.js';
+import { FixedWindowCounter } from './rate-limit.js';
+import type { RequestLogWriter } from './request-log-writer.js';
+
+/** The spec's limit on failed authentications: 20 per minute per IP. */
+export const FAILED_AUTH_LIMIT_PER_MINUTE = 20;
+
+export interface AuthPluginOptions {
+  authenticator: Authenticator;
+  requestLog: RequestLogWriter;
+  requestsPerMinutePerKey: number;
+}
+
+/**
+ * Authenticates every route not marked `config: { public: true }`, in the order
+ * the spec implies: an IP over its failed-authentication budget is refused
+ * first (429, even with a good key, so guessing cannot go on); then the key
+ * (401), the account (403), and the key's request budget (429). Every request
+ * made with a recognised key is written to the request log, rejected ones too.
+ */
+export function registerAuth(app: FastifyInstance, options: AuthPluginOptions): void {
+  const failedAuth = new FixedWindowCounter(FAILED_AUTH_LIMIT_PER_MINUTE);
+  const perKey = new FixedWindowCounter(options.requestsPerMinutePerKey);
+
+  app.decorateRequest('principal', null);
+  app.decorateRequest('recognisedKey', null);
+
+  app.addHook('onRequest', async (request, reply) => {
+    if (request.routeOptions.config?.public) return;
+    const blocked = failedAuth.exhausted(request.ip);
+    if (blocked.exhausted) {
+      throw new ApiError(
+        'rate_limited',
+        'Too many failed authentication attempts from this address. Try again later.',
+        {
+          retryAfterSeconds: blocked.retryAfterSeconds,
+        },
+      );
+    }
+    const outcome = await options.authenticator.authenticate(presentedKey(request));
+    if (!outcome.ok) {
+      request.recognisedKey = outcome.recognised;
+      if (outcome.countsAsFailedAuth) failedAuth.hit(request.ip);
+      throw outcome.error;
+    }
+    request.recognisedKey = outcome.principal;
+    const budget = perKey.hit(outcome.principal.keyId);
+    reply.header('x-ratelimit-limit', String(perKey.limit));
+    reply.header('x-ratelimit-remaining', String(budget.remaining));
+    reply.header('x-ratelimit-reset', String(budget.retryAfterSeconds));
+    if (!budget.allowed) {
+      throw new ApiError('rate_limited', `Rate limit of ${perKey.limit} requests per minute exceeded.`, {
+        retryAfterSeconds: budget.retryAfterSeconds,
+      });
+    }
+    request.principal = outcome.principal;
+  });
+
+  app.addHook('onResponse', (request, reply, done) => {
+    const key = request.recognisedKey;
+    if (key) {
+      options.requestLog.add({
+        accountId: key.accountId,
+        apiKeyId: key.keyId,
+        requestId: String(reply.getHeader('x-request-id') ?? request.id),
+        method: request.method,
+        path: request.url.slice(0, 2048),
+        statusCode: reply.statusCode,
+        errorCode: request.errorCode,
+        ip: request.ip,
+        userAgent: request.headers['user-agent']?.slice(0, 512) ?? null,
+        durationMs: reply.elapsedTime,
+        createdAt: new Date(),
+      });
+    }
+    done();
+  });
+}
+
+/** `Authorization: Bearer <key>` or `x-api-key: <key>`; anything else present is passed on to fail as malformed. */
+function presentedKey(request: FastifyRequest): string | undefined {
+  const authorization = request.headers.authorization;
+  if (authorization !== undefined) {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+    return match ? match[1] : authorization;
+  }
+  const header = request.headers['x-api-key'];
+  return Array.isArray(header) ? header[0] : header;
+}
+
+/** The authenticated caller of a route that is not public. */
+export function principalOf(request: FastifyRequest): Principal {
+  if (!request.principal) throw new Error('route reached without authentication');
+  return request.principal;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    principal: Principal | null;
+    /** The key's owner whenever the key was recognised, even if the request was then refused. */
+    recognisedKey: Principal | null;
+  }
+  interface FastifyContextConfig {
+    /** No authentication (the OpenAPI document). */
+    public?: boolean;
+  }
+}

@@ -1,0 +1,106 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError, errorCodes, type ErrorCode, type ValidationIssue } from '../errors.js';
+
+/** The spec's error envelope. */
+export interface ErrorBody {
+  error: { code: ErrorCode; message: string; issues?: ValidationIssue[]; request_id?: string };
+}
+
+/**
+ * Maps every error to the spec's envelope: our ApiErrors as they are, Fastify's
+ * own body and content-type errors to their codes, lost dependencies to 503,
+ * and anything else to a 500 whose message hides the internals (the log keeps
+ * them, under the request id).
+ */
+export function registerErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const apiError = toApiError(error);
+    if (apiError.status >= 500) request.log.error({ err: error }, 'request failed');
+    return sendError(request, reply, apiError);
+  });
+  app.setNotFoundHandler((request, reply) =>
+    sendError(
+      request,
+      reply,
+      new ApiError('not_found', `No route ${request.method} ${request.url.split('?')[0]}.`),
+    ),
+  );
+}
+
+export function sendError(request: FastifyRequest, reply: FastifyReply, error: ApiError): FastifyReply {
+  request.errorCode = error.code;
+  if (error.extra.retryAfterSeconds !== undefined)
+    reply.header('retry-after', String(error.extra.retryAfterSeconds));
+  if (error.extra.requestId) reply.header('x-request-id', error.extra.requestId);
+  const body: ErrorBody = { error: { code: error.code, message: error.message } };
+  if (error.extra.issues) body.error.issues = error.extra.issues;
+  return reply.code(error.status).type('application/json; charset=utf-8').send(body);
+}
+
+const dependencyErrorNames = new Set([
+  'ConnectionError',
+  'BackendTerminatedError',
+  'BackendTerminatedUnexpectedlyError',
+]);
+const dependencyErrorCodes = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  '57P01',
+  '57P03',
+]);
+
+function toApiError(error: FastifyError): ApiError {
+  if (error instanceof ApiError) return error;
+  switch (error.code) {
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new ApiError('unsupported_media_type', 'Send the body as application/json.');
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new ApiError('payload_too_large', 'The request body is too large.');
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new ApiError('invalid_request', 'The body is empty; send a JSON object.', {
+        issues: [{ field: '', code: 'required', message: 'A JSON body is required.' }],
+      });
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return invalidJson(error.message);
+  }
+  if (error instanceof SyntaxError && error.statusCode === 400) return invalidJson(error.message);
+  if (isDependencyFailure(error)) {
+    return new ApiError(
+      'service_unavailable',
+      'The service is temporarily unavailable. Retry with the same Idempotency-Key and body.',
+    );
+  }
+  if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) {
+    const code = (Object.entries(errorCodes).find(([, v]) => v.status === error.statusCode)?.[0] ??
+      'invalid_request') as ErrorCode;
+    return new ApiError(code, error.message);
+  }
+  return new ApiError(
+    'internal_error',
+    'Internal error. Retry with the same Idempotency-Key, or quote the x-request-id to support.',
+  );
+}
+
+function invalidJson(detail: string): ApiError {
+  return new ApiError('invalid_request', 'The body is not valid JSON.', {
+    issues: [{ field: '', code: 'invalid_json', message: detail }],
+  });
+}
+
+function isDependencyFailure(error: unknown): boolean {
+  for (let e: unknown = error, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const { name, code } = e as { name?: string; code?: string };
+    if ((name && dependencyErrorNames.has(name)) || (code && dependencyErrorCodes.has(code))) return true;
+    if (name === 'ServiceError' || name === 'ConnectionError') return true;
+  }
+  return false;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The error code this request was answered with, for the request log. */
+    errorCode: string | null;
+  }
+}

@@ -1,0 +1,109 @@
+import type { Logger } from 'pino';
+import type { CommonQueryMethods } from 'slonik';
+import type { z } from 'zod';
+import { listCatalog } from '../db/catalog-repository.js';
+import type { CatalogEntry } from './catalog-entry.js';
+import { quotePrice, resolveOptions } from './pricing.js';
+import { buildRequestJsonSchema, buildRequestSchema } from './request-schema.js';
+
+/** A catalog entry with what is derived from it, built once per catalog load. */
+export interface CompiledModel {
+  entry: CatalogEntry;
+  requestSchema: z.ZodTypeAny;
+  /** The entry as GET /v1/models shows it. */
+  publicView: PublicModel;
+}
+
+export interface PublicModel {
+  id: string;
+  name: string;
+  description: string;
+  media_type: 'image' | 'video';
+  max_images: number;
+  accepts_data_uris: boolean;
+  unknown_fields: 'reject' | 'ignore';
+  prompt: { min_length: number; max_length: number };
+  options: CatalogEntry['options'];
+  pricing: CatalogEntry['pricing'];
+  /** The price of a request that sets no option (every default). */
+  default_price: number;
+  request_schema: Record<string, unknown>;
+}
+
+export function compileModel(entry: CatalogEntry): CompiledModel {
+  return {
+    entry,
+    requestSchema: buildRequestSchema(entry),
+    publicView: {
+      id: entry.id,
+      name: entry.name,
+      description: entry.description,
+      media_type: entry.media_type,
+      max_images: entry.max_images,
+      accepts_data_uris: entry.accepts_data_uris,
+      unknown_fields: entry.unknown_fields,
+      prompt: entry.prompt,
+      options: entry.options,
+      pricing: entry.pricing,
+      default_price: quotePrice(entry, resolveOptions(entry, {})),
+      request_schema: buildRequestJsonSchema(entry),
+    },
+  };
+}
+
+/**
+ * The live catalog, held in memory. It reloads when PostgreSQL announces a
+ * change to `models` (call `reload`) and every `refreshMs` as a safety net.
+ */
+export class CatalogCache {
+  private models = new Map<string, CompiledModel>();
+  private timer: NodeJS.Timeout | null = null;
+  /** Bumped on every reload; lets derived documents (OpenAPI) know when to rebuild. */
+  version = 0;
+
+  constructor(
+    private readonly db: CommonQueryMethods,
+    private readonly log: Logger,
+  ) {}
+
+  async start(refreshMs: number): Promise<void> {
+    await this.reload();
+    this.timer = setInterval(
+      () =>
+        void this.reload().catch((error: unknown) => this.log.warn({ err: error }, 'catalog reload failed')),
+      refreshMs,
+    );
+    this.timer.unref();
+  }
+
+  async reload(): Promise<void> {
+    const entries = await listCatalog(this.db, (id, error) =>
+      this.log.error({ model: id, issues: error.issues }, 'catalog entry is invalid and is left out'),
+    );
+    const next = new Map<string, CompiledModel>();
+    for (const entry of entries) {
+      try {
+        next.set(entry.id, compileModel(entry));
+      } catch (error) {
+        this.log.error(
+          { model: entry.id, err: error },
+          'catalog entry could not be compiled and is left out',
+        );
+      }
+    }
+    this.models = next;
+    this.version += 1;
+  }
+
+  get(id: string): CompiledModel | undefined {
+    return this.models.get(id);
+  }
+
+  list(): CompiledModel[] {
+    return [...this.models.values()];
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+  }
+}

@@ -1,0 +1,130 @@
+import { z } from 'zod';
+
+/**
+ * The shape of one model in the catalog (the `models` table). The stored
+ * definition is the single source of truth for a model: the request validator,
+ * the JSON Schema served by GET /v1/models and the price quote are all derived
+ * from it.
+ */
+
+const enumOption = z.object({
+  type: z.literal('enum'),
+  values: z.array(z.string().min(1)).min(1),
+  default: z.string(),
+  /** What each value means, for example `{ "basic": "2K output" }`. */
+  descriptions: z.record(z.string()).optional(),
+  description: z.string(),
+});
+
+const integerOption = z.object({
+  type: z.literal('integer_enum'),
+  values: z.array(z.number().int().positive()).min(1),
+  default: z.number().int(),
+  unit: z.string().optional(),
+  description: z.string(),
+});
+
+const booleanOption = z.object({
+  type: z.literal('boolean'),
+  default: z.boolean(),
+  description: z.string(),
+});
+
+/** A single image input (HTTPS URL or, where accepted, a data URI). */
+const imageOption = z.object({
+  type: z.literal('image'),
+  /** Another image option that must be present when this one is. */
+  requires: z.string().optional(),
+  description: z.string(),
+});
+
+export const modelOptionSchema = z.discriminatedUnion('type', [
+  enumOption,
+  integerOption,
+  booleanOption,
+  imageOption,
+]);
+export type ModelOption = z.infer<typeof modelOptionSchema>;
+
+export const pricingSchema = z.object({
+  /** `generation`: one price per request; `second`: multiplied by the `duration` option. */
+  unit: z.enum(['generation', 'second']),
+  /** The option whose value selects the base price, or null for a flat price. */
+  by: z.string().nullable(),
+  /** Credits per unit, keyed by the value of `by` (or `"*"` for a flat price). */
+  credits: z.record(z.number().int().nonnegative()),
+  /** Extra credits per unit added when an option has a given value, e.g. `{ generate_audio: { "true": 2 } }`. */
+  surcharges: z.record(z.record(z.number().int().nonnegative())).default({}),
+});
+export type Pricing = z.infer<typeof pricingSchema>;
+
+export const modelDefinitionSchema = z
+  .object({
+    name: z.string().min(1),
+    description: z.string(),
+    media_type: z.enum(['image', 'video']),
+    /** `reject`: unknown body fields are a 400; `ignore`: they are dropped from `input`. */
+    unknown_fields: z.enum(['reject', 'ignore']),
+    prompt: z.object({ min_length: z.number().int().min(1), max_length: z.number().int().min(1) }),
+    /** Most reference images accepted in `images` (0: the field is not accepted). */
+    max_images: z.number().int().min(0),
+    /** Whether image inputs may be `data:image/<type>;base64,...` as well as HTTPS URLs. */
+    accepts_data_uris: z.boolean(),
+    options: z.record(modelOptionSchema),
+    /** Output long edge in pixels, keyed by the value of the option that sets the size. */
+    output_size: z.object({ by: z.string(), long_edge_px: z.record(z.number().int().positive()) }).optional(),
+    pricing: pricingSchema,
+  })
+  .superRefine((def, ctx) => {
+    for (const [name, option] of Object.entries(def.options)) {
+      if (
+        (option.type === 'enum' || option.type === 'integer_enum') &&
+        !(option.values as unknown[]).includes(option.default)
+      ) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['options', name, 'default'],
+          message: 'default is not one of values',
+        });
+      }
+      if (option.type === 'image' && option.requires && def.options[option.requires]?.type !== 'image') {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['options', name, 'requires'],
+          message: 'must name an image option',
+        });
+      }
+    }
+    const { by, credits, unit } = def.pricing;
+    if (by === null) {
+      if (!('*' in credits))
+        ctx.addIssue({ code: 'custom', path: ['pricing', 'credits'], message: 'a flat price is keyed "*"' });
+    } else {
+      const option = def.options[by];
+      if (!option || option.type !== 'enum') {
+        ctx.addIssue({ code: 'custom', path: ['pricing', 'by'], message: `${by} is not an enum option` });
+      } else {
+        for (const value of option.values) {
+          if (!(value in credits))
+            ctx.addIssue({ code: 'custom', path: ['pricing', 'credits', value], message: 'no price' });
+        }
+      }
+    }
+    if (unit === 'second' && def.options.duration?.type !== 'integer_enum') {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['pricing', 'unit'],
+        message: 'per-second pricing needs a duration option',
+      });
+    }
+    for (const name of Object.keys(def.pricing.surcharges)) {
+      if (!def.options[name])
+        ctx.addIssue({ code: 'custom', path: ['pricing', 'surcharges', name], message: 'no such option' });
+    }
+  });
+
+export type ModelDefinition = z.infer<typeof modelDefinitionSchema>;
+
+export interface CatalogEntry extends ModelDefinition {
+  id: string;
+}

@@ -1,0 +1,72 @@
+import { z } from 'zod';
+
+/**
+ * The whole service is configured by environment variables, parsed here once.
+ * Production entry points (`npm run api|worker|migrate`) read only these; the
+ * development launcher (`npm start`) fills in DATABASE_URL and TEMPORAL_ADDRESS
+ * for the embedded servers it starts.
+ */
+const int = (fallback: number, min = 0) => z.coerce.number().int().min(min).default(fallback);
+const bool = (fallback: boolean) =>
+  z
+    .enum(['true', 'false', '1', '0'])
+    .default(fallback ? 'true' : 'false')
+    .transform((v) => v === 'true' || v === '1');
+
+const configSchema = z.object({
+  DATABASE_URL: z
+    .string({ required_error: 'is required (postgres://user:password@host:port/database)' })
+    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL'),
+  DATABASE_POOL_SIZE: int(10, 1),
+
+  TEMPORAL_ADDRESS: z.string({ required_error: 'is required (host:port of the Temporal frontend)' }).min(1),
+  TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
+  TEMPORAL_TASK_QUEUE: z.string().min(1).default('generations'),
+
+  API_HOST: z.string().default('127.0.0.1'),
+  API_PORT: int(8080),
+  /** The {base_url} of the spec: what clients are told to call, ending in /v1. */
+  API_PUBLIC_URL: z.string().url().optional(),
+  /** Honour X-Forwarded-For (only behind a proxy you run). */
+  TRUST_PROXY: bool(false),
+  BODY_LIMIT_BYTES: int(32 * 1024 * 1024, 1024),
+  /** Requests per minute per API key, replays included (429 rate_limited beyond it). */
+  RATE_LIMIT_PER_MINUTE: int(600, 1),
+  /** How long a resolved API key is trusted without asking PostgreSQL again; changes are pushed sooner by NOTIFY. */
+  AUTH_CACHE_TTL_MS: int(60_000),
+  CATALOG_REFRESH_MS: int(30_000, 100),
+
+  RESULT_HOST: z.string().default('127.0.0.1'),
+  RESULT_PORT: int(8081),
+  /** The {result_host} of the spec: the public base URL of stored results. */
+  RESULT_BASE_URL: z.string().url().optional(),
+  STORAGE_DIR: z.string().default('.data/results'),
+
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+export type Config = Omit<z.infer<typeof configSchema>, 'API_PUBLIC_URL' | 'RESULT_BASE_URL'> & {
+  API_PUBLIC_URL: string;
+  RESULT_BASE_URL: string;
+};
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
+
+/** Parses the environment; throws a ConfigError naming every bad variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = configSchema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((issue) => `  ${issue.path.join('.')}: ${issue.message}`);
+    throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
+  }
+  const c = parsed.data;
+  const apiHost = c.API_HOST === '0.0.0.0' ? '127.0.0.1' : c.API_HOST;
+  const resultHost = c.RESULT_HOST === '0.0.0.0' ? '127.0.0.1' : c.RESULT_HOST;
+  return {
+    ...c,
+    API_PUBLIC_URL: (c.API_PUBLIC_URL ?? `http://${apiHost}:${c.API_PORT}/v1`).replace(/\/$/, ''),
+    RESULT_BASE_URL: (c.RESULT_BASE_URL ?? `http://${resultHost}:${c.RESULT_PORT}`).replace(/\/$/, ''),
+  };
+}

@@ -1,0 +1,51 @@
+import {
+  createNumericTypeParser,
+  createPool,
+  SchemaValidationError,
+  type DatabasePool,
+  type Interceptor,
+} from 'slonik';
+
+export type { DatabasePool };
+
+/** Timestamps leave the database as ISO 8601 strings with milliseconds and Z, the API's format. */
+const isoTimestamp = (value: string) => new Date(value).toISOString();
+
+/** int8 (bigint, count(*)) as a JS number: credits and counts stay far below 2^53, and a larger value is an error. */
+const safeInteger = (value: string) => {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n)) throw new RangeError(`int8 value ${value} is beyond Number.MAX_SAFE_INTEGER`);
+  return n;
+};
+
+/** Validates rows of `sql.type(schema)` queries against their zod schema. */
+const resultParser: Interceptor = {
+  name: 'result-parser',
+  transformRow: (context, query, row) => {
+    if (!context.resultParser) return row;
+    const parsed = context.resultParser.safeParse(row);
+    if (!parsed.success) throw new SchemaValidationError(query, row, parsed.error.issues);
+    return parsed.data as typeof row;
+  },
+};
+
+export interface PoolOptions {
+  maximumPoolSize?: number;
+  statementTimeoutMs?: number;
+}
+
+export async function createDatabasePool(url: string, options: PoolOptions = {}): Promise<DatabasePool> {
+  return createPool(url, {
+    maximumPoolSize: options.maximumPoolSize ?? 10,
+    statementTimeout: options.statementTimeoutMs ?? 30_000,
+    connectionTimeout: 10_000,
+    captureStackTrace: false,
+    interceptors: [resultParser],
+    typeParsers: [
+      { name: 'int8', parse: safeInteger },
+      createNumericTypeParser(),
+      { name: 'timestamptz', parse: isoTimestamp },
+      { name: 'timestamp', parse: (value) => isoTimestamp(`${value}Z`) },
+    ],
+  });
+}

@@ -1,0 +1,102 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { Connection } from '@temporalio/client';
+import { ensureSearchAttributes } from '../temporal/search-attributes-setup.js';
+import { waitForPort } from './free-port.js';
+import { temporalCliPath } from './temporal-binaries.js';
+
+export interface DevServerOptions {
+  port: number;
+  /** null: no web UI. */
+  uiPort: number | null;
+  /** SQLite file that keeps workflows across restarts; null: in memory. */
+  dbFile: string | null;
+  namespace?: string;
+  onOutput?: (line: string) => void;
+}
+
+export interface RunningDevServer {
+  address: string;
+  uiUrl: string | null;
+  process: ChildProcess;
+  stop(): Promise<void>;
+}
+
+/** Starts `temporal server start-dev` on loopback and registers our search attributes. */
+export async function startTemporalDevServer(options: DevServerOptions): Promise<RunningDevServer> {
+  const executable = await temporalCliPath();
+  const namespace = options.namespace ?? 'default';
+  const args = [
+    'server',
+    'start-dev',
+    '--ip',
+    '127.0.0.1',
+    '--port',
+    String(options.port),
+    '--namespace',
+    namespace,
+  ];
+  args.push('--log-level', 'warn', '--log-format', 'pretty');
+  if (options.dbFile) args.push('--db-filename', options.dbFile);
+  if (options.uiPort === null) args.push('--headless');
+  else args.push('--ui-port', String(options.uiPort), '--ui-ip', '127.0.0.1');
+  const child = spawn(executable, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const output: string[] = [];
+  const collect = (chunk: Buffer) => {
+    for (const line of chunk.toString('utf8').split('\n')) {
+      if (!line.trim()) continue;
+      output.push(line);
+      if (output.length > 50) output.shift();
+      options.onOutput?.(line);
+    }
+  };
+  child.stdout.on('data', collect);
+  child.stderr.on('data', collect);
+  const exited = new Promise<never>((_, reject) =>
+    child.once('exit', (code) =>
+      reject(new Error(`temporal dev server exited (${code}):\n${output.join('\n')}`)),
+    ),
+  );
+  exited.catch(() => undefined);
+  await Promise.race([waitForPort(options.port, '127.0.0.1', 60_000), exited]);
+
+  const address = `127.0.0.1:${options.port}`;
+  const connection = await Connection.connect({ address });
+  try {
+    await waitForNamespace(connection, namespace);
+    await ensureSearchAttributes(connection, namespace);
+  } finally {
+    await connection.close();
+  }
+  return {
+    address,
+    uiUrl: options.uiPort === null ? null : `http://127.0.0.1:${options.uiPort}`,
+    process: child,
+    stop: () => stopChild(child),
+  };
+}
+
+async function waitForNamespace(connection: Connection, namespace: string): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    try {
+      await connection.workflowService.describeNamespace({ namespace });
+      return;
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}
+
+/** SIGTERM, then SIGKILL if the child has not exited within `graceMs`. */
+export function stopChild(child: ChildProcess, graceMs = 10_000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    child.kill('SIGTERM');
+  });
+}

@@ -1,0 +1,60 @@
+/**
+ * Every error code the API can answer with, and its HTTP status: the one table
+ * the error handler, the OpenAPI description and the README are built from.
+ * Codes in the spec's table keep the spec's status; the rest fill what the spec
+ * leaves "not shown".
+ */
+export const errorCodes = {
+  invalid_request: { status: 400, description: 'The request failed validation; `issues` names each field.' },
+  unauthorized: { status: 401, description: 'Missing, malformed, unknown or revoked API key.' },
+  insufficient_credits: { status: 402, description: 'The balance is below the full quoted price.' },
+  payment_required: { status: 403, description: 'The account has no completed paid purchase.' },
+  api_access_disabled: { status: 403, description: 'API access is disabled for the account.' },
+  not_found: { status: 404, description: 'No such route, or no such generation in this account.' },
+  method_not_allowed: { status: 405, description: 'The route exists but not with this method.' },
+  idempotency_conflict: { status: 409, description: 'The Idempotency-Key was used with a different body.' },
+  payload_too_large: { status: 413, description: 'The request body is larger than the service accepts.' },
+  unsupported_media_type: { status: 415, description: 'The body is not application/json.' },
+  rate_limited: { status: 429, description: 'A rate limit was exceeded; see Retry-After.' },
+  concurrency_limit_exceeded: {
+    status: 429,
+    description: 'Too many generations are in progress for the account; nothing was charged.',
+  },
+  internal_error: { status: 500, description: 'Unexpected failure. Retry with the same Idempotency-Key.' },
+  service_unavailable: {
+    status: 503,
+    description: 'A dependency is unreachable. Retry with the same Idempotency-Key and body.',
+  },
+} as const satisfies Record<string, { status: number; description: string }>;
+
+export type ErrorCode = keyof typeof errorCodes;
+
+/** One field-level validation problem, as listed in a 400's `issues` array. */
+export interface ValidationIssue {
+  /** Dotted path of the offending field, for example `images.1` or `prompt`; empty for the body itself. */
+  field: string;
+  /** Machine-readable reason, for example `too_big`, `invalid_enum_value`, `unrecognized_key`. */
+  code: string;
+  message: string;
+}
+
+/** An error that the API answers with in the spec's envelope. */
+export class ApiError extends Error {
+  override readonly name = 'ApiError';
+  readonly status: number;
+
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly extra: { issues?: ValidationIssue[]; retryAfterSeconds?: number; requestId?: string } = {},
+  ) {
+    super(message);
+    this.status = errorCodes[code].status;
+  }
+}
+
+export class ValidationError extends ApiError {
+  constructor(issues: ValidationIssue[], message = 'The request is invalid.') {
+    super('invalid_request', message, { issues });
+  }
+}

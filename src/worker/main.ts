@@ -1,0 +1,26 @@
+import { createActivities } from '../activities/index.js';
+import { createDatabasePool } from '../db/pool.js';
+import { createLogger } from '../logger.js';
+import { loadConfigOrExit } from '../process.js';
+import { createWorker, NativeConnection } from './create-worker.js';
+
+/** `npm run worker`: runs generation workflows and their activities. Configured by environment variables only. */
+const config = loadConfigOrExit();
+const logger = createLogger('worker', config.LOG_LEVEL);
+const pool = await createDatabasePool(config.DATABASE_URL, { maximumPoolSize: config.DATABASE_POOL_SIZE });
+const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
+const worker = await createWorker({
+  connection,
+  namespace: config.TEMPORAL_NAMESPACE,
+  taskQueue: config.TEMPORAL_TASK_QUEUE,
+  activities: createActivities({ db: pool }),
+});
+logger.info(
+  { taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE },
+  'worker running',
+);
+// Worker.run() handles SIGINT/SIGTERM itself: it stops polling, lets running tasks finish, then resolves.
+await worker.run();
+await connection.close();
+await pool.end();
+logger.info('worker stopped');

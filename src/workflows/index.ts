@@ -1,0 +1,2 @@
+// Every workflow the worker runs. This file is the bundle's entry point: keep it free of I/O.
+export { healthCheckWorkflow } from './health-check.js';

@@ -1,0 +1,59 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { TestProject } from 'vitest/node';
+import { migrate } from '../src/db/migrate.js';
+import { createDatabaseIfMissing, startEmbeddedPostgres } from '../src/dev/embedded-postgres.js';
+import { freePort } from '../src/dev/free-port.js';
+import { startTemporalDevServer } from '../src/dev/temporal-dev-server.js';
+import { temporalTestServerPath } from '../src/dev/temporal-binaries.js';
+import { buildWorkflowBundle } from '../src/worker/workflow-bundle.js';
+
+export const TEMPLATE_DATABASE = 'template_app';
+
+/**
+ * Starts, once per test run, the real servers every test file shares: an
+ * embedded PostgreSQL holding a migrated template database (each file clones
+ * its own database from it) and an in-memory Temporal dev server. The workflow
+ * bundle is built once here too.
+ */
+export default async function setup(project: TestProject) {
+  const scratch = await mkdtemp(path.join(os.tmpdir(), 'generation-service-test-'));
+  const postgres = await startEmbeddedPostgres({
+    dataDir: path.join(process.cwd(), '.data', `test-postgres-${process.pid}`),
+    port: await freePort(),
+    database: 'postgres',
+    persistent: false,
+  });
+  const templateUrl = postgres.adminUrl.replace(/\/postgres$/, `/${TEMPLATE_DATABASE}`);
+  await createDatabaseIfMissing(postgres.adminUrl, TEMPLATE_DATABASE);
+  await migrate(templateUrl);
+
+  const temporal = await startTemporalDevServer({ port: await freePort(), uiPort: null, dbFile: null });
+  const bundlePath = path.join(scratch, 'workflow-bundle.js');
+  await buildWorkflowBundle(bundlePath);
+  // Fetched now (once, outside any test's timeout) so time-skipping tests start at once.
+  const testServerPath = await temporalTestServerPath();
+
+  project.provide('pgAdminUrl', postgres.adminUrl);
+  project.provide('pgTemplate', TEMPLATE_DATABASE);
+  project.provide('temporalAddress', temporal.address);
+  project.provide('workflowBundlePath', bundlePath);
+  project.provide('temporalTestServerPath', testServerPath);
+
+  return async () => {
+    await temporal.stop();
+    await postgres.stop();
+    await rm(scratch, { recursive: true, force: true });
+  };
+}
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    pgAdminUrl: string;
+    pgTemplate: string;
+    temporalAddress: string;
+    workflowBundlePath: string;
+    temporalTestServerPath: string;
+  }
+}

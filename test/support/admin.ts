@@ -1,0 +1,20 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+
+/** Runs `npm run admin -- …` as a person would, in its own process, against `databaseUrl`. */
+export async function runAdminCli(
+  args: string[],
+  databaseUrl: string,
+): Promise<{ stdout: string; stderr: string; code: number }> {
+  try {
+    const { stdout, stderr } = await run('node', ['--import', 'tsx', 'src/admin/cli.ts', ...args], {
+      env: { ...process.env, DATABASE_URL: databaseUrl },
+    });
+    return { stdout, stderr, code: 0 };
+  } catch (error) {
+    const e = error as { stdout: string; stderr: string; code: number };
+    return { stdout: e.stdout, stderr: e.stderr, code: e.code };
+  }
+}
