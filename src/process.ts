@@ -37,3 +37,8 @@ export function loadConfigOrExit(): Config {
     return exitOnConfigError(error);
   }
 }
+
+/** Tells a parent that started this process with an IPC channel (`npm start`) that it is serving. */
+export function reportReady(): void {
+  process.send?.('ready');
+}

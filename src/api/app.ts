@@ -1,4 +1,4 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
 import type { Authenticator } from '../auth/authenticator.js';
 import type { CatalogCache } from '../catalog/catalog-cache.js';
@@ -30,11 +30,10 @@ export interface AppDeps {
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: deps.logger,
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'request_id' }),
     bodyLimit: deps.settings.bodyLimitBytes,
     trustProxy: deps.settings.trustProxy,
     genReqId: () => newId('req'),
-    requestIdLogLabel: 'request_id',
     return503OnClosing: true,
   });
   app.decorateRequest('errorCode', null);

@@ -1,5 +1,5 @@
 import { createLogger } from '../logger.js';
-import { loadConfigOrExit, runUntilSignal } from '../process.js';
+import { loadConfigOrExit, reportReady, runUntilSignal } from '../process.js';
 import { createApiService } from './service.js';
 
 /** `npm run api`: the HTTP API, configured by environment variables only. */
@@ -9,3 +9,4 @@ const service = await createApiService(config, logger);
 await service.app.listen({ host: config.API_HOST, port: config.API_PORT });
 logger.info({ url: config.API_PUBLIC_URL }, 'API listening');
 runUntilSignal(logger, () => service.close());
+reportReady();

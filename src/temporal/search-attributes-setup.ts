@@ -1,8 +1,9 @@
 import type { Connection } from '@temporalio/client';
-import { temporal } from '@temporalio/proto';
+import proto from '@temporalio/proto';
 import { customSearchAttributes } from '../workflows/search-attributes.js';
 
-const { IndexedValueType } = temporal.api.enums.v1;
+// CommonJS package: its namespace is reachable only through the default export under plain Node ESM.
+const { IndexedValueType } = proto.temporal.api.enums.v1;
 const indexedType = {
   KEYWORD: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
   BOOL: IndexedValueType.INDEXED_VALUE_TYPE_BOOL,

@@ -1,25 +1,43 @@
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime, Worker, type LogLevel } from '@temporalio/worker';
+import type { Logger } from 'pino';
 import type { Activities } from '../activities/index.js';
-import { workflowsPath } from './workflow-bundle.js';
+import { bundleWorkflows } from './workflow-bundle.js';
 
 export interface WorkerOptions {
   connection: NativeConnection;
   namespace: string;
   taskQueue: string;
   activities: Activities;
-  /** A prebuilt bundle (tests build one per run); without it the worker bundles src/workflows itself. */
+  /** A prebuilt bundle (tests build one per run); without it the workflows are bundled now. */
   workflowBundlePath?: string;
 }
 
-export function createWorker(options: WorkerOptions): Promise<Worker> {
+export async function createWorker(options: WorkerOptions): Promise<Worker> {
   return Worker.create({
     connection: options.connection,
     namespace: options.namespace,
     taskQueue: options.taskQueue,
     activities: options.activities,
-    ...(options.workflowBundlePath
-      ? { workflowBundle: { codePath: options.workflowBundlePath } }
-      : { workflowsPath }),
+    workflowBundle: options.workflowBundlePath
+      ? { codePath: options.workflowBundlePath }
+      : { code: await bundleWorkflows() },
+  });
+}
+
+const pinoLevel: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'> = {
+  TRACE: 'trace',
+  DEBUG: 'debug',
+  INFO: 'info',
+  WARN: 'warn',
+  ERROR: 'error',
+};
+
+/** Sends the SDK's own logs (worker state, workflow and activity logs) through our JSON logger. Call once, first. */
+export function installTemporalRuntime(logger: Logger): void {
+  Runtime.install({
+    logger: new DefaultLogger('INFO', (entry) =>
+      logger[pinoLevel[entry.level]]({ ...entry.meta }, entry.message),
+    ),
   });
 }
 

@@ -1,12 +1,13 @@
 import { createActivities } from '../activities/index.js';
 import { createDatabasePool } from '../db/pool.js';
 import { createLogger } from '../logger.js';
-import { loadConfigOrExit } from '../process.js';
-import { createWorker, NativeConnection } from './create-worker.js';
+import { loadConfigOrExit, reportReady } from '../process.js';
+import { createWorker, installTemporalRuntime, NativeConnection } from './create-worker.js';
 
 /** `npm run worker`: runs generation workflows and their activities. Configured by environment variables only. */
 const config = loadConfigOrExit();
 const logger = createLogger('worker', config.LOG_LEVEL);
+installTemporalRuntime(logger);
 const pool = await createDatabasePool(config.DATABASE_URL, { maximumPoolSize: config.DATABASE_POOL_SIZE });
 const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
 const worker = await createWorker({
@@ -20,7 +21,9 @@ logger.info(
   'worker running',
 );
 // Worker.run() handles SIGINT/SIGTERM itself: it stops polling, lets running tasks finish, then resolves.
-await worker.run();
+const running = worker.run();
+reportReady();
+await running;
 await connection.close();
 await pool.end();
 logger.info('worker stopped');

@@ -4,10 +4,15 @@ import { bundleWorkflowCode } from '@temporalio/worker';
 
 export const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 
-/** Bundles the workflow code once (webpack), so several workers or test files can share it. */
-export async function buildWorkflowBundle(outFile: string): Promise<void> {
+/** Bundles the workflow code (webpack) without printing webpack's statistics. */
+export async function bundleWorkflows(): Promise<string> {
   const { code } = await bundleWorkflowCode({ workflowsPath, logger: quietBundlerLogger });
-  await writeFile(outFile, code);
+  return code;
+}
+
+/** Writes the bundle to a file, so several workers or test files can share one build. */
+export async function buildWorkflowBundle(outFile: string): Promise<void> {
+  await writeFile(outFile, await bundleWorkflows());
 }
 
 const quietBundlerLogger = {

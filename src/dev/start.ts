@@ -1,0 +1,237 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdir, open, readFile, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { Connection } from '@temporalio/client';
+import { loadConfig, type Config } from '../config.js';
+import { createAccount, findAccount, recordPurchase } from '../db/accounts-repository.js';
+import { createApiKey, listApiKeys } from '../db/api-keys-repository.js';
+import { grantCredits } from '../db/credits-repository.js';
+import { migrate } from '../db/migrate.js';
+import { createDatabasePool } from '../db/pool.js';
+import { exitOnConfigError } from '../process.js';
+import { ensureSearchAttributes } from '../temporal/search-attributes-setup.js';
+import { dataDir, writeDevState } from './dev-state.js';
+import { startEmbeddedPostgres, type RunningPostgres } from './embedded-postgres.js';
+import { startTemporalDevServer, stopChild, type RunningDevServer } from './temporal-dev-server.js';
+import { projectRoot } from './temporal-binaries.js';
+
+/**
+ * `npm start`: the whole service on one machine. Without DATABASE_URL it runs
+ * an embedded PostgreSQL, without TEMPORAL_ADDRESS the Temporal dev server
+ * (with its web UI), both keeping their data under .data/ so work survives a
+ * restart. Then it migrates, makes sure a development account exists, and
+ * runs the API, the worker and the result host as child processes until
+ * Ctrl-C, when it stops them all in order.
+ */
+
+const DEV_EMAIL = 'developer@localhost';
+const say = (line = '') => process.stdout.write(`${line}\n`);
+
+const lockFile = path.join(dataDir, 'service.lock');
+await mkdir(dataDir, { recursive: true });
+await takeLock();
+
+const cleanups: Array<() => Promise<void>> = [];
+let shuttingDown = false;
+const children: Array<{ name: string; child: ChildProcess }> = [];
+
+async function shutdown(code: number): Promise<never> {
+  if (shuttingDown) process.exit(code);
+  shuttingDown = true;
+  say('\nStopping...');
+  // Clients first (api, worker, result host), then the servers they use.
+  await Promise.all(children.map(({ child }) => stopChild(child, 15_000)));
+  for (const cleanup of cleanups.reverse())
+    await cleanup().catch((error: unknown) => say(`  ${String(error)}`));
+  await rm(lockFile, { force: true });
+  say('Stopped.');
+  process.exit(code);
+}
+process.on('SIGINT', () => void shutdown(0));
+process.on('SIGTERM', () => void shutdown(0));
+
+try {
+  await main();
+} catch (error) {
+  if (error instanceof Error && error.name === 'ConfigError') exitOnConfigError(error);
+  say(`\nStart failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+  await shutdown(1);
+}
+
+async function main(): Promise<void> {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+
+  let postgres: RunningPostgres | null = null;
+  if (!env.DATABASE_URL) {
+    const port = Number(env.EMBEDDED_POSTGRES_PORT ?? 54329);
+    say(
+      `Starting embedded PostgreSQL on 127.0.0.1:${port} (data in ${path.relative(projectRoot, dataDir) || dataDir}/postgres)...`,
+    );
+    postgres = await startEmbeddedPostgres({
+      dataDir: path.join(dataDir, 'postgres'),
+      port,
+      database: 'generations',
+      persistent: true,
+    });
+    const running = postgres;
+    cleanups.push(() => running.stop());
+    env.DATABASE_URL = postgres.url;
+  }
+
+  let temporal: RunningDevServer | null = null;
+  if (!env.TEMPORAL_ADDRESS) {
+    const port = Number(env.TEMPORAL_DEV_PORT ?? 7233);
+    const uiPort = Number(env.TEMPORAL_UI_PORT ?? 8233);
+    say(
+      `Starting the Temporal dev server on 127.0.0.1:${port}, web UI on ${uiPort} (state in ${path.relative(projectRoot, dataDir) || dataDir}/temporal.db)...`,
+    );
+    temporal = await startTemporalDevServer({
+      port,
+      uiPort,
+      dbFile: path.join(dataDir, 'temporal.db'),
+      namespace: env.TEMPORAL_NAMESPACE,
+    });
+    const running = temporal;
+    cleanups.push(() => running.stop());
+    env.TEMPORAL_ADDRESS = temporal.address;
+  } else {
+    const connection = await Connection.connect({ address: env.TEMPORAL_ADDRESS });
+    await ensureSearchAttributes(connection, env.TEMPORAL_NAMESPACE ?? 'default').finally(() =>
+      connection.close(),
+    );
+  }
+
+  env.STORAGE_DIR ??= path.join(dataDir, 'results');
+  const config = loadConfig(env);
+
+  const migration = await migrate(config.DATABASE_URL);
+  say(`Migrations: ${migration.applied.length} applied, ${migration.skipped.length} already in place.`);
+  const devKey = await ensureDevelopmentAccount(config);
+
+  const entry = (file: string) => path.join(projectRoot, 'src', file);
+  await Promise.all([
+    spawnChild('api', entry('api/main.ts'), env),
+    spawnChild('worker', entry('worker/main.ts'), env),
+    spawnChild('results', entry('result-host/main.ts'), env),
+  ]);
+
+  await writeDevState({
+    pid: process.pid,
+    databaseUrl: config.DATABASE_URL,
+    temporalAddress: config.TEMPORAL_ADDRESS,
+    apiUrl: config.API_PUBLIC_URL,
+    temporalUiUrl: temporal?.uiUrl ?? null,
+  });
+  say('');
+  say('Generation service is running.');
+  say(`  API base URL:   ${config.API_PUBLIC_URL}`);
+  say(`  Results:        ${config.RESULT_BASE_URL}`);
+  say(`  Temporal UI:    ${temporal?.uiUrl ?? `(your Temporal at ${config.TEMPORAL_ADDRESS})`}`);
+  say(`  PostgreSQL:     ${postgres ? config.DATABASE_URL : '(DATABASE_URL)'}`);
+  if (devKey.created) {
+    say(`  Development API key (shown once; only its SHA-256 is stored): ${devKey.created}`);
+  } else {
+    say(
+      `  Development account ${DEV_EMAIL} has ${devKey.activeKeys} active key(s); another: npm run admin -- create-key --account ${DEV_EMAIL}`,
+    );
+  }
+  say(`  Try: curl -H "Authorization: Bearer <key>" ${config.API_PUBLIC_URL}/credits`);
+  say('Press Ctrl-C to stop.');
+}
+
+/** The development account: a completed credit pack, 1,000 credits, and a key if it has none. */
+async function ensureDevelopmentAccount(
+  config: Config,
+): Promise<{ created: string | null; activeKeys: number }> {
+  const pool = await createDatabasePool(config.DATABASE_URL, { maximumPoolSize: 1 });
+  try {
+    let account = await findAccount(pool, DEV_EMAIL);
+    if (!account) {
+      account = await createAccount(pool, { email: DEV_EMAIL, name: 'Development account' });
+      const purchase = await recordPurchase(pool, {
+        accountId: account.id,
+        kind: 'credit_pack',
+        status: 'completed',
+        credits: 1000,
+      });
+      await grantCredits(pool, {
+        accountId: account.id,
+        pool: 'one_time',
+        amount: 1000,
+        reason: `purchase ${purchase.id}`,
+      });
+      say(`Created the development account ${account.id} (${DEV_EMAIL}) with 1000 credits.`);
+    }
+    const active = (await listApiKeys(pool, account.id)).filter((k) => !k.revoked_at);
+    if (active.length > 0) return { created: null, activeKeys: active.length };
+    const { key } = await createApiKey(pool, { accountId: account.id, name: 'development' });
+    return { created: key, activeKeys: 1 };
+  } finally {
+    await pool.end();
+  }
+}
+
+/** Starts one of our processes; resolves when it reports ready (see `reportReady`). */
+function spawnChild(name: string, file: string, env: NodeJS.ProcessEnv): Promise<void> {
+  // Own process group: Ctrl-C reaches only this launcher, which stops the children in order.
+  const child = spawn(process.execPath, ['--import', 'tsx', file], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    detached: true,
+  });
+  const prefix = `[${name}] `.padEnd(10);
+  const forward = (stream: NodeJS.WritableStream) => (chunk: Buffer) => {
+    for (const line of chunk.toString('utf8').split('\n')) if (line) stream.write(`${prefix}${line}\n`);
+  };
+  child.stdout?.on('data', forward(process.stdout));
+  child.stderr?.on('data', forward(process.stderr));
+  child.on('exit', (code, signal) => {
+    if (shuttingDown) return;
+    say(`${prefix}exited unexpectedly (${signal ?? `code ${code}`}); stopping everything.`);
+    void shutdown(1);
+  });
+  children.push({ name, child });
+  // If this launcher dies without cleaning up, don't leave the children behind.
+  process.on('exit', () => child.exitCode === null && child.kill('SIGKILL'));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${name} did not become ready within 120 s`)), 120_000);
+    child.on('message', (message) => {
+      if (message !== 'ready') return;
+      clearTimeout(timer);
+      child.disconnect();
+      resolve();
+    });
+  });
+}
+
+/** One `npm start` per data folder: a second one would corrupt the embedded servers' data. */
+async function takeLock(): Promise<void> {
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const handle = await open(lockFile, 'wx');
+      await handle.writeFile(String(process.pid));
+      await handle.close();
+      return;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const pid = Number((await readFile(lockFile, 'utf8').catch(() => '')).trim());
+      if (pid && isAlive(pid)) {
+        process.stderr.write(
+          `The service is already running from this folder (pid ${pid}). Stop it with Ctrl-C there, or: kill ${pid}\n`,
+        );
+        process.exit(1);
+      }
+      await rm(lockFile, { force: true }); // stale: its owner is gone
+    }
+  }
+  throw new Error(`could not take ${lockFile}`);
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

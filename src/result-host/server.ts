@@ -1,0 +1,37 @@
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import fastifyStatic from '@fastify/static';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+
+/**
+ * The {result_host}: serves stored results read-only at stable, unguessable
+ * URLs (`/<random token>/<file>`). Files never change once written, so they
+ * are served as immutable; there is no listing and no index.
+ */
+export async function buildResultHost(options: {
+  storageDir: string;
+  logger: FastifyBaseLogger;
+}): Promise<FastifyInstance> {
+  const root = path.resolve(options.storageDir);
+  await mkdir(root, { recursive: true });
+  const app = Fastify({
+    loggerInstance: options.logger,
+    logController: new LogController({ disableRequestLogging: true }),
+    return503OnClosing: true,
+  });
+  await app.register(fastifyStatic, {
+    root,
+    index: false,
+    list: false,
+    dotfiles: 'deny',
+    immutable: true,
+    maxAge: '365d',
+    // Results are addressed by token only; no redirects from directory paths.
+    redirect: false,
+  });
+  app.setNotFoundHandler((_request, reply) =>
+    reply.code(404).send({ error: { code: 'not_found', message: 'No such result. It may have expired.' } }),
+  );
+  await app.ready();
+  return app;
+}
