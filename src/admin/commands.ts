@@ -98,9 +98,9 @@ export const commands: Record<string, Command> = {
       reason: { type: 'string' },
     },
     async run(db, v) {
-      const account = await getAccountOrThrow(db, str(v.account));
       const pool = oneOf(v.pool, ['subscription', 'one_time'] as const, 'pool');
       const amount = positiveInt(v.amount, 'amount');
+      const account = await getAccountOrThrow(db, str(v.account));
       const balance = await grantCredits(db, {
         accountId: account.id,
         pool,

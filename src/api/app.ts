@@ -20,6 +20,8 @@ export interface AppDeps {
     trustProxy: boolean;
     requestsPerMinutePerKey: number;
   };
+  /** Adds routes before the app is sealed (embedding; tests add probe routes). */
+  configure?: (app: FastifyInstance) => void;
 }
 
 /**
@@ -37,6 +39,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     return503OnClosing: true,
   });
   app.decorateRequest('errorCode', null);
+  // JSON only: without this, Fastify would accept text/plain bodies as strings.
+  app.removeContentTypeParser('text/plain');
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
@@ -50,6 +54,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   creditsRoutes(app, { db: deps.db });
   modelsRoutes(app, { catalog: deps.catalog });
   openApiRoutes(app, { catalog: deps.catalog, publicUrl: deps.settings.publicUrl });
+  deps.configure?.(app);
   await app.ready();
   return app;
 }

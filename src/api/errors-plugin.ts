@@ -1,4 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ServiceError } from '@temporalio/client';
+import { BackendTerminatedError, ConnectionError, StatementTimeoutError } from 'slonik';
 import { ApiError, errorCodes, type ErrorCode, type ValidationIssue } from '../errors.js';
 
 /** The spec's error envelope. */
@@ -37,19 +39,8 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, error: A
   return reply.code(error.status).type('application/json; charset=utf-8').send(body);
 }
 
-const dependencyErrorNames = new Set([
-  'ConnectionError',
-  'BackendTerminatedError',
-  'BackendTerminatedUnexpectedlyError',
-]);
-const dependencyErrorCodes = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ETIMEDOUT',
-  'EHOSTUNREACH',
-  '57P01',
-  '57P03',
-]);
+/** Socket errors, and PostgreSQL's connection-exception (08) and operator-intervention (57P) classes. */
+const dependencyErrorCodes = /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|EPIPE|08...|57P0[1-4]|53300)$/;
 
 function toApiError(error: FastifyError): ApiError {
   if (error instanceof ApiError) return error;
@@ -91,9 +82,15 @@ function invalidJson(detail: string): ApiError {
 
 function isDependencyFailure(error: unknown): boolean {
   for (let e: unknown = error, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
-    const { name, code } = e as { name?: string; code?: string };
-    if ((name && dependencyErrorNames.has(name)) || (code && dependencyErrorCodes.has(code))) return true;
-    if (name === 'ServiceError' || name === 'ConnectionError') return true;
+    if (
+      e instanceof ConnectionError ||
+      e instanceof BackendTerminatedError ||
+      e instanceof StatementTimeoutError
+    )
+      return true;
+    if (e instanceof ServiceError) return true; // Temporal unreachable or overloaded
+    const { code } = e as { code?: unknown };
+    if (typeof code === 'string' && dependencyErrorCodes.test(code)) return true;
   }
   return false;
 }

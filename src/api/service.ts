@@ -15,7 +15,11 @@ export interface ApiService {
 }
 
 /** Everything the API process runs, wired from configuration: pool, change feed, caches, request log, app. */
-export async function createApiService(config: Config, logger: Logger): Promise<ApiService> {
+export async function createApiService(
+  config: Config,
+  logger: Logger,
+  configure?: (app: FastifyInstance) => void,
+): Promise<ApiService> {
   const pool = await createDatabasePool(config.DATABASE_URL, { maximumPoolSize: config.DATABASE_POOL_SIZE });
   const listener = new NotificationListener(
     config.DATABASE_URL,
@@ -52,6 +56,7 @@ export async function createApiService(config: Config, logger: Logger): Promise<
       trustProxy: config.TRUST_PROXY,
       requestsPerMinutePerKey: config.RATE_LIMIT_PER_MINUTE,
     },
+    configure,
   });
   return {
     app,

@@ -1,3 +1,4 @@
+import type { FastifyInstance } from 'fastify';
 import { inject } from 'vitest';
 import { createApiService, type ApiService } from '../../src/api/service.js';
 import { loadConfig } from '../../src/config.js';
@@ -12,6 +13,7 @@ import { randomBase62 } from '../../src/ids.js';
 export async function startTestApi(
   databaseUrl: string,
   env: Record<string, string> = {},
+  configure?: (app: FastifyInstance) => void,
 ): Promise<ApiService> {
   const config = loadConfig({
     DATABASE_URL: databaseUrl,
@@ -19,7 +21,7 @@ export async function startTestApi(
     DATABASE_POOL_SIZE: '5',
     ...env,
   });
-  return createApiService(config, createLogger('api-test', 'silent'));
+  return createApiService(config, createLogger('api-test', 'silent'), configure);
 }
 
 export interface TestAccount {

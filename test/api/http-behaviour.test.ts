@@ -1,0 +1,241 @@
+import { sql } from 'slonik';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import type { ApiService } from '../../src/api/service.js';
+import { errorBodySchema } from '../../src/api/schemas.js';
+import { ApiError } from '../../src/errors.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
+
+describe('HTTP behaviour: the error envelope, limits, request ids, CORS', () => {
+  let db: TestDatabase;
+  let api: ApiService;
+  let account: TestAccount;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    api = await startTestApi(db.url, { BODY_LIMIT_BYTES: '2048', RATE_LIMIT_PER_MINUTE: '1000' }, (app) => {
+      // Probe routes: a body-accepting route and a route that fails, to observe the envelope.
+      app.post('/v1/probe', (request) => ({ received: request.body }));
+      app.get('/v1/probe/boom', () => {
+        throw new Error('secret internal detail: relation "x" at 10.1.2.3');
+      });
+      app.get('/v1/probe/api-error', () => {
+        throw new ApiError('idempotency_conflict', 'That key was used with another body.');
+      });
+    });
+    account = await createPaidAccount(db.pool);
+  });
+  afterAll(async () => {
+    await api?.close();
+    await db?.drop();
+  });
+
+  const post = (payload: string, headers: Record<string, string>) =>
+    api.app.inject({
+      method: 'POST',
+      url: '/v1/probe',
+      payload,
+      headers: { ...bearer(account.key), ...headers },
+    });
+  const envelope = (body: string) => errorBodySchema.parse(JSON.parse(body)).error;
+
+  it('malformed JSON is 400 invalid_request with an issue for the body', async () => {
+    const response = await post('{"model": ', { 'content-type': 'application/json' });
+    expect(response.statusCode).toBe(400);
+    const error = envelope(response.body);
+    expect(error.code).toBe('invalid_request');
+    expect(error.issues).toEqual([{ field: '', code: 'invalid_json', message: expect.any(String) }]);
+  });
+
+  it('an empty JSON body is 400 invalid_request', async () => {
+    const response = await post('', { 'content-type': 'application/json' });
+    expect(response.statusCode).toBe(400);
+    expect(envelope(response.body).code).toBe('invalid_request');
+  });
+
+  it('an oversized body is 413 payload_too_large', async () => {
+    const response = await post(JSON.stringify({ prompt: 'x'.repeat(4096) }), {
+      'content-type': 'application/json',
+    });
+    expect(response.statusCode).toBe(413);
+    expect(envelope(response.body).code).toBe('payload_too_large');
+  });
+
+  it('a body that is not JSON is 415 unsupported_media_type', async () => {
+    for (const type of [
+      'text/plain',
+      'application/x-www-form-urlencoded',
+      'multipart/form-data; boundary=x',
+    ]) {
+      const response = await post('prompt=hi', { 'content-type': type });
+      expect(response.statusCode, type).toBe(415);
+      expect(envelope(response.body).code).toBe('unsupported_media_type');
+    }
+    expect((await post('{"a":1}', { 'content-type': 'application/json; charset=utf-8' })).statusCode).toBe(
+      200,
+    );
+  });
+
+  it('unknown routes are 404 not_found in the envelope', async () => {
+    for (const url of ['/v1/nope', '/v2/credits', '/']) {
+      const response = await api.app.inject({ method: 'GET', url, headers: bearer(account.key) });
+      expect(response.statusCode, url).toBe(404);
+      expect(envelope(response.body).code).toBe('not_found');
+    }
+  });
+
+  it('a 5xx says nothing of internals', async () => {
+    const response = await api.app.inject({
+      method: 'GET',
+      url: '/v1/probe/boom',
+      headers: bearer(account.key),
+    });
+    expect(response.statusCode).toBe(500);
+    const error = envelope(response.body);
+    expect(error.code).toBe('internal_error');
+    expect(response.body).not.toMatch(/secret|relation|10\.1\.2\.3|stack/);
+  });
+
+  it('errors raised by routes keep their code and status', async () => {
+    const response = await api.app.inject({
+      method: 'GET',
+      url: '/v1/probe/api-error',
+      headers: bearer(account.key),
+    });
+    expect(response.statusCode).toBe(409);
+    expect(envelope(response.body)).toEqual({
+      code: 'idempotency_conflict',
+      message: 'That key was used with another body.',
+    });
+  });
+
+  it('every response carries x-request-id, errors included', async () => {
+    const responses = await Promise.all([
+      api.app.inject({ method: 'GET', url: '/v1/credits', headers: bearer(account.key) }),
+      api.app.inject({ method: 'GET', url: '/v1/credits' }),
+      api.app.inject({ method: 'GET', url: '/v1/nope', headers: bearer(account.key) }),
+      api.app.inject({ method: 'GET', url: '/v1/openapi.json' }),
+      post('{', { 'content-type': 'application/json' }),
+    ]);
+    const ids = responses.map((r) => r.headers['x-request-id']);
+    for (const id of ids) expect(id).toMatch(/^req_[0-9A-Za-z]{22}$/);
+    expect(new Set(ids).size).toBe(ids.length);
+  });
+
+  it('sends no CORS headers, not even to a browser origin or a preflight', async () => {
+    const origin = { origin: 'https://evil.example', 'access-control-request-method': 'GET' };
+    const responses = [
+      await api.app.inject({
+        method: 'GET',
+        url: '/v1/credits',
+        headers: { ...bearer(account.key), ...origin },
+      }),
+      await api.app.inject({ method: 'OPTIONS', url: '/v1/credits', headers: origin }),
+    ];
+    for (const response of responses) {
+      expect(Object.keys(response.headers).filter((h) => h.startsWith('access-control-'))).toEqual([]);
+    }
+    expect(responses[1]!.statusCode).toBeGreaterThanOrEqual(400);
+  });
+
+  it('PostgreSQL unreachable is 503 service_unavailable, not a 500', async () => {
+    const broken = await createTestDatabase();
+    const brokenApi = await startTestApi(broken.url);
+    const brokenAccount = await createPaidAccount(broken.pool);
+    await broken.drop(); // the database disappears under the running API
+    const response = await brokenApi.app.inject({
+      method: 'GET',
+      url: '/v1/credits',
+      headers: bearer(brokenAccount.key),
+    });
+    expect(response.statusCode).toBe(503);
+    expect(envelope(response.body).code).toBe('service_unavailable');
+    await brokenApi.close().catch(() => undefined);
+  });
+});
+
+describe('per-key rate limit and the request log', () => {
+  let db: TestDatabase;
+  let api: ApiService;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    api = await startTestApi(db.url, { RATE_LIMIT_PER_MINUTE: '3' });
+  });
+  afterAll(async () => {
+    await api?.close();
+    await db?.drop();
+  });
+
+  it('answers 429 rate_limited with Retry-After past the per-key limit; other keys are unaffected', async () => {
+    const a = await createPaidAccount(db.pool);
+    const b = await createPaidAccount(db.pool);
+    const responses = [];
+    for (let i = 0; i < 5; i++)
+      responses.push(await api.app.inject({ method: 'GET', url: '/v1/credits', headers: bearer(a.key) }));
+    expect(responses.map((r) => r.statusCode)).toEqual([200, 200, 200, 429, 429]);
+    const last = responses[4];
+    if (!last) throw new Error('no response');
+    expect(last.json().error.code).toBe('rate_limited');
+    expect(Number(last.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect(last.headers['x-ratelimit-limit']).toBe('3');
+    expect(last.headers['x-ratelimit-remaining']).toBe('0');
+    expect(
+      (await api.app.inject({ method: 'GET', url: '/v1/credits', headers: bearer(b.key) })).statusCode,
+    ).toBe(200);
+  });
+
+  it('logs every request made with a recognised key, rejected ones included, and none with unknown keys', async () => {
+    const c = await createPaidAccount(db.pool);
+    await api.app.inject({ method: 'GET', url: '/v1/credits', headers: bearer(c.key) });
+    await api.app.inject({
+      method: 'GET',
+      url: '/v1/models?x=1',
+      headers: { 'x-api-key': c.key, 'user-agent': 'test-agent/1' },
+    });
+    await api.app.inject({ method: 'GET', url: '/v1/nope', headers: bearer(c.key) });
+    await api.app.inject({ method: 'GET', url: '/v1/credits', headers: bearer(c.key) }); // 4th: over the limit of 3
+    await db.pool.query(sql.unsafe`UPDATE api_keys SET revoked_at = now() WHERE id = ${c.keyId}`);
+    await waitFor(
+      async () =>
+        (await api.app.inject({ method: 'GET', url: '/v1/credits', headers: bearer(c.key) })).statusCode ===
+        401,
+    );
+
+    const rows = await waitFor(async () => {
+      const found = await db.pool.any(
+        sql.type(
+          z.object({
+            path: z.string(),
+            status_code: z.number(),
+            error_code: z.string().nullable(),
+            user_agent: z.string().nullable(),
+            request_id: z.string(),
+          }),
+        )`
+          SELECT path, status_code, error_code, user_agent, request_id FROM api_request_log WHERE api_key_id = ${c.keyId} ORDER BY id`,
+      );
+      return found.some((r) => r.status_code === 401) ? found : null;
+    });
+    expect(rows.slice(0, 4).map((r) => [r.path, r.status_code, r.error_code])).toEqual([
+      ['/v1/credits', 200, null],
+      ['/v1/models?x=1', 200, null],
+      ['/v1/nope', 404, 'not_found'],
+      ['/v1/credits', 429, 'rate_limited'],
+    ]);
+    expect(rows.at(-1)).toMatchObject({ status_code: 401, error_code: 'unauthorized' });
+    expect(rows[1]!.user_agent).toBe('test-agent/1');
+    for (const row of rows) expect(row.request_id).toMatch(/^req_/);
+  });
+});
+
+async function waitFor<T>(probe: () => Promise<T | null | false>, timeoutMs = 5000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

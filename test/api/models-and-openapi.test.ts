@@ -1,0 +1,136 @@
+import { sql } from 'slonik';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ApiService } from '../../src/api/service.js';
+import { creditBalanceSchema, modelListSchema } from '../../src/api/schemas.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
+
+describe('GET /v1/models, GET /v1/credits and GET /v1/openapi.json', () => {
+  let db: TestDatabase;
+  let api: ApiService;
+  let account: TestAccount;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    api = await startTestApi(db.url);
+    account = await createPaidAccount(db.pool, { subscription: 30, oneTime: 12 });
+  });
+  afterAll(async () => {
+    await api?.close();
+    await db?.drop();
+  });
+
+  const models = async () => {
+    const response = await api.app.inject({ method: 'GET', url: '/v1/models', headers: bearer(account.key) });
+    expect(response.statusCode).toBe(200);
+    return modelListSchema.parse(response.json()).data;
+  };
+
+  it('credits: the spec fields, subscription and one-time apart', async () => {
+    const response = await api.app.inject({
+      method: 'GET',
+      url: '/v1/credits',
+      headers: bearer(account.key),
+    });
+    expect(creditBalanceSchema.strict().parse(response.json())).toEqual({
+      credits: 42,
+      subscription_credits: 30,
+      one_time_credits: 12,
+    });
+  });
+
+  it('models: everything a client needs to build a request and know its price', async () => {
+    const list = await models();
+    expect(list.map((m) => m.id)).toEqual(['lumen-lite', 'lumen-pro', 'nova-image', 'prism-2', 'motion-1']);
+    const lite = list[0]!;
+    expect(lite).toMatchObject({
+      media_type: 'image',
+      max_images: 4,
+      accepts_data_uris: false,
+      unknown_fields: 'reject',
+      prompt: { min_length: 1, max_length: 3000 },
+      options: {
+        quality: { type: 'enum', values: ['basic', 'high', 'ultra'], default: 'basic' },
+        output_format: { type: 'enum', values: ['png', 'jpeg'], default: 'png' },
+        aspect_ratio: { type: 'enum', default: '1:1' },
+      },
+      pricing: { unit: 'generation', by: 'quality', credits: { basic: 2, high: 4, ultra: 6 } },
+      default_price: 2,
+    });
+    expect(lite.request_schema).toMatchObject({
+      type: 'object',
+      required: ['model', 'prompt'],
+      additionalProperties: false,
+      properties: {
+        prompt: { minLength: 1, maxLength: 3000 },
+        quality: { enum: ['basic', 'high', 'ultra'] },
+      },
+    });
+    const video = list.find((m) => m.media_type === 'video')!;
+    expect(video.pricing).toEqual({
+      unit: 'second',
+      by: 'resolution',
+      credits: { '720p': 5, '1080p': 8 },
+      surcharges: { generate_audio: { true: 2 } },
+    });
+    expect(video.options.duration).toMatchObject({
+      type: 'integer_enum',
+      values: [4, 6, 8],
+      default: 4,
+      unit: 'seconds',
+    });
+  });
+
+  it('models: a price changed in the database is served at once (the web app owns prices)', async () => {
+    await db.pool.query(sql.unsafe`
+      UPDATE models SET definition = jsonb_set(definition, '{pricing,credits,4K}', '25') WHERE id = 'lumen-pro'`);
+    await expect
+      .poll(async () => (await models()).find((m) => m.id === 'lumen-pro')!.pricing.credits['4K'], {
+        timeout: 5000,
+      })
+      .toBe(25);
+  });
+
+  it('models: an entry the service cannot read is left out instead of breaking the catalog', async () => {
+    await db.pool.query(
+      sql.unsafe`UPDATE models SET definition = definition - 'pricing' WHERE id = 'nova-image'`,
+    );
+    await expect
+      .poll(async () => (await models()).map((m) => m.id), { timeout: 5000 })
+      .not.toContain('nova-image');
+    expect((await models()).length).toBe(4);
+  });
+
+  it('openapi.json: OpenAPI 3.1 without authentication, request bodies from the live catalog', async () => {
+    const response = await api.app.inject({ method: 'GET', url: '/v1/openapi.json' });
+    expect(response.statusCode).toBe(200);
+    const doc = response.json();
+    expect(doc.openapi).toBe('3.1.0');
+    expect(Object.keys(doc.paths).sort()).toEqual([
+      '/credits',
+      '/generations',
+      '/generations/{id}',
+      '/models',
+      '/openapi.json',
+    ]);
+    const bodies = doc.paths['/generations'].post.requestBody.content['application/json'].schema.oneOf.map(
+      (r: { $ref: string }) => r.$ref,
+    );
+    expect(bodies).toContain('#/components/schemas/GenerationRequest_lumen_lite');
+    expect(doc.components.schemas.GenerationRequest_lumen_lite.additionalProperties).toBe(false);
+    expect(doc.components.schemas.Error.properties.error.properties.code.enum).toContain(
+      'insufficient_credits',
+    );
+    expect(doc.paths['/generations'].post.responses['402'].description).toContain('insufficient_credits');
+    expect(doc.components.schemas.Generation.required).toEqual(
+      expect.arrayContaining([
+        'id',
+        'status',
+        'credits',
+        'credits_refunded',
+        'content_expired',
+        'expires_at',
+      ]),
+    );
+  });
+});

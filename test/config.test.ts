@@ -1,0 +1,35 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../src/config.js';
+
+describe('configuration', () => {
+  const base = { DATABASE_URL: 'postgres://u:p@db:5432/app', TEMPORAL_ADDRESS: 'temporal:7233' };
+
+  it('fills documented defaults and derives public URLs', () => {
+    const config = loadConfig(base);
+    expect(config).toMatchObject({
+      API_PORT: 8080,
+      API_PUBLIC_URL: 'http://127.0.0.1:8080/v1',
+      RESULT_BASE_URL: 'http://127.0.0.1:8081',
+      RATE_LIMIT_PER_MINUTE: 600,
+      TEMPORAL_NAMESPACE: 'default',
+      TEMPORAL_TASK_QUEUE: 'generations',
+      TRUST_PROXY: false,
+    });
+    expect(loadConfig({ ...base, API_PUBLIC_URL: 'https://api.example.com/v1/' }).API_PUBLIC_URL).toBe(
+      'https://api.example.com/v1',
+    );
+  });
+
+  it('names every bad variable in one message', () => {
+    let error: unknown;
+    try {
+      loadConfig({ DATABASE_URL: 'mysql://x', API_PORT: 'eighty', TRUST_PROXY: 'maybe' });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    const message = (error as Error).message;
+    for (const name of ['DATABASE_URL', 'TEMPORAL_ADDRESS', 'API_PORT', 'TRUST_PROXY'])
+      expect(message).toContain(name);
+  });
+});
