@@ -32,8 +32,8 @@ const configSchema = z.object({
   BODY_LIMIT_BYTES: int(32 * 1024 * 1024, 1024),
   /** Requests per minute per API key, replays included (429 rate_limited beyond it). */
   RATE_LIMIT_PER_MINUTE: int(600, 1),
-  /** How long a resolved API key is trusted without asking PostgreSQL again; changes are pushed sooner by NOTIFY. */
-  AUTH_CACHE_TTL_MS: int(60_000),
+  /** How long a resolved API key or a balance is trusted without asking PostgreSQL; changes are pushed at once by NOTIFY. */
+  CACHE_TTL_MS: int(60_000),
   CATALOG_REFRESH_MS: int(30_000, 100),
 
   RESULT_HOST: z.string().default('127.0.0.1'),

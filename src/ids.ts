@@ -2,14 +2,26 @@ import { randomBytes } from 'node:crypto';
 
 const alphabet = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
+// Random bytes are drawn from the CSPRNG in 4 KiB blocks: one call per id would cost
+// more than the rest of an authenticated request.
+let pool = randomBytes(4096);
+let offset = 0;
+
+function nextRandomByte(): number {
+  if (offset === pool.length) {
+    pool = randomBytes(4096);
+    offset = 0;
+  }
+  return pool[offset++]!;
+}
+
 /** `length` characters drawn uniformly from [0-9A-Za-z] by a CSPRNG. */
 export function randomBase62(length: number): string {
   let out = '';
   while (out.length < length) {
-    for (const byte of randomBytes(length * 2)) {
-      // 248 = 4 × 62: rejecting the top bytes keeps every character equally likely.
-      if (byte < 248 && out.length < length) out += alphabet[byte % 62];
-    }
+    const byte = nextRandomByte();
+    // 248 = 4 × 62: rejecting the top bytes keeps every character equally likely.
+    if (byte < 248) out += alphabet[byte % 62];
   }
   return out;
 }

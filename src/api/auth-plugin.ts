@@ -1,5 +1,5 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { Authenticator, Principal } from '../auth/authenticator.js';
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
+import type { AuthOutcome, Authenticator, Principal } from '../auth/authenticator.js';
 import { ApiError } from '../errors.js';
 import { FixedWindowCounter } from './rate-limit.js';
 import type { RequestLogWriter } from './request-log-writer.js';
@@ -14,49 +14,75 @@ export interface AuthPluginOptions {
 }
 
 /**
- * Authenticates every route not marked `config: { public: true }`, in the order
+ * Authenticates every route not marked `config: { public: true }` (and unknown
+ * routes, through the returned hook), in the order
  * the spec implies: an IP over its failed-authentication budget is refused
  * first (429, even with a good key, so guessing cannot go on); then the key
  * (401), the account (403), and the key's request budget (429). Every request
  * made with a recognised key is written to the request log, rejected ones too.
  */
-export function registerAuth(app: FastifyInstance, options: AuthPluginOptions): void {
+export function registerAuth(app: FastifyInstance, options: AuthPluginOptions): onRequestHookHandler {
   const failedAuth = new FixedWindowCounter(FAILED_AUTH_LIMIT_PER_MINUTE);
   const perKey = new FixedWindowCounter(options.requestsPerMinutePerKey);
+  const limitHeader = String(perKey.limit);
 
   app.decorateRequest('principal', null);
   app.decorateRequest('recognisedKey', null);
 
-  app.addHook('onRequest', async (request, reply) => {
-    if (request.routeOptions.config?.public) return;
+  // Every response names its request, errors and public routes included.
+  app.addHook('onRequest', (request, reply, done) => {
+    reply.header('x-request-id', request.id);
+    done();
+  });
+
+  // Callback style, not async: a cached key is checked without allocating a promise. Attached per route
+  // (all but `config.public` ones) when routes are declared, rather than tested on every request.
+  const authenticate: onRequestHookHandler = (request, reply, done) => {
     const blocked = failedAuth.exhausted(request.ip);
     if (blocked.exhausted) {
-      throw new ApiError(
-        'rate_limited',
-        'Too many failed authentication attempts from this address. Try again later.',
-        {
-          retryAfterSeconds: blocked.retryAfterSeconds,
-        },
+      return done(
+        new ApiError(
+          'rate_limited',
+          'Too many failed authentication attempts from this address. Try again later.',
+          {
+            retryAfterSeconds: blocked.retryAfterSeconds,
+          },
+        ),
       );
     }
-    const outcome = await options.authenticator.authenticate(presentedKey(request));
+    const outcome = options.authenticator.authenticate(presentedKey(request));
+    if (outcome instanceof Promise) {
+      outcome.then((o) => done(admit(request, reply, o)), done);
+    } else {
+      done(admit(request, reply, outcome));
+    }
+  };
+  app.addHook('onRoute', (route) => {
+    if (route.config?.public) return;
+    const existing = route.onRequest ? [route.onRequest].flat() : [];
+    route.onRequest = [authenticate, ...existing];
+  });
+
+  /** Records who called, spends one request of the key's budget; returns the error to answer with, if any. */
+  function admit(request: FastifyRequest, reply: FastifyReply, outcome: AuthOutcome): ApiError | undefined {
     if (!outcome.ok) {
       request.recognisedKey = outcome.recognised;
       if (outcome.countsAsFailedAuth) failedAuth.hit(request.ip);
-      throw outcome.error;
+      return outcome.error;
     }
     request.recognisedKey = outcome.principal;
     const budget = perKey.hit(outcome.principal.keyId);
-    reply.header('x-ratelimit-limit', String(perKey.limit));
+    reply.header('x-ratelimit-limit', limitHeader);
     reply.header('x-ratelimit-remaining', String(budget.remaining));
     reply.header('x-ratelimit-reset', String(budget.retryAfterSeconds));
     if (!budget.allowed) {
-      throw new ApiError('rate_limited', `Rate limit of ${perKey.limit} requests per minute exceeded.`, {
+      return new ApiError('rate_limited', `Rate limit of ${perKey.limit} requests per minute exceeded.`, {
         retryAfterSeconds: budget.retryAfterSeconds,
       });
     }
     request.principal = outcome.principal;
-  });
+    return undefined;
+  }
 
   app.addHook('onResponse', (request, reply, done) => {
     const key = request.recognisedKey;
@@ -77,6 +103,7 @@ export function registerAuth(app: FastifyInstance, options: AuthPluginOptions): 
     }
     done();
   });
+  return authenticate;
 }
 
 /** `Authorization: Bearer <key>` or `x-api-key: <key>`; anything else present is passed on to fail as malformed. */

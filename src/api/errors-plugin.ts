@@ -1,4 +1,10 @@
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type {
+  FastifyError,
+  FastifyInstance,
+  FastifyReply,
+  FastifyRequest,
+  preHandlerHookHandler,
+} from 'fastify';
 import { ServiceError } from '@temporalio/client';
 import { BackendTerminatedError, ConnectionError, StatementTimeoutError } from 'slonik';
 import { ApiError, errorCodes, type ErrorCode, type ValidationIssue } from '../errors.js';
@@ -14,13 +20,14 @@ export interface ErrorBody {
  * and anything else to a 500 whose message hides the internals (the log keeps
  * them, under the request id).
  */
-export function registerErrorHandling(app: FastifyInstance): void {
+export function registerErrorHandling(app: FastifyInstance, authenticate: preHandlerHookHandler): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const apiError = toApiError(error);
-    if (apiError.status >= 500) request.log.error({ err: error }, 'request failed');
+    if (apiError.status >= 500) request.log.error({ err: error, request_id: request.id }, 'request failed');
     return sendError(request, reply, apiError);
   });
-  app.setNotFoundHandler((request, reply) =>
+  // Unknown routes are authenticated too, so requests made with a key are logged whatever their path.
+  app.setNotFoundHandler({ preHandler: authenticate }, (request, reply) =>
     sendError(
       request,
       reply,

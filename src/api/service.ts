@@ -3,6 +3,8 @@ import type { Logger } from 'pino';
 import { Authenticator } from '../auth/authenticator.js';
 import { CatalogCache } from '../catalog/catalog-cache.js';
 import type { Config } from '../config.js';
+import type { CreditBalance } from '../db/credits-repository.js';
+import { InvalidatedCache } from '../db/invalidated-cache.js';
 import { NotificationListener } from '../db/notifications.js';
 import { createDatabasePool, type DatabasePool } from '../db/pool.js';
 import { buildApp } from './app.js';
@@ -25,29 +27,33 @@ export async function createApiService(
     config.DATABASE_URL,
     logger.child({ component: 'notifications' }),
   );
-  const authenticator = new Authenticator(pool, {
-    ttlMs: config.AUTH_CACHE_TTL_MS,
-    cacheEnabled: () => listener.listening,
+  // Caches are trusted only while the change feed that invalidates them is connected.
+  const cacheEnabled = () => listener.listening;
+  const authenticator = new Authenticator(pool, { ttlMs: config.CACHE_TTL_MS, cacheEnabled });
+  const balances = new InvalidatedCache<string, CreditBalance>({
+    ttlMs: config.CACHE_TTL_MS,
+    enabled: cacheEnabled,
   });
   const catalog = new CatalogCache(pool, logger.child({ component: 'catalog' }));
+  const reloadCatalog = () =>
+    void catalog.reload().catch((error: unknown) => logger.warn({ err: error }, 'catalog reload failed'));
   listener
     .on('auth_changed', () => authenticator.invalidateAll())
-    .on(
-      'catalog_changed',
-      () =>
-        void catalog.reload().catch((error: unknown) => logger.warn({ err: error }, 'catalog reload failed')),
-    )
+    .on('balance_changed', (accountId) => balances.invalidate(accountId))
+    .on('catalog_changed', reloadCatalog)
     .onReconnect(() => {
       authenticator.invalidateAll();
-      void catalog.reload().catch(() => undefined);
+      balances.invalidateAll();
+      reloadCatalog();
     });
   await listener.start();
   await catalog.start(config.CATALOG_REFRESH_MS);
-  const requestLog = new RequestLogWriter(pool, logger.child({ component: 'request-log' }));
+  const requestLog = new RequestLogWriter(config.DATABASE_URL, logger.child({ component: 'request-log' }));
   const app = await buildApp({
     db: pool,
     logger,
     authenticator,
+    balances,
     catalog,
     requestLog,
     settings: {

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { randomBase62 } from '../ids.js';
 
 /** Every live key starts with this; secret scanners can match on it. */
@@ -18,7 +18,7 @@ export function isWellFormedApiKey(value: string): boolean {
 
 /** The only form in which a key is stored: SHA-256 of the whole key, hex. */
 export function hashApiKey(key: string): string {
-  return createHash('sha256').update(key).digest('hex');
+  return hash('sha256', key, 'hex');
 }
 
 /** What is shown to identify a key without revealing it, e.g. `gsk_live_Ab3d…`. */

@@ -1,3 +1,7 @@
+import { pipeline } from 'node:stream/promises';
+import { Readable } from 'node:stream';
+import type pg from 'pg';
+import { from as copyFrom } from 'pg-copy-streams';
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 
@@ -15,31 +19,31 @@ export interface RequestLogEntry {
   createdAt: Date;
 }
 
-/** Writes many entries in one statement. */
-export async function insertRequestLogEntries(
-  db: CommonQueryMethods,
-  entries: readonly RequestLogEntry[],
-): Promise<void> {
-  if (entries.length === 0) return;
-  await db.query(sql.unsafe`
-    INSERT INTO api_request_log
-      (account_id, api_key_id, request_id, method, path, status_code, error_code, ip, user_agent, duration_ms, created_at)
-    SELECT * FROM ${sql.unnest(
-      entries.map((e) => [
-        e.accountId,
-        e.apiKeyId,
-        e.requestId,
-        e.method,
-        e.path,
-        e.statusCode,
-        e.errorCode,
-        e.ip,
-        e.userAgent,
-        e.durationMs,
-        e.createdAt.toISOString(),
-      ]),
-      ['text', 'text', 'text', 'text', 'text', 'int4', 'text', 'text', 'text', 'float4', 'timestamptz'],
-    )}`);
+const copyStatement =
+  'COPY api_request_log (account_id, api_key_id, request_id, method, path, status_code, error_code, ip, user_agent, duration_ms, created_at) FROM STDIN';
+
+/** COPY's text format: tab-separated, \N for NULL, backslash escapes for the four special characters. */
+const needsEscape = /[\\\t\n\r]/;
+const special = /[\\\t\n\r]/g;
+const escapes: Record<string, string> = { '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\r' };
+const text = (value: string | null) =>
+  value === null ? '\\N' : needsEscape.test(value) ? value.replace(special, (c) => escapes[c]!) : value;
+
+/**
+ * One entry as a line of COPY text, made when the entry is taken so that a
+ * flush only joins strings.
+ */
+export function toCopyLine(e: RequestLogEntry): string {
+  return `${text(e.accountId)}\t${text(e.apiKeyId)}\t${text(e.requestId)}\t${text(e.method)}\t${text(e.path)}\t${e.statusCode}\t${text(e.errorCode)}\t${text(e.ip)}\t${text(e.userAgent)}\t${e.durationMs}\t${e.createdAt.toISOString()}\n`;
+}
+
+/**
+ * Writes chunks of `toCopyLine` lines with one COPY: PostgreSQL's cheapest
+ * way in, which matters because every API request adds a row.
+ */
+export async function copyRequestLogChunks(client: pg.ClientBase, chunks: readonly Buffer[]): Promise<void> {
+  if (chunks.length === 0) return;
+  await pipeline(Readable.from(chunks), client.query(copyFrom(copyStatement)));
 }
 
 const logRow = z.object({

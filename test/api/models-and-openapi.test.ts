@@ -4,6 +4,7 @@ import type { ApiService } from '../../src/api/service.js';
 import { creditBalanceSchema, modelListSchema } from '../../src/api/schemas.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
+import { runAdminCli } from '../support/admin.js';
 
 describe('GET /v1/models, GET /v1/credits and GET /v1/openapi.json', () => {
   let db: TestDatabase;
@@ -37,6 +38,22 @@ describe('GET /v1/models, GET /v1/credits and GET /v1/openapi.json', () => {
       subscription_credits: 30,
       one_time_credits: 12,
     });
+  });
+
+  it('credits: a balance change made elsewhere shows on the next request, though balances are cached', async () => {
+    const read = async () =>
+      (await api.app.inject({ method: 'GET', url: '/v1/credits', headers: bearer(account.key) })).json();
+    expect((await read()).credits).toBe(42); // cached now
+    await runAdminCli(
+      ['grant-credits', '--account', account.accountId, '--pool', 'one_time', '--amount', '8'],
+      db.url,
+    );
+    expect(await read()).toEqual({ credits: 50, subscription_credits: 30, one_time_credits: 20 });
+    await runAdminCli(
+      ['grant-credits', '--account', account.accountId, '--pool', 'subscription', '--amount', '1'],
+      db.url,
+    );
+    expect((await read()).subscription_credits).toBe(31);
   });
 
   it('models: everything a client needs to build a request and know its price', async () => {

@@ -1,0 +1,121 @@
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { mkdtemp, readFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import autocannon from 'autocannon';
+import { migrate } from '../src/db/migrate.js';
+import { startEmbeddedPostgres, type RunningPostgres } from '../src/dev/embedded-postgres.js';
+import { freePort } from '../src/dev/free-port.js';
+
+/** DATABASE_URL if set, else a throw-away embedded PostgreSQL; migrated either way. */
+export async function benchDatabase(): Promise<{ url: string; embedded: boolean; stop(): Promise<void> }> {
+  let postgres: RunningPostgres | null = null;
+  let url = process.env.DATABASE_URL;
+  if (!url) {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'bench-pg-'));
+    postgres = await startEmbeddedPostgres({
+      dataDir: path.join(dir, 'pg'),
+      port: await freePort(),
+      database: 'bench',
+      persistent: false,
+    });
+    url = postgres.url;
+  }
+  await migrate(url);
+  return { url, embedded: postgres !== null, stop: async () => postgres?.stop() };
+}
+
+/** Runs a TypeScript file in its own Node process (so the load generator and the server do not share an event loop); resolves with the first JSON line it prints. */
+export async function startServerProcess<T>(
+  file: string,
+  env: NodeJS.ProcessEnv,
+): Promise<{ info: T; child: ChildProcess }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', file], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const info = await new Promise<T>((resolve, reject) => {
+    let buffered = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString('utf8');
+      const line = buffered.split('\n').find((l) => l.startsWith('{'));
+      if (line) resolve(JSON.parse(line) as T);
+    });
+    child.once('exit', (code) => reject(new Error(`${file} exited (${code}) before it was ready`)));
+  });
+  return { info, child };
+}
+
+/** CPU time (user + system, ms) used so far by the processes whose command line matches `pattern`. */
+export async function cpuMs(pattern: string): Promise<number> {
+  let pids: string[] = [];
+  try {
+    pids = execFileSync('pgrep', ['-f', pattern], { encoding: 'utf8' }).trim().split('\n').filter(Boolean);
+  } catch {
+    return 0; // none running
+  }
+  const ticksPerSecond = 100;
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return (ticks * 1000) / ticksPerSecond;
+}
+
+export interface LoadResult {
+  label: string;
+  requestsPerSecond: number;
+  p50: number;
+  p99: number;
+  requests: number;
+  non2xx: number;
+  errors: number;
+}
+
+/** One autocannon run on loopback. */
+export async function load(label: string, options: autocannon.Options): Promise<LoadResult> {
+  const result = await autocannon(options);
+  return {
+    label,
+    requestsPerSecond: result.requests.average,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    requests: result.requests.total,
+    non2xx: result.non2xx,
+    errors: result.errors + result.timeouts,
+  };
+}
+
+export const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+};
+
+/** The median run of several (by requests/s), so one noisy run on a shared machine does not decide. */
+export function medianRun<T extends LoadResult>(runs: T[]): T {
+  const sorted = [...runs].sort((a, b) => a.requestsPerSecond - b.requestsPerSecond);
+  return sorted[Math.floor(sorted.length / 2)]!;
+}
+
+export function printTable<T extends LoadResult>(rows: T[], extra: Array<keyof T & string> = []): void {
+  const line = (cells: string[]) =>
+    console.log(cells.map((c, i) => (i === 0 ? c.padEnd(36) : c.padStart(11))).join(''));
+  line(['route', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'errors', ...extra]);
+  for (const r of rows) {
+    line([
+      r.label,
+      r.requestsPerSecond.toFixed(0),
+      r.p50.toFixed(2),
+      r.p99.toFixed(2),
+      String(r.non2xx),
+      String(r.errors),
+      ...extra.map((key) => String(r[key])),
+    ]);
+  }
+}
