@@ -1,28 +1,35 @@
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readFile } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
 import { migrate } from '../src/db/migrate.js';
-import { startEmbeddedPostgres, type RunningPostgres } from '../src/dev/embedded-postgres.js';
+import { startEmbeddedPostgres } from '../src/dev/embedded-postgres.js';
 import { freePort } from '../src/dev/free-port.js';
 
 /** DATABASE_URL if set, else a throw-away embedded PostgreSQL; migrated either way. */
 export async function benchDatabase(): Promise<{ url: string; embedded: boolean; stop(): Promise<void> }> {
-  let postgres: RunningPostgres | null = null;
-  let url = process.env.DATABASE_URL;
-  if (!url) {
-    const dir = await mkdtemp(path.join(os.tmpdir(), 'bench-pg-'));
-    postgres = await startEmbeddedPostgres({
-      dataDir: path.join(dir, 'pg'),
-      port: await freePort(),
-      database: 'bench',
-      persistent: false,
-    });
-    url = postgres.url;
+  if (process.env.DATABASE_URL) {
+    await migrate(process.env.DATABASE_URL);
+    return { url: process.env.DATABASE_URL, embedded: false, stop: () => Promise.resolve() };
   }
-  await migrate(url);
-  return { url, embedded: postgres !== null, stop: async () => postgres?.stop() };
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'bench-pg-'));
+  await chmod(dir, 0o755); // run as root, PostgreSQL runs as `postgres` and must reach its data here
+  const postgres = await startEmbeddedPostgres({
+    dataDir: path.join(dir, 'pg'),
+    port: await freePort(),
+    database: 'bench',
+    persistent: false,
+  });
+  await migrate(postgres.url);
+  return {
+    url: postgres.url,
+    embedded: true,
+    async stop() {
+      await postgres.stop();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 /** Runs a TypeScript file in its own Node process (so the load generator and the server do not share an event loop); resolves with the first JSON line it prints. */

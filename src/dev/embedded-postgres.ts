@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { chown, mkdir } from 'node:fs/promises';
+import { chown, mkdir, rm } from 'node:fs/promises';
 import { createHash } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
@@ -64,7 +64,17 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   const base = `postgres://${user}:${password}@127.0.0.1:${options.port}`;
   const adminUrl = `${base}/postgres`;
   await createDatabaseIfMissing(adminUrl, options.database);
-  return { url: `${base}/${options.database}`, adminUrl, dataDir, stop: () => server.stop() };
+  return {
+    url: `${base}/${options.database}`,
+    adminUrl,
+    dataDir,
+    async stop() {
+      await server.stop();
+      // A throw-away cluster moved under /var/tmp leaves its folder behind otherwise.
+      if (!options.persistent && dataDir !== options.dataDir)
+        await rm(path.dirname(dataDir), { recursive: true, force: true });
+    },
+  };
 }
 
 async function prepareDataDir(requested: string): Promise<string> {

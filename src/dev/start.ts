@@ -76,6 +76,9 @@ async function main(): Promise<void> {
     const running = postgres;
     cleanups.push(() => running.stop());
     env.DATABASE_URL = postgres.url;
+    if (postgres.dataDir !== path.join(dataDir, 'postgres')) {
+      say(`  (the postgres user cannot reach ${dataDir}; the cluster lives in ${postgres.dataDir})`);
+    }
   }
 
   let temporal: RunningDevServer | null = null;

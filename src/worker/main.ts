@@ -1,4 +1,6 @@
+import { Connection } from '@temporalio/client';
 import { createActivities } from '../activities/index.js';
+import { ensureSearchAttributes } from '../temporal/search-attributes-setup.js';
 import { createDatabasePool } from '../db/pool.js';
 import { createLogger } from '../logger.js';
 import { loadConfigOrExit, reportReady } from '../process.js';
@@ -10,6 +12,7 @@ const logger = createLogger('worker', config.LOG_LEVEL);
 installTemporalRuntime(logger);
 const pool = await createDatabasePool(config.DATABASE_URL, { maximumPoolSize: config.DATABASE_POOL_SIZE });
 const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
+await registerSearchAttributes();
 const worker = await createWorker({
   connection,
   namespace: config.TEMPORAL_NAMESPACE,
@@ -27,3 +30,19 @@ await running;
 await connection.close();
 await pool.end();
 logger.info('worker stopped');
+
+/** Our search attributes must exist before a workflow sets them; registering is idempotent. */
+async function registerSearchAttributes(): Promise<void> {
+  const client = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
+  try {
+    const added = await ensureSearchAttributes(client, config.TEMPORAL_NAMESPACE);
+    if (added.length > 0) logger.info({ added }, 'registered search attributes');
+  } catch (error) {
+    logger.warn(
+      { err: error },
+      'could not register search attributes (does this worker have operator rights?); register GenerationStatus, AccountId, Model (Keyword) and NeedsReview (Bool) by hand',
+    );
+  } finally {
+    await client.close();
+  }
+}
