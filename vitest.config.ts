@@ -5,6 +5,7 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/global-setup.ts'],
     setupFiles: ['test/setup-file.ts'],
+    reporters: ['default', './test/support/summary-reporter.ts'],
     pool: 'forks',
     // Two cores: a couple of files at a time keeps Temporal and PostgreSQL responsive.
     maxWorkers: 2,
