@@ -36,6 +36,19 @@ const configSchema = z.object({
   CACHE_TTL_MS: int(60_000),
   CATALOG_REFRESH_MS: int(30_000, 100),
 
+  /** Generations in progress (queued) per account; more are rejected with 429 concurrency_limit_exceeded. */
+  CONCURRENT_GENERATIONS_PER_ACCOUNT: int(10, 1),
+  /** How long POST waits for admission before answering 503 (retry with the same key). */
+  ADMISSION_TIMEOUT_MS: int(10_000, 100),
+  /** How often the worker asks the provider about a running job. */
+  PROVIDER_POLL_INTERVAL_MS: int(2_000, 10),
+  /** Results are kept this long after storage (the spec: 30 days). */
+  RESULT_RETENTION_MS: int(30 * 24 * 3600 * 1000, 1),
+  /** An Idempotency-Key is held this long after creation (the spec: at least 180 days). */
+  IDEMPOTENCY_RETENTION_MS: int(180 * 24 * 3600 * 1000, 1),
+  /** The simulated provider's time to produce a result. */
+  SIM_PROVIDER_DELAY_MS: int(3_000),
+
   RESULT_HOST: z.string().default('127.0.0.1'),
   RESULT_PORT: int(8081),
   /** The {result_host} of the spec: the public base URL of stored results. */

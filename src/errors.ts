@@ -46,9 +46,14 @@ export class ApiError extends Error {
   constructor(
     readonly code: ErrorCode,
     message: string,
-    readonly extra: { issues?: ValidationIssue[]; retryAfterSeconds?: number; requestId?: string } = {},
+    readonly extra: {
+      issues?: ValidationIssue[];
+      retryAfterSeconds?: number;
+      requestId?: string;
+      cause?: unknown;
+    } = {},
   ) {
-    super(message);
+    super(message, { cause: extra.cause });
     this.status = errorCodes[code].status;
   }
 }

@@ -1,14 +1,21 @@
 import type { CommonQueryMethods } from 'slonik';
+import type { Provider } from '../providers/provider.js';
+import type { Storage } from '../storage/storage.js';
+import { createGenerationActivities } from './generation-activities.js';
 import { createHealthActivities } from './health-activities.js';
 
 export interface ActivityDeps {
   db: CommonQueryMethods;
+  providerFor: (model: string) => Provider;
+  storage: Storage;
+  concurrencyLimit: number;
 }
 
 /** Every activity the worker registers, built from its dependencies. */
 export function createActivities(deps: ActivityDeps) {
   return {
     ...createHealthActivities(deps),
+    ...createGenerationActivities(deps),
   };
 }
 

@@ -9,6 +9,7 @@ import { registerAuth } from './auth-plugin.js';
 import { registerErrorHandling } from './errors-plugin.js';
 import type { RequestLogWriter } from './request-log-writer.js';
 import { creditsRoutes, modelsRoutes, openApiRoutes } from './routes/account-routes.js';
+import { generationRoutes, type GenerationRouteDeps } from './routes/generation-routes.js';
 
 export interface AppDeps {
   db: CommonQueryMethods;
@@ -24,6 +25,7 @@ export interface AppDeps {
     trustProxy: boolean;
     requestsPerMinutePerKey: number;
   };
+  generations: Omit<GenerationRouteDeps, 'db' | 'catalog'>;
   /** Adds routes before the app is sealed (embedding; tests add probe routes). */
   configure?: (app: FastifyInstance) => void;
 }
@@ -57,6 +59,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   creditsRoutes(app, { db: deps.db, balances: deps.balances });
   modelsRoutes(app, { catalog: deps.catalog });
+  generationRoutes(app, { db: deps.db, catalog: deps.catalog, ...deps.generations });
   openApiRoutes(app, { catalog: deps.catalog, publicUrl: deps.settings.publicUrl });
   deps.configure?.(app);
   await app.ready();

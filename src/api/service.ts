@@ -1,3 +1,4 @@
+import { Client, Connection } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { Authenticator } from '../auth/authenticator.js';
@@ -7,6 +8,7 @@ import type { CreditBalance } from '../db/credits-repository.js';
 import { InvalidatedCache } from '../db/invalidated-cache.js';
 import { NotificationListener } from '../db/notifications.js';
 import { createDatabasePool, type DatabasePool } from '../db/pool.js';
+import { LocalStorage } from '../storage/storage.js';
 import { buildApp } from './app.js';
 import { RequestLogWriter } from './request-log-writer.js';
 
@@ -48,6 +50,9 @@ export async function createApiService(
     });
   await listener.start();
   await catalog.start(config.CATALOG_REFRESH_MS);
+  // Lazy: the API starts, and reads work, while Temporal is away; POST answers 503 until it is back.
+  const temporalConnection = Connection.lazy({ address: config.TEMPORAL_ADDRESS });
+  const temporal = new Client({ connection: temporalConnection, namespace: config.TEMPORAL_NAMESPACE });
   const requestLog = new RequestLogWriter(config.DATABASE_URL, logger.child({ component: 'request-log' }));
   const app = await buildApp({
     db: pool,
@@ -62,6 +67,17 @@ export async function createApiService(
       trustProxy: config.TRUST_PROXY,
       requestsPerMinutePerKey: config.RATE_LIMIT_PER_MINUTE,
     },
+    generations: {
+      temporal,
+      taskQueue: config.TEMPORAL_TASK_QUEUE,
+      storage: new LocalStorage(config.STORAGE_DIR, config.RESULT_BASE_URL),
+      admissionTimeoutMs: config.ADMISSION_TIMEOUT_MS,
+      timing: {
+        pollIntervalMs: config.PROVIDER_POLL_INTERVAL_MS,
+        resultRetentionMs: config.RESULT_RETENTION_MS,
+        idempotencyRetentionMs: config.IDEMPOTENCY_RETENTION_MS,
+      },
+    },
     configure,
   });
   return {
@@ -72,6 +88,7 @@ export async function createApiService(
       catalog.stop();
       await requestLog.close();
       await listener.close();
+      await temporalConnection.close();
       await pool.end();
     },
   };

@@ -5,6 +5,7 @@ import { createDatabasePool } from '../db/pool.js';
 import { createLogger } from '../logger.js';
 import { loadConfigOrExit, reportReady } from '../process.js';
 import { createWorker, installTemporalRuntime, NativeConnection } from './create-worker.js';
+import { activityDeps } from './worker-deps.js';
 
 /** `npm run worker`: runs generation workflows and their activities. Configured by environment variables only. */
 const config = loadConfigOrExit();
@@ -17,7 +18,7 @@ const worker = await createWorker({
   connection,
   namespace: config.TEMPORAL_NAMESPACE,
   taskQueue: config.TEMPORAL_TASK_QUEUE,
-  activities: createActivities({ db: pool }),
+  activities: createActivities(activityDeps(config, pool)),
 });
 logger.info(
   { taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE },

@@ -2,6 +2,7 @@ import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { createActivities } from '../../src/activities/index.js';
+import { LocalStorage } from '../../src/storage/storage.js';
 import { createWorker, NativeConnection } from '../../src/worker/create-worker.js';
 import { healthCheckWorkflow } from '../../src/workflows/index.js';
 import { AccountId, GenerationStatus, Model, NeedsReview } from '../../src/workflows/search-attributes.js';
@@ -26,7 +27,14 @@ describe('worker on the Temporal dev server', () => {
       connection: nativeConnection,
       namespace: 'default',
       taskQueue,
-      activities: createActivities({ db: db.pool }),
+      activities: createActivities({
+        db: db.pool,
+        providerFor: () => {
+          throw new Error('no provider');
+        },
+        storage: new LocalStorage('/nonexistent', 'http://127.0.0.1:1'),
+        concurrencyLimit: 1,
+      }),
       workflowBundlePath: inject('workflowBundlePath'),
     });
     const client = new Client({ connection });

@@ -1,0 +1,190 @@
+import { ApplicationFailure, Context, heartbeat, sleep } from '@temporalio/activity';
+import type { CommonQueryMethods } from 'slonik';
+import { randomBase62 } from '../ids.js';
+import {
+  admitGeneration,
+  claimFirstSubmit,
+  claimOutputPrefix,
+  completeGeneration,
+  expireGeneration,
+  findSubmission,
+  markNeedsReview,
+  recordProviderJob,
+  refundGeneration,
+  type StoredOutput,
+} from '../db/generations-repository.js';
+import { modelDefinitionSchema } from '../catalog/catalog-entry.js';
+import { resolveOptions } from '../catalog/pricing.js';
+import { sql } from 'slonik';
+import { z } from 'zod';
+import {
+  ProviderRejection,
+  ProviderUncertainError,
+  type Provider,
+  type ProviderResult,
+} from '../providers/provider.js';
+import type { Storage } from '../storage/storage.js';
+import {
+  errorTypes,
+  type Admission,
+  type GenerationError,
+  type GenerationStart,
+} from '../workflows/generation-types.js';
+
+export interface GenerationActivityDeps {
+  db: CommonQueryMethods;
+  /** The provider serving a model. */
+  providerFor: (model: string) => Provider;
+  storage: Storage;
+  concurrencyLimit: number;
+}
+
+const extensionOf: Record<string, string> = {
+  'image/png': 'png',
+  'image/jpeg': 'jpg',
+  'image/webp': 'webp',
+  'video/mp4': 'mp4',
+};
+
+/**
+ * The generation workflow's activities. Each is idempotent on the generation
+ * id (never on the workflow run, which a support reset replaces): whatever
+ * retries, crashes or resets happen, a generation is debited, submitted and
+ * refunded at most once.
+ */
+export function createGenerationActivities(deps: GenerationActivityDeps) {
+  const { db, storage } = deps;
+
+  return {
+    /** Concurrency slot, price quote and debit in one transaction (run as a local activity). */
+    async admit(start: GenerationStart): Promise<Admission> {
+      return admitGeneration(db, start, deps.concurrencyLimit);
+    },
+
+    /**
+     * Hands the job to the provider, once. The first attempt marks the
+     * generation before sending; any later attempt (a retry, a crashed worker,
+     * a reset) asks the provider whether it has the job instead of sending it
+     * again, and gives up as uncertain when the provider cannot tell.
+     */
+    async submit(start: GenerationStart): Promise<{ jobId: string }> {
+      const provider = deps.providerFor(start.model);
+      const existing = await findSubmission(db, start.generationId);
+      if (existing.provider_job_id) return { jobId: existing.provider_job_id };
+      const token = existing.provider_token ?? `tok_${start.generationId}`;
+      const first = await claimFirstSubmit(db, start.generationId);
+      if (!first) {
+        const found = await provider.lookup(token);
+        if (found.found === true) {
+          await recordProviderJob(db, start.generationId, found.jobId);
+          return { jobId: found.jobId };
+        }
+        if (found.found === 'unknown') {
+          throw ApplicationFailure.nonRetryable(
+            'An earlier submit may have reached the provider, which cannot say.',
+            errorTypes.providerUncertain,
+          );
+        }
+        // The provider does not have it: sending it now is the first submission it sees.
+      }
+      try {
+        const job = await provider.submit(await providerJob(start, token));
+        await recordProviderJob(db, start.generationId, job.jobId);
+        return job;
+      } catch (error) {
+        if (error instanceof ProviderRejection)
+          throw ApplicationFailure.nonRetryable(error.message, errorTypes.providerRejection);
+        if (error instanceof ProviderUncertainError) {
+          // The next attempt will ask the provider (lookup) rather than submit again.
+          throw ApplicationFailure.retryable(error.message, errorTypes.providerUncertain);
+        }
+        throw error;
+      }
+    },
+
+    /** Polls the provider until the job ends; heartbeats progress so a lost worker is noticed in seconds. */
+    async waitForProvider(
+      generation: { model: string; jobId: string },
+      pollIntervalMs: number,
+    ): Promise<{ state: 'succeeded'; results: ProviderResult[] } | { state: 'failed'; message: string }> {
+      const provider = deps.providerFor(generation.model);
+      const cancelled = Context.current().cancellationSignal;
+      for (let polls = 0; ; polls++) {
+        const status = await provider.status(generation.jobId);
+        if (status.state !== 'running') return status;
+        heartbeat({ polls, progress: status.progress ?? null });
+        await sleep(pollIntervalMs);
+        if (cancelled.aborted) throw new Error('cancelled');
+      }
+    },
+
+    /** Copies each result from the provider into our storage ("persistence recovery" is this activity's retries). */
+    async persistResults(
+      generation: { generationId: string; model: string; jobId: string; results: ProviderResult[] },
+      retentionMs: number,
+    ): Promise<{ expiresAt: string; outputs: StoredOutput[] }> {
+      const provider = deps.providerFor(generation.model);
+      // One unguessable folder per generation, chosen once and kept for every later attempt.
+      const prefix = await claimOutputPrefix(db, generation.generationId, `r${randomBase62(32)}`);
+      const outputs: StoredOutput[] = [];
+      for (const [index, result] of generation.results.entries()) {
+        const { bytes, contentType } = await provider.fetchResult(generation.jobId, index);
+        const url = await storage.put(prefix, `output-${index}.${extensionOf[contentType] ?? 'bin'}`, bytes);
+        outputs.push({
+          url,
+          width: result.width,
+          height: result.height,
+          contentType,
+          durationSeconds: result.durationSeconds,
+          hasAudio: result.hasAudio,
+        });
+        heartbeat({ stored: index + 1 });
+      }
+      const { expiresAt } = await completeGeneration(db, generation.generationId, outputs, retentionMs);
+      return { expiresAt, outputs };
+    },
+
+    /** Returns the debit and marks the generation failed; retried until it commits. */
+    async refund(generationId: string, error: GenerationError): Promise<void> {
+      await refundGeneration(db, generationId, error);
+    },
+
+    async markNeedsReview(generationId: string, error: GenerationError): Promise<void> {
+      await markNeedsReview(db, generationId, error);
+    },
+
+    /** Support resolved an uncertain submission with the provider's job id. */
+    async recordProviderJob(generationId: string, jobId: string): Promise<void> {
+      await recordProviderJob(db, generationId, jobId);
+    },
+
+    /** Deletes stored files and nulls input and output; id, status and credit figures stay. */
+    async expireContent(generationId: string): Promise<void> {
+      const { prefixes } = await expireGeneration(db, generationId);
+      for (const prefix of prefixes) await storage.deletePrefix(prefix);
+    },
+  };
+
+  async function providerJob(start: GenerationStart, token: string) {
+    const definition = await db.oneFirst(
+      sql.type(
+        z.object({ definition: z.unknown() }),
+      )`SELECT definition FROM models WHERE id = ${start.model}`,
+    );
+    const entry = { id: start.model, ...modelDefinitionSchema.parse(definition) };
+    const options = resolveOptions(entry, start.input);
+    const sizeBy = entry.output_size ? String(options[entry.output_size.by]) : '';
+    const longEdgePx = entry.output_size?.long_edge_px[sizeBy] ?? 1024;
+    return {
+      token,
+      model: start.model,
+      mediaType: start.mediaType,
+      prompt: typeof start.input.prompt === 'string' ? start.input.prompt : '',
+      options,
+      images: Array.isArray(start.input.images) ? (start.input.images as string[]) : [],
+      longEdgePx,
+    };
+  }
+}
+
+export type GenerationActivities = ReturnType<typeof createGenerationActivities>;

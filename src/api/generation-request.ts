@@ -1,0 +1,137 @@
+import { createHash } from 'node:crypto';
+import type { CatalogCache, CompiledModel } from '../catalog/catalog-cache.js';
+import { parseImageInput } from '../catalog/image-input.js';
+import { toValidationIssues } from '../catalog/request-schema.js';
+import type { ValidationIssue } from '../errors.js';
+import { randomBase62 } from '../ids.js';
+import type { Storage } from '../storage/storage.js';
+
+/** Idempotency-Key: 1 to 128 printable ASCII characters, no spaces. */
+const idempotencyKeyPattern = /^[\x21-\x7e]{1,128}$/;
+
+export type IdempotencyKeyCheck = { ok: true; key: string | null } | { ok: false; issue: ValidationIssue };
+
+export function checkIdempotencyKey(header: string | string[] | undefined): IdempotencyKeyCheck {
+  if (header === undefined) return { ok: true, key: null };
+  const value = Array.isArray(header) ? header.join(',') : header;
+  if (!idempotencyKeyPattern.test(value)) {
+    return {
+      ok: false,
+      issue: {
+        field: 'Idempotency-Key',
+        code: 'invalid_value',
+        message: 'Must be 1 to 128 printable ASCII characters without spaces.',
+      },
+    };
+  }
+  return { ok: true, key: value };
+}
+
+export type BodyCheck =
+  | { ok: true; model: CompiledModel; input: Record<string, unknown> }
+  | { ok: false; issues: ValidationIssue[]; model: string; mediaType: string };
+
+/** Validates a POST body against its model's catalog entry. `input` is the accepted fields other than `model`. */
+export function checkBody(catalog: CatalogCache, body: unknown): BodyCheck {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    return {
+      ok: false,
+      model: '',
+      mediaType: 'unknown',
+      issues: [{ field: '', code: 'invalid_type', message: 'The body must be a JSON object.' }],
+    };
+  }
+  const modelId = (body as Record<string, unknown>).model;
+  if (typeof modelId !== 'string') {
+    return {
+      ok: false,
+      model: '',
+      mediaType: 'unknown',
+      issues: [
+        modelId === undefined
+          ? { field: 'model', code: 'required', message: 'This field is required.' }
+          : { field: 'model', code: 'invalid_type', message: 'Expected string.' },
+      ],
+    };
+  }
+  const model = catalog.get(modelId);
+  if (!model) {
+    return {
+      ok: false,
+      model: modelId.slice(0, 200),
+      mediaType: 'unknown',
+      issues: [
+        {
+          field: 'model',
+          code: 'invalid_value',
+          message: `Unknown model. One of: ${catalog
+            .list()
+            .map((m) => m.entry.id)
+            .join(', ')}.`,
+        },
+      ],
+    };
+  }
+  const parsed = model.requestSchema.safeParse(body);
+  if (!parsed.success)
+    return {
+      ok: false,
+      model: modelId,
+      mediaType: model.entry.media_type,
+      issues: toValidationIssues(parsed.error),
+    };
+  const { model: _model, ...input } = parsed.data as Record<string, unknown>;
+  return { ok: true, model, input };
+}
+
+/**
+ * The request's fingerprint: SHA-256 of its canonical JSON. Object keys are
+ * sorted (their order does not matter); everything else — array order,
+ * whitespace inside strings, explicit defaults, fields the model ignores,
+ * inline image bytes — is part of it.
+ */
+export function fingerprint(body: unknown): string {
+  return createHash('sha256').update(canonicalJson(body)).digest('hex');
+}
+
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const entries = Object.keys(value)
+      .sort()
+      .map((key) => `${JSON.stringify(key)}:${canonicalJson((value as Record<string, unknown>)[key])}`);
+    return `{${entries.join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/**
+ * Stores inline (data URI) images before the workflow starts, so workflow
+ * payloads carry URLs, never image bytes. The folder is derived from the
+ * workflow id and fingerprint when there is an Idempotency-Key, so a retry
+ * rewrites the same files instead of leaving copies; otherwise it is random.
+ */
+export async function storeInlineImages(
+  storage: Storage,
+  input: Record<string, unknown>,
+  folderSeed: string | null,
+): Promise<{ input: Record<string, unknown>; prefix: string | null }> {
+  const prefix = `i${folderSeed ? createHash('sha256').update(folderSeed).digest('hex').slice(0, 32) : randomBase62(32)}`;
+  let stored = 0;
+  const store = async (value: unknown, name: string): Promise<unknown> => {
+    if (typeof value !== 'string' || !value.startsWith('data:')) return value;
+    const parsed = parseImageInput(value, true);
+    if (!parsed.ok || parsed.image.kind !== 'data') return value; // validated already
+    stored++;
+    const extension =
+      parsed.image.mediaType === 'image/jpeg' ? 'jpg' : parsed.image.mediaType.slice('image/'.length);
+    return storage.put(prefix, `${name}.${extension}`, parsed.image.bytes);
+  };
+  const out: Record<string, unknown> = {};
+  for (const [field, value] of Object.entries(input)) {
+    out[field] = Array.isArray(value)
+      ? await Promise.all(value.map((v, i) => store(v, `${field}-${i}`)))
+      : await store(value, field);
+  }
+  return { input: out, prefix: stored > 0 ? prefix : null };
+}

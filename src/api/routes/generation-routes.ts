@@ -1,0 +1,226 @@
+import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { CommonQueryMethods } from 'slonik';
+import { createHash } from 'node:crypto';
+import type { CatalogCache } from '../../catalog/catalog-cache.js';
+import { getGeneration, listGenerations, recordRejectedRequest } from '../../db/generations-repository.js';
+import { ApiError, ValidationError, type ValidationIssue } from '../../errors.js';
+import { newId } from '../../ids.js';
+import type { Storage } from '../../storage/storage.js';
+import type { GenerationStart, GenerationStatus } from '../../workflows/generation-types.js';
+import { admitUpdate, generationWorkflow } from '../../workflows/generation-workflow.js';
+import {
+  AccountId,
+  GenerationStatus as GenerationStatusKey,
+  Model,
+  NeedsReview,
+} from '../../workflows/search-attributes.js';
+import { principalOf } from '../auth-plugin.js';
+import { checkBody, checkIdempotencyKey, fingerprint, storeInlineImages } from '../generation-request.js';
+import { toGeneration } from '../generation-view.js';
+
+export interface GenerationRouteDeps {
+  db: CommonQueryMethods;
+  catalog: CatalogCache;
+  temporal: Client;
+  taskQueue: string;
+  storage: Storage;
+  /** How long POST waits for admission before answering 503 (the key stays claimed; a retry gets the outcome). */
+  admissionTimeoutMs: number;
+  timing: GenerationStart['timing'];
+}
+
+const statuses: GenerationStatus[] = ['queued', 'succeeded', 'failed', 'rejected'];
+
+/**
+ * POST /v1/generations, GET /v1/generations/{id} and GET /v1/generations.
+ * POST is one round trip to Temporal (update-with-start); reads come from the
+ * PostgreSQL projection only, never from Temporal.
+ */
+export function generationRoutes(app: FastifyInstance, deps: GenerationRouteDeps): void {
+  app.post('/v1/generations', async (request, reply) => {
+    const principal = principalOf(request);
+    const key = checkIdempotencyKey(request.headers['idempotency-key']);
+    const body = checkBody(deps.catalog, request.body);
+    if (!key.ok || !body.ok) {
+      const issues = [...(key.ok ? [] : [key.issue]), ...(body.ok ? [] : body.issues)];
+      return reject(
+        reply,
+        principal,
+        body.ok ? { model: body.model.entry.id, mediaType: body.model.entry.media_type } : body,
+        issues,
+      );
+    }
+
+    const generationId = newId('gen');
+    const workflowId = key.key
+      ? `generation-${createHash('sha256').update(`${principal.keyId}\u0000${key.key}`).digest('hex').slice(0, 40)}`
+      : `generation-${generationId}`;
+    const requestFingerprint = fingerprint(request.body);
+    const stored = await storeInlineImages(
+      deps.storage,
+      body.input,
+      key.key ? `${workflowId}:${requestFingerprint}` : null,
+    );
+    const start: GenerationStart = {
+      generationId,
+      accountId: principal.accountId,
+      apiKeyId: principal.keyId,
+      model: body.model.entry.id,
+      mediaType: body.model.entry.media_type,
+      input: stored.input,
+      fingerprint: requestFingerprint,
+      idempotencyKey: key.key,
+      inputPrefix: stored.prefix,
+      createdAt: new Date().toISOString(),
+      timing: deps.timing,
+    };
+    const admitted = await deps.temporal.connection
+      .withDeadline(Date.now() + deps.admissionTimeoutMs, () =>
+        deps.temporal.workflow.executeUpdateWithStart(admitUpdate, {
+          updateId: `admit-${workflowId}`,
+          startWorkflowOperation: new WithStartWorkflowOperation(generationWorkflow, {
+            workflowId,
+            taskQueue: deps.taskQueue,
+            args: [start],
+            workflowIdConflictPolicy: 'USE_EXISTING',
+            staticSummary: `${start.model} for ${start.accountId}: ${String(start.input.prompt).slice(0, 80)}`,
+            typedSearchAttributes: [
+              { key: GenerationStatusKey, value: 'queued' },
+              { key: AccountId, value: start.accountId },
+              { key: Model, value: start.model },
+              { key: NeedsReview, value: false },
+            ],
+          }),
+        }),
+      )
+      .catch((error: unknown) => {
+        throw new ApiError(
+          'service_unavailable',
+          'Admission did not complete in time. Retry with the same Idempotency-Key and body.',
+          {
+            requestId: key.key ? undefined : generationId,
+            cause: error,
+          },
+        );
+      });
+
+    reply.header('x-request-id', admitted.generationId);
+    if (admitted.fingerprint !== requestFingerprint) {
+      throw new ApiError(
+        'idempotency_conflict',
+        'This Idempotency-Key was used with a different request body. Use a new key for a new generation.',
+        {
+          requestId: admitted.generationId,
+        },
+      );
+    }
+    const { admission } = admitted;
+    if (admission.outcome === 'rejected') {
+      const code =
+        admission.error.code === 'insufficient_credits'
+          ? 'insufficient_credits'
+          : admission.error.code === 'concurrency_limit_exceeded'
+            ? 'concurrency_limit_exceeded'
+            : 'invalid_request';
+      throw new ApiError(code, admission.error.message, { requestId: admitted.generationId });
+    }
+    const row = await getGeneration(deps.db, principal.accountId, admitted.generationId);
+    if (!row) throw new Error(`admitted generation ${admitted.generationId} has no projection row`);
+    return reply.code(202).send(toGeneration(row));
+  });
+
+  app.get<{ Params: { id: string } }>('/v1/generations/:id', async (request, reply) => {
+    const row = /^gen_[A-Za-z0-9]{1,64}$/.test(request.params.id)
+      ? await getGeneration(deps.db, principalOf(request).accountId, request.params.id)
+      : null;
+    if (!row) throw new ApiError('not_found', 'No generation with this id in this account.');
+    reply.header('x-request-id', row.id);
+    return toGeneration(row);
+  });
+
+  app.get<{ Querystring: Record<string, string | undefined> }>('/v1/generations', async (request) => {
+    const query = request.query;
+    const issues: ValidationIssue[] = [];
+    const limit = query.limit === undefined ? 20 : Number(query.limit);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 100)
+      issues.push({
+        field: 'limit',
+        code: 'invalid_value',
+        message: 'Must be a whole number from 1 to 100.',
+      });
+    let wanted: GenerationStatus[] | null = null;
+    if (query.status !== undefined) {
+      const parts = query.status.split(',').map((s) => s.trim());
+      if (parts.some((s) => !statuses.includes(s as GenerationStatus))) {
+        issues.push({
+          field: 'status',
+          code: 'invalid_value',
+          message: `A comma-separated subset of ${statuses.join(', ')}.`,
+        });
+      } else wanted = parts as GenerationStatus[];
+    }
+    const after = query.cursor === undefined ? null : decodeCursor(query.cursor);
+    if (after === undefined)
+      issues.push({ field: 'cursor', code: 'invalid_value', message: 'Not a cursor this API gave out.' });
+    if (issues.length > 0) throw new ValidationError(issues);
+    const rows = await listGenerations(deps.db, {
+      accountId: principalOf(request).accountId,
+      limit: limit + 1,
+      statuses: wanted,
+      model: query.model ?? null,
+      after: after ?? null,
+    });
+    const page = rows.slice(0, limit);
+    const last = page.at(-1);
+    return {
+      data: page.map(toGeneration),
+      next_cursor:
+        rows.length > limit && last ? encodeCursor({ createdAt: last.created_at, id: last.id }) : null,
+    };
+  });
+
+  /** A request that never became a job: recorded (so it is listed and x-request-id names it), key not claimed. */
+  async function reject(
+    reply: FastifyReply,
+    principal: { accountId: string; keyId: string },
+    what: { model: string; mediaType: string },
+    issues: ValidationIssue[],
+  ): Promise<never> {
+    const id = newId('gen');
+    const error = new ValidationError(issues, 'The request is invalid.');
+    await recordRejectedRequest(deps.db, {
+      id,
+      accountId: principal.accountId,
+      apiKeyId: principal.keyId,
+      model: what.model,
+      mediaType: what.mediaType,
+      input: null,
+      error: { code: error.code, message: issues.map((i) => `${i.field || 'body'}: ${i.message}`).join(' ') },
+    });
+    reply.header('x-request-id', id);
+    throw error;
+  }
+}
+
+function encodeCursor(position: { createdAt: string; id: string }): string {
+  return Buffer.from(JSON.stringify([position.createdAt, position.id])).toString('base64url');
+}
+
+/** The position a cursor names; undefined when it is not one of ours. */
+function decodeCursor(cursor: string): { createdAt: string; id: string } | undefined {
+  try {
+    const [createdAt, id] = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown[];
+    if (
+      typeof createdAt === 'string' &&
+      !Number.isNaN(Date.parse(createdAt)) &&
+      typeof id === 'string' &&
+      id.startsWith('gen_')
+    ) {
+      return { createdAt, id };
+    }
+  } catch {
+    // fall through
+  }
+  return undefined;
+}

@@ -1,0 +1,355 @@
+import { sql, type CommonQueryMethods, type DatabaseTransactionConnection } from 'slonik';
+import { z } from 'zod';
+import { modelDefinitionSchema } from '../catalog/catalog-entry.js';
+import { quotePrice, resolveOptions } from '../catalog/pricing.js';
+import type {
+  Admission,
+  GenerationError,
+  GenerationStart,
+  GenerationStatus,
+} from '../workflows/generation-types.js';
+
+/**
+ * The generations projection and the credit movements tied to it. Every
+ * write here is idempotent on the generation id, so an activity retried after
+ * a crash, or re-run after a support reset, changes nothing the second time.
+ */
+
+const jsonObject = z.record(z.unknown());
+export const generationRow = z.object({
+  id: z.string(),
+  account_id: z.string(),
+  status: z.enum(['queued', 'succeeded', 'failed', 'rejected']),
+  model: z.string(),
+  media_type: z.string(),
+  credits: z.number(),
+  credits_refunded: z.boolean(),
+  input: jsonObject.nullable(),
+  output: jsonObject.nullable(),
+  error: z.object({ code: z.string(), message: z.string() }).nullable(),
+  needs_review: z.boolean(),
+  content_expired: z.boolean(),
+  created_at: z.string(),
+  completed_at: z.string().nullable(),
+  expires_at: z.string().nullable(),
+});
+export type GenerationRow = z.infer<typeof generationRow>;
+
+const columns = sql.fragment`id, account_id, status, model, media_type, credits, credits_refunded, input, output, error,
+  needs_review, content_expired, created_at, completed_at, expires_at`;
+
+export const concurrencyLimitError = (limit: number): GenerationError => ({
+  code: 'concurrency_limit_exceeded',
+  message: `At most ${limit} generations may be in progress at once; wait for one to finish. Nothing was charged.`,
+});
+
+/**
+ * Admission, in one transaction: the concurrency slot, the price quote from
+ * the catalog, and the debit (subscription credits first) with its ledger row
+ * and the projection row. A second call for the same generation returns what
+ * the first decided.
+ */
+export async function admitGeneration(
+  db: CommonQueryMethods,
+  start: GenerationStart,
+  concurrencyLimit: number,
+): Promise<Admission> {
+  return db.transaction(async (tx) => {
+    // One admission at a time per account: the slot count and the balance are read under this lock.
+    await tx.query(sql.unsafe`SELECT 1 FROM accounts WHERE id = ${start.accountId} FOR UPDATE`);
+    const existing = await tx.maybeOne(
+      sql.type(
+        z.object({
+          status: z.string(),
+          credits: z.number(),
+          error: z.object({ code: z.string(), message: z.string() }).nullable(),
+        }),
+      )`
+        SELECT status, credits, error FROM generations WHERE id = ${start.generationId}`,
+    );
+    if (existing) {
+      return existing.status === 'rejected' && existing.error
+        ? {
+            outcome: 'rejected',
+            error: existing.error,
+            claimsKey: existing.error.code !== 'concurrency_limit_exceeded',
+          }
+        : { outcome: 'accepted', credits: existing.credits };
+    }
+
+    const inProgress = await tx.oneFirst(sql.type(z.object({ n: z.number() }))`
+      SELECT count(*)::int AS n FROM generations WHERE account_id = ${start.accountId} AND status = 'queued'`);
+    if (inProgress >= concurrencyLimit) {
+      const error = concurrencyLimitError(concurrencyLimit);
+      await insertGeneration(tx, start, { status: 'rejected', credits: 0, error });
+      return { outcome: 'rejected', error, claimsKey: false };
+    }
+
+    const price = await quote(tx, start);
+    if (price === null) {
+      const error = { code: 'invalid_request', message: `Model ${start.model} is not available.` };
+      await insertGeneration(tx, start, { status: 'rejected', credits: 0, error });
+      return { outcome: 'rejected', error, claimsKey: false };
+    }
+    const balance = await tx.maybeOne(sql.type(
+      z.object({ subscription_credits: z.number(), one_time_credits: z.number() }),
+    )`
+      SELECT subscription_credits, one_time_credits FROM credit_balances WHERE account_id = ${start.accountId} FOR UPDATE`);
+    const subscription = balance?.subscription_credits ?? 0;
+    const oneTime = balance?.one_time_credits ?? 0;
+    if (subscription + oneTime < price) {
+      const error = {
+        code: 'insufficient_credits',
+        message: `This generation costs ${price} credits; the balance is ${subscription + oneTime}.`,
+      };
+      await insertGeneration(tx, start, { status: 'rejected', credits: 0, error });
+      return { outcome: 'rejected', error, claimsKey: true };
+    }
+    const fromSubscription = Math.min(subscription, price);
+    const fromOneTime = price - fromSubscription;
+    await tx.query(sql.unsafe`
+      UPDATE credit_balances SET subscription_credits = subscription_credits - ${fromSubscription},
+        one_time_credits = one_time_credits - ${fromOneTime}, updated_at = now()
+      WHERE account_id = ${start.accountId}`);
+    await tx.query(sql.unsafe`
+      INSERT INTO credit_ledger (account_id, kind, generation_id, subscription_delta, one_time_delta, reason)
+      VALUES (${start.accountId}, 'debit', ${start.generationId}, ${-fromSubscription}, ${-fromOneTime}, ${`generation ${start.model}`})`);
+    await insertGeneration(tx, start, { status: 'queued', credits: price, error: null });
+    return { outcome: 'accepted', credits: price };
+  });
+}
+
+async function quote(tx: DatabaseTransactionConnection, start: GenerationStart): Promise<number | null> {
+  const definition = await tx.maybeOneFirst(sql.type(z.object({ definition: z.unknown() }))`
+    SELECT definition FROM models WHERE id = ${start.model} AND active`);
+  const parsed = modelDefinitionSchema.safeParse(definition);
+  if (!parsed.success) return null;
+  const entry = { id: start.model, ...parsed.data };
+  return quotePrice(entry, resolveOptions(entry, start.input));
+}
+
+async function insertGeneration(
+  tx: CommonQueryMethods,
+  start: GenerationStart,
+  state: { status: GenerationStatus; credits: number; error: GenerationError | null },
+): Promise<void> {
+  await tx.query(sql.unsafe`
+    INSERT INTO generations (id, account_id, api_key_id, workflow_id, status, model, media_type, credits, input, error,
+                             fingerprint, idempotency_key, provider_token, input_prefix, created_at)
+    VALUES (${start.generationId}, ${start.accountId}, ${start.apiKeyId}, ${null}, ${state.status}, ${start.model},
+            ${start.mediaType}, ${state.credits}, ${sql.jsonb(start.input as never)},
+            ${state.error ? sql.jsonb(state.error as never) : null}, ${start.fingerprint}, ${start.idempotencyKey},
+            ${`tok_${start.generationId}`}, ${start.inputPrefix}, ${start.createdAt})
+    ON CONFLICT (id) DO NOTHING`);
+}
+
+/** A request rejected before it became a generation (validation): recorded for the list, never changed again. */
+export async function recordRejectedRequest(
+  db: CommonQueryMethods,
+  record: {
+    id: string;
+    accountId: string;
+    apiKeyId: string;
+    model: string;
+    mediaType: string;
+    input: Record<string, unknown> | null;
+    error: GenerationError;
+  },
+): Promise<void> {
+  await db.query(sql.unsafe`
+    INSERT INTO generations (id, account_id, api_key_id, status, model, media_type, credits, input, error, created_at, completed_at)
+    VALUES (${record.id}, ${record.accountId}, ${record.apiKeyId}, 'rejected', ${record.model}, ${record.mediaType}, 0,
+            ${record.input ? sql.jsonb(record.input as never) : null}, ${sql.jsonb(record.error as never)},
+            date_trunc('milliseconds', now()), date_trunc('milliseconds', now()))`);
+}
+
+/**
+ * Returns a generation's debit, once: ledger row, balances (to the pools it
+ * came from) and the projection (failed, credits_refunded) in one
+ * transaction. `credits` keeps the original debit. Refunding twice is a no-op.
+ */
+export async function refundGeneration(
+  db: CommonQueryMethods,
+  generationId: string,
+  error: GenerationError,
+): Promise<void> {
+  await db.transaction(async (tx) => {
+    const debit = await tx.maybeOne(sql.type(
+      z.object({
+        id: z.number(),
+        account_id: z.string(),
+        subscription_delta: z.number(),
+        one_time_delta: z.number(),
+      }),
+    )`
+      SELECT id, account_id, subscription_delta, one_time_delta FROM credit_ledger
+      WHERE generation_id = ${generationId} AND kind = 'debit'`);
+    const refunded = await tx.exists(
+      sql.unsafe`SELECT 1 FROM credit_ledger WHERE generation_id = ${generationId} AND kind = 'refund'`,
+    );
+    if (debit && !refunded) {
+      await tx.query(sql.unsafe`
+        UPDATE credit_balances SET subscription_credits = subscription_credits + ${-debit.subscription_delta},
+          one_time_credits = one_time_credits + ${-debit.one_time_delta}, updated_at = now()
+        WHERE account_id = ${debit.account_id}`);
+      await tx.query(sql.unsafe`
+        INSERT INTO credit_ledger (account_id, kind, generation_id, refund_of, subscription_delta, one_time_delta, reason)
+        VALUES (${debit.account_id}, 'refund', ${generationId}, ${debit.id}, ${-debit.subscription_delta}, ${-debit.one_time_delta}, ${error.code})`);
+    }
+    await tx.query(sql.unsafe`
+      UPDATE generations SET status = 'failed', credits_refunded = ${debit !== null}, error = ${sql.jsonb(error as never)},
+        needs_review = false, completed_at = COALESCE(completed_at, now()), updated_at = now()
+      WHERE id = ${generationId}`);
+  });
+}
+
+/** Claims the first submit. False: an earlier attempt may already have reached the provider. */
+export async function claimFirstSubmit(db: CommonQueryMethods, generationId: string): Promise<boolean> {
+  const claimed = await db.maybeOne(sql.type(z.object({ id: z.string() }))`
+    UPDATE generations SET submit_attempted_at = now() WHERE id = ${generationId} AND submit_attempted_at IS NULL RETURNING id`);
+  return claimed !== null;
+}
+
+export async function recordProviderJob(
+  db: CommonQueryMethods,
+  generationId: string,
+  jobId: string,
+): Promise<void> {
+  await db.query(sql.unsafe`
+    UPDATE generations SET provider_job_id = ${jobId}, needs_review = false, status = 'queued', error = NULL, updated_at = now()
+    WHERE id = ${generationId} AND status IN ('queued', 'failed') AND NOT credits_refunded`);
+}
+
+export async function findSubmission(db: CommonQueryMethods, generationId: string) {
+  return db.one(sql.type(
+    z.object({ provider_token: z.string().nullable(), provider_job_id: z.string().nullable() }),
+  )`
+    SELECT provider_token, provider_job_id FROM generations WHERE id = ${generationId}`);
+}
+
+/** Listed as failed and needing review: the provider may or may not have the job. Nothing is refunded. */
+export async function markNeedsReview(
+  db: CommonQueryMethods,
+  generationId: string,
+  error: GenerationError,
+): Promise<void> {
+  await db.query(sql.unsafe`
+    UPDATE generations SET status = 'failed', needs_review = true, error = ${sql.jsonb(error as never)}, updated_at = now()
+    WHERE id = ${generationId} AND NOT credits_refunded`);
+}
+
+/** The generation's output folder: `candidate` the first time, the same folder ever after. */
+export async function claimOutputPrefix(
+  db: CommonQueryMethods,
+  generationId: string,
+  candidate: string,
+): Promise<string> {
+  return db.oneFirst(sql.type(z.object({ output_prefix: z.string() }))`
+    UPDATE generations SET output_prefix = COALESCE(output_prefix, ${candidate}) WHERE id = ${generationId} RETURNING output_prefix`);
+}
+
+export interface StoredOutput {
+  url: string;
+  width: number;
+  height: number;
+  contentType: string;
+  durationSeconds?: number;
+  hasAudio?: boolean;
+}
+
+/** Succeeded: output, completed_at, expires_at (retention after storage), gallery rows for images. */
+export async function completeGeneration(
+  db: CommonQueryMethods,
+  generationId: string,
+  outputs: StoredOutput[],
+  retentionMs: number,
+): Promise<{ expiresAt: string }> {
+  return db.transaction(async (tx) => {
+    const row = await tx.one(sql.type(
+      z.object({ account_id: z.string(), media_type: z.string(), expires_at: z.string().nullable() }),
+    )`
+      SELECT account_id, media_type, expires_at FROM generations WHERE id = ${generationId} FOR UPDATE`);
+    if (row.expires_at) return { expiresAt: row.expires_at }; // done before
+    const output =
+      row.media_type === 'video'
+        ? {
+            videos: outputs.map((o) => ({
+              url: o.url,
+              width: o.width,
+              height: o.height,
+              duration_seconds: o.durationSeconds ?? 0,
+              has_audio: o.hasAudio ?? false,
+              content_type: o.contentType,
+            })),
+          }
+        : { images: outputs.map((o) => ({ url: o.url, width: o.width, height: o.height })) };
+    const expiresAt = await tx.oneFirst(sql.type(z.object({ expires_at: z.string() }))`
+      UPDATE generations SET status = 'succeeded', output = ${sql.jsonb(output as never)}, error = NULL, needs_review = false,
+        completed_at = now(),
+        expires_at = now() + ${sql.interval({ seconds: retentionMs / 1000 })}, updated_at = now()
+      WHERE id = ${generationId} RETURNING expires_at`);
+    if (row.media_type === 'image') {
+      for (const o of outputs) {
+        await tx.query(sql.unsafe`
+          INSERT INTO gallery_images (account_id, generation_id, url, width, height)
+          VALUES (${row.account_id}, ${generationId}, ${o.url}, ${o.width}, ${o.height}) ON CONFLICT DO NOTHING`);
+      }
+    }
+    return { expiresAt };
+  });
+}
+
+/** Content expiry: input and output gone, id, status and credit figures kept. Returns the folders to delete. */
+export async function expireGeneration(
+  db: CommonQueryMethods,
+  generationId: string,
+): Promise<{ prefixes: string[] }> {
+  return db.transaction(async (tx) => {
+    const row = await tx.one(sql.type(
+      z.object({ output_prefix: z.string().nullable(), input_prefix: z.string().nullable() }),
+    )`
+      SELECT output_prefix, input_prefix FROM generations WHERE id = ${generationId} FOR UPDATE`);
+    await tx.query(sql.unsafe`
+      UPDATE generations SET input = NULL, output = NULL, content_expired = true, updated_at = now() WHERE id = ${generationId}`);
+    await tx.query(sql.unsafe`DELETE FROM gallery_images WHERE generation_id = ${generationId}`);
+    return { prefixes: [row.output_prefix, row.input_prefix].filter((p): p is string => p !== null) };
+  });
+}
+
+export async function getGeneration(
+  db: CommonQueryMethods,
+  accountId: string,
+  id: string,
+): Promise<GenerationRow | null> {
+  return db.maybeOne(
+    sql.type(
+      generationRow,
+    )`SELECT ${columns} FROM generations WHERE id = ${id} AND account_id = ${accountId}`,
+  );
+}
+
+export interface ListFilter {
+  accountId: string;
+  limit: number;
+  statuses: GenerationStatus[] | null;
+  model: string | null;
+  /** Exclusive position to continue after (newest first). */
+  after: { createdAt: string; id: string } | null;
+}
+
+export async function listGenerations(
+  db: CommonQueryMethods,
+  filter: ListFilter,
+): Promise<readonly GenerationRow[]> {
+  const conditions = [sql.fragment`account_id = ${filter.accountId}`];
+  if (filter.statuses) conditions.push(sql.fragment`status = ANY(${sql.array(filter.statuses, 'text')})`);
+  if (filter.model !== null) conditions.push(sql.fragment`model = ${filter.model}`);
+  if (filter.after) {
+    conditions.push(
+      sql.fragment`(created_at, id) < (${filter.after.createdAt}::timestamptz, ${filter.after.id})`,
+    );
+  }
+  return db.any(sql.type(generationRow)`
+    SELECT ${columns} FROM generations WHERE ${sql.join(conditions, sql.fragment` AND `)}
+    ORDER BY created_at DESC, id DESC LIMIT ${filter.limit}`);
+}

@@ -1,0 +1,139 @@
+import { sql, type CommonQueryMethods } from 'slonik';
+import { z } from 'zod';
+import { randomBase62 } from '../ids.js';
+import {
+  ProviderRejection,
+  ProviderTransientError,
+  ProviderUncertainError,
+  type Provider,
+  type ProviderJob,
+  type ProviderResult,
+  type ProviderStatus,
+} from './provider.js';
+import { parseSimDirectives, stripSimDirectives, type SimDirectives } from './sim-directives.js';
+import { outputSize, renderImage } from './sim-render.js';
+
+const jobRow = z.object({
+  job_id: z.string(),
+  media_type: z.enum(['image', 'video']),
+  prompt: z.string(),
+  options: z.record(z.unknown()),
+  images: z.array(z.string()),
+  long_edge_px: z.number(),
+  directives: z.custom<SimDirectives>(),
+  ready: z.boolean(),
+});
+type JobRow = z.infer<typeof jobRow>;
+
+/**
+ * The embedded default provider: it makes real image files (and, for video
+ * models, real MP4 files through `renderVideo`) after a realistic delay, and
+ * keeps its jobs in its own table like an external service would. Prompt
+ * directives (see sim-directives.ts) drive every failure path.
+ */
+export class SimulatedProvider implements Provider {
+  constructor(
+    private readonly db: CommonQueryMethods,
+    private readonly options: {
+      delayMs: number;
+      renderVideo?: (job: {
+        prompt: string;
+        width: number;
+        height: number;
+        durationSeconds: number;
+        audio: boolean;
+        frames: string[];
+      }) => Promise<Buffer>;
+    },
+  ) {}
+
+  async submit(job: ProviderJob): Promise<{ jobId: string }> {
+    const directives = parseSimDirectives(job.prompt);
+    if (directives.reject) throw new ProviderRejection('The provider rejected the request (simulated).');
+    const delayMs = directives.slowSeconds !== null ? directives.slowSeconds * 1000 : this.options.delayMs;
+    const jobId = await this.db.oneFirst(sql.type(z.object({ job_id: z.string() }))`
+      INSERT INTO sim_provider_jobs (token, job_id, model, media_type, prompt, options, images, long_edge_px, directives, fetch_failures_left, ready_at)
+      VALUES (${job.token}, ${`sim_${randomBase62(20)}`}, ${job.model}, ${job.mediaType}, ${job.prompt},
+              ${sql.jsonb(job.options as Record<string, string | number | boolean | null>)}, ${sql.jsonb(job.images)}, ${job.longEdgePx},
+              ${sql.jsonb(directives as unknown as Record<string, string | number | boolean | null>)}, ${directives.persistFailures},
+              now() + ${sql.interval({ seconds: delayMs / 1000 })})
+      ON CONFLICT (token) DO UPDATE SET submissions = sim_provider_jobs.submissions + 1
+      RETURNING job_id`);
+    if (directives.uncertain)
+      throw new ProviderUncertainError('The submit was sent but its answer was lost (simulated).');
+    return { jobId };
+  }
+
+  async lookup(
+    token: string,
+  ): Promise<{ found: true; jobId: string } | { found: false } | { found: 'unknown' }> {
+    const row = await this.db.maybeOne(sql.type(
+      z.object({ job_id: z.string(), directives: z.custom<SimDirectives>() }),
+    )`
+      SELECT job_id, directives FROM sim_provider_jobs WHERE token = ${token}`);
+    if (!row) return { found: false };
+    if (row.directives.uncertain === 'unresolvable') return { found: 'unknown' };
+    return { found: true, jobId: row.job_id };
+  }
+
+  async status(jobId: string): Promise<ProviderStatus> {
+    const job = await this.job(jobId);
+    if (!job.ready) return { state: 'running' };
+    if (job.directives.fail)
+      return { state: 'failed', message: 'The model failed to generate an output (simulated).' };
+    return { state: 'succeeded', results: [this.result(job)] };
+  }
+
+  async fetchResult(jobId: string, index: number): Promise<{ bytes: Buffer; contentType: string }> {
+    if (index !== 0) throw new Error(`job ${jobId} has one result`);
+    const failed = await this.db.maybeOne(sql.type(z.object({ job_id: z.string() }))`
+      UPDATE sim_provider_jobs SET fetch_failures_left = fetch_failures_left - 1
+      WHERE job_id = ${jobId} AND fetch_failures_left > 0 RETURNING job_id`);
+    if (failed) throw new ProviderTransientError('The result download failed (simulated).');
+    const job = await this.job(jobId);
+    const result = this.result(job);
+    const prompt = stripSimDirectives(job.prompt) || job.prompt;
+    if (job.media_type === 'video') {
+      if (!this.options.renderVideo) throw new Error('video rendering is not configured');
+      const frames = [job.options.first_frame_image, job.options.last_frame_image].filter(
+        (f): f is string => typeof f === 'string',
+      );
+      const bytes = await this.options.renderVideo({
+        prompt,
+        width: result.width,
+        height: result.height,
+        durationSeconds: result.durationSeconds ?? 4,
+        audio: result.hasAudio ?? false,
+        frames,
+      });
+      return { bytes, contentType: 'video/mp4' };
+    }
+    const format = job.options.output_format === 'jpeg' ? 'jpeg' : 'png';
+    return {
+      bytes: await renderImage(prompt, result.width, result.height, format),
+      contentType: `image/${format}`,
+    };
+  }
+
+  private async job(jobId: string): Promise<JobRow> {
+    const job = await this.db.maybeOne(sql.type(jobRow)`
+      SELECT job_id, media_type, prompt, options, images, long_edge_px, directives, ready_at <= now() AS ready
+      FROM sim_provider_jobs WHERE job_id = ${jobId}`);
+    if (!job) throw new Error(`no simulated job ${jobId}`);
+    return job;
+  }
+
+  private result(job: JobRow): ProviderResult {
+    const { width, height } = outputSize(job.long_edge_px, job.options.aspect_ratio as string | undefined);
+    if (job.media_type === 'video') {
+      return {
+        width,
+        height,
+        contentType: 'video/mp4',
+        durationSeconds: Number(job.options.duration ?? 4),
+        hasAudio: job.options.generate_audio === true,
+      };
+    }
+    return { width, height, contentType: job.options.output_format === 'jpeg' ? 'image/jpeg' : 'image/png' };
+  }
+}

@@ -1,0 +1,21 @@
+import type { CommonQueryMethods } from 'slonik';
+import type { Config } from '../config.js';
+import type { ActivityDeps } from '../activities/index.js';
+import { SimulatedProvider } from '../providers/simulated-provider.js';
+import { LocalStorage } from '../storage/storage.js';
+
+/** The activities' dependencies from configuration: storage, and the simulated provider for every model. */
+export function activityDeps(
+  config: Config,
+  db: CommonQueryMethods,
+  overrides: Partial<ActivityDeps> = {},
+): ActivityDeps {
+  const provider = new SimulatedProvider(db, { delayMs: config.SIM_PROVIDER_DELAY_MS });
+  return {
+    db,
+    providerFor: () => provider,
+    storage: new LocalStorage(config.STORAGE_DIR, config.RESULT_BASE_URL),
+    concurrencyLimit: config.CONCURRENT_GENERATIONS_PER_ACCOUNT,
+    ...overrides,
+  };
+}

@@ -1,0 +1,67 @@
+import sharp from 'sharp';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ApiService } from '../../src/api/service.js';
+import { generationSchema } from '../../src/api/schemas.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
+import { startTestWorker, type TestWorker } from '../support/worker.js';
+import { createGeneration, pollGeneration } from '../support/generations.js';
+
+describe('a generation from POST to succeeded', () => {
+  let db: TestDatabase;
+  let worker: TestWorker;
+  let api: ApiService;
+  let account: TestAccount;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    worker = await startTestWorker(db.pool);
+    api = await startTestApi(db.url, worker.apiEnv);
+    account = await createPaidAccount(db.pool, { subscription: 3, oneTime: 20 });
+  });
+  afterAll(async () => {
+    await api?.close();
+    await worker?.close();
+    await db?.drop();
+  });
+
+  it('202 with a queued generation, debited subscription-first, then succeeded with a real image at a stable URL', async () => {
+    const response = await createGeneration(api, account.key, {
+      model: 'lumen-pro',
+      prompt: 'a lighthouse at night',
+      aspect_ratio: '16:9',
+    });
+    expect(response.statusCode).toBe(202);
+    const created = generationSchema.parse(response.json());
+    expect(response.headers['x-request-id']).toBe(created.id);
+    expect(created).toMatchObject({
+      status: 'queued',
+      model: 'lumen-pro',
+      media_type: 'image',
+      credits: 4,
+      credits_refunded: false,
+      output: null,
+      error: null,
+    });
+    expect(created.input).toEqual({ prompt: 'a lighthouse at night', aspect_ratio: '16:9' });
+    const balance = (
+      await api.app.inject({ method: 'GET', url: '/v1/credits', headers: bearer(account.key) })
+    ).json();
+    expect(balance).toEqual({ credits: 19, subscription_credits: 0, one_time_credits: 19 });
+
+    const done = generationSchema.parse(await pollGeneration(api, account.key, created.id));
+    expect(done.status).toBe('succeeded');
+    const image = done.output!.images![0]!;
+    expect(image).toMatchObject({ width: 1024, height: 576 });
+    expect(image.url.startsWith(worker.resultBaseUrl)).toBe(true);
+    expect(Date.parse(done.expires_at!) - Date.parse(done.completed_at!)).toBeCloseTo(
+      30 * 24 * 3600 * 1000,
+      -4,
+    );
+    const download = await fetch(image.url);
+    expect(download.status).toBe(200);
+    expect(download.headers.get('content-type')).toBe('image/png');
+    const metadata = await sharp(Buffer.from(await download.arrayBuffer())).metadata();
+    expect(metadata).toMatchObject({ format: 'png', width: 1024, height: 576 });
+  });
+});

@@ -1,0 +1,42 @@
+import type { ApiService } from '../../src/api/service.js';
+import { bearer } from './api.js';
+
+/** POST /v1/generations as a client would. */
+export function createGeneration(api: ApiService, key: string, body: unknown, idempotencyKey?: string) {
+  return api.app.inject({
+    method: 'POST',
+    url: '/v1/generations',
+    headers: {
+      ...bearer(key),
+      'content-type': 'application/json',
+      ...(idempotencyKey ? { 'idempotency-key': idempotencyKey } : {}),
+    },
+    payload: JSON.stringify(body),
+  });
+}
+
+export async function getGeneration(api: ApiService, key: string, id: string) {
+  const response = await api.app.inject({
+    method: 'GET',
+    url: `/v1/generations/${id}`,
+    headers: bearer(key),
+  });
+  return response.json();
+}
+
+/** Polls GET /v1/generations/{id} until `done` holds (every 50 ms, as a fast client would). */
+export async function pollGeneration(
+  api: ApiService,
+  key: string,
+  id: string,
+  done: (g: Record<string, any>) => boolean = (g) => g.status !== 'queued',
+  timeoutMs = 20_000,
+): Promise<Record<string, any>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const generation = await getGeneration(api, key, id);
+    if (done(generation)) return generation;
+    if (Date.now() > deadline) throw new Error(`generation ${id} still ${JSON.stringify(generation)}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

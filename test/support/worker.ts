@@ -1,0 +1,100 @@
+import { mkdtemp, rm, chmod } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { inject } from 'vitest';
+import { createActivities, type ActivityDeps } from '../../src/activities/index.js';
+import type { DatabasePool } from '../../src/db/pool.js';
+import { freePort } from '../../src/dev/free-port.js';
+import { randomBase62 } from '../../src/ids.js';
+import { createLogger } from '../../src/logger.js';
+import { SimulatedProvider } from '../../src/providers/simulated-provider.js';
+import { buildResultHost } from '../../src/result-host/server.js';
+import { LocalStorage } from '../../src/storage/storage.js';
+import { createWorker, NativeConnection } from '../../src/worker/create-worker.js';
+
+export interface TestWorker {
+  taskQueue: string;
+  storageDir: string;
+  resultBaseUrl: string;
+  /** The environment an API started with startTestApi needs to use this worker and storage. */
+  apiEnv: Record<string, string>;
+  /** Stops the worker (as a crash would not: tasks in flight finish or are abandoned to their timeouts). */
+  stopWorker(): Promise<void>;
+  /** Starts a fresh worker on the same task queue (after stopWorker). */
+  startWorker(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * A real worker on the shared dev server, on a task queue of its own, with
+ * the simulated provider (short delay) and storage in a temporary folder
+ * served by a real result host.
+ */
+export async function startTestWorker(
+  db: DatabasePool,
+  options: { simDelayMs?: number; concurrencyLimit?: number; overrides?: Partial<ActivityDeps> } = {},
+): Promise<TestWorker> {
+  const taskQueue = `test-${randomBase62(10)}`;
+  const storageDir = await mkdtemp(path.join(os.tmpdir(), 'results-'));
+  await chmod(storageDir, 0o755);
+  const resultPort = await freePort();
+  const resultBaseUrl = `http://127.0.0.1:${resultPort}`;
+  const resultHost: FastifyInstance = await buildResultHost({
+    storageDir,
+    logger: createLogger('results-test', 'silent'),
+  });
+  await resultHost.listen({ host: '127.0.0.1', port: resultPort });
+
+  const deps: ActivityDeps = {
+    db,
+    providerFor: () => provider,
+    storage: new LocalStorage(storageDir, resultBaseUrl),
+    concurrencyLimit: options.concurrencyLimit ?? 10,
+    ...options.overrides,
+  };
+  const provider = new SimulatedProvider(db, { delayMs: options.simDelayMs ?? 200 });
+
+  let connection: NativeConnection | null = null;
+  let running: Promise<void> | null = null;
+  let worker: Awaited<ReturnType<typeof createWorker>> | null = null;
+  const startWorker = async () => {
+    connection = await NativeConnection.connect({ address: inject('temporalAddress') });
+    worker = await createWorker({
+      connection,
+      namespace: 'default',
+      taskQueue,
+      activities: createActivities(deps),
+      workflowBundlePath: inject('workflowBundlePath'),
+    });
+    running = worker.run();
+  };
+  const stopWorker = async () => {
+    worker?.shutdown();
+    await running;
+    await connection?.close();
+    worker = null;
+    running = null;
+    connection = null;
+  };
+  await startWorker();
+
+  return {
+    taskQueue,
+    storageDir,
+    resultBaseUrl,
+    apiEnv: {
+      TEMPORAL_TASK_QUEUE: taskQueue,
+      STORAGE_DIR: storageDir,
+      RESULT_BASE_URL: resultBaseUrl,
+      PROVIDER_POLL_INTERVAL_MS: '50',
+    },
+    stopWorker,
+    startWorker,
+    async close() {
+      await stopWorker();
+      await resultHost.close();
+      await rm(storageDir, { recursive: true, force: true });
+    },
+  };
+}
