@@ -136,7 +136,7 @@ async function insertGeneration(
   await tx.query(sql.unsafe`
     INSERT INTO generations (id, account_id, api_key_id, workflow_id, status, model, media_type, credits, input, error,
                              fingerprint, idempotency_key, provider_token, input_prefix, created_at)
-    VALUES (${start.generationId}, ${start.accountId}, ${start.apiKeyId}, ${null}, ${state.status}, ${start.model},
+    VALUES (${start.generationId}, ${start.accountId}, ${start.apiKeyId}, ${start.workflowId}, ${state.status}, ${start.model},
             ${start.mediaType}, ${state.credits}, ${sql.jsonb(start.input as never)},
             ${state.error ? sql.jsonb(state.error as never) : null}, ${start.fingerprint}, ${start.idempotencyKey},
             ${`tok_${start.generationId}`}, ${start.inputPrefix}, ${start.createdAt})

@@ -10,6 +10,8 @@ export interface GenerationError {
 /** Everything the workflow is started with. Large inputs are references (URLs), never bytes. */
 export interface GenerationStart {
   generationId: string;
+  /** This generation's workflow: derived from the API key and Idempotency-Key, or random. */
+  workflowId: string;
   accountId: string;
   apiKeyId: string;
   model: string;

@@ -64,6 +64,7 @@ export function generationRoutes(app: FastifyInstance, deps: GenerationRouteDeps
     );
     const start: GenerationStart = {
       generationId,
+      workflowId,
       accountId: principal.accountId,
       apiKeyId: principal.keyId,
       model: body.model.entry.id,
