@@ -76,36 +76,47 @@ export function generationRoutes(app: FastifyInstance, deps: GenerationRouteDeps
       createdAt: new Date().toISOString(),
       timing: deps.timing,
     };
-    const admitted = await deps.temporal.connection
-      .withDeadline(Date.now() + deps.admissionTimeoutMs, () =>
-        deps.temporal.workflow.executeUpdateWithStart(admitUpdate, {
-          updateId: `admit-${workflowId}`,
-          startWorkflowOperation: new WithStartWorkflowOperation(generationWorkflow, {
-            workflowId,
-            taskQueue: deps.taskQueue,
-            args: [start],
-            workflowIdConflictPolicy: 'USE_EXISTING',
-            staticSummary: `${start.model} for ${start.accountId}: ${String(start.input.prompt).slice(0, 80)}`,
-            typedSearchAttributes: [
-              { key: GenerationStatusKey, value: 'queued' },
-              { key: AccountId, value: start.accountId },
-              { key: Model, value: start.model },
-              { key: NeedsReview, value: false },
-            ],
+    const admit = (updateId: string) =>
+      deps.temporal.connection
+        .withDeadline(Date.now() + deps.admissionTimeoutMs, () =>
+          deps.temporal.workflow.executeUpdateWithStart(admitUpdate, {
+            updateId,
+            startWorkflowOperation: new WithStartWorkflowOperation(generationWorkflow, {
+              workflowId,
+              taskQueue: deps.taskQueue,
+              args: [start],
+              workflowIdConflictPolicy: 'USE_EXISTING',
+              staticSummary: `${start.model} for ${start.accountId}: ${String(start.input.prompt).slice(0, 80)}`,
+              typedSearchAttributes: [
+                { key: GenerationStatusKey, value: 'queued' },
+                { key: AccountId, value: start.accountId },
+                { key: Model, value: start.model },
+                { key: NeedsReview, value: false },
+              ],
+            }),
           }),
-        }),
-      )
-      .catch((error: unknown) => {
-        throw new ApiError(
-          'service_unavailable',
-          'Admission did not complete in time. Retry with the same Idempotency-Key and body.',
-          {
-            requestId: key.key ? undefined : generationId,
-            cause: error,
-          },
-        );
-      });
-
+        )
+        .catch((error: unknown) => {
+          throw new ApiError(
+            'service_unavailable',
+            'Admission did not complete in time. Retry with the same Idempotency-Key and body.',
+            {
+              requestId: key.key ? undefined : generationId,
+              cause: error,
+            },
+          );
+        });
+    let admitted = await admit(`admit-${workflowId}`);
+    if (
+      admitted.admission.outcome === 'rejected' &&
+      !admitted.admission.claimsKey &&
+      admitted.generationId !== generationId
+    ) {
+      // An earlier request under this key was rejected without claiming it (the concurrency limit), and its
+      // run has ended or is ending. Temporal answers a repeated update id with that old outcome even after
+      // the run closed, so this request asks again under an update id of its own, which starts a new run.
+      admitted = await admit(`admit-${workflowId}-${generationId}`);
+    }
     reply.header('x-request-id', admitted.generationId);
     if (admitted.fingerprint !== requestFingerprint) {
       throw new ApiError(
