@@ -48,7 +48,7 @@ const { submit } = proxyActivities<GenerationActivities>({
 });
 const { waitForProvider } = proxyActivities<GenerationActivities>({
   startToCloseTimeout: '6 hours',
-  heartbeatTimeout: '30 seconds',
+  heartbeatTimeout: '10 seconds',
   retry: { initialInterval: '1 second', maximumInterval: '1 minute' },
   summary: 'Wait for the provider',
 });
