@@ -19,6 +19,8 @@ const worker = await createWorker({
   namespace: config.TEMPORAL_NAMESPACE,
   taskQueue: config.TEMPORAL_TASK_QUEUE,
   activities: createActivities(activityDeps(config, pool)),
+  // A bundle built ahead (bundleWorkflowCode) starts the worker faster; without one it bundles src/workflows now.
+  workflowBundlePath: process.env.WORKFLOW_BUNDLE_PATH,
 });
 logger.info(
   { taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE },

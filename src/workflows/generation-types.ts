@@ -42,6 +42,8 @@ export interface AdmitResult {
   generationId: string;
   fingerprint: string;
   admission: Admission;
+  /** Until when this generation holds its Idempotency-Key (ISO); a rejection that does not claim it: its creation. */
+  keyHeldUntil: string;
 }
 
 /** Support's decision on a generation whose provider acceptance is unresolved. */

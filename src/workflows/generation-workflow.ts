@@ -92,11 +92,17 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
   const admitOnce = () => (admission ??= admit(start));
   let resolution: Resolution | undefined;
 
-  setHandler(admitUpdate, async () => ({
-    generationId: start.generationId,
-    fingerprint: start.fingerprint,
-    admission: await admitOnce(),
-  }));
+  const horizon = Date.parse(start.createdAt) + start.timing.idempotencyRetentionMs;
+  setHandler(admitUpdate, async () => {
+    const decided = await admitOnce();
+    const holdsKey = decided.outcome === 'accepted' || decided.claimsKey;
+    return {
+      generationId: start.generationId,
+      fingerprint: start.fingerprint,
+      admission: decided,
+      keyHeldUntil: new Date(holdsKey ? horizon : Date.parse(start.createdAt)).toISOString(),
+    };
+  });
   setHandler(progressQuery, () => progress);
   setHandler(
     resolveUpdate,
@@ -205,7 +211,7 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
   }
 
   async function holdKeyUntilHorizon(): Promise<void> {
-    const wait = Date.parse(start.createdAt) + start.timing.idempotencyRetentionMs - Date.now();
+    const wait = horizon - Date.now();
     if (wait > 0) await sleep(wait);
   }
 

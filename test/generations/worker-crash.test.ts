@@ -27,6 +27,7 @@ describe('a worker killed mid-generation', () => {
     RESULT_BASE_URL: 'http://127.0.0.1:9',
     SIM_PROVIDER_DELAY_MS: '4000',
     LOG_LEVEL: 'warn',
+    WORKFLOW_BUNDLE_PATH: inject('workflowBundlePath'),
   });
   const startWorker = () =>
     new Promise<ChildProcess>((resolve, reject) => {
@@ -86,12 +87,12 @@ describe('a worker killed mid-generation', () => {
     expect(retry.json().id).toBe(id);
 
     await startWorker();
-    const done = await pollGeneration(api, account.key, id, (g) => g.status !== 'queued', 60_000);
+    const done = await pollGeneration(api, account.key, id, (g) => g.status !== 'queued', 90_000);
     expect(done.status).toBe('succeeded');
     expect(await chargesOf(db.pool, id)).toEqual({ debits: 1, refunds: 0, net: -2, submissions: 1 });
     expect(
       (await api.app.inject({ method: 'GET', url: '/v1/credits', headers: bearer(account.key) })).json()
         .credits,
     ).toBe(18);
-  }, 90_000);
+  }, 150_000);
 });

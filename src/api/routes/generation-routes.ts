@@ -107,14 +107,11 @@ export function generationRoutes(app: FastifyInstance, deps: GenerationRouteDeps
           );
         });
     let admitted = await admit(`admit-${workflowId}`);
-    if (
-      admitted.admission.outcome === 'rejected' &&
-      !admitted.admission.claimsKey &&
-      admitted.generationId !== generationId
-    ) {
-      // An earlier request under this key was rejected without claiming it (the concurrency limit), and its
-      // run has ended or is ending. Temporal answers a repeated update id with that old outcome even after
-      // the run closed, so this request asks again under an update id of its own, which starts a new run.
+    if (admitted.generationId !== generationId && Date.parse(admitted.keyHeldUntil) <= Date.now()) {
+      // The outcome is an earlier generation's that no longer holds this key: it passed its horizon, or was
+      // rejected without claiming the key (the concurrency limit). Temporal answers a repeated update id with
+      // that old outcome even after its run closed, so this request asks again under an update id of its
+      // own, which starts a new run.
       admitted = await admit(`admit-${workflowId}-${generationId}`);
     }
     reply.header('x-request-id', admitted.generationId);
