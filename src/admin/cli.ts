@@ -2,6 +2,8 @@ import { KeyCreationRefused } from '../db/api-keys-repository.js';
 import { NotFound } from '../db/accounts-repository.js';
 import { createDatabasePool } from '../db/pool.js';
 import { readDevState } from '../dev/dev-state.js';
+import { Client, Connection, WorkflowUpdateFailedError } from '@temporalio/client';
+import type { AdminContext } from './command.js';
 import { runAdminCommand, UsageError, usage } from './commands.js';
 
 /**
@@ -20,20 +22,51 @@ if (!databaseUrl) {
   process.exit(2);
 }
 const pool = await createDatabasePool(databaseUrl, { maximumPoolSize: 2 });
+let temporal: { connection: Connection; client: Client } | null = null;
+const context: AdminContext = {
+  db: pool,
+  async temporal() {
+    const address = process.env.TEMPORAL_ADDRESS ?? readDevState()?.temporalAddress;
+    if (!address)
+      throw new UsageError(
+        'No Temporal: set TEMPORAL_ADDRESS, or start the development service with `npm start`.',
+      );
+    if (!temporal) {
+      const connection = await Connection.connect({ address });
+      temporal = {
+        connection,
+        client: new Client({ connection, namespace: process.env.TEMPORAL_NAMESPACE ?? 'default' }),
+      };
+    }
+    return temporal.client;
+  },
+};
 let exitCode = 0;
 try {
-  const result = await runAdminCommand(argv, pool);
+  const result = await runAdminCommand(argv, context);
   process.stdout.write(json ? `${JSON.stringify(result.json, null, 2)}\n` : `${result.text.join('\n')}\n`);
 } catch (error) {
   if (error instanceof UsageError) exitCode = 2;
+  else if (error instanceof WorkflowUpdateFailedError) exitCode = 1;
   else if (error instanceof NotFound || error instanceof KeyCreationRefused) exitCode = 1;
   else throw error;
-  const message = error.message;
+  const message =
+    error instanceof WorkflowUpdateFailedError
+      ? String(error.cause?.message ?? error.message)
+      : error.message;
   const code =
-    error instanceof KeyCreationRefused ? error.reason : error instanceof NotFound ? 'not_found' : 'usage';
+    error instanceof KeyCreationRefused
+      ? error.reason
+      : error instanceof NotFound
+        ? 'not_found'
+        : error instanceof WorkflowUpdateFailedError
+          ? 'refused'
+          : 'usage';
   if (json) process.stdout.write(`${JSON.stringify({ error: { code, message } }, null, 2)}\n`);
   else process.stderr.write(`${message}\n`);
 } finally {
   await pool.end();
+  // Assigned inside context.temporal(), which TypeScript's narrowing cannot see.
+  await (temporal as { connection: Connection } | null)?.connection.close();
 }
 process.exit(exitCode);

@@ -14,27 +14,19 @@ import {
 import { createApiKey, listApiKeys, revokeApiKey } from '../db/api-keys-repository.js';
 import { getBalance, grantCredits, type CreditPool } from '../db/credits-repository.js';
 import { listRequestLog } from '../db/request-log-repository.js';
+import { supportCommands } from './support-commands.js';
+import {
+  oneOf,
+  optional,
+  positiveInt,
+  str,
+  UsageError,
+  type AdminContext,
+  type Command,
+  type CommandResult,
+} from './command.js';
 
-/**
- * The admin command line: what the companion web app does to accounts, keys
- * and credits, for development and support. Each command returns a JSON-able
- * result and the lines a person reads.
- */
-export interface CommandResult {
-  json: unknown;
-  text: string[];
-}
-
-export class UsageError extends Error {
-  override readonly name = 'UsageError';
-}
-
-interface Command {
-  summary: string;
-  usage: string;
-  options: Record<string, { type: 'string' | 'boolean'; required?: boolean }>;
-  run(db: CommonQueryMethods, values: Record<string, string | boolean | undefined>): Promise<CommandResult>;
-}
+export { UsageError, type CommandResult };
 
 const creditPoolForPurchase: Record<PurchaseKind, CreditPool> = {
   credit_pack: 'one_time',
@@ -48,7 +40,7 @@ export const commands: Record<string, Command> = {
     summary: 'Create an account (no purchase, no credits, no keys).',
     usage: '--email EMAIL [--name NAME]',
     options: { email: { type: 'string', required: true }, name: { type: 'string' } },
-    async run(db, v) {
+    async run({ db }, v) {
       const account = await createAccount(db, { email: str(v.email), name: optional(v.name) });
       return { json: account, text: [`Created account ${account.id} (${account.email}).`] };
     },
@@ -63,7 +55,7 @@ export const commands: Record<string, Command> = {
       status: { type: 'string' },
       credits: { type: 'string' },
     },
-    async run(db, v) {
+    async run({ db }, v) {
       const kind = oneOf(v.kind, purchaseKinds, 'kind');
       const status: PurchaseStatus =
         v.status === undefined ? 'completed' : oneOf(v.status, purchaseStatuses, 'status');
@@ -97,7 +89,7 @@ export const commands: Record<string, Command> = {
       amount: { type: 'string', required: true },
       reason: { type: 'string' },
     },
-    async run(db, v) {
+    async run({ db }, v) {
       const pool = oneOf(v.pool, ['subscription', 'one_time'] as const, 'pool');
       const amount = positiveInt(v.amount, 'amount');
       const account = await getAccountOrThrow(db, str(v.account));
@@ -118,7 +110,7 @@ export const commands: Record<string, Command> = {
       'Create an API key (needs a completed paid purchase and a positive balance; at most 5 active). Prints it once.',
     usage: '--account ACCOUNT [--name NAME]',
     options: { account: { type: 'string', required: true }, name: { type: 'string' } },
-    async run(db, v) {
+    async run({ db }, v) {
       const account = await getAccountOrThrow(db, str(v.account));
       const { key, record } = await createApiKey(db, { accountId: account.id, name: optional(v.name) });
       return {
@@ -135,7 +127,7 @@ export const commands: Record<string, Command> = {
     summary: 'Revoke an API key; it fails on its very next request.',
     usage: '--key KEY_ID',
     options: { key: { type: 'string', required: true } },
-    async run(db, v) {
+    async run({ db }, v) {
       const record = await revokeApiKey(db, str(v.key));
       return {
         json: record,
@@ -147,7 +139,7 @@ export const commands: Record<string, Command> = {
     summary: "Disable an account's API access (its keys answer 403 api_access_disabled).",
     usage: '--account ACCOUNT',
     options: { account: { type: 'string', required: true } },
-    async run(db, v) {
+    async run({ db }, v) {
       const account = await getAccountOrThrow(db, str(v.account));
       await setApiAccess(db, account.id, false);
       return {
@@ -160,7 +152,7 @@ export const commands: Record<string, Command> = {
     summary: "Restore an account's API access (unrevoked keys work again).",
     usage: '--account ACCOUNT',
     options: { account: { type: 'string', required: true } },
-    async run(db, v) {
+    async run({ db }, v) {
       const account = await getAccountOrThrow(db, str(v.account));
       await setApiAccess(db, account.id, true);
       return {
@@ -173,7 +165,7 @@ export const commands: Record<string, Command> = {
     summary: 'Show an account: access, balance, purchases, keys and its recent request log.',
     usage: '--account ACCOUNT|EMAIL [--log-limit N]',
     options: { account: { type: 'string', required: true }, 'log-limit': { type: 'string' } },
-    async run(db, v) {
+    async run({ db }, v) {
       const account = await getAccountOrThrow(db, str(v.account));
       const limit = v['log-limit'] === undefined ? 20 : positiveInt(v['log-limit'], 'log-limit');
       const [balance, purchases, keys, requests] = await Promise.all([
@@ -202,10 +194,22 @@ export const commands: Record<string, Command> = {
       return { json: { account, balance, purchases, keys, requests }, text };
     },
   },
+  ...supportCommands,
 };
 
 /** Parses `argv` (without the program name) and runs the command against `db`. */
-export async function runAdminCommand(argv: string[], db: CommonQueryMethods): Promise<CommandResult> {
+export async function runAdminCommand(
+  argv: string[],
+  context: AdminContext | CommonQueryMethods,
+): Promise<CommandResult> {
+  const ctx: AdminContext =
+    'db' in context
+      ? context
+      : {
+          db: context,
+          temporal: () =>
+            Promise.reject(new UsageError('This command needs Temporal: set TEMPORAL_ADDRESS.')),
+        };
   const [name, ...rest] = argv;
   const command = name === undefined ? undefined : commands[name];
   if (!command) throw new UsageError(name ? `Unknown command ${name}.\n\n${usage()}` : usage());
@@ -223,7 +227,7 @@ export async function runAdminCommand(argv: string[], db: CommonQueryMethods): P
     if (spec.required && values[option] === undefined)
       throw new UsageError(`--${option} is required.\nUsage: admin ${name} ${command.usage}`);
   }
-  return command.run(db, values);
+  return command.run(ctx, values);
 }
 
 export function usage(): string {
@@ -232,19 +236,4 @@ export function usage(): string {
     '',
     ...Object.entries(commands).map(([name, c]) => `  ${name} ${c.usage}\n      ${c.summary}`),
   ].join('\n');
-}
-
-const str = (v: string | boolean | undefined): string => String(v);
-const optional = (v: string | boolean | undefined): string | undefined =>
-  typeof v === 'string' ? v : undefined;
-
-function positiveInt(v: string | boolean | undefined, name: string): number {
-  const n = Number(v);
-  if (!Number.isSafeInteger(n) || n <= 0) throw new UsageError(`--${name} must be a positive whole number.`);
-  return n;
-}
-
-function oneOf<T extends string>(v: string | boolean | undefined, allowed: readonly T[], name: string): T {
-  if (typeof v === 'string' && (allowed as readonly string[]).includes(v)) return v as T;
-  throw new UsageError(`--${name} must be one of ${allowed.join(', ')}.`);
 }

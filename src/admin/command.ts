@@ -1,0 +1,49 @@
+import type { Client } from '@temporalio/client';
+import type { CommonQueryMethods } from 'slonik';
+
+/**
+ * The admin command line: what the companion web app does to accounts, keys
+ * and credits, for development and support. Each command returns a JSON-able
+ * result and the lines a person reads.
+ */
+export interface CommandResult {
+  json: unknown;
+  text: string[];
+}
+
+export class UsageError extends Error {
+  override readonly name = 'UsageError';
+}
+
+/** What commands work with: the database, and Temporal for the support commands. */
+export interface AdminContext {
+  db: CommonQueryMethods;
+  /** Connects on first use: only the support commands need it. */
+  temporal: () => Promise<Client>;
+}
+
+export interface Command {
+  summary: string;
+  usage: string;
+  options: Record<string, { type: 'string' | 'boolean'; required?: boolean }>;
+  run(context: AdminContext, values: Record<string, string | boolean | undefined>): Promise<CommandResult>;
+}
+
+export const str = (v: string | boolean | undefined): string => String(v);
+export const optional = (v: string | boolean | undefined): string | undefined =>
+  typeof v === 'string' ? v : undefined;
+
+export function positiveInt(v: string | boolean | undefined, name: string): number {
+  const n = Number(v);
+  if (!Number.isSafeInteger(n) || n <= 0) throw new UsageError(`--${name} must be a positive whole number.`);
+  return n;
+}
+
+export function oneOf<T extends string>(
+  v: string | boolean | undefined,
+  allowed: readonly T[],
+  name: string,
+): T {
+  if (typeof v === 'string' && (allowed as readonly string[]).includes(v)) return v as T;
+  throw new UsageError(`--${name} must be one of ${allowed.join(', ')}.`);
+}

@@ -1,0 +1,158 @@
+import { randomUUID } from 'node:crypto';
+import type { Client } from '@temporalio/client';
+import {
+  findGenerationsForSupport,
+  getGenerationForSupport,
+  type SupportGenerationRow,
+} from '../db/generations-repository.js';
+import { NotFound } from '../db/accounts-repository.js';
+import type { GenerationStatus } from '../workflows/generation-types.js';
+import { progressQuery, resolveUpdate } from '../workflows/generation-workflow.js';
+import { optional, positiveInt, str, UsageError, type Command } from './command.js';
+
+/**
+ * Support's commands: find what is stuck or unresolved, look at one
+ * generation, resolve an uncertain submission, and reset a workflow. They go
+ * through the workflow (updates, reset), never around it: every activity is
+ * idempotent on the generation, so a reset re-runs the story without a
+ * second debit, submission or refund.
+ */
+export const supportCommands: Record<string, Command> = {
+  generations: {
+    summary:
+      'List generations for support: --needs-review (uncertain submissions), --queued-over-minutes N (stuck).',
+    usage: '[--account ACCOUNT] [--needs-review] [--queued-over-minutes N] [--status s1,s2] [--limit N]',
+    options: {
+      account: { type: 'string' },
+      'needs-review': { type: 'boolean' },
+      'queued-over-minutes': { type: 'string' },
+      status: { type: 'string' },
+      limit: { type: 'string' },
+    },
+    async run({ db }, v) {
+      const rows = await findGenerationsForSupport(db, {
+        accountId: optional(v.account),
+        needsReview: v['needs-review'] === true,
+        queuedOverMinutes:
+          v['queued-over-minutes'] === undefined ? undefined : Number(v['queued-over-minutes']),
+        statuses: typeof v.status === 'string' ? (v.status.split(',') as GenerationStatus[]) : undefined,
+        limit: v.limit === undefined ? 50 : positiveInt(v.limit, 'limit'),
+      });
+      return { json: rows, text: rows.length ? rows.map(describe) : ['No generations match.'] };
+    },
+  },
+  generation: {
+    summary: 'Show one generation: the record, and where its workflow stands.',
+    usage: '--id GENERATION_ID',
+    options: { id: { type: 'string', required: true } },
+    async run({ db, temporal }, v) {
+      const row = await find(db, str(v.id));
+      const progress = row.workflow_id
+        ? await (
+            await temporal()
+          ).workflow
+            .getHandle(row.workflow_id)
+            .query(progressQuery)
+            .catch((e: Error) => ({ error: e.message }))
+        : null;
+      return {
+        json: { generation: row, workflow: progress },
+        text: [describe(row), `  workflow: ${row.workflow_id ?? '(none)'} ${JSON.stringify(progress)}`],
+      };
+    },
+  },
+  'resolve-generation': {
+    summary:
+      'Resolve a generation that needs review: --refund (the provider did not run it) or --succeed PROVIDER_JOB_ID.',
+    usage: '--id GENERATION_ID (--refund | --succeed PROVIDER_JOB_ID) [--note TEXT]',
+    options: {
+      id: { type: 'string', required: true },
+      refund: { type: 'boolean' },
+      succeed: { type: 'string' },
+      note: { type: 'string' },
+    },
+    async run({ db, temporal }, v) {
+      if ((v.refund === true) === (typeof v.succeed === 'string'))
+        throw new UsageError('Give exactly one of --refund and --succeed PROVIDER_JOB_ID.');
+      const row = await find(db, str(v.id));
+      if (!row.workflow_id)
+        throw new UsageError(`${row.id} has no workflow (it was rejected before admission).`);
+      const note = optional(v.note);
+      const decision =
+        v.refund === true
+          ? { action: 'refund' as const, note }
+          : { action: 'succeed' as const, providerJobId: str(v.succeed), note };
+      const progress = await (
+        await temporal()
+      ).workflow
+        .getHandle(row.workflow_id)
+        .executeUpdate(resolveUpdate, { args: [decision] });
+      return {
+        json: progress,
+        text: [`Resolved ${row.id} (${decision.action}); the workflow is now ${progress.step}.`],
+      };
+    },
+  },
+  'reset-generation': {
+    summary:
+      "Reset a generation's workflow to its start, e.g. after a fix to stuck code; activities are idempotent, so nothing is charged, submitted or refunded twice.",
+    usage: '--id GENERATION_ID [--reason TEXT]',
+    options: { id: { type: 'string', required: true }, reason: { type: 'string' } },
+    async run({ db, temporal }, v) {
+      const row = await find(db, str(v.id));
+      if (!row.workflow_id)
+        throw new UsageError(`${row.id} has no workflow (it was rejected before admission).`);
+      const runId = await resetToStart(
+        await temporal(),
+        row.workflow_id,
+        optional(v.reason) ?? 'support reset',
+      );
+      return {
+        json: { generation: row.id, workflowId: row.workflow_id, runId },
+        text: [`Reset ${row.workflow_id}; new run ${runId}.`],
+      };
+    },
+  },
+};
+
+async function find(db: Parameters<Command['run']>[0]['db'], id: string): Promise<SupportGenerationRow> {
+  const row = await getGenerationForSupport(db, id);
+  if (!row) throw new NotFound(`no generation ${id}`);
+  return row;
+}
+
+/** Resets the current run to its first completed workflow task: the story runs again from admission. */
+export async function resetToStart(client: Client, workflowId: string, reason: string): Promise<string> {
+  const { workflowService } = client.connection;
+  const namespace = client.options.namespace;
+  const description = await client.workflow.getHandle(workflowId).describe();
+  const history = await client.workflow.getHandle(workflowId, description.runId).fetchHistory();
+  const firstTaskCompleted = history.events?.find(
+    (event) => event.workflowTaskCompletedEventAttributes,
+  )?.eventId;
+  if (firstTaskCompleted === undefined || firstTaskCompleted === null)
+    throw new Error(`workflow ${workflowId} has not completed a workflow task yet`);
+  const response: { runId?: string | null } = await workflowService.resetWorkflowExecution({
+    namespace,
+    workflowExecution: { workflowId, runId: description.runId },
+    workflowTaskFinishEventId: firstTaskCompleted,
+    requestId: randomUUID(),
+    reason,
+  });
+  return response.runId ?? '';
+}
+
+function describe(g: SupportGenerationRow): string {
+  return [
+    g.id,
+    g.account_id,
+    g.status + (g.needs_review ? ' (needs review)' : ''),
+    g.model,
+    `${g.credits} credits${g.credits_refunded ? ' refunded' : ''}`,
+    g.created_at,
+    g.error ? g.error.code : '',
+    g.provider_job_id ? `job ${g.provider_job_id}` : '',
+  ]
+    .filter(Boolean)
+    .join('  ');
+}
