@@ -1,0 +1,218 @@
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import sharp from 'sharp';
+import { promptSvg, renderImage } from './sim-render.js';
+
+export interface VideoJob {
+  prompt: string;
+  /** Output size in pixels; both even (H.264 with 4:2:0 chroma needs that). */
+  width: number;
+  height: number;
+  durationSeconds: number;
+  /** An AAC tone when true; no audio stream at all when false. */
+  audio: boolean;
+  /** Image URLs: none, the first frame, or the first and the last frame. */
+  frames: string[];
+}
+
+const fps = 24;
+/** Longest an input frame download may take before the prompt-derived frame is used instead. */
+const frameFetchTimeoutMs = 15_000;
+/** Longest one ffmpeg run may take (the persisting activity's heartbeat timeout is 2 minutes). */
+const ffmpegTimeoutMs = 100_000;
+
+let ffmpegPath: string | undefined;
+
+/** The static ffmpeg shipped by @ffmpeg-installer (resolved on first use, so a missing binary only fails video jobs). */
+export function ffmpegBinary(): string {
+  if (ffmpegPath === undefined) {
+    try {
+      const installer = createRequire(import.meta.url)('@ffmpeg-installer/ffmpeg') as { path: string };
+      ffmpegPath = installer.path;
+    } catch (error) {
+      // The installer throws a bare string when its platform package is missing.
+      throw new Error(`ffmpeg is not available: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+  return ffmpegPath;
+}
+
+/**
+ * A real MP4 for the simulated video model: H.264 (yuv420p, faststart),
+ * exactly width×height at 24 fps for the requested duration, with an AAC
+ * tone when audio is asked for. Given frames, the video starts on the first
+ * image and, with two, crossfades to end on the second; a single frame is
+ * animated with a slow zoom. Without frames (or when a frame cannot be
+ * fetched) it uses pictures derived from the prompt, crossfading between two
+ * variants of it while zooming in.
+ */
+export async function renderVideo(job: VideoJob): Promise<Buffer> {
+  const { width, height, durationSeconds } = job;
+  for (const [name, value] of [
+    ['width', width],
+    ['height', height],
+  ] as const) {
+    if (!Number.isInteger(value) || value < 2 || value % 2 !== 0)
+      throw new Error(`renderVideo: ${name} must be a positive even integer, got ${value}`);
+  }
+  if (!Number.isFinite(durationSeconds) || durationSeconds <= 0)
+    throw new Error(`renderVideo: durationSeconds must be positive, got ${durationSeconds}`);
+
+  const [firstUrl, lastUrl] = job.frames;
+  const [first, last] = await Promise.all([
+    firstUrl !== undefined ? loadFrame(firstUrl, width, height) : null,
+    lastUrl !== undefined ? loadFrame(lastUrl, width, height) : null,
+  ]);
+  const start = first ?? (await renderImage(job.prompt, width, height, 'png'));
+  // The picture to crossfade to; null: a single still, animated by the zoom alone.
+  let end: Buffer | null;
+  if (lastUrl !== undefined) end = last ?? (await promptStill(job.prompt, width, height, 1));
+  else if (firstUrl !== undefined) end = null;
+  else end = await promptStill(job.prompt, width, height, 1);
+  // Ending on a given last frame means no zoom: the final frame is that image as it is.
+  const zoom = lastUrl === undefined;
+
+  const frameCount = Math.max(1, Math.round(durationSeconds * fps));
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'sim-video-'));
+  try {
+    const startFile = path.join(dir, 'start.png');
+    const endFile = path.join(dir, 'end.png');
+    const outFile = path.join(dir, 'out.mp4');
+    await writeFile(startFile, start);
+    if (end) await writeFile(endFile, end);
+
+    const args = ['-hide_banner', '-nostdin', '-loglevel', 'error', '-y', '-i', startFile];
+    if (end) args.push('-i', endFile);
+    const filters: string[] = [];
+    // Each still is decoded once and repeated in memory, timestamped at 24 fps.
+    const still = (input: number) =>
+      `[${input}:v]loop=loop=${frameCount - 1}:size=1:start=0,setpts=N/(${fps}*TB)`;
+    let video = 'v0';
+    filters.push(`${still(0)},format=yuv420p[v0]`);
+    if (end) {
+      // The second still fades in over the middle 70% of the video, so the ends show each image as it is.
+      const fadeStart = (durationSeconds * 0.15).toFixed(3);
+      const fadeLength = (durationSeconds * 0.7).toFixed(3);
+      filters.push(`${still(1)},format=yuva420p,fade=t=in:st=${fadeStart}:d=${fadeLength}:alpha=1[v1]`);
+      filters.push(`[v0][v1]overlay=format=yuv420[vx]`);
+      video = 'vx';
+    }
+    if (zoom) {
+      const steps = Math.max(1, frameCount - 1);
+      filters.push(
+        `[${video}]zoompan=z='1+0.12*on/${steps}':x='iw/2-iw/zoom/2':y='ih/2-ih/zoom/2':d=1:s=${width}x${height}:fps=${fps}[vz]`,
+      );
+      video = 'vz';
+    }
+    filters.push(`[${video}]format=yuv420p,setsar=1[vout]`);
+
+    if (job.audio) {
+      const frequency = toneFor(job.prompt);
+      const fadeOut = Math.max(0, durationSeconds - 0.4).toFixed(3);
+      args.push(
+        '-f',
+        'lavfi',
+        '-i',
+        `sine=frequency=${frequency}:sample_rate=44100:duration=${durationSeconds}`,
+      );
+      filters.push(`[${end ? 2 : 1}:a]volume=0.3,afade=t=in:d=0.2,afade=t=out:st=${fadeOut}:d=0.4[aout]`);
+    }
+
+    args.push('-filter_complex', filters.join(';'), '-map', '[vout]');
+    if (job.audio) args.push('-map', '[aout]', '-c:a', 'aac', '-b:a', '96k');
+    else args.push('-an');
+    args.push(
+      '-c:v',
+      'libx264',
+      '-preset',
+      'ultrafast',
+      '-pix_fmt',
+      'yuv420p',
+      '-r',
+      String(fps),
+      '-frames:v',
+      String(frameCount),
+      '-t',
+      String(durationSeconds),
+      '-movflags',
+      '+faststart',
+      outFile,
+    );
+    await runFfmpeg(args);
+    return await readFile(outFile);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Runs ffmpeg (no shell) and resolves with what it wrote on stderr (where
+ * ffmpeg reports, stream descriptions included); rejects with the end of
+ * that output when it fails.
+ */
+export function runFfmpeg(args: string[]): Promise<string> {
+  const binary = ffmpegBinary();
+  return new Promise((resolve, reject) => {
+    const child = spawn(binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill('SIGKILL');
+    }, ffmpegTimeoutMs);
+    let stderr = '';
+    child.stderr.setEncoding('utf8');
+    child.stderr.on('data', (chunk: string) => {
+      stderr += chunk;
+      if (stderr.length > 1_000_000) stderr = stderr.slice(-500_000);
+    });
+    child.on('error', (error) => {
+      clearTimeout(timer);
+      reject(new Error(`could not run ffmpeg (${binary}): ${error.message}`));
+    });
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      if (code === 0) return resolve(stderr);
+      const why = timedOut
+        ? `took longer than ${ffmpegTimeoutMs} ms and was stopped`
+        : signal
+          ? `was killed by ${signal}`
+          : `exited with code ${code}`;
+      reject(new Error(`ffmpeg ${why}: ${stderr.trim().slice(-4000) || '(no output)'}`));
+    });
+  });
+}
+
+/** An input frame fetched and fitted to the output size, or null when it cannot be had. */
+async function loadFrame(url: string, width: number, height: number): Promise<Buffer | null> {
+  try {
+    const response = await fetch(url, { signal: AbortSignal.timeout(frameFetchTimeoutMs) });
+    if (!response.ok) return null;
+    const bytes = Buffer.from(await response.arrayBuffer());
+    return await sharp(bytes)
+      .rotate()
+      .resize(width, height, { fit: 'cover' })
+      .flatten({ background: '#000000' })
+      .png({ compressionLevel: 1 })
+      .toBuffer();
+  } catch {
+    return null;
+  }
+}
+
+/** A variant of the prompt picture, its shapes moved along (promptSvg's `frame`). */
+function promptStill(prompt: string, width: number, height: number, variant: number): Promise<Buffer> {
+  const shift = Math.round((variant * width) / 60);
+  return sharp(Buffer.from(promptSvg(prompt, width, height, shift)))
+    .png({ compressionLevel: 1 })
+    .toBuffer();
+}
+
+/** A note picked by the prompt, so different prompts sound a little different. */
+function toneFor(prompt: string): number {
+  const notes = [196, 220, 247, 262, 294, 330];
+  return notes[createHash('sha256').update(prompt).digest()[0]! % notes.length]!;
+}
