@@ -5,6 +5,7 @@ import { Authenticator } from '../auth/authenticator.js';
 import { CatalogCache } from '../catalog/catalog-cache.js';
 import type { Config } from '../config.js';
 import type { CreditBalance } from '../db/credits-repository.js';
+import type { GenerationRow } from '../db/generations-repository.js';
 import { InvalidatedCache } from '../db/invalidated-cache.js';
 import { NotificationListener } from '../db/notifications.js';
 import { createDatabasePool, type DatabasePool } from '../db/pool.js';
@@ -36,16 +37,22 @@ export async function createApiService(
     ttlMs: config.CACHE_TTL_MS,
     enabled: cacheEnabled,
   });
+  const generationCache = new InvalidatedCache<string, GenerationRow | null>({
+    ttlMs: config.CACHE_TTL_MS,
+    enabled: cacheEnabled,
+  });
   const catalog = new CatalogCache(pool, logger.child({ component: 'catalog' }));
   const reloadCatalog = () =>
     void catalog.reload().catch((error: unknown) => logger.warn({ err: error }, 'catalog reload failed'));
   listener
     .on('auth_changed', () => authenticator.invalidateAll())
     .on('balance_changed', (accountId) => balances.invalidate(accountId))
+    .on('generation_changed', (id) => generationCache.invalidate(id))
     .on('catalog_changed', reloadCatalog)
     .onReconnect(() => {
       authenticator.invalidateAll();
       balances.invalidateAll();
+      generationCache.invalidateAll();
       reloadCatalog();
     });
   await listener.start();
@@ -68,6 +75,7 @@ export async function createApiService(
       requestsPerMinutePerKey: config.RATE_LIMIT_PER_MINUTE,
     },
     generations: {
+      cache: generationCache,
       temporal,
       taskQueue: config.TEMPORAL_TASK_QUEUE,
       storage: new LocalStorage(config.STORAGE_DIR, config.RESULT_BASE_URL),

@@ -3,7 +3,13 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
 import { createHash } from 'node:crypto';
 import type { CatalogCache } from '../../catalog/catalog-cache.js';
-import { getGeneration, listGenerations, recordRejectedRequest } from '../../db/generations-repository.js';
+import {
+  getGeneration,
+  listGenerations,
+  recordRejectedRequest,
+  type GenerationRow,
+} from '../../db/generations-repository.js';
+import type { InvalidatedCache } from '../../db/invalidated-cache.js';
 import { ApiError, ValidationError, type ValidationIssue } from '../../errors.js';
 import { newId } from '../../ids.js';
 import type { Storage } from '../../storage/storage.js';
@@ -21,6 +27,8 @@ import { toGeneration } from '../generation-view.js';
 
 export interface GenerationRouteDeps {
   db: CommonQueryMethods;
+  /** Generation records by id, dropped when PostgreSQL announces a change: polling costs no query. */
+  cache: InvalidatedCache<string, GenerationRow | null>;
   catalog: CatalogCache;
   temporal: Client;
   taskQueue: string;
@@ -140,10 +148,19 @@ export function generationRoutes(app: FastifyInstance, deps: GenerationRouteDeps
   });
 
   app.get<{ Params: { id: string } }>('/v1/generations/:id', async (request, reply) => {
-    const row = /^gen_[A-Za-z0-9]{1,64}$/.test(request.params.id)
-      ? await getGeneration(deps.db, principalOf(request).accountId, request.params.id)
+    const { id } = request.params;
+    const accountId = principalOf(request).accountId;
+    const row = /^gen_[A-Za-z0-9]{1,64}$/.test(id)
+      ? (deps.cache.peek(id) ??
+        (await deps.cache.get(
+          id,
+          () => getGeneration(deps.db, accountId, id),
+          (r) => r !== null,
+        )))
       : null;
-    if (!row) throw new ApiError('not_found', 'No generation with this id in this account.');
+    // Another account's generation is as unknown as one that does not exist.
+    if (!row || row.account_id !== accountId)
+      throw new ApiError('not_found', 'No generation with this id in this account.');
     reply.header('x-request-id', row.id);
     return toGeneration(row);
   });
