@@ -46,6 +46,12 @@ const configSchema = z.object({
   RESULT_RETENTION_MS: int(30 * 24 * 3600 * 1000, 1),
   /** An Idempotency-Key is held this long after creation (the spec: at least 180 days). */
   IDEMPOTENCY_RETENTION_MS: int(180 * 24 * 3600 * 1000, 1),
+  /**
+   * Workflows a worker keeps in memory between their tasks. Generations spend
+   * weeks parked on timers; an evicted one is rebuilt from its history when it
+   * wakes, so a small cache keeps a worker's memory flat however many are parked.
+   */
+  WORKER_MAX_CACHED_WORKFLOWS: int(500, 2),
   /** The simulated provider's time to produce a result. */
   SIM_PROVIDER_DELAY_MS: int(3_000),
 

@@ -10,6 +10,7 @@ export interface WorkerOptions {
   activities: Activities;
   /** A prebuilt bundle (tests build one per run); without it the workflows are bundled now. */
   workflowBundlePath?: string;
+  maxCachedWorkflows?: number;
 }
 
 export async function createWorker(options: WorkerOptions): Promise<Worker> {
@@ -18,6 +19,7 @@ export async function createWorker(options: WorkerOptions): Promise<Worker> {
     namespace: options.namespace,
     taskQueue: options.taskQueue,
     activities: options.activities,
+    ...(options.maxCachedWorkflows ? { maxCachedWorkflows: options.maxCachedWorkflows } : {}),
     workflowBundle: options.workflowBundlePath
       ? { codePath: options.workflowBundlePath }
       : { code: await bundleWorkflows() },

@@ -21,6 +21,7 @@ const worker = await createWorker({
   activities: createActivities(activityDeps(config, pool)),
   // A bundle built ahead (bundleWorkflowCode) starts the worker faster; without one it bundles src/workflows now.
   workflowBundlePath: process.env.WORKFLOW_BUNDLE_PATH,
+  maxCachedWorkflows: config.WORKER_MAX_CACHED_WORKFLOWS,
 });
 logger.info(
   { taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE },

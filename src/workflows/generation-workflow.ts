@@ -82,6 +82,11 @@ const needsReviewError: GenerationError = {
  * read and write happens in an activity.
  */
 export async function generationWorkflow(start: GenerationStart): Promise<GenerationProgress> {
+  // What the API indexed at start (queued, not needing review); upserted again only when it changes.
+  const indexed: { status: GenerationStatus; needsReview: boolean } = {
+    status: 'queued',
+    needsReview: false,
+  };
   const progress: GenerationProgress = {
     generationId: start.generationId,
     step: 'admitting',
@@ -222,10 +227,15 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
     needsReview = false,
   ): void {
     progress.step = step;
-    upsertSearchAttributes([
-      { key: GenerationStatusKey, value: status },
-      { key: NeedsReview, value: needsReview },
-    ]);
+    // Search attributes change with the status only (each upsert is a visibility write), not with every step.
+    if (status !== indexed.status || needsReview !== indexed.needsReview) {
+      upsertSearchAttributes([
+        { key: GenerationStatusKey, value: status },
+        { key: NeedsReview, value: needsReview },
+      ]);
+      indexed.status = status;
+      indexed.needsReview = needsReview;
+    }
     setCurrentDetails(details);
   }
 }

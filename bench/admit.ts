@@ -1,0 +1,92 @@
+import { Client, Connection, WithStartWorkflowOperation } from '@temporalio/client';
+import { randomBase62 } from '../src/ids.js';
+import { closedLoop, cpuByProcess, printComparison, startBareWorker, startStack } from './stack.js';
+
+/**
+ * npm run bench:admit — POST /v1/generations → 202 (auth, validation,
+ * update-with-start, admission with its debit, the record read back) at 20
+ * concurrent clients, against a bare update-with-start of an empty workflow on
+ * the same Temporal server. Targets: throughput ≥ 0.7 × bare, p50 ≤ 1.5 × bare.
+ * Admitted generations park at the provider (a long simulated delay), so the
+ * figures are admission's. BENCH_SECONDS (default 30), BENCH_CLIENTS (default 20).
+ */
+const seconds = Number(process.env.BENCH_SECONDS ?? 30);
+const clients = Number(process.env.BENCH_CLIENTS ?? 20);
+const stack = await startStack({
+  SIM_PROVIDER_DELAY_MS: String(3_600_000),
+  PROVIDER_POLL_INTERVAL_MS: '60000',
+});
+const bare = await startBareWorker(stack.temporalAddress, 'bare-admit');
+const connection = await Connection.connect({ address: stack.temporalAddress });
+const client = new Client({ connection });
+try {
+  const barecall = () =>
+    client.workflow.executeUpdateWithStart('admit', {
+      startWorkflowOperation: new WithStartWorkflowOperation('emptyWorkflow', {
+        workflowId: `bare-${randomBase62(16)}`,
+        taskQueue: 'bare-admit',
+        workflowIdConflictPolicy: 'USE_EXISTING',
+      }),
+    });
+  const ours = async () => {
+    const response = await fetch(`${stack.apiUrl}/generations`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${stack.key}`,
+        'content-type': 'application/json',
+        'idempotency-key': randomBase62(24),
+      },
+      body: JSON.stringify({ model: 'lumen-lite', prompt: `benchmark ${randomBase62(8)}` }),
+    });
+    if (response.status !== 202) throw new Error(`status ${response.status}`);
+    await response.arrayBuffer();
+  };
+  await closedLoop(clients, 3, barecall); // warm-up
+  await closedLoop(clients, 3, ours);
+  const processes = {
+    api: 'src/api/main.ts',
+    worker: 'src/worker/main.ts',
+    'bare worker': 'bench/bare-worker.ts',
+    temporal: 'server start-dev',
+    postgres: 'postgres',
+    'load generator': 'bench/admit.ts',
+  };
+  const measure = async <T extends { count: number }>(run: () => Promise<T>) => {
+    const before = await cpuByProcess(processes);
+    const result = await run();
+    const after = await cpuByProcess(processes);
+    return {
+      ...result,
+      cpu: Object.fromEntries(
+        Object.keys(processes).map((name) => [name, (after[name]! - before[name]!) / result.count]),
+      ),
+    };
+  };
+  const bareResult = await measure(() => closedLoop(clients, seconds, barecall));
+  const oursResult = await measure(() => closedLoop(clients, seconds, ours));
+  printComparison(
+    `${clients} concurrent clients, ${seconds} s each, one machine (2 cores) for clients, API, worker, Temporal dev server and PostgreSQL`,
+    [
+      { label: 'bare update-with-start (empty workflow)', ...bareResult },
+      { label: 'POST /v1/generations → 202', ...oursResult },
+    ],
+  );
+  console.log('\nCPU ms per call, by process:');
+  for (const [label, result] of [
+    ['bare', bareResult],
+    ['ours', oursResult],
+  ] as const) {
+    console.log(
+      `  ${label.padEnd(5)} ${Object.entries(result.cpu)
+        .map(([name, ms]) => `${name} ${ms.toFixed(2)}`)
+        .join(', ')}`,
+    );
+  }
+  console.log(
+    `\nthroughput ratio ${(oursResult.perSecond / bareResult.perSecond).toFixed(2)} (target ≥ 0.70); p50 ratio ${(oursResult.p50 / bareResult.p50).toFixed(2)} (target ≤ 1.50)`,
+  );
+} finally {
+  await connection.close();
+  await bare.stop();
+  await stack.stop();
+}

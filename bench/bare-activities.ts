@@ -1,0 +1,3 @@
+export function noop(): Promise<string> {
+  return Promise.resolve('ok');
+}

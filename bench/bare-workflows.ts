@@ -1,0 +1,37 @@
+// The ceilings the generation benchmarks compare against: what Temporal alone costs on this machine.
+import {
+  condition,
+  defineUpdate,
+  proxyActivities,
+  proxyLocalActivities,
+  setHandler,
+} from '@temporalio/workflow';
+import type * as activities from './bare-activities.js';
+
+export const admitUpdate = defineUpdate<string>('admit');
+
+/** Update-with-start of an empty workflow whose update returns at once; it then stays open, as a generation does. */
+export async function emptyWorkflow(): Promise<void> {
+  let done = false;
+  setHandler(admitUpdate, () => {
+    done = true;
+    return 'admitted';
+  });
+  await condition(() => done);
+  await condition(() => false, '1 hour');
+}
+
+const { noop: localNoop } = proxyLocalActivities<typeof activities>({ startToCloseTimeout: '10 seconds' });
+const { noop } = proxyActivities<typeof activities>({ startToCloseTimeout: '10 seconds' });
+
+/** The lifecycle's shape with no-op steps: an update answered by a local activity, then three activities. */
+export async function noopLifecycleWorkflow(): Promise<string> {
+  let admitted: Promise<string> | undefined;
+  const admit = () => (admitted ??= localNoop());
+  setHandler(admitUpdate, () => admit());
+  await admit();
+  await noop(); // submit
+  await noop(); // wait for the provider
+  await noop(); // persist
+  return 'succeeded';
+}

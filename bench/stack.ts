@@ -1,0 +1,167 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm, chmod } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { createAccount, recordPurchase } from '../src/db/accounts-repository.js';
+import { createApiKey } from '../src/db/api-keys-repository.js';
+import { grantCredits } from '../src/db/credits-repository.js';
+import { createDatabasePool, type DatabasePool } from '../src/db/pool.js';
+import { freePort } from '../src/dev/free-port.js';
+import { startTemporalDevServer, stopChild } from '../src/dev/temporal-dev-server.js';
+import { randomBase62 } from '../src/ids.js';
+import { buildWorkflowBundle } from '../src/worker/workflow-bundle.js';
+import { benchDatabase, cpuMs, startServerProcess } from './support.js';
+
+export interface Stack {
+  apiUrl: string;
+  key: string;
+  accountId: string;
+  temporalAddress: string;
+  pool: DatabasePool;
+  workerPid: number;
+  env: NodeJS.ProcessEnv;
+  stop(): Promise<void>;
+}
+
+/**
+ * The whole service as it runs in production, on this machine: embedded
+ * PostgreSQL, an in-memory Temporal dev server, and our worker and API as
+ * processes of their own. `env` adds to or overrides their configuration.
+ */
+export async function startStack(env: NodeJS.ProcessEnv = {}): Promise<Stack> {
+  const database = await benchDatabase();
+  const temporal = await startTemporalDevServer({ port: await freePort(), uiPort: null, dbFile: null });
+  const scratch = await mkdtemp(path.join(os.tmpdir(), 'bench-stack-'));
+  await chmod(scratch, 0o755);
+  const bundle = path.join(scratch, 'workflows.js');
+  await buildWorkflowBundle(bundle);
+  const apiPort = await freePort();
+  const common: NodeJS.ProcessEnv = {
+    ...process.env,
+    DATABASE_URL: database.url,
+    TEMPORAL_ADDRESS: temporal.address,
+    TEMPORAL_TASK_QUEUE: `bench-${randomBase62(6)}`,
+    STORAGE_DIR: path.join(scratch, 'results'),
+    API_PORT: String(apiPort),
+    RATE_LIMIT_PER_MINUTE: String(1_000_000_000),
+    CONCURRENT_GENERATIONS_PER_ACCOUNT: String(1_000_000),
+    WORKFLOW_BUNDLE_PATH: bundle,
+    LOG_LEVEL: 'warn',
+    ...env,
+  };
+  const children: ChildProcess[] = [];
+  const start = (file: string) =>
+    new Promise<ChildProcess>((resolve, reject) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', file], {
+        env: common,
+        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      });
+      children.push(child);
+      child.once('message', () => resolve(child));
+      child.once('exit', (code) => reject(new Error(`${file} exited (${code})`)));
+    });
+  const [worker] = await Promise.all([start('src/worker/main.ts'), start('src/api/main.ts')]);
+
+  const pool = await createDatabasePool(database.url, { maximumPoolSize: 4 });
+  const account = await createAccount(pool, { email: `bench-${randomBase62(6)}@example.test` });
+  await recordPurchase(pool, { accountId: account.id, kind: 'credit_pack', status: 'completed' });
+  await grantCredits(pool, {
+    accountId: account.id,
+    pool: 'one_time',
+    amount: 1_000_000_000,
+    reason: 'bench',
+  });
+  const { key } = await createApiKey(pool, { accountId: account.id });
+
+  return {
+    apiUrl: `http://127.0.0.1:${apiPort}/v1`,
+    key,
+    accountId: account.id,
+    temporalAddress: temporal.address,
+    pool,
+    workerPid: worker.pid!,
+    env: common,
+    async stop() {
+      await Promise.all(children.map((child) => stopChild(child, 5000)));
+      await pool.end();
+      await temporal.stop();
+      await database.stop();
+      await rm(scratch, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A worker for bench/bare-workflows.ts on the same Temporal server. */
+export async function startBareWorker(
+  temporalAddress: string,
+  taskQueue: string,
+): Promise<{ stop(): Promise<void> }> {
+  const { child } = await startServerProcess<{ ready: boolean }>('bench/bare-worker.ts', {
+    TEMPORAL_ADDRESS: temporalAddress,
+    TASK_QUEUE: taskQueue,
+  });
+  return { stop: () => stopChild(child, 5000) };
+}
+
+/** Runs `concurrency` closed-loop clients for `seconds`; each call's latency is recorded. */
+export async function closedLoop(
+  concurrency: number,
+  seconds: number,
+  call: () => Promise<unknown>,
+): Promise<{ count: number; errors: number; perSecond: number; p50: number; p99: number }> {
+  const latencies: number[] = [];
+  let errors = 0;
+  const deadline = Date.now() + seconds * 1000;
+  const started = Date.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (Date.now() < deadline) {
+        const t = performance.now();
+        try {
+          await call();
+          latencies.push(performance.now() - t);
+        } catch {
+          errors++;
+        }
+      }
+    }),
+  );
+  const elapsed = (Date.now() - started) / 1000;
+  latencies.sort((a, b) => a - b);
+  const at = (q: number) =>
+    latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? NaN;
+  return {
+    count: latencies.length,
+    errors,
+    perSecond: latencies.length / elapsed,
+    p50: at(0.5),
+    p99: at(0.99),
+  };
+}
+
+export function printComparison(
+  title: string,
+  rows: Array<{ label: string; perSecond: number; p50: number; p99: number; count: number; errors: number }>,
+): void {
+  console.log(`\n${title}`);
+  const line = (cells: string[]) =>
+    console.log(cells.map((c, i) => (i === 0 ? c.padEnd(46) : c.padStart(11))).join(''));
+  line(['', 'per s', 'p50 ms', 'p99 ms', 'count', 'errors']);
+  for (const r of rows)
+    line([
+      r.label,
+      r.perSecond.toFixed(1),
+      r.p50.toFixed(1),
+      r.p99.toFixed(1),
+      String(r.count),
+      String(r.errors),
+    ]);
+}
+
+/** CPU milliseconds used so far by each named process (matched on its command line). */
+export async function cpuByProcess(patterns: Record<string, string>): Promise<Record<string, number>> {
+  const entries = await Promise.all(
+    Object.entries(patterns).map(async ([name, pattern]) => [name, await cpuMs(pattern)] as const),
+  );
+  return Object.fromEntries(entries);
+}
