@@ -47,6 +47,7 @@ export async function startStack(env: NodeJS.ProcessEnv = {}): Promise<Stack> {
     CONCURRENT_GENERATIONS_PER_ACCOUNT: String(1_000_000),
     WORKFLOW_BUNDLE_PATH: bundle,
     LOG_LEVEL: 'warn',
+    MALLOC_ARENA_MAX: '2',
     ...env,
   };
   const children: ChildProcess[] = [];

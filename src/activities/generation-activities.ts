@@ -6,6 +6,7 @@ import {
   claimFirstSubmit,
   claimOutputPrefix,
   completeGeneration,
+  contentPrefixes,
   expireGeneration,
   findSubmission,
   markNeedsReview,
@@ -160,8 +161,9 @@ export function createGenerationActivities(deps: GenerationActivityDeps) {
 
     /** Deletes stored files and nulls input and output; id, status and credit figures stay. */
     async expireContent(generationId: string): Promise<void> {
-      const { prefixes } = await expireGeneration(db, generationId);
-      for (const prefix of prefixes) await storage.deletePrefix(prefix);
+      // Files first: once the record says content_expired, its URLs are already gone.
+      for (const prefix of await contentPrefixes(db, generationId)) await storage.deletePrefix(prefix);
+      await expireGeneration(db, generationId);
     },
   };
 

@@ -299,20 +299,21 @@ export async function completeGeneration(
   });
 }
 
-/** Content expiry: input and output gone, id, status and credit figures kept. Returns the folders to delete. */
-export async function expireGeneration(
-  db: CommonQueryMethods,
-  generationId: string,
-): Promise<{ prefixes: string[] }> {
-  return db.transaction(async (tx) => {
-    const row = await tx.one(sql.type(
-      z.object({ output_prefix: z.string().nullable(), input_prefix: z.string().nullable() }),
-    )`
-      SELECT output_prefix, input_prefix FROM generations WHERE id = ${generationId} FOR UPDATE`);
+/** The storage folders holding a generation's content (outputs and inline inputs). */
+export async function contentPrefixes(db: CommonQueryMethods, generationId: string): Promise<string[]> {
+  const row = await db.one(sql.type(
+    z.object({ output_prefix: z.string().nullable(), input_prefix: z.string().nullable() }),
+  )`
+    SELECT output_prefix, input_prefix FROM generations WHERE id = ${generationId}`);
+  return [row.output_prefix, row.input_prefix].filter((p): p is string => p !== null);
+}
+
+/** Content expiry, once the files are gone: input and output null, content_expired; id, status and credits kept. */
+export async function expireGeneration(db: CommonQueryMethods, generationId: string): Promise<void> {
+  await db.transaction(async (tx) => {
     await tx.query(sql.unsafe`
       UPDATE generations SET input = NULL, output = NULL, content_expired = true, updated_at = now() WHERE id = ${generationId}`);
     await tx.query(sql.unsafe`DELETE FROM gallery_images WHERE generation_id = ${generationId}`);
-    return { prefixes: [row.output_prefix, row.input_prefix].filter((p): p is string => p !== null) };
   });
 }
 

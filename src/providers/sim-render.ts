@@ -1,6 +1,9 @@
 import { createHash } from 'node:crypto';
 import sharp from 'sharp';
 
+// Every picture is new: libvips' operation cache would only hold memory in a long-running worker.
+sharp.cache(false);
+
 /** Width and height for a long edge and an aspect ratio such as `16:9` (`auto`: square); both even. */
 export function outputSize(
   longEdgePx: number,
@@ -64,5 +67,5 @@ export async function renderImage(
   const image = sharp(Buffer.from(promptSvg(prompt, width, height)));
   return format === 'jpeg'
     ? image.jpeg({ quality: 88 }).toBuffer()
-    : image.png({ compressionLevel: 6 }).toBuffer();
+    : image.png({ compressionLevel: 2 }).toBuffer();
 }

@@ -19,6 +19,8 @@ export async function startTestApi(
     DATABASE_URL: databaseUrl,
     TEMPORAL_ADDRESS: inject('temporalAddress'),
     DATABASE_POOL_SIZE: '5',
+    // Tests poll fast; the per-key limit is tested where a test sets it.
+    RATE_LIMIT_PER_MINUTE: '1000000',
     ...env,
   });
   return createApiService(config, createLogger('api-test', 'silent'), configure);

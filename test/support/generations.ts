@@ -21,6 +21,7 @@ export async function getGeneration(api: ApiService, key: string, id: string) {
     url: `/v1/generations/${id}`,
     headers: bearer(key),
   });
+  if (response.statusCode !== 200) throw new Error(`GET ${id}: ${response.statusCode} ${response.body}`);
   return response.json();
 }
 

@@ -1,0 +1,81 @@
+import { Client, Connection, WithStartWorkflowOperation } from '@temporalio/client';
+import { randomBase62 } from '../src/ids.js';
+import { closedLoop, cpuByProcess, printComparison, startBareWorker, startStack } from './stack.js';
+
+/**
+ * npm run bench:lifecycle — whole generations (simulated provider with no
+ * delay): POST, then poll every 50 ms until succeeded is visible. Against the
+ * same shape with no-op steps on the same server: update-with-start answered by
+ * a local activity, then three activities, waiting for the result. Reports
+ * lifecycles per second and POST → succeeded-visible p50. Target ≥ 0.5 × the
+ * ceiling. BENCH_SECONDS (default 30), BENCH_CLIENTS (default 20).
+ */
+const seconds = Number(process.env.BENCH_SECONDS ?? 30);
+const clients = Number(process.env.BENCH_CLIENTS ?? 20);
+const stack = await startStack({ SIM_PROVIDER_DELAY_MS: '0', PROVIDER_POLL_INTERVAL_MS: '50' });
+const bare = await startBareWorker(stack.temporalAddress, 'bare-lifecycle');
+const connection = await Connection.connect({ address: stack.temporalAddress });
+const client = new Client({ connection });
+const headers = { authorization: `Bearer ${stack.key}`, 'content-type': 'application/json' };
+try {
+  const bareLifecycle = async () => {
+    const workflowId = `bare-${randomBase62(16)}`;
+    await client.workflow.executeUpdateWithStart('admit', {
+      startWorkflowOperation: new WithStartWorkflowOperation('noopLifecycleWorkflow', {
+        workflowId,
+        taskQueue: 'bare-lifecycle',
+        workflowIdConflictPolicy: 'USE_EXISTING',
+      }),
+    });
+    await client.workflow.getHandle(workflowId).result();
+  };
+  const ourLifecycle = async () => {
+    const created = await fetch(`${stack.apiUrl}/generations`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ model: 'prism-2', prompt: `lifecycle ${randomBase62(8)}`, resolution: '1K' }),
+    });
+    if (created.status !== 202) throw new Error(`status ${created.status}`);
+    const { id } = (await created.json()) as { id: string };
+    for (;;) {
+      const { status } = (await (await fetch(`${stack.apiUrl}/generations/${id}`, { headers })).json()) as {
+        status: string;
+      };
+      if (status === 'succeeded') return;
+      if (status !== 'queued') throw new Error(status);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+  await closedLoop(clients, 3, bareLifecycle);
+  await closedLoop(clients, 3, ourLifecycle);
+  const processes = {
+    api: 'src/api/main.ts',
+    worker: 'src/worker/main.ts',
+    'bare worker': 'bench/bare-worker.ts',
+    temporal: 'server start-dev',
+    postgres: 'postgres',
+  };
+  const before = await cpuByProcess(processes);
+  const bareResult = await closedLoop(clients, seconds, bareLifecycle);
+  const middle = await cpuByProcess(processes);
+  const oursResult = await closedLoop(clients, seconds, ourLifecycle);
+  const after = await cpuByProcess(processes);
+  printComparison(`${clients} concurrent clients, ${seconds} s each; latency is POST → succeeded visible`, [
+    { label: 'ceiling: update-with-start + 1 local + 3 no-op activities', ...bareResult },
+    { label: 'generation lifecycle (1K PNG rendered, stored)', ...oursResult },
+  ]);
+  console.log('\nCPU ms per lifecycle, by process:');
+  const per = (a: Record<string, number>, b: Record<string, number>, n: number) =>
+    Object.keys(processes)
+      .map((k) => `${k} ${((b[k]! - a[k]!) / n).toFixed(1)}`)
+      .join(', ');
+  console.log(`  ceiling  ${per(before, middle, bareResult.count)}`);
+  console.log(`  ours     ${per(middle, after, oursResult.count)}`);
+  console.log(
+    `\nratio (ours / ceiling), lifecycles per second: ${(oursResult.perSecond / bareResult.perSecond).toFixed(2)}   target ≥ 0.50`,
+  );
+} finally {
+  await connection.close();
+  await bare.stop();
+  await stack.stop();
+}
