@@ -12,6 +12,7 @@ import {
 } from './provider.js';
 import { parseSimDirectives, stripSimDirectives, type SimDirectives } from './sim-directives.js';
 import { outputSize, renderImage } from './sim-render.js';
+import type { VideoJob } from './sim-video.js';
 
 const jobRow = z.object({
   job_id: z.string(),
@@ -36,14 +37,7 @@ export class SimulatedProvider implements Provider {
     private readonly db: CommonQueryMethods,
     private readonly options: {
       delayMs: number;
-      renderVideo?: (job: {
-        prompt: string;
-        width: number;
-        height: number;
-        durationSeconds: number;
-        audio: boolean;
-        frames: string[];
-      }) => Promise<Buffer>;
+      renderVideo?: (job: VideoJob) => Promise<Buffer>;
     },
   ) {}
 
