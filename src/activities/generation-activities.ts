@@ -14,10 +14,8 @@ import {
   refundGeneration,
   type StoredOutput,
 } from '../db/generations-repository.js';
-import { modelDefinitionSchema } from '../catalog/catalog-entry.js';
+import { getCatalogEntry } from '../db/catalog-repository.js';
 import { resolveOptions } from '../catalog/pricing.js';
-import { sql } from 'slonik';
-import { z } from 'zod';
 import {
   ProviderRejection,
   ProviderUncertainError,
@@ -168,12 +166,9 @@ export function createGenerationActivities(deps: GenerationActivityDeps) {
   };
 
   async function providerJob(start: GenerationStart, token: string) {
-    const definition = await db.oneFirst(
-      sql.type(
-        z.object({ definition: z.unknown() }),
-      )`SELECT definition FROM models WHERE id = ${start.model}`,
-    );
-    const entry = { id: start.model, ...modelDefinitionSchema.parse(definition) };
+    // Admission checked the model was active; it may have been retired since, and still runs.
+    const entry = await getCatalogEntry(db, start.model, { activeOnly: false });
+    if (!entry) throw new Error(`model ${start.model} has no readable catalog entry`);
     const options = resolveOptions(entry, start.input);
     const sizeBy = entry.output_size ? String(options[entry.output_size.by]) : '';
     const longEdgePx = entry.output_size?.long_edge_px[sizeBy] ?? 1024;

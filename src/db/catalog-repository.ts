@@ -23,3 +23,15 @@ export async function listCatalog(
   }
   return entries;
 }
+
+/** One model's catalog entry; null when it is missing, inactive (with `activeOnly`) or unreadable. */
+export async function getCatalogEntry(
+  db: CommonQueryMethods,
+  id: string,
+  options: { activeOnly: boolean },
+): Promise<CatalogEntry | null> {
+  const definition = await db.maybeOneFirst(sql.type(z.object({ definition: z.unknown() }))`
+    SELECT definition FROM models WHERE id = ${id} ${options.activeOnly ? sql.fragment`AND active` : sql.fragment``}`);
+  const parsed = modelDefinitionSchema.safeParse(definition);
+  return parsed.success ? { id, ...parsed.data } : null;
+}

@@ -1,7 +1,7 @@
 import { sql, type CommonQueryMethods, type DatabaseTransactionConnection } from 'slonik';
 import { z } from 'zod';
-import { modelDefinitionSchema } from '../catalog/catalog-entry.js';
 import { quotePrice, resolveOptions } from '../catalog/pricing.js';
+import { getCatalogEntry } from './catalog-repository.js';
 import type {
   Admission,
   GenerationError,
@@ -120,12 +120,8 @@ export async function admitGeneration(
 }
 
 async function quote(tx: DatabaseTransactionConnection, start: GenerationStart): Promise<number | null> {
-  const definition = await tx.maybeOneFirst(sql.type(z.object({ definition: z.unknown() }))`
-    SELECT definition FROM models WHERE id = ${start.model} AND active`);
-  const parsed = modelDefinitionSchema.safeParse(definition);
-  if (!parsed.success) return null;
-  const entry = { id: start.model, ...parsed.data };
-  return quotePrice(entry, resolveOptions(entry, start.input));
+  const entry = await getCatalogEntry(tx, start.model, { activeOnly: true });
+  return entry ? quotePrice(entry, resolveOptions(entry, start.input)) : null;
 }
 
 async function insertGeneration(
