@@ -1,6 +1,14 @@
 import { Client, Connection, WithStartWorkflowOperation } from '@temporalio/client';
 import { randomBase62 } from '../src/ids.js';
-import { closedLoop, cpuByProcess, printComparison, startBareWorker, startStack } from './stack.js';
+import {
+  closedLoop,
+  printComparison,
+  printCpu,
+  stackProcesses,
+  startBareWorker,
+  startStack,
+  withCpuPerCall,
+} from './stack.js';
 
 /**
  * npm run bench:admit — POST /v1/generations → 202 (auth, validation,
@@ -43,27 +51,9 @@ try {
   };
   await closedLoop(clients, 3, barecall); // warm-up
   await closedLoop(clients, 3, ours);
-  const processes = {
-    api: 'src/api/main.ts',
-    worker: 'src/worker/main.ts',
-    'bare worker': 'bench/bare-worker.ts',
-    temporal: 'server start-dev',
-    postgres: 'postgres',
-    'load generator': 'bench/admit.ts',
-  };
-  const measure = async <T extends { count: number }>(run: () => Promise<T>) => {
-    const before = await cpuByProcess(processes);
-    const result = await run();
-    const after = await cpuByProcess(processes);
-    return {
-      ...result,
-      cpu: Object.fromEntries(
-        Object.keys(processes).map((name) => [name, (after[name]! - before[name]!) / result.count]),
-      ),
-    };
-  };
-  const bareResult = await measure(() => closedLoop(clients, seconds, barecall));
-  const oursResult = await measure(() => closedLoop(clients, seconds, ours));
+  const processes = { ...stackProcesses, 'load generator': 'bench/admit.ts' };
+  const bareResult = await withCpuPerCall(processes, () => closedLoop(clients, seconds, barecall));
+  const oursResult = await withCpuPerCall(processes, () => closedLoop(clients, seconds, ours));
   printComparison(
     `${clients} concurrent clients, ${seconds} s each, one machine (2 cores) for clients, API, worker, Temporal dev server and PostgreSQL`,
     [
@@ -71,17 +61,10 @@ try {
       { label: 'POST /v1/generations → 202', ...oursResult },
     ],
   );
-  console.log('\nCPU ms per call, by process:');
-  for (const [label, result] of [
-    ['bare', bareResult],
-    ['ours', oursResult],
-  ] as const) {
-    console.log(
-      `  ${label.padEnd(5)} ${Object.entries(result.cpu)
-        .map(([name, ms]) => `${name} ${ms.toFixed(2)}`)
-        .join(', ')}`,
-    );
-  }
+  printCpu('CPU ms per call, by process:', [
+    ['bare', bareResult.cpu],
+    ['ours', oursResult.cpu],
+  ]);
   console.log(
     `\nthroughput ratio ${(oursResult.perSecond / bareResult.perSecond).toFixed(2)} (target ≥ 0.70); p50 ratio ${(oursResult.p50 / bareResult.p50).toFixed(2)} (target ≤ 1.50)`,
   );

@@ -1,6 +1,14 @@
 import { Client, Connection, WithStartWorkflowOperation } from '@temporalio/client';
 import { randomBase62 } from '../src/ids.js';
-import { closedLoop, cpuByProcess, printComparison, startBareWorker, startStack } from './stack.js';
+import {
+  closedLoop,
+  printComparison,
+  printCpu,
+  stackProcesses,
+  startBareWorker,
+  startStack,
+  withCpuPerCall,
+} from './stack.js';
 
 /**
  * npm run bench:lifecycle — whole generations (simulated provider with no
@@ -48,29 +56,16 @@ try {
   };
   await closedLoop(clients, 3, bareLifecycle);
   await closedLoop(clients, 3, ourLifecycle);
-  const processes = {
-    api: 'src/api/main.ts',
-    worker: 'src/worker/main.ts',
-    'bare worker': 'bench/bare-worker.ts',
-    temporal: 'server start-dev',
-    postgres: 'postgres',
-  };
-  const before = await cpuByProcess(processes);
-  const bareResult = await closedLoop(clients, seconds, bareLifecycle);
-  const middle = await cpuByProcess(processes);
-  const oursResult = await closedLoop(clients, seconds, ourLifecycle);
-  const after = await cpuByProcess(processes);
+  const bareResult = await withCpuPerCall(stackProcesses, () => closedLoop(clients, seconds, bareLifecycle));
+  const oursResult = await withCpuPerCall(stackProcesses, () => closedLoop(clients, seconds, ourLifecycle));
   printComparison(`${clients} concurrent clients, ${seconds} s each; latency is POST → succeeded visible`, [
     { label: 'ceiling: update-with-start + 1 local + 3 no-op activities', ...bareResult },
     { label: 'generation lifecycle (1K PNG rendered, stored)', ...oursResult },
   ]);
-  console.log('\nCPU ms per lifecycle, by process:');
-  const per = (a: Record<string, number>, b: Record<string, number>, n: number) =>
-    Object.keys(processes)
-      .map((k) => `${k} ${((b[k]! - a[k]!) / n).toFixed(1)}`)
-      .join(', ');
-  console.log(`  ceiling  ${per(before, middle, bareResult.count)}`);
-  console.log(`  ours     ${per(middle, after, oursResult.count)}`);
+  printCpu('CPU ms per lifecycle, by process:', [
+    ['ceiling', bareResult.cpu],
+    ['ours', oursResult.cpu],
+  ]);
   console.log(
     `\nratio (ours / ceiling), lifecycles per second: ${(oursResult.perSecond / bareResult.perSecond).toFixed(2)}   target ≥ 0.50`,
   );

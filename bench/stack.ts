@@ -166,3 +166,38 @@ export async function cpuByProcess(patterns: Record<string, string>): Promise<Re
   );
   return Object.fromEntries(entries);
 }
+
+/** The processes of a benchmark stack, by the command lines that identify them. */
+export const stackProcesses = {
+  api: 'src/api/main.ts',
+  worker: 'src/worker/main.ts',
+  'bare worker': 'bench/bare-worker.ts',
+  temporal: 'server start-dev',
+  postgres: 'postgres',
+};
+
+/** Runs `run` and adds the CPU milliseconds each process spent per counted call. */
+export async function withCpuPerCall<T extends { count: number }>(
+  processes: Record<string, string>,
+  run: () => Promise<T>,
+): Promise<T & { cpu: Record<string, number> }> {
+  const before = await cpuByProcess(processes);
+  const result = await run();
+  const after = await cpuByProcess(processes);
+  const cpu = Object.fromEntries(
+    Object.keys(processes).map((name) => [name, (after[name]! - before[name]!) / result.count]),
+  );
+  return { ...result, cpu };
+}
+
+/** Prints each run's CPU per call, by process. */
+export function printCpu(title: string, runs: Array<[label: string, cpu: Record<string, number>]>): void {
+  console.log(`\n${title}`);
+  for (const [label, cpu] of runs) {
+    console.log(
+      `  ${label.padEnd(8)} ${Object.entries(cpu)
+        .map(([name, ms]) => `${name} ${ms.toFixed(1)}`)
+        .join(', ')}`,
+    );
+  }
+}

@@ -1,4 +1,4 @@
-import { ApplicationFailure, Context, heartbeat, sleep } from '@temporalio/activity';
+import { ApplicationFailure, heartbeat, sleep } from '@temporalio/activity';
 import type { CommonQueryMethods } from 'slonik';
 import { randomBase62 } from '../ids.js';
 import {
@@ -107,13 +107,11 @@ export function createGenerationActivities(deps: GenerationActivityDeps) {
       pollIntervalMs: number,
     ): Promise<{ state: 'succeeded'; results: ProviderResult[] } | { state: 'failed'; message: string }> {
       const provider = deps.providerFor(generation.model);
-      const cancelled = Context.current().cancellationSignal;
       for (let polls = 0; ; polls++) {
         const status = await provider.status(generation.jobId);
         if (status.state !== 'running') return status;
         heartbeat({ polls, progress: status.progress ?? null });
         await sleep(pollIntervalMs);
-        if (cancelled.aborted) throw new Error('cancelled');
       }
     },
 
