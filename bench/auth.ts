@@ -23,10 +23,10 @@ import {
  * CPU each request cost the server process and PostgreSQL (the request log's
  * writes) shows where the time goes.
  *
- * BENCH_SECONDS (default 10) per run, BENCH_ROUNDS (default 3), BENCH_CONNECTIONS (default 64).
+ * BENCH_SECONDS (default 10) per run, BENCH_ROUNDS (default 5), BENCH_CONNECTIONS (default 64).
  */
 const seconds = Number(process.env.BENCH_SECONDS ?? 10);
-const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
+const rounds = Number(process.env.BENCH_ROUNDS ?? 5);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 64);
 const database = await benchDatabase();
 const { info, child } = await startServerProcess<{

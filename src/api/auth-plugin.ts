@@ -98,7 +98,7 @@ export function registerAuth(app: FastifyInstance, options: AuthPluginOptions): 
         ip: request.ip,
         userAgent: request.headers['user-agent']?.slice(0, 512) ?? null,
         durationMs: reply.elapsedTime,
-        createdAt: new Date(),
+        createdAtMs: Date.now(),
       });
     }
     done();

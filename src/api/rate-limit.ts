@@ -1,3 +1,6 @@
+// Asked on every authenticated request; almost always the answer.
+const notExhausted = Object.freeze({ exhausted: false, retryAfterSeconds: 0 });
+
 /**
  * Fixed one-minute windows counted in memory, per API process. Each window
  * resets a minute after its first hit; `retryAfterSeconds` tells a client when.
@@ -15,7 +18,7 @@ export class FixedWindowCounter {
   /** Whether `key` has used up its window (without counting a hit). */
   exhausted(key: string): { exhausted: boolean; retryAfterSeconds: number } {
     const window = this.current(key);
-    if (!window || window.count < this.limit) return { exhausted: false, retryAfterSeconds: 0 };
+    if (!window || window.count < this.limit) return notExhausted;
     return { exhausted: true, retryAfterSeconds: this.secondsLeft(window) };
   }
 

@@ -23,7 +23,8 @@ export type AuthOutcome =
  * never cached: fixing its cause (a purchase, restored access) works at once.
  */
 export class Authenticator {
-  private readonly cache: InvalidatedCache<string, KeyPrincipal | null>;
+  /** Outcomes by key hash; only keys that may call are kept, so a hit is a ready `ok` outcome. */
+  private readonly cache: InvalidatedCache<string, AuthOutcome>;
 
   constructor(
     private readonly db: CommonQueryMethods,
@@ -46,13 +47,16 @@ export class Authenticator {
     }
     if (!isWellFormedApiKey(presented)) return failure('Malformed API key.');
     const hash = hashApiKey(presented);
-    const cached = this.cache.peek(hash);
-    if (cached) return judge(cached);
-    return this.cache.get(hash, (h) => findKeyPrincipal(this.db, h), mayCall).then(judge);
+    return (
+      this.cache.peek(hash) ??
+      this.cache.get(
+        hash,
+        async (h) => judge(await findKeyPrincipal(this.db, h)),
+        (o) => o.ok,
+      )
+    );
   }
 }
-
-const mayCall = (p: KeyPrincipal | null) => p !== null && !p.revoked && p.api_access_enabled && p.paid;
 
 function judge(principal: KeyPrincipal | null): AuthOutcome {
   if (!principal) return failure('Unknown API key.');
