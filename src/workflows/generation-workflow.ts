@@ -46,12 +46,18 @@ const { submit } = proxyActivities<GenerationActivities>({
   },
   summary: 'Submit to the provider (once; later attempts look the job up)',
 });
-const { waitForProvider } = proxyActivities<GenerationActivities>({
-  startToCloseTimeout: '6 hours',
-  heartbeatTimeout: '10 seconds',
-  retry: { initialInterval: '1 second', maximumInterval: '1 minute' },
-  summary: 'Wait for the provider',
-});
+/**
+ * The provider wait heartbeats once per poll, so its heartbeat timeout follows the poll interval:
+ * a lost worker is noticed within three polls (10 s at least), and a slow poll interval never
+ * times a healthy wait out.
+ */
+const waitingActivities = (pollIntervalMs: number) =>
+  proxyActivities<GenerationActivities>({
+    startToCloseTimeout: '6 hours',
+    heartbeatTimeout: Math.max(10_000, 3 * pollIntervalMs),
+    retry: { initialInterval: '1 second', maximumInterval: '1 minute' },
+    summary: 'Wait for the provider',
+  });
 const { persistResults } = proxyActivities<GenerationActivities>({
   startToCloseTimeout: '10 minutes',
   heartbeatTimeout: '2 minutes',
@@ -93,6 +99,7 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
     providerJobId: null,
     expiresAt: null,
   };
+  const { waitForProvider } = waitingActivities(start.timing.pollIntervalMs);
   let admission: Promise<Admission> | undefined;
   const admitOnce = () => (admission ??= admit(start));
   let resolution: Resolution | undefined;

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { rm } from 'node:fs/promises';
+import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { sql } from 'slonik';
@@ -10,6 +11,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { chargesOf } from '../support/ledger.js';
+import { startTestWorker, type TestWorker } from '../support/worker.js';
 
 /** The real worker process (`npm run worker`), killed with SIGKILL mid-generation and started again. */
 describe('a worker killed mid-generation', () => {
@@ -95,4 +97,42 @@ describe('a worker killed mid-generation', () => {
         .credits,
     ).toBe(18);
   }, 150_000);
+});
+
+/** Noticing a lost worker is the provider wait's heartbeat timeout; it must outlast the pause between polls. */
+describe('the provider wait with a slow poll interval', () => {
+  let db: TestDatabase;
+  let worker: TestWorker;
+  let api: ApiService;
+  let temporal: Connection;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    worker = await startTestWorker(db.pool, { simDelayMs: 60_000 });
+    api = await startTestApi(db.url, { ...worker.apiEnv, PROVIDER_POLL_INTERVAL_MS: '20000' });
+    temporal = await Connection.connect({ address: inject('temporalAddress') });
+  });
+  afterAll(async () => {
+    await temporal?.close();
+    await api?.close();
+    await worker?.close();
+    await db?.drop();
+  });
+
+  it('gets a heartbeat timeout of three poll intervals, so a healthy wait is never timed out between polls', async () => {
+    const account = await createPaidAccount(db.pool, { oneTime: 5 });
+    const response = await createGeneration(api, account.key, { model: 'lumen-lite', prompt: 'patience' });
+    expect(response.statusCode).toBe(202);
+    const workflowId = await db.pool.oneFirst(
+      sql.type(z.object({ workflow_id: z.string() }))`
+        SELECT workflow_id FROM generations WHERE id = ${response.json().id as string}`,
+    );
+    const handle = new Client({ connection: temporal }).workflow.getHandle(workflowId);
+    const waitScheduled = async () =>
+      (await handle.fetchHistory()).events?.find(
+        (e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'waitForProvider',
+      )?.activityTaskScheduledEventAttributes;
+    await expect.poll(waitScheduled, { timeout: 10_000 }).toBeDefined();
+    expect(Number((await waitScheduled())!.heartbeatTimeout?.seconds)).toBe(60);
+  });
 });
