@@ -50,10 +50,13 @@ export async function startStack(env: NodeJS.ProcessEnv = {}): Promise<Stack> {
     MALLOC_ARENA_MAX: '2',
     ...env,
   };
+  // BENCH_CPU_PROFILE_DIR: the API and worker write V8 CPU profiles there when they stop (open in Chrome DevTools).
+  const profileDir = process.env.BENCH_CPU_PROFILE_DIR;
+  const profiling = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
   const children: ChildProcess[] = [];
   const start = (file: string) =>
     new Promise<ChildProcess>((resolve, reject) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', file], {
+      const child = spawn(process.execPath, [...profiling, '--import', 'tsx', file], {
         env: common,
         stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       });

@@ -3,18 +3,17 @@ import type { CommonQueryMethods } from 'slonik';
 import { randomBase62 } from '../ids.js';
 import {
   admitGeneration,
-  claimFirstSubmit,
+  claimSubmit,
   claimOutputPrefix,
   completeGeneration,
   contentPrefixes,
   expireGeneration,
-  findSubmission,
   markNeedsReview,
   recordProviderJob,
   refundGeneration,
   type StoredOutput,
 } from '../db/generations-repository.js';
-import { getCatalogEntry } from '../db/catalog-repository.js';
+import { catalogEntryOf } from '../db/catalog-repository.js';
 import { resolveOptions } from '../catalog/pricing.js';
 import {
   ProviderRejection,
@@ -68,11 +67,10 @@ export function createGenerationActivities(deps: GenerationActivityDeps) {
      */
     async submit(start: GenerationStart): Promise<{ jobId: string }> {
       const provider = deps.providerFor(start.model);
-      const existing = await findSubmission(db, start.generationId);
-      if (existing.provider_job_id) return { jobId: existing.provider_job_id };
-      const token = existing.provider_token ?? `tok_${start.generationId}`;
-      const first = await claimFirstSubmit(db, start.generationId);
-      if (!first) {
+      const claim = await claimSubmit(db, start.generationId);
+      if (claim.provider_job_id) return { jobId: claim.provider_job_id };
+      const token = claim.provider_token ?? `tok_${start.generationId}`;
+      if (!claim.first) {
         const found = await provider.lookup(token);
         if (found.found === true) {
           await recordProviderJob(db, start.generationId, found.jobId);
@@ -87,7 +85,7 @@ export function createGenerationActivities(deps: GenerationActivityDeps) {
         // The provider does not have it: sending it now is the first submission it sees.
       }
       try {
-        const job = await provider.submit(await providerJob(start, token));
+        const job = await provider.submit(providerJob(start, token, claim.definition));
         await recordProviderJob(db, start.generationId, job.jobId);
         return job;
       } catch (error) {
@@ -163,9 +161,9 @@ export function createGenerationActivities(deps: GenerationActivityDeps) {
     },
   };
 
-  async function providerJob(start: GenerationStart, token: string) {
+  function providerJob(start: GenerationStart, token: string, definition: unknown) {
     // Admission checked the model was active; it may have been retired since, and still runs.
-    const entry = await getCatalogEntry(db, start.model, { activeOnly: false });
+    const entry = catalogEntryOf(start.model, definition);
     if (!entry) throw new Error(`model ${start.model} has no readable catalog entry`);
     const options = resolveOptions(entry, start.input);
     const sizeBy = entry.output_size ? String(options[entry.output_size.by]) : '';

@@ -24,14 +24,8 @@ export async function listCatalog(
   return entries;
 }
 
-/** One model's catalog entry; null when it is missing, inactive (with `activeOnly`) or unreadable. */
-export async function getCatalogEntry(
-  db: CommonQueryMethods,
-  id: string,
-  options: { activeOnly: boolean },
-): Promise<CatalogEntry | null> {
-  const definition = await db.maybeOneFirst(sql.type(z.object({ definition: z.unknown() }))`
-    SELECT definition FROM models WHERE id = ${id} ${options.activeOnly ? sql.fragment`AND active` : sql.fragment``}`);
+/** A model's stored definition as a catalog entry; null when there is none or it does not parse. */
+export function catalogEntryOf(id: string, definition: unknown): CatalogEntry | null {
   const parsed = modelDefinitionSchema.safeParse(definition);
   return parsed.success ? { id, ...parsed.data } : null;
 }

@@ -1,7 +1,7 @@
-import { sql, type CommonQueryMethods, type DatabaseTransactionConnection } from 'slonik';
+import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { quotePrice, resolveOptions } from '../catalog/pricing.js';
-import { getCatalogEntry } from './catalog-repository.js';
+import { catalogEntryOf } from './catalog-repository.js';
 import type {
   Admission,
   GenerationError,
@@ -43,11 +43,28 @@ export const concurrencyLimitError = (limit: number): GenerationError => ({
   message: `At most ${limit} generations may be in progress at once; wait for one to finish. Nothing was charged.`,
 });
 
+const admissionState = z.object({
+  existing: z
+    .object({
+      status: z.string(),
+      credits: z.number(),
+      error: z.object({ code: z.string(), message: z.string() }).nullable(),
+    })
+    .nullable(),
+  in_progress: z.number(),
+  definition: z.unknown(),
+  subscription_credits: z.number(),
+  one_time_credits: z.number(),
+});
+
 /**
  * Admission, in one transaction: the concurrency slot, the price quote from
  * the catalog, and the debit (subscription credits first) with its ledger row
  * and the projection row. A second call for the same generation returns what
  * the first decided.
+ *
+ * It is one read and one write: admission runs for every POST, and on a
+ * loaded machine each round trip to PostgreSQL costs more than the SQL in it.
  */
 export async function admitGeneration(
   db: CommonQueryMethods,
@@ -55,18 +72,21 @@ export async function admitGeneration(
   concurrencyLimit: number,
 ): Promise<Admission> {
   return db.transaction(async (tx) => {
-    // One admission at a time per account: the slot count and the balance are read under this lock.
-    await tx.query(sql.unsafe`SELECT 1 FROM accounts WHERE id = ${start.accountId} FOR UPDATE`);
-    const existing = await tx.maybeOne(
-      sql.type(
-        z.object({
-          status: z.string(),
-          credits: z.number(),
-          error: z.object({ code: z.string(), message: z.string() }).nullable(),
-        }),
-      )`
-        SELECT status, credits, error FROM generations WHERE id = ${start.generationId}`,
-    );
+    // Under the account's row lock, so admissions of one account are decided one at a time: what an earlier
+    // attempt decided, the generations in progress, the model's price list and the balance. (Other writers of
+    // the balance only add to it, and the debit below is relative, so the balance row itself needs no lock.)
+    const state = await tx.one(sql.type(admissionState)`
+      SELECT
+        (SELECT jsonb_build_object('status', status, 'credits', credits, 'error', error)
+           FROM generations WHERE id = ${start.generationId}) AS existing,
+        (SELECT count(*)::int FROM generations WHERE account_id = ${start.accountId} AND status = 'queued') AS in_progress,
+        (SELECT definition FROM models WHERE id = ${start.model} AND active) AS definition,
+        coalesce(b.subscription_credits, 0) AS subscription_credits,
+        coalesce(b.one_time_credits, 0) AS one_time_credits
+      FROM accounts a LEFT JOIN credit_balances b ON b.account_id = a.id
+      WHERE a.id = ${start.accountId}
+      FOR UPDATE OF a`);
+    const { existing } = state;
     if (existing) {
       return existing.status === 'rejected' && existing.error
         ? {
@@ -76,67 +96,54 @@ export async function admitGeneration(
           }
         : { outcome: 'accepted', credits: existing.credits };
     }
+    const reject = async (error: GenerationError, claimsKey: boolean): Promise<Admission> => {
+      await tx.query(insertGeneration(start, { status: 'rejected', credits: 0, error }));
+      return { outcome: 'rejected', error, claimsKey };
+    };
 
-    const inProgress = await tx.oneFirst(sql.type(z.object({ n: z.number() }))`
-      SELECT count(*)::int AS n FROM generations WHERE account_id = ${start.accountId} AND status = 'queued'`);
-    if (inProgress >= concurrencyLimit) {
-      const error = concurrencyLimitError(concurrencyLimit);
-      await insertGeneration(tx, start, { status: 'rejected', credits: 0, error });
-      return { outcome: 'rejected', error, claimsKey: false };
+    if (state.in_progress >= concurrencyLimit) return reject(concurrencyLimitError(concurrencyLimit), false);
+    const entry = catalogEntryOf(start.model, state.definition);
+    if (!entry)
+      return reject({ code: 'invalid_request', message: `Model ${start.model} is not available.` }, false);
+    const price = quotePrice(entry, resolveOptions(entry, start.input));
+    const available = state.subscription_credits + state.one_time_credits;
+    if (available < price) {
+      return reject(
+        {
+          code: 'insufficient_credits',
+          message: `This generation costs ${price} credits; the balance is ${available}.`,
+        },
+        true,
+      );
     }
-
-    const price = await quote(tx, start);
-    if (price === null) {
-      const error = { code: 'invalid_request', message: `Model ${start.model} is not available.` };
-      await insertGeneration(tx, start, { status: 'rejected', credits: 0, error });
-      return { outcome: 'rejected', error, claimsKey: false };
-    }
-    const balance = await tx.maybeOne(sql.type(
-      z.object({ subscription_credits: z.number(), one_time_credits: z.number() }),
-    )`
-      SELECT subscription_credits, one_time_credits FROM credit_balances WHERE account_id = ${start.accountId} FOR UPDATE`);
-    const subscription = balance?.subscription_credits ?? 0;
-    const oneTime = balance?.one_time_credits ?? 0;
-    if (subscription + oneTime < price) {
-      const error = {
-        code: 'insufficient_credits',
-        message: `This generation costs ${price} credits; the balance is ${subscription + oneTime}.`,
-      };
-      await insertGeneration(tx, start, { status: 'rejected', credits: 0, error });
-      return { outcome: 'rejected', error, claimsKey: true };
-    }
-    const fromSubscription = Math.min(subscription, price);
+    const fromSubscription = Math.min(state.subscription_credits, price);
     const fromOneTime = price - fromSubscription;
     await tx.query(sql.unsafe`
-      UPDATE credit_balances SET subscription_credits = subscription_credits - ${fromSubscription},
-        one_time_credits = one_time_credits - ${fromOneTime}, updated_at = now()
-      WHERE account_id = ${start.accountId}`);
-    await tx.query(sql.unsafe`
-      INSERT INTO credit_ledger (account_id, kind, generation_id, subscription_delta, one_time_delta, reason)
-      VALUES (${start.accountId}, 'debit', ${start.generationId}, ${-fromSubscription}, ${-fromOneTime}, ${`generation ${start.model}`})`);
-    await insertGeneration(tx, start, { status: 'queued', credits: price, error: null });
+      WITH debit AS (
+        UPDATE credit_balances SET subscription_credits = subscription_credits - ${fromSubscription},
+          one_time_credits = one_time_credits - ${fromOneTime}, updated_at = now()
+        WHERE account_id = ${start.accountId}
+      ), ledger AS (
+        INSERT INTO credit_ledger (account_id, kind, generation_id, subscription_delta, one_time_delta, reason)
+        VALUES (${start.accountId}, 'debit', ${start.generationId}, ${-fromSubscription}, ${-fromOneTime}, ${`generation ${start.model}`})
+      )
+      ${insertGeneration(start, { status: 'queued', credits: price, error: null })}`);
     return { outcome: 'accepted', credits: price };
   });
 }
 
-async function quote(tx: DatabaseTransactionConnection, start: GenerationStart): Promise<number | null> {
-  const entry = await getCatalogEntry(tx, start.model, { activeOnly: true });
-  return entry ? quotePrice(entry, resolveOptions(entry, start.input)) : null;
-}
-
-async function insertGeneration(
-  tx: CommonQueryMethods,
+function insertGeneration(
   start: GenerationStart,
   state: { status: GenerationStatus; credits: number; error: GenerationError | null },
-): Promise<void> {
-  await tx.query(sql.unsafe`
+) {
+  return sql.unsafe`
     INSERT INTO generations (id, account_id, api_key_id, workflow_id, status, model, media_type, credits, input, error,
                              fingerprint, idempotency_key, provider_token, input_prefix, created_at)
     VALUES (${start.generationId}, ${start.accountId}, ${start.apiKeyId}, ${start.workflowId}, ${state.status}, ${start.model},
             ${start.mediaType}, ${state.credits}, ${sql.jsonb(start.input as never)},
             ${state.error ? sql.jsonb(state.error as never) : null}, ${start.fingerprint}, ${start.idempotencyKey},
             ${`tok_${start.generationId}`}, ${start.inputPrefix}, ${start.createdAt})
-    ON CONFLICT (id) DO NOTHING`);
+    ON CONFLICT (id) DO NOTHING`;
 }
 
 /** A request rejected before it became a generation (validation): recorded for the list, never changed again. */
@@ -199,11 +206,26 @@ export async function refundGeneration(
   });
 }
 
-/** Claims the first submit. False: an earlier attempt may already have reached the provider. */
-export async function claimFirstSubmit(db: CommonQueryMethods, generationId: string): Promise<boolean> {
-  const claimed = await db.maybeOne(sql.type(z.object({ id: z.string() }))`
-    UPDATE generations SET submit_attempted_at = now() WHERE id = ${generationId} AND submit_attempted_at IS NULL RETURNING id`);
-  return claimed !== null;
+/**
+ * What a submit attempt needs, in one round trip: the provider job already
+ * recorded (if any), the provider token, the model's definition, and whether
+ * this is the first attempt to submit (claimed now: false means an earlier
+ * attempt may already have reached the provider).
+ */
+export async function claimSubmit(db: CommonQueryMethods, generationId: string) {
+  return db.one(sql.type(
+    z.object({
+      provider_job_id: z.string().nullable(),
+      provider_token: z.string().nullable(),
+      first: z.boolean(),
+      definition: z.unknown(),
+    }),
+  )`
+    WITH before AS (SELECT id, submit_attempted_at FROM generations WHERE id = ${generationId} FOR UPDATE)
+    UPDATE generations g SET submit_attempted_at = coalesce(before.submit_attempted_at, now())
+    FROM before WHERE g.id = before.id
+    RETURNING g.provider_job_id, g.provider_token, before.submit_attempted_at IS NULL AS first,
+      (SELECT definition FROM models m WHERE m.id = g.model) AS definition`);
 }
 
 export async function recordProviderJob(
@@ -214,13 +236,6 @@ export async function recordProviderJob(
   await db.query(sql.unsafe`
     UPDATE generations SET provider_job_id = ${jobId}, needs_review = false, status = 'queued', error = NULL, updated_at = now()
     WHERE id = ${generationId} AND status IN ('queued', 'failed') AND NOT credits_refunded`);
-}
-
-export async function findSubmission(db: CommonQueryMethods, generationId: string) {
-  return db.one(sql.type(
-    z.object({ provider_token: z.string().nullable(), provider_job_id: z.string().nullable() }),
-  )`
-    SELECT provider_token, provider_job_id FROM generations WHERE id = ${generationId}`);
 }
 
 /** Listed as failed and needing review: the provider may or may not have the job. Nothing is refunded. */
