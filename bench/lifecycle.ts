@@ -1,13 +1,14 @@
 import { Client, Connection, WithStartWorkflowOperation } from '@temporalio/client';
 import { randomBase62 } from '../src/ids.js';
 import {
+  alternatingRounds,
   closedLoop,
   printComparison,
   printCpu,
+  printRounds,
   stackProcesses,
   startBareWorker,
   startStack,
-  withCpuPerCall,
 } from './stack.js';
 
 /**
@@ -16,10 +17,12 @@ import {
  * same shape with no-op steps on the same server: update-with-start answered by
  * a local activity, then three activities, waiting for the result. Reports
  * lifecycles per second and POST → succeeded-visible p50. Target ≥ 0.5 × the
- * ceiling. BENCH_SECONDS (default 30), BENCH_CLIENTS (default 20).
+ * ceiling. BENCH_SECONDS (default 30, split over the rounds), BENCH_ROUNDS
+ * (default 3), BENCH_CLIENTS (default 20).
  */
 const seconds = Number(process.env.BENCH_SECONDS ?? 30);
 const clients = Number(process.env.BENCH_CLIENTS ?? 20);
+const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
 const stack = await startStack({ SIM_PROVIDER_DELAY_MS: '0', PROVIDER_POLL_INTERVAL_MS: '50' });
 const bare = await startBareWorker(stack.temporalAddress, 'bare-lifecycle');
 const connection = await Connection.connect({ address: stack.temporalAddress });
@@ -56,16 +59,22 @@ try {
   };
   await closedLoop(clients, 3, bareLifecycle);
   await closedLoop(clients, 3, ourLifecycle);
-  const bareResult = await withCpuPerCall(stackProcesses, () => closedLoop(clients, seconds, bareLifecycle));
-  const oursResult = await withCpuPerCall(stackProcesses, () => closedLoop(clients, seconds, ourLifecycle));
-  printComparison(`${clients} concurrent clients, ${seconds} s each; latency is POST → succeeded visible`, [
-    { label: 'ceiling: update-with-start + 1 local + 3 no-op activities', ...bareResult },
-    { label: 'generation lifecycle (1K PNG rendered, stored)', ...oursResult },
-  ]);
+  const { a: bareResult, b: oursResult } = await alternatingRounds(
+    { rounds, seconds: seconds / rounds, clients, processes: stackProcesses },
+    { a: bareLifecycle, b: ourLifecycle },
+  );
+  printComparison(
+    `${clients} concurrent clients, ${seconds} s each in ${rounds} alternating rounds; latency is POST → succeeded visible`,
+    [
+      { label: 'ceiling: update-with-start + 1 local + 3 no-op activities', ...bareResult },
+      { label: 'generation lifecycle (1K PNG rendered, stored)', ...oursResult },
+    ],
+  );
   printCpu('CPU ms per lifecycle, by process:', [
     ['ceiling', bareResult.cpu],
     ['ours', oursResult.cpu],
   ]);
+  printRounds(bareResult.rounds, oursResult.rounds);
   console.log(
     `\nratio (ours / ceiling), lifecycles per second: ${(oursResult.perSecond / bareResult.perSecond).toFixed(2)}   target ≥ 0.50`,
   );

@@ -107,12 +107,23 @@ export async function startBareWorker(
   return { stop: () => stopChild(child, 5000) };
 }
 
+export interface LoopResult {
+  count: number;
+  errors: number;
+  perSecond: number;
+  p50: number;
+  p99: number;
+  /** Every successful call's latency in ms, sorted. */
+  latencies: number[];
+  seconds: number;
+}
+
 /** Runs `concurrency` closed-loop clients for `seconds`; each call's latency is recorded. */
 export async function closedLoop(
   concurrency: number,
   seconds: number,
   call: () => Promise<unknown>,
-): Promise<{ count: number; errors: number; perSecond: number; p50: number; p99: number }> {
+): Promise<LoopResult> {
   const latencies: number[] = [];
   let errors = 0;
   const deadline = Date.now() + seconds * 1000;
@@ -130,17 +141,61 @@ export async function closedLoop(
       }
     }),
   );
-  const elapsed = (Date.now() - started) / 1000;
+  return summarise(latencies, errors, (Date.now() - started) / 1000);
+}
+
+function summarise(latencies: number[], errors: number, seconds: number): LoopResult {
   latencies.sort((a, b) => a - b);
   const at = (q: number) =>
     latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? NaN;
   return {
     count: latencies.length,
     errors,
-    perSecond: latencies.length / elapsed,
+    perSecond: latencies.length / seconds,
     p50: at(0.5),
     p99: at(0.99),
+    latencies,
+    seconds,
   };
+}
+
+/**
+ * Measures two closed loops in alternating rounds (A B B A A B …), so that
+ * neither always runs second on a Temporal server the other has already
+ * filled with open workflows, and merges each side's rounds: calls per second
+ * over the rounds' total time, percentiles over every call, CPU per call over
+ * all calls. Also returns each round's figures, to show the machine's noise.
+ */
+export async function alternatingRounds(
+  options: { rounds: number; seconds: number; clients: number; processes: Record<string, string> },
+  sides: { a: () => Promise<unknown>; b: () => Promise<unknown> },
+): Promise<Record<'a' | 'b', LoopResult & { cpu: Record<string, number>; rounds: number[] }>> {
+  type Run = LoopResult & { cpu: Record<string, number> };
+  const runs: Record<'a' | 'b', Run[]> = { a: [], b: [] };
+  for (let round = 0; round < options.rounds; round++) {
+    const order: Array<'a' | 'b'> = round % 2 === 0 ? ['a', 'b'] : ['b', 'a'];
+    for (const side of order)
+      runs[side].push(
+        await withCpuPerCall(options.processes, () =>
+          closedLoop(options.clients, options.seconds, sides[side]),
+        ),
+      );
+  }
+  const merge = (list: Run[]) => {
+    const merged = summarise(
+      list.flatMap((r) => r.latencies),
+      list.reduce((n, r) => n + r.errors, 0),
+      list.reduce((n, r) => n + r.seconds, 0),
+    );
+    const cpu = Object.fromEntries(
+      Object.keys(options.processes).map((name) => [
+        name,
+        list.reduce((ms, r) => ms + r.cpu[name]! * r.count, 0) / merged.count,
+      ]),
+    );
+    return { ...merged, cpu, rounds: list.map((r) => r.perSecond) };
+  };
+  return { a: merge(runs.a), b: merge(runs.b) };
 }
 
 export function printComparison(
@@ -191,6 +246,12 @@ export async function withCpuPerCall<T extends { count: number }>(
     Object.keys(processes).map((name) => [name, (after[name]! - before[name]!) / result.count]),
   );
   return { ...result, cpu };
+}
+
+/** Each round's calls per second, side by side: how much of a difference the machine's noise makes. */
+export function printRounds(bare: number[], ours: number[]): void {
+  const list = (values: number[]) => values.map((v) => v.toFixed(1)).join(' / ');
+  console.log(`\nper round, calls/s: ceiling ${list(bare)}; ours ${list(ours)}`);
 }
 
 /** Prints each run's CPU per call, by process. */
