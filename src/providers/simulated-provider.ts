@@ -11,8 +11,8 @@ import {
   type ProviderStatus,
 } from './provider.js';
 import { parseSimDirectives, stripSimDirectives, type SimDirectives } from './sim-directives.js';
-import { outputSize, renderImage } from './sim-render.js';
-import type { VideoJob } from './sim-video.js';
+import { inProcessRenderer, type SimRenderer } from './sim-renderer.js';
+import { outputSize } from './sim-size.js';
 
 const jobRow = z.object({
   job_id: z.string(),
@@ -28,7 +28,7 @@ type JobRow = z.infer<typeof jobRow>;
 
 /**
  * The embedded default provider: it makes real image files (and, for video
- * models, real MP4 files through `renderVideo`) after a realistic delay, and
+ * models, real MP4 files) after a realistic delay, and
  * keeps its jobs in its own table like an external service would. Prompt
  * directives (see sim-directives.ts) drive every failure path.
  */
@@ -37,9 +37,14 @@ export class SimulatedProvider implements Provider {
     private readonly db: CommonQueryMethods,
     private readonly options: {
       delayMs: number;
-      renderVideo?: (job: VideoJob) => Promise<Buffer>;
+      /** Makes the pictures and videos; by default in this process (see sim-renderer.ts). */
+      renderer?: SimRenderer;
     },
   ) {}
+
+  private get renderer(): SimRenderer {
+    return (this.options.renderer ??= inProcessRenderer);
+  }
 
   async submit(job: ProviderJob): Promise<{ jobId: string }> {
     const directives = parseSimDirectives(job.prompt);
@@ -88,11 +93,10 @@ export class SimulatedProvider implements Provider {
     const result = this.result(job);
     const prompt = stripSimDirectives(job.prompt) || job.prompt;
     if (job.media_type === 'video') {
-      if (!this.options.renderVideo) throw new Error('video rendering is not configured');
       const frames = [job.options.first_frame_image, job.options.last_frame_image].filter(
         (f): f is string => typeof f === 'string',
       );
-      const bytes = await this.options.renderVideo({
+      const bytes = await this.renderer.video({
         prompt,
         width: result.width,
         height: result.height,
@@ -104,7 +108,7 @@ export class SimulatedProvider implements Provider {
     }
     const format = job.options.output_format === 'jpeg' ? 'jpeg' : 'png';
     return {
-      bytes: await renderImage(prompt, result.width, result.height, format),
+      bytes: await this.renderer.image(prompt, result.width, result.height, format),
       contentType: `image/${format}`,
     };
   }

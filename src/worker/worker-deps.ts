@@ -1,7 +1,7 @@
 import type { CommonQueryMethods } from 'slonik';
 import type { Config } from '../config.js';
 import type { ActivityDeps } from '../activities/index.js';
-import { renderVideo } from '../providers/sim-video.js';
+import { ChildProcessRenderer } from '../providers/sim-renderer.js';
 import { SimulatedProvider } from '../providers/simulated-provider.js';
 import { LocalStorage } from '../storage/storage.js';
 
@@ -11,7 +11,10 @@ export function activityDeps(
   db: CommonQueryMethods,
   overrides: Partial<ActivityDeps> = {},
 ): ActivityDeps {
-  const provider = new SimulatedProvider(db, { delayMs: config.SIM_PROVIDER_DELAY_MS, renderVideo });
+  const provider = new SimulatedProvider(db, {
+    delayMs: config.SIM_PROVIDER_DELAY_MS,
+    renderer: new ChildProcessRenderer(),
+  });
   return {
     db,
     providerFor: () => provider,

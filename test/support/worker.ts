@@ -8,7 +8,6 @@ import type { DatabasePool } from '../../src/db/pool.js';
 import { freePort } from '../../src/dev/free-port.js';
 import { randomBase62 } from '../../src/ids.js';
 import { createLogger } from '../../src/logger.js';
-import { renderVideo } from '../../src/providers/sim-video.js';
 import { SimulatedProvider } from '../../src/providers/simulated-provider.js';
 import { buildResultHost } from '../../src/result-host/server.js';
 import { LocalStorage } from '../../src/storage/storage.js';
@@ -54,7 +53,7 @@ export async function startTestWorker(
     concurrencyLimit: options.concurrencyLimit ?? 10,
     ...options.overrides,
   };
-  const provider = new SimulatedProvider(db, { delayMs: options.simDelayMs ?? 200, renderVideo });
+  const provider = new SimulatedProvider(db, { delayMs: options.simDelayMs ?? 200 });
 
   let connection: NativeConnection | null = null;
   let running: Promise<void> | null = null;
