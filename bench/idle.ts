@@ -57,7 +57,7 @@ try {
     `\nRSS at ${last.parked}: ${last.rss.toFixed(0)} MB (target ≤ 400); ratio ${last.parked}/${first.parked}: ${(last.rss / first.rss).toFixed(2)} (target ≤ 1.5)`,
   );
   console.log(
-    `(WORKER_MAX_CACHED_WORKFLOWS=${stack.env.WORKER_MAX_CACHED_WORKFLOWS ?? '500 (default)'}: parked generations live in Temporal's history, not in the worker)`,
+    `(WORKER_MAX_CACHED_WORKFLOWS=${stack.env.WORKER_MAX_CACHED_WORKFLOWS ?? '100 (default)'}: parked generations live in Temporal's history, not in the worker)`,
   );
 } finally {
   await stack.stop();

@@ -230,6 +230,8 @@ export const stackProcesses = {
   api: 'src/api/main.ts',
   worker: 'src/worker/main.ts',
   'bare worker': 'bench/bare-worker.ts',
+  // The simulated provider's drawing, a child of the worker (a real provider's own machines).
+  'sim renderer': 'sim-render-child',
   temporal: 'server start-dev',
   postgres: 'postgres',
 };

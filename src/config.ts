@@ -51,7 +51,7 @@ const configSchema = z.object({
    * weeks parked on timers; an evicted one is rebuilt from its history when it
    * wakes, so a small cache keeps a worker's memory flat however many are parked.
    */
-  WORKER_MAX_CACHED_WORKFLOWS: int(500, 2),
+  WORKER_MAX_CACHED_WORKFLOWS: int(100, 2),
   /** The simulated provider's time to produce a result. */
   SIM_PROVIDER_DELAY_MS: int(3_000),
 

@@ -133,7 +133,8 @@ export function createGenerationActivities(deps: GenerationActivityDeps) {
           durationSeconds: result.durationSeconds,
           hasAudio: result.hasAudio,
         });
-        heartbeat({ stored: index + 1 });
+        // Between results only: after the last one the activity completes, which says more than a heartbeat.
+        if (index < generation.results.length - 1) heartbeat({ stored: index + 1 });
       }
       const { expiresAt } = await completeGeneration(db, generation.generationId, outputs, retentionMs);
       return { expiresAt, outputs };
