@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
@@ -8,6 +8,7 @@ import { runFfmpeg } from '../../src/providers/sim-video.js';
 import { createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
+import { frameColour } from '../support/media.js';
 import { startTestWorker, type TestWorker } from '../support/worker.js';
 
 /** motion-1 end to end: the simulated provider renders a real MP4 that the result host serves. */
@@ -49,25 +50,6 @@ describe('video generations (motion-1)', () => {
       file,
     };
   };
-  /** Mean red, green and blue of a video's first frame. */
-  const firstFrameColour = async (file: string) => {
-    const png = `${file}.first.png`;
-    await runFfmpeg([
-      '-hide_banner',
-      '-nostdin',
-      '-loglevel',
-      'error',
-      '-y',
-      '-i',
-      file,
-      '-frames:v',
-      '1',
-      png,
-    ]);
-    const { channels } = await sharp(await readFile(png)).stats();
-    return { r: channels[0]!.mean, g: channels[1]!.mean, b: channels[2]!.mean };
-  };
-
   it('first-frame animation with audio: 28 credits, a 4 s 1280×720 MP4 with H.264 and AAC', async () => {
     const frame = await sharp({ create: { width: 64, height: 36, channels: 3, background: '#208040' } })
       .png()
@@ -97,7 +79,7 @@ describe('video generations (motion-1)', () => {
     const { file, ...streams } = await download(video.url as string);
     expect(streams).toEqual({ video: ['h264 1280x720'], audio: ['aac'] });
     // It starts on the given frame (#208040), fetched by the provider from our result host.
-    const first = await firstFrameColour(file);
+    const first = await frameColour(file, 0, scratch);
     expect(Math.abs(first.r - 0x20)).toBeLessThan(20);
     expect(Math.abs(first.g - 0x80)).toBeLessThan(20);
     expect(Math.abs(first.b - 0x40)).toBeLessThan(20);

@@ -6,6 +6,7 @@ import path from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { renderVideo, runFfmpeg } from '../../src/providers/sim-video.js';
+import { frameColour } from '../support/media.js';
 
 interface Probe {
   durationSeconds: number;
@@ -33,30 +34,6 @@ async function probe(file: string): Promise<Probe> {
   }));
   const audio = [...input.matchAll(/Stream #\S+: Audio: (\w+)/g)].map(([, codec]) => ({ codec: codec! }));
   return { durationSeconds: Number(h) * 3600 + Number(m) * 60 + Number(s), video, audio };
-}
-
-/** Mean red, green and blue of one decoded frame (`n`: frame number). */
-async function frameColour(file: string, n: number, dir: string) {
-  // A name of its own: libvips caches decoded files by path.
-  const png = path.join(dir, `${path.basename(file, '.mp4')}-frame-${n}.png`);
-  await runFfmpeg([
-    '-hide_banner',
-    '-nostdin',
-    '-loglevel',
-    'error',
-    '-y',
-    '-i',
-    file,
-    '-vf',
-    `select=eq(n\\,${n})`,
-    '-vsync',
-    '0',
-    '-frames:v',
-    '1',
-    png,
-  ]);
-  const { channels } = await sharp(png).stats();
-  return { r: channels[0]!.mean, g: channels[1]!.mean, b: channels[2]!.mean };
 }
 
 describe('renderVideo (simulated motion-1)', () => {

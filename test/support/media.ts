@@ -1,0 +1,27 @@
+import path from 'node:path';
+import sharp from 'sharp';
+import { runFfmpeg } from '../../src/providers/sim-video.js';
+
+/** Mean red, green and blue of one decoded frame of a video (`n`: frame number), written as a PNG into `dir`. */
+export async function frameColour(file: string, n: number, dir: string) {
+  // A name of its own: libvips caches decoded files by path.
+  const png = path.join(dir, `${path.basename(file, '.mp4')}-frame-${n}.png`);
+  await runFfmpeg([
+    '-hide_banner',
+    '-nostdin',
+    '-loglevel',
+    'error',
+    '-y',
+    '-i',
+    file,
+    '-vf',
+    `select=eq(n\\,${n})`,
+    '-vsync',
+    '0',
+    '-frames:v',
+    '1',
+    png,
+  ]);
+  const { channels } = await sharp(png).stats();
+  return { r: channels[0]!.mean, g: channels[1]!.mean, b: channels[2]!.mean };
+}
