@@ -10,7 +10,7 @@ import { freePort } from '../src/dev/free-port.js';
 import { startTemporalDevServer, stopChild } from '../src/dev/temporal-dev-server.js';
 import { randomBase62 } from '../src/ids.js';
 import { buildWorkflowBundle } from '../src/worker/workflow-bundle.js';
-import { benchDatabase, cpuMs, startServerProcess } from './support.js';
+import { benchDatabase, cpuMs, printColumns, startServerProcess } from './support.js';
 
 export interface Stack {
   apiUrl: string;
@@ -203,18 +203,17 @@ export function printComparison(
   rows: Array<{ label: string; perSecond: number; p50: number; p99: number; count: number; errors: number }>,
 ): void {
   console.log(`\n${title}`);
-  const line = (cells: string[]) =>
-    console.log(cells.map((c, i) => (i === 0 ? c.padEnd(46) : c.padStart(11))).join(''));
-  line(['', 'per s', 'p50 ms', 'p99 ms', 'count', 'errors']);
-  for (const r of rows)
-    line([
+  printColumns(46, [
+    ['', 'per s', 'p50 ms', 'p99 ms', 'count', 'errors'],
+    ...rows.map((r) => [
       r.label,
       r.perSecond.toFixed(1),
       r.p50.toFixed(1),
       r.p99.toFixed(1),
       String(r.count),
       String(r.errors),
-    ]);
+    ]),
+  ]);
 }
 
 /** CPU milliseconds used so far by each named process (matched on its command line). */

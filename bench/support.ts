@@ -110,12 +110,16 @@ export function medianRun<T extends LoadResult>(runs: T[]): T {
   return sorted[Math.floor(sorted.length / 2)]!;
 }
 
+/** A plain text table: the first column left-aligned at `firstWidth`, the others right-aligned. */
+export function printColumns(firstWidth: number, rows: string[][]): void {
+  for (const cells of rows)
+    console.log(cells.map((c, i) => (i === 0 ? c.padEnd(firstWidth) : c.padStart(11))).join(''));
+}
+
 export function printTable<T extends LoadResult>(rows: T[], extra: Array<keyof T & string> = []): void {
-  const line = (cells: string[]) =>
-    console.log(cells.map((c, i) => (i === 0 ? c.padEnd(36) : c.padStart(11))).join(''));
-  line(['route', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'errors', ...extra]);
-  for (const r of rows) {
-    line([
+  printColumns(36, [
+    ['route', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'errors', ...extra],
+    ...rows.map((r) => [
       r.label,
       r.requestsPerSecond.toFixed(0),
       r.p50.toFixed(2),
@@ -123,6 +127,6 @@ export function printTable<T extends LoadResult>(rows: T[], extra: Array<keyof T
       String(r.non2xx),
       String(r.errors),
       ...extra.map((key) => String(r[key])),
-    ]);
-  }
+    ]),
+  ]);
 }
