@@ -40,6 +40,12 @@ export async function createDatabasePool(url: string, options: PoolOptions = {})
     statementTimeout: options.statementTimeoutMs ?? 30_000,
     connectionTimeout: 10_000,
     captureStackTrace: false,
+    // No reset between checkouts. Slonik's default sends DISCARD ALL on every release: a round trip
+    // per query, for session state we never leave on a pooled connection (LISTEN, SET and the
+    // migration lock each use a dedicated client, and transactions end in COMMIT or ROLLBACK).
+    // It must still be an async function: with none at all, @slonik/driver 47 marks a released
+    // client "pending release" for good and its next query fails.
+    resetConnection: async () => {},
     interceptors: [resultParser],
     typeParsers: [
       { name: 'int8', parse: safeInteger },
