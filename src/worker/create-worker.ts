@@ -1,4 +1,11 @@
-import { DefaultLogger, NativeConnection, Runtime, Worker, type LogLevel } from '@temporalio/worker';
+import {
+  DefaultLogger,
+  NativeConnection,
+  Runtime,
+  Worker,
+  type LogEntry,
+  type LogLevel,
+} from '@temporalio/worker';
 import type { Logger } from 'pino';
 import type { Activities } from '../activities/index.js';
 import { bundleWorkflows } from './workflow-bundle.js';
@@ -36,11 +43,18 @@ const pinoLevel: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'>
 
 /** Sends the SDK's own logs (worker state, workflow and activity logs) through our JSON logger. Call once, first. */
 export function installTemporalRuntime(logger: Logger): void {
-  Runtime.install({
-    logger: new DefaultLogger('INFO', (entry) =>
-      logger[pinoLevel[entry.level]]({ ...entry.meta }, entry.message),
-    ),
-  });
+  Runtime.install({ logger: new DefaultLogger('INFO', temporalLogSink(logger)) });
+}
+
+/**
+ * One SDK log entry as one JSON line. The SDK puts a failure under `error`; pino serializes
+ * errors (message, type, stack) only under `err`, and would print `{}`.
+ */
+export function temporalLogSink(logger: Logger): (entry: LogEntry) => void {
+  return ({ level, message, meta }) => {
+    const { error, ...rest } = meta ?? {};
+    logger[pinoLevel[level]](error === undefined ? rest : { ...rest, err: error }, message);
+  };
 }
 
 export { NativeConnection };
