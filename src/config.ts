@@ -52,6 +52,10 @@ const configSchema = z.object({
    * wakes, so a small cache keeps a worker's memory flat however many are parked.
    */
   WORKER_MAX_CACHED_WORKFLOWS: int(100, 2),
+  /** Short activities a worker runs at once (submit, persist, refund, expire). */
+  WORKER_MAX_CONCURRENT_ACTIVITIES: int(100, 1),
+  /** Provider waits a worker runs at once, on their own task queue: each is an idle poll loop. */
+  WORKER_MAX_PROVIDER_WAITS: int(1000, 1),
   /** The simulated provider's time to produce a result. */
   SIM_PROVIDER_DELAY_MS: int(3_000),
 

@@ -8,6 +8,7 @@ import {
 } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import type { Activities } from '../activities/index.js';
+import { providerWaitQueue } from '../workflows/generation-types.js';
 import { bundleWorkflows } from './workflow-bundle.js';
 
 export interface WorkerOptions {
@@ -18,19 +19,78 @@ export interface WorkerOptions {
   /** A prebuilt bundle (tests build one per run); without it the workflows are bundled now. */
   workflowBundlePath?: string;
   maxCachedWorkflows?: number;
+  /** Short activities (admission aside, which is local) running at once: submit, persist, refund, expire. */
+  maxConcurrentActivities?: number;
+  /** Provider waits running at once; each is an idle poll loop, so many fit. */
+  maxProviderWaits?: number;
 }
 
-export async function createWorker(options: WorkerOptions): Promise<Worker> {
-  return Worker.create({
-    connection: options.connection,
-    namespace: options.namespace,
-    taskQueue: options.taskQueue,
-    activities: options.activities,
-    ...(options.maxCachedWorkflows ? { maxCachedWorkflows: options.maxCachedWorkflows } : {}),
-    workflowBundle: options.workflowBundlePath
-      ? { codePath: options.workflowBundlePath }
-      : { code: await bundleWorkflows() },
-  });
+/** A generation worker: one or more Temporal workers that start, run and stop together. */
+export interface GenerationWorker {
+  /** Runs until shutdown() or a shutdown signal (SIGINT, SIGTERM); tasks in flight finish first. */
+  run(): Promise<void>;
+  /** Runs until `work` settles, then shuts down. */
+  runUntil<R>(work: Promise<R> | (() => Promise<R>)): Promise<R>;
+  shutdown(): void;
+}
+
+/**
+ * The workflows and their short activities poll the task queue; the provider
+ * waits poll a queue of their own (providerWaitQueue). A wait holds its slot
+ * for as long as the provider works, minutes for a video: sharing one slot
+ * budget, a few hundred slow jobs would leave no slot for anyone's submit,
+ * persist or refund.
+ */
+export async function createWorker(options: WorkerOptions): Promise<GenerationWorker> {
+  const { activities } = options;
+  const waits = { waitForProvider: activities.waitForProvider.bind(activities) };
+  const steps = Object.fromEntries(Object.entries(activities).filter(([name]) => !(name in waits)));
+  const workers = [
+    await Worker.create({
+      connection: options.connection,
+      namespace: options.namespace,
+      taskQueue: options.taskQueue,
+      activities: steps,
+      ...(options.maxCachedWorkflows ? { maxCachedWorkflows: options.maxCachedWorkflows } : {}),
+      ...(options.maxConcurrentActivities
+        ? { maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities }
+        : {}),
+      workflowBundle: options.workflowBundlePath
+        ? { codePath: options.workflowBundlePath }
+        : { code: await bundleWorkflows() },
+    }),
+    await Worker.create({
+      connection: options.connection,
+      namespace: options.namespace,
+      taskQueue: providerWaitQueue(options.taskQueue),
+      activities: waits,
+      maxConcurrentActivityTaskExecutions: options.maxProviderWaits ?? 1000,
+    }),
+  ];
+  const shutdown = () => {
+    for (const worker of workers) if (worker.getState() === 'RUNNING') worker.shutdown();
+  };
+  const run = async () => {
+    // One stopping (a fatal error) stops the others, so the process never runs half a worker.
+    const outcomes = await Promise.allSettled(workers.map((worker) => worker.run().finally(shutdown)));
+    for (const outcome of outcomes) if (outcome.status === 'rejected') throw outcome.reason;
+  };
+  return {
+    run,
+    async runUntil(work) {
+      const running = run();
+      try {
+        return await Promise.race([
+          typeof work === 'function' ? work() : work,
+          running.then(() => Promise.reject(new Error('the worker stopped before the work was done'))),
+        ]);
+      } finally {
+        shutdown();
+        await running;
+      }
+    },
+    shutdown,
+  };
 }
 
 const pinoLevel: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'> = {

@@ -22,6 +22,8 @@ const worker = await createWorker({
   // A bundle built ahead (bundleWorkflowCode) starts the worker faster; without one it bundles src/workflows now.
   workflowBundlePath: process.env.WORKFLOW_BUNDLE_PATH,
   maxCachedWorkflows: config.WORKER_MAX_CACHED_WORKFLOWS,
+  maxConcurrentActivities: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
+  maxProviderWaits: config.WORKER_MAX_PROVIDER_WAITS,
 });
 logger.info(
   { taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE },

@@ -73,3 +73,10 @@ export const errorTypes = {
   providerRejection: 'ProviderRejection',
   providerUncertain: 'ProviderUncertain',
 } as const;
+
+/**
+ * The task queue of the provider waits, next to the generation's own: a wait
+ * holds its worker slot for as long as the provider works, so waits get a slot
+ * budget of their own (see createWorker).
+ */
+export const providerWaitQueue = (taskQueue: string): string => `${taskQueue}.provider-waits`;

@@ -11,10 +11,12 @@ import {
   setHandler,
   sleep,
   upsertSearchAttributes,
+  workflowInfo,
 } from '@temporalio/workflow';
 import type { GenerationActivities } from '../activities/generation-activities.js';
 import {
   errorTypes,
+  providerWaitQueue,
   type Admission,
   type AdmitResult,
   type GenerationError,
@@ -47,12 +49,14 @@ const { submit } = proxyActivities<GenerationActivities>({
   summary: 'Submit to the provider (once; later attempts look the job up)',
 });
 /**
- * The provider wait heartbeats once per poll, so its heartbeat timeout follows the poll interval:
- * a lost worker is noticed within three polls (10 s at least), and a slow poll interval never
- * times a healthy wait out.
+ * The provider wait runs on a task queue of its own, so waits that last minutes never take the
+ * worker slots of short steps. It heartbeats once per poll, so its heartbeat timeout follows the
+ * poll interval: a lost worker is noticed within three polls (10 s at least), and a slow poll
+ * interval never times a healthy wait out.
  */
 const waitingActivities = (pollIntervalMs: number) =>
   proxyActivities<GenerationActivities>({
+    taskQueue: providerWaitQueue(workflowInfo().taskQueue),
     startToCloseTimeout: '6 hours',
     heartbeatTimeout: Math.max(10_000, 3 * pollIntervalMs),
     retry: { initialInterval: '1 second', maximumInterval: '1 minute' },

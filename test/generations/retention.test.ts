@@ -4,7 +4,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { WithStartWorkflowOperation } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { createActivities } from '../../src/activities/index.js';
@@ -13,6 +12,7 @@ import { newId, randomBase62 } from '../../src/ids.js';
 import { SimulatedProvider } from '../../src/providers/simulated-provider.js';
 import { LocalStorage } from '../../src/storage/storage.js';
 import { ensureSearchAttributes } from '../../src/temporal/search-attributes-setup.js';
+import { createWorker } from '../../src/worker/create-worker.js';
 import type { GenerationStart } from '../../src/workflows/generation-types.js';
 import { admitUpdate, generationWorkflow, progressQuery } from '../../src/workflows/generation-workflow.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
@@ -71,10 +71,11 @@ describe('retention on the time-skipping server', () => {
     const taskQueue = `retention-${randomBase62(8)}`;
     const storage = new LocalStorage(storageDir, 'http://results.test');
     const provider = new SimulatedProvider(db.pool, { delayMs: 0 });
-    const worker = await Worker.create({
+    const worker = await createWorker({
       connection: env.nativeConnection,
+      namespace: 'default',
       taskQueue,
-      workflowBundle: { codePath: inject('workflowBundlePath') },
+      workflowBundlePath: inject('workflowBundlePath'),
       activities: createActivities({
         db: db.pool,
         providerFor: () => provider,

@@ -33,7 +33,13 @@ export interface TestWorker {
  */
 export async function startTestWorker(
   db: DatabasePool,
-  options: { simDelayMs?: number; concurrencyLimit?: number; overrides?: Partial<ActivityDeps> } = {},
+  options: {
+    simDelayMs?: number;
+    concurrencyLimit?: number;
+    overrides?: Partial<ActivityDeps>;
+    /** Worker slots for short activities (the worker's default: 100). */
+    maxConcurrentActivities?: number;
+  } = {},
 ): Promise<TestWorker> {
   const taskQueue = `test-${randomBase62(10)}`;
   const storageDir = await mkdtemp(path.join(os.tmpdir(), 'results-'));
@@ -66,6 +72,9 @@ export async function startTestWorker(
       taskQueue,
       activities: createActivities(deps),
       workflowBundlePath: inject('workflowBundlePath'),
+      ...(options.maxConcurrentActivities
+        ? { maxConcurrentActivities: options.maxConcurrentActivities }
+        : {}),
     });
     running = worker.run();
   };
