@@ -38,8 +38,13 @@ const configSchema = z.object({
 
   /** Generations in progress (queued) per account; more are rejected with 429 concurrency_limit_exceeded. */
   CONCURRENT_GENERATIONS_PER_ACCOUNT: int(10, 1),
-  /** How long POST waits for admission before answering 503 (retry with the same key). */
+  /** How long POST waits for admission and handover before answering 503 (retry with the same key). */
   ADMISSION_TIMEOUT_MS: int(10_000, 100),
+  /**
+   * Each of the two submission attempts made while POST waits; a provider slower than that gets
+   * the job in the background and the 202 shows it queued. Keep 2 × this under ADMISSION_TIMEOUT_MS.
+   */
+  PROVIDER_SUBMIT_TIMEOUT_MS: int(3_000, 10),
   /** How often the worker asks the provider about a running job. */
   PROVIDER_POLL_INTERVAL_MS: int(2_000, 10),
   /** Results are kept this long after storage (the spec: 30 days). */

@@ -81,6 +81,7 @@ export async function createApiService(
       storage: new LocalStorage(config.STORAGE_DIR, config.RESULT_BASE_URL),
       admissionTimeoutMs: config.ADMISSION_TIMEOUT_MS,
       timing: {
+        submitTimeoutMs: config.PROVIDER_SUBMIT_TIMEOUT_MS,
         pollIntervalMs: config.PROVIDER_POLL_INTERVAL_MS,
         resultRetentionMs: config.RESULT_RETENTION_MS,
         idempotencyRetentionMs: config.IDEMPOTENCY_RETENTION_MS,

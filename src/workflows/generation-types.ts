@@ -26,6 +26,8 @@ export interface GenerationStart {
   /** ISO timestamp the API received the request. */
   createdAt: string;
   timing: {
+    /** Each of the two submission attempts made while the POST waits. */
+    submitTimeoutMs: number;
     pollIntervalMs: number;
     resultRetentionMs: number;
     idempotencyRetentionMs: number;

@@ -27,7 +27,7 @@ import {
 } from './generation-types.js';
 import { GenerationStatus as GenerationStatusKey, NeedsReview } from './search-attributes.js';
 
-/** POST /v1/generations: answers once admission is decided (or at once, for a repeat). */
+/** POST /v1/generations: answers once admission is decided and an accepted job handed over (at once, for a repeat). */
 export const admitUpdate = defineUpdate<AdmitResult>('admit');
 /** Support's decision on a generation that needs review. */
 export const resolveUpdate = defineUpdate<GenerationProgress, [Resolution]>('resolve');
@@ -39,14 +39,30 @@ const { admit } = proxyLocalActivities<GenerationActivities>({
   retry: { initialInterval: '200 milliseconds', maximumInterval: '5 seconds' },
   summary: 'Admit: concurrency slot, price quote, debit',
 });
-const { submit } = proxyActivities<GenerationActivities>({
+/**
+ * Creating a generation hands it to the provider (the spec's POST), so the first submission runs
+ * while the POST waits, as a local activity in admission's workflow task: its answer (accepted,
+ * rejected and refunded, or uncertain) is in the 202. It gets `submitTimeoutMs` per attempt, twice.
+ */
+const handoverActivities = (submitTimeoutMs: number) =>
+  proxyLocalActivities<GenerationActivities>({
+    startToCloseTimeout: submitTimeoutMs,
+    retry: {
+      initialInterval: '200 milliseconds',
+      maximumAttempts: 2,
+      nonRetryableErrorTypes: [errorTypes.providerRejection],
+    },
+    summary: 'Submit to the provider (once; a second attempt looks the job up)',
+  });
+/** A provider too slow to answer within the POST gets the job in the background, retried until it answers. */
+const { submit: submitInBackground } = proxyActivities<GenerationActivities>({
   startToCloseTimeout: '1 minute',
   retry: {
     initialInterval: '1 second',
     maximumInterval: '1 minute',
     nonRetryableErrorTypes: [errorTypes.providerRejection],
   },
-  summary: 'Submit to the provider (once; later attempts look the job up)',
+  summary: 'Submit to the provider in the background (looks the job up before sending it again)',
 });
 /**
  * The provider wait runs on a task queue of its own, so waits that last minutes never take the
@@ -84,8 +100,8 @@ const needsReviewError: GenerationError = {
 /**
  * One generation, from admission to the end of its idempotency horizon:
  *
- *   admit (debit) → submit → wait for the provider → persist results → succeeded
- *   → keep the results until expires_at → expire the content → hold the key until the horizon.
+ *   admit (debit) → submit [the POST answers here] → wait for the provider → persist results
+ *   → succeeded → keep the results until expires_at → expire the content → hold the key until the horizon.
  *
  * A failure after the debit is refunded exactly once; an uncertain submission
  * waits for support instead of guessing. The workflow only decides; every
@@ -104,13 +120,20 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
     expiresAt: null,
   };
   const { waitForProvider } = waitingActivities(start.timing.pollIntervalMs);
+  const { submit } = handoverActivities(start.timing.submitTimeoutMs);
   let admission: Promise<Admission> | undefined;
   const admitOnce = () => (admission ??= admit(start));
   let resolution: Resolution | undefined;
+  // The POST answers once the generation is with the provider, has ended (refunded) or waits for support,
+  // or once the provider proved too slow to answer within it.
+  let submittingInBackground = false;
+  const handedOver = () =>
+    submittingInBackground || !['admitting', 'submitting', 'refunding'].includes(progress.step);
 
   const horizon = Date.parse(start.createdAt) + start.timing.idempotencyRetentionMs;
   setHandler(admitUpdate, async () => {
     const decided = await admitOnce();
+    if (decided.outcome === 'accepted') await condition(handedOver);
     const holdsKey = decided.outcome === 'accepted' || decided.claimsKey;
     return {
       generationId: start.generationId,
@@ -163,7 +186,7 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
     enter('submitting', 'queued', 'submitting to the provider');
     let jobId: string;
     try {
-      jobId = (await submit(start)).jobId;
+      jobId = await handOver();
     } catch (error) {
       switch (failureType(error)) {
         case errorTypes.providerRejection:
@@ -194,6 +217,23 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
     progress.expiresAt = expiresAt;
     enter('succeeded', 'succeeded', 'succeeded');
     return true;
+  }
+
+  /**
+   * The provider's job id once it has the job. A rejection, or an acceptance it cannot confirm,
+   * is final; any other failure (no answer in time) leaves the job to the background submission.
+   */
+  async function handOver(): Promise<string> {
+    try {
+      return (await submit(start)).jobId;
+    } catch (error) {
+      const type = failureType(error);
+      if (type === errorTypes.providerRejection || (type === errorTypes.providerUncertain && isFinal(error)))
+        throw error;
+      submittingInBackground = true;
+      setCurrentDetails('the provider is slow to accept; submitting in the background');
+      return (await submitInBackground(start)).jobId;
+    }
   }
 
   /** Failure after the debit: refund, retried until it commits, then failed. */
@@ -251,9 +291,21 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
   }
 }
 
+/**
+ * The ApplicationFailure an activity failed with, if any: the cause of an ActivityFailure, or the
+ * failure itself when a local activity ran out of attempts (core resolves those unwrapped).
+ */
+function applicationFailureOf(error: unknown): ApplicationFailure | undefined {
+  const failure = error instanceof ActivityFailure ? error.cause : error;
+  return failure instanceof ApplicationFailure ? failure : undefined;
+}
+
 /** The ApplicationFailure type behind an activity failure, if any. */
 function failureType(error: unknown): string | undefined {
-  if (error instanceof ActivityFailure && error.cause instanceof ApplicationFailure)
-    return error.cause.type ?? undefined;
-  return undefined;
+  return applicationFailureOf(error)?.type ?? undefined;
+}
+
+/** Whether the activity said retrying cannot help (ApplicationFailure.nonRetryable). */
+function isFinal(error: unknown): boolean {
+  return applicationFailureOf(error)?.nonRetryable === true;
 }

@@ -6,6 +6,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 import { startTestWorker, type TestWorker } from '../support/worker.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
+import { chargesOf } from '../support/ledger.js';
 
 describe('a generation from POST to succeeded', () => {
   let db: TestDatabase;
@@ -48,6 +49,8 @@ describe('a generation from POST to succeeded', () => {
       await api.app.inject({ method: 'GET', url: '/v1/credits', headers: bearer(account.key) })
     ).json();
     expect(balance).toEqual({ credits: 19, subscription_credits: 0, one_time_credits: 19 });
+    // Creating a generation hands it to the provider: the provider has the job by the time of the 202.
+    expect(await chargesOf(db.pool, created.id)).toEqual({ debits: 1, refunds: 0, net: -4, submissions: 1 });
 
     const done = generationSchema.parse(await pollGeneration(api, account.key, created.id));
     expect(done.status).toBe('succeeded');

@@ -54,7 +54,12 @@ describe('retention on the time-skipping server', () => {
     idempotencyKey: 'retention',
     inputPrefix: null,
     createdAt: new Date(Date.now()).toISOString(),
-    timing: { pollIntervalMs: 10, resultRetentionMs: 30 * DAY, idempotencyRetentionMs: 180 * DAY },
+    timing: {
+      submitTimeoutMs: 3000,
+      pollIntervalMs: 10,
+      resultRetentionMs: 30 * DAY,
+      idempotencyRetentionMs: 180 * DAY,
+    },
   });
   const admit = (taskQueue: string, workflowId: string) =>
     env.client.workflow.executeUpdateWithStart(admitUpdate, {

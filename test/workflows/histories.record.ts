@@ -20,7 +20,9 @@ const run = promisify(execFile);
  * server and saves its event history under test/fixtures/histories, where
  * test/workflows/replay.test.ts replays them against the current workflow
  * code. Record again only when a change to the workflow is meant to be
- * incompatible with running generations (and then version it).
+ * incompatible with running generations: before launch (nothing runs yet,
+ * as when POST began handing the job over), or after it with the change
+ * versioned (patched()) so the old histories still replay.
  */
 describe('record generation histories', () => {
   let db: TestDatabase;

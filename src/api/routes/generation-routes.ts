@@ -33,7 +33,7 @@ export interface GenerationRouteDeps {
   temporal: Client;
   taskQueue: string;
   storage: Storage;
-  /** How long POST waits for admission before answering 503 (the key stays claimed; a retry gets the outcome). */
+  /** How long POST waits for admission and handover before answering 503 (the key stays claimed; a retry gets the outcome). */
   admissionTimeoutMs: number;
   timing: GenerationStart['timing'];
 }
