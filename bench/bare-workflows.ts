@@ -24,13 +24,22 @@ export async function emptyWorkflow(): Promise<void> {
 const { noop: localNoop } = proxyLocalActivities<typeof activities>({ startToCloseTimeout: '10 seconds' });
 const { noop } = proxyActivities<typeof activities>({ startToCloseTimeout: '10 seconds' });
 
-/** The lifecycle's shape with no-op steps: an update answered by a local activity, then three activities. */
+/**
+ * The lifecycle's shape with no-op steps: an update answered after two local activities (admit,
+ * submit), then two activities (wait for the provider, persist), as a generation runs them.
+ */
 export async function noopLifecycleWorkflow(): Promise<string> {
-  let admitted: Promise<string> | undefined;
-  const admit = () => (admitted ??= localNoop());
-  setHandler(admitUpdate, () => admit());
-  await admit();
-  await noop(); // submit
+  let handedOver: Promise<void> | undefined;
+  const handOver = () =>
+    (handedOver ??= (async () => {
+      await localNoop(); // admit
+      await localNoop(); // submit
+    })());
+  setHandler(admitUpdate, async () => {
+    await handOver();
+    return 'admitted';
+  });
+  await handOver();
   await noop(); // wait for the provider
   await noop(); // persist
   return 'succeeded';

@@ -14,8 +14,8 @@ import {
 /**
  * npm run bench:lifecycle — whole generations (simulated provider with no
  * delay): POST, then poll every 50 ms until succeeded is visible. Against the
- * same shape with no-op steps on the same server: update-with-start answered by
- * a local activity, then three activities, waiting for the result. Reports
+ * same shape with no-op steps on the same server: update-with-start answered
+ * after two local activities, then two activities, waiting for the result. Reports
  * lifecycles per second and POST → succeeded-visible p50. Target ≥ 0.5 × the
  * ceiling. BENCH_SECONDS (default 30, split over the rounds), BENCH_ROUNDS
  * (default 3), BENCH_CLIENTS (default 20).
@@ -66,7 +66,7 @@ try {
   printComparison(
     `${clients} concurrent clients, ${seconds} s each in ${rounds} alternating rounds; latency is POST → succeeded visible`,
     [
-      { label: 'ceiling: update-with-start + 1 local + 3 no-op activities', ...bareResult },
+      { label: 'ceiling: update-with-start, 2 local + 2 no-op activities', ...bareResult },
       { label: 'generation lifecycle (1K PNG rendered, stored)', ...oursResult },
     ],
   );
