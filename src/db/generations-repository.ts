@@ -75,6 +75,8 @@ export async function admitGeneration(
     // Under the account's row lock, so admissions of one account are decided one at a time: what an earlier
     // attempt decided, the generations in progress, the model's price list and the balance. (Other writers of
     // the balance only add to it, and the debit below is relative, so the balance row itself needs no lock.)
+    // NO KEY UPDATE: it still queues admissions, but not the inserts that merely reference the account
+    // (another generation's gallery images), whose foreign-key check a FOR UPDATE lock would block.
     const state = await tx.one(sql.type(admissionState)`
       SELECT
         (SELECT jsonb_build_object('status', status, 'credits', credits, 'error', error)
@@ -85,7 +87,7 @@ export async function admitGeneration(
         coalesce(b.one_time_credits, 0) AS one_time_credits
       FROM accounts a LEFT JOIN credit_balances b ON b.account_id = a.id
       WHERE a.id = ${start.accountId}
-      FOR UPDATE OF a`);
+      FOR NO KEY UPDATE OF a`);
     const { existing } = state;
     if (existing) {
       return existing.status === 'rejected' && existing.error

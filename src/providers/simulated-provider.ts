@@ -25,6 +25,7 @@ const jobRow = z.object({
   ready: z.boolean(),
 });
 type JobRow = z.infer<typeof jobRow>;
+const jobColumns = sql.fragment`job_id, media_type, prompt, options, images, long_edge_px, directives, ready_at <= now() AS ready`;
 
 /**
  * The embedded default provider: it makes real image files (and, for video
@@ -85,11 +86,16 @@ export class SimulatedProvider implements Provider {
 
   async fetchResult(jobId: string, index: number): Promise<{ bytes: Buffer; contentType: string }> {
     if (index !== 0) throw new Error(`job ${jobId} has one result`);
-    const failed = await this.db.maybeOne(sql.type(z.object({ job_id: z.string() }))`
-      UPDATE sim_provider_jobs SET fetch_failures_left = fetch_failures_left - 1
-      WHERE job_id = ${jobId} AND fetch_failures_left > 0 RETURNING job_id`);
-    if (failed) throw new ProviderTransientError('The result download failed (simulated).');
-    const job = await this.job(jobId);
+    // One round trip: the job, and whether this download is one of the [sim:persist-fail=N] failures.
+    const job = await this.db.maybeOne(sql.type(jobRow.extend({ download_fails: z.boolean() }))`
+      WITH failed AS (
+        UPDATE sim_provider_jobs SET fetch_failures_left = fetch_failures_left - 1
+        WHERE job_id = ${jobId} AND fetch_failures_left > 0 RETURNING job_id
+      )
+      SELECT ${jobColumns}, EXISTS (SELECT FROM failed) AS download_fails
+      FROM sim_provider_jobs WHERE job_id = ${jobId}`);
+    if (!job) throw new Error(`no simulated job ${jobId}`);
+    if (job.download_fails) throw new ProviderTransientError('The result download failed (simulated).');
     const result = this.result(job);
     const prompt = stripSimDirectives(job.prompt) || job.prompt;
     if (job.media_type === 'video') {
@@ -114,9 +120,9 @@ export class SimulatedProvider implements Provider {
   }
 
   private async job(jobId: string): Promise<JobRow> {
-    const job = await this.db.maybeOne(sql.type(jobRow)`
-      SELECT job_id, media_type, prompt, options, images, long_edge_px, directives, ready_at <= now() AS ready
-      FROM sim_provider_jobs WHERE job_id = ${jobId}`);
+    const job = await this.db.maybeOne(
+      sql.type(jobRow)`SELECT ${jobColumns} FROM sim_provider_jobs WHERE job_id = ${jobId}`,
+    );
     if (!job) throw new Error(`no simulated job ${jobId}`);
     return job;
   }
