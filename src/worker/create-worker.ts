@@ -113,7 +113,12 @@ export function installTemporalRuntime(logger: Logger): void {
 export function temporalLogSink(logger: Logger): (entry: LogEntry) => void {
   return ({ level, message, meta }) => {
     const { error, ...rest } = meta ?? {};
-    logger[pinoLevel[level]](error === undefined ? rest : { ...rest, err: error }, message);
+    // The provider-wait worker has no workflows by design; the SDK warns about that at every start.
+    const expected = message === 'No workflows registered, not polling for workflow tasks';
+    logger[expected ? 'info' : pinoLevel[level]](
+      error === undefined ? rest : { ...rest, err: error },
+      message,
+    );
   };
 }
 
