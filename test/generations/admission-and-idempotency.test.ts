@@ -1,12 +1,10 @@
 import { sql } from 'slonik';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import type { ApiService } from '../../src/api/service.js';
 import { createApiKey } from '../../src/db/api-keys-repository.js';
 import { grantCredits } from '../../src/db/credits-repository.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { bearer, createPaidAccount, startTestApi } from '../support/api.js';
-import { startTestWorker, type TestWorker } from '../support/worker.js';
+import { useGenerationStack } from '../support/stack.js';
+import { bearer, createPaidAccount } from '../support/api.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { chargesOf } from '../support/ledger.js';
 
@@ -16,83 +14,75 @@ const png = `data:image/png;base64,${pngBytes(3)}`;
 const otherPng = `data:image/png;base64,${pngBytes(4)}`;
 
 describe('POST /v1/generations: admission, charging and the Idempotency-Key rules', () => {
-  let db: TestDatabase;
-  let worker: TestWorker;
-  let api: ApiService;
+  const stack = useGenerationStack({ worker: { concurrencyLimit: 2 } });
   let n = 0;
   const key = () => `key-${Date.now()}-${++n}`;
   const generationCount = async (accountId: string) =>
-    db.pool.oneFirst(
+    stack.db.pool.oneFirst(
       sql.type(
         z.object({ n: z.number() }),
       )`SELECT count(*)::int AS n FROM generations WHERE account_id = ${accountId}`,
     );
 
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    worker = await startTestWorker(db.pool, { concurrencyLimit: 2 });
-    api = await startTestApi(db.url, worker.apiEnv);
-  });
-  afterAll(async () => {
-    await api?.close();
-    await worker?.close();
-    await db?.drop();
-  });
-
   it('rule 1: without a key every request is its own generation', async () => {
-    const account = await createPaidAccount(db.pool, { oneTime: 500 });
+    const account = await createPaidAccount(stack.db.pool, { oneTime: 500 });
     const body = { model: 'lumen-lite', prompt: 'twins' };
     const [a, b] = [
-      await createGeneration(api, account.key, body),
-      await createGeneration(api, account.key, body),
+      await createGeneration(stack.api, account.key, body),
+      await createGeneration(stack.api, account.key, body),
     ];
     expect(a.json().id).not.toBe(b.json().id);
-    expect(await chargesOf(db.pool, a.json().id)).toMatchObject({ debits: 1 });
-    expect(await chargesOf(db.pool, b.json().id)).toMatchObject({ debits: 1 });
+    expect(await chargesOf(stack.db.pool, a.json().id)).toMatchObject({ debits: 1 });
+    expect(await chargesOf(stack.db.pool, b.json().id)).toMatchObject({ debits: 1 });
   });
 
   it('rules 2 and 4: a repeat returns the original id and current state, with no second debit or submission', async () => {
-    const account = await createPaidAccount(db.pool, { oneTime: 500 });
+    const account = await createPaidAccount(stack.db.pool, { oneTime: 500 });
     const k = key();
     const body = { model: 'lumen-pro', prompt: 'a red kite', resolution: '2K' };
-    const first = await createGeneration(api, account.key, body, k);
+    const first = await createGeneration(stack.api, account.key, body, k);
     expect(first.statusCode).toBe(202);
     const id = first.json().id;
-    await pollGeneration(api, account.key, id);
-    const again = await createGeneration(api, account.key, body, k);
+    await pollGeneration(stack.api, account.key, id);
+    const again = await createGeneration(stack.api, account.key, body, k);
     expect(again.statusCode).toBe(202);
     expect(again.headers['x-request-id']).toBe(id);
     expect(again.json()).toMatchObject({ id, status: 'succeeded', credits: 6 }); // current state, not the state at admission
-    expect(await chargesOf(db.pool, id)).toEqual({ debits: 1, refunds: 0, net: -6, submissions: 1 });
+    expect(await chargesOf(stack.db.pool, id)).toEqual({ debits: 1, refunds: 0, net: -6, submissions: 1 });
   });
 
   it('rule 2: the key is 1–128 printable ASCII characters without spaces', async () => {
-    const account = await createPaidAccount(db.pool, { oneTime: 500 });
+    const account = await createPaidAccount(stack.db.pool, { oneTime: 500 });
     for (const bad of ['has space', 'x'.repeat(129), 'tab\there', 'ü']) {
-      const response = await createGeneration(api, account.key, { model: 'lumen-lite', prompt: 'p' }, bad);
+      const response = await createGeneration(
+        stack.api,
+        account.key,
+        { model: 'lumen-lite', prompt: 'p' },
+        bad,
+      );
       expect(response.statusCode, bad).toBe(400);
       expect(response.json().error.issues).toContainEqual(
         expect.objectContaining({ field: 'Idempotency-Key' }),
       );
     }
     expect(
-      (await createGeneration(api, account.key, { model: 'lumen-lite', prompt: 'p' }, '~'.repeat(128)))
+      (await createGeneration(stack.api, account.key, { model: 'lumen-lite', prompt: 'p' }, '~'.repeat(128)))
         .statusCode,
     ).toBe(202);
   });
 
   it('rule 3: each API key has its own namespace', async () => {
-    const account = await createPaidAccount(db.pool, { oneTime: 500 });
+    const account = await createPaidAccount(stack.db.pool, { oneTime: 500 });
     const k = key();
-    const other = await createApiKey(db.pool, { accountId: account.accountId });
+    const other = await createApiKey(stack.db.pool, { accountId: account.accountId });
     const body = { model: 'lumen-lite', prompt: 'namespaces' };
-    const a = await createGeneration(api, account.key, body, k);
-    const b = await createGeneration(api, other.key, body, k);
+    const a = await createGeneration(stack.api, account.key, body, k);
+    const b = await createGeneration(stack.api, other.key, body, k);
     expect(a.json().id).not.toBe(b.json().id);
   });
 
   it('rule 5: another body under the same key is 409; key order does not matter, everything else does', async () => {
-    const account = await createPaidAccount(db.pool, { oneTime: 500 });
+    const account = await createPaidAccount(stack.db.pool, { oneTime: 500 });
     const k = key();
     const body = {
       model: 'lumen-pro',
@@ -100,11 +90,11 @@ describe('POST /v1/generations: admission, charging and the Idempotency-Key rule
       images: ['https://x.example/a.png', png],
       resolution: '1K',
     };
-    const first = await createGeneration(api, account.key, body, k);
+    const first = await createGeneration(stack.api, account.key, body, k);
     expect(first.statusCode).toBe(202);
     const id = first.json().id;
     const reordered = { resolution: '1K', images: body.images, prompt: 'a  cat', model: 'lumen-pro' };
-    expect((await createGeneration(api, account.key, reordered, k)).json().id).toBe(id);
+    expect((await createGeneration(stack.api, account.key, reordered, k)).json().id).toBe(id);
     const variants = [
       { ...body, images: [...body.images].reverse() }, // array order
       { ...body, prompt: 'a cat' }, // prompt whitespace
@@ -113,23 +103,25 @@ describe('POST /v1/generations: admission, charging and the Idempotency-Key rule
       { ...body, images: [body.images[0], otherPng] }, // inline image bytes
     ];
     for (const variant of variants) {
-      const response = await createGeneration(api, account.key, variant, k);
+      const response = await createGeneration(stack.api, account.key, variant, k);
       expect(response.statusCode, JSON.stringify(variant).slice(0, 80)).toBe(409);
       expect(response.json().error.code).toBe('idempotency_conflict');
       expect(response.headers['x-request-id']).toBe(id);
     }
-    expect(await chargesOf(db.pool, id)).toMatchObject({ debits: 1 });
+    expect(await chargesOf(stack.db.pool, id)).toMatchObject({ debits: 1 });
   });
 
   it('inline images are stored first: the workflow and the record carry URLs, not bytes', async () => {
-    const account = await createPaidAccount(db.pool, { oneTime: 500 });
-    const response = await createGeneration(api, account.key, {
+    const account = await createPaidAccount(stack.db.pool, { oneTime: 500 });
+    const response = await createGeneration(stack.api, account.key, {
       model: 'lumen-pro',
       prompt: 'edit this',
       images: [png],
     });
     const input = response.json().input;
-    expect(input.images[0]).toMatch(new RegExp(`^${worker.resultBaseUrl}/i[0-9A-Za-z]+/images-0\\.png$`));
+    expect(input.images[0]).toMatch(
+      new RegExp(`^${stack.worker.resultBaseUrl}/i[0-9A-Za-z]+/images-0\\.png$`),
+    );
     const stored = await fetch(input.images[0]);
     expect(Buffer.from(await stored.arrayBuffer()).equals(Buffer.from(png.split(',')[1]!, 'base64'))).toBe(
       true,
@@ -137,10 +129,10 @@ describe('POST /v1/generations: admission, charging and the Idempotency-Key rule
   });
 
   it('rule 6 and charging rule 1: insufficient credits is a recorded 402 that replays with its id; a new key after a top-up works', async () => {
-    const poor = await createPaidAccount(db.pool, { oneTime: 3 });
+    const poor = await createPaidAccount(stack.db.pool, { oneTime: 3 });
     const k = key();
     const body = { model: 'lumen-pro', prompt: 'expensive', resolution: '4K' };
-    const refused = await createGeneration(api, poor.key, body, k);
+    const refused = await createGeneration(stack.api, poor.key, body, k);
     expect(refused.statusCode).toBe(402);
     expect(refused.json().error).toMatchObject({
       code: 'insufficient_credits',
@@ -148,17 +140,17 @@ describe('POST /v1/generations: admission, charging and the Idempotency-Key rule
     });
     const id = String(refused.headers['x-request-id']);
     expect(id).toMatch(/^gen_/);
-    await grantCredits(db.pool, {
+    await grantCredits(stack.db.pool, {
       accountId: poor.accountId,
       pool: 'one_time',
       amount: 100,
       reason: 'top-up',
     });
-    const replay = await createGeneration(api, poor.key, body, k);
+    const replay = await createGeneration(stack.api, poor.key, body, k);
     expect(replay.statusCode).toBe(402);
     expect(replay.headers['x-request-id']).toBe(id);
     const listed = (
-      await api.app.inject({
+      await stack.api.app.inject({
         method: 'GET',
         url: '/v1/generations?status=rejected',
         headers: bearer(poor.key),
@@ -173,15 +165,15 @@ describe('POST /v1/generations: admission, charging and the Idempotency-Key rule
         error: expect.objectContaining({ code: 'insufficient_credits' }),
       }),
     ]);
-    expect(await chargesOf(db.pool, id)).toMatchObject({ debits: 0 });
-    expect((await createGeneration(api, poor.key, body, key())).statusCode).toBe(202);
+    expect(await chargesOf(stack.db.pool, id)).toMatchObject({ debits: 0 });
+    expect((await createGeneration(stack.api, poor.key, body, key())).statusCode).toBe(202);
   });
 
   it('rule 6: validation failures are recorded (listed, named by x-request-id) but do not claim the key', async () => {
-    const account = await createPaidAccount(db.pool, { oneTime: 500 });
+    const account = await createPaidAccount(stack.db.pool, { oneTime: 500 });
     const k = key();
     const invalid = await createGeneration(
-      api,
+      stack.api,
       account.key,
       { model: 'lumen-lite', prompt: '', extra: true },
       k,
@@ -193,7 +185,7 @@ describe('POST /v1/generations: admission, charging and the Idempotency-Key rule
     ]);
     const rejectedId = String(invalid.headers['x-request-id']);
     const record = (
-      await api.app.inject({
+      await stack.api.app.inject({
         method: 'GET',
         url: `/v1/generations/${rejectedId}`,
         headers: bearer(account.key),
@@ -205,36 +197,43 @@ describe('POST /v1/generations: admission, charging and the Idempotency-Key rule
       credits: 0,
       error: { code: 'invalid_request' },
     });
-    const valid = await createGeneration(api, account.key, { model: 'lumen-lite', prompt: 'fixed' }, k);
+    const valid = await createGeneration(stack.api, account.key, { model: 'lumen-lite', prompt: 'fixed' }, k);
     expect(valid.statusCode).toBe(202);
     expect(valid.json().id).not.toBe(rejectedId);
-    const unknownModel = await createGeneration(api, account.key, { model: 'nope', prompt: 'x' });
+    const unknownModel = await createGeneration(stack.api, account.key, { model: 'nope', prompt: 'x' });
     expect(unknownModel.json().error.issues).toEqual([
       expect.objectContaining({ field: 'model', code: 'invalid_value' }),
     ]);
   });
 
   it('the concurrency limit rejects without claiming the key or charging; replays take no slot', async () => {
-    const busy = await createPaidAccount(db.pool, { oneTime: 100 });
+    const busy = await createPaidAccount(stack.db.pool, { oneTime: 100 });
     const slowKey = key();
     const slow = { model: 'lumen-lite', prompt: 'slow [sim:slow=3]' };
-    const a = await createGeneration(api, busy.key, slow, slowKey);
-    const b = await createGeneration(api, busy.key, { ...slow, prompt: 'slow too [sim:slow=3]' });
+    const a = await createGeneration(stack.api, busy.key, slow, slowKey);
+    const b = await createGeneration(stack.api, busy.key, { ...slow, prompt: 'slow too [sim:slow=3]' });
     expect([a.statusCode, b.statusCode]).toEqual([202, 202]);
     const k = key();
-    const third = await createGeneration(api, busy.key, { model: 'lumen-lite', prompt: 'one too many' }, k);
+    const third = await createGeneration(
+      stack.api,
+      busy.key,
+      { model: 'lumen-lite', prompt: 'one too many' },
+      k,
+    );
     expect(third.statusCode).toBe(429);
     expect(third.json().error.code).toBe('concurrency_limit_exceeded');
-    expect(await chargesOf(db.pool, String(third.headers['x-request-id']))).toMatchObject({ debits: 0 });
+    expect(await chargesOf(stack.db.pool, String(third.headers['x-request-id']))).toMatchObject({
+      debits: 0,
+    });
     // A replay of an admitted generation needs no slot.
-    expect((await createGeneration(api, busy.key, slow, slowKey)).statusCode).toBe(202);
-    await pollGeneration(api, busy.key, a.json().id);
-    await pollGeneration(api, busy.key, b.json().id);
+    expect((await createGeneration(stack.api, busy.key, slow, slowKey)).statusCode).toBe(202);
+    await pollGeneration(stack.api, busy.key, a.json().id);
+    await pollGeneration(stack.api, busy.key, b.json().id);
     // The key was not claimed: the same key and body now start a generation.
     await expect
       .poll(
         async () =>
-          (await createGeneration(api, busy.key, { model: 'lumen-lite', prompt: 'one too many' }, k))
+          (await createGeneration(stack.api, busy.key, { model: 'lumen-lite', prompt: 'one too many' }, k))
             .statusCode,
         { timeout: 10_000 },
       )
@@ -242,22 +241,22 @@ describe('POST /v1/generations: admission, charging and the Idempotency-Key rule
   });
 
   it('50 concurrent identical POSTs with one key make one generation and one debit', async () => {
-    const racer = await createPaidAccount(db.pool, { oneTime: 50 });
+    const racer = await createPaidAccount(stack.db.pool, { oneTime: 50 });
     const k = key();
     const body = { model: 'prism-2', prompt: 'a stampede', resolution: '2K' };
     const responses = await Promise.all(
-      Array.from({ length: 50 }, () => createGeneration(api, racer.key, body, k)),
+      Array.from({ length: 50 }, () => createGeneration(stack.api, racer.key, body, k)),
     );
     const ids = new Set(responses.map((r) => r.json().id as string));
     expect(responses.map((r) => r.statusCode)).toEqual(Array(50).fill(202));
     expect(ids.size).toBe(1);
     expect(await generationCount(racer.accountId)).toBe(1);
     const [id] = [...ids];
-    expect(await chargesOf(db.pool, id!)).toMatchObject({ debits: 1, net: -4 });
-    await pollGeneration(api, racer.key, id!);
-    expect(await chargesOf(db.pool, id!)).toEqual({ debits: 1, refunds: 0, net: -4, submissions: 1 });
+    expect(await chargesOf(stack.db.pool, id!)).toMatchObject({ debits: 1, net: -4 });
+    await pollGeneration(stack.api, racer.key, id!);
+    expect(await chargesOf(stack.db.pool, id!)).toEqual({ debits: 1, refunds: 0, net: -4, submissions: 1 });
     expect(
-      (await api.app.inject({ method: 'GET', url: '/v1/credits', headers: bearer(racer.key) })).json()
+      (await stack.api.app.inject({ method: 'GET', url: '/v1/credits', headers: bearer(racer.key) })).json()
         .credits,
     ).toBe(46);
   });

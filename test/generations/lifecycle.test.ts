@@ -1,33 +1,16 @@
 import sharp from 'sharp';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ApiService } from '../../src/api/service.js';
+import { describe, expect, it } from 'vitest';
 import { generationSchema } from '../../src/api/schemas.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
-import { startTestWorker, type TestWorker } from '../support/worker.js';
+import { bearer } from '../support/api.js';
+import { useGenerationStack } from '../support/stack.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { chargesOf } from '../support/ledger.js';
 
 describe('a generation from POST to succeeded', () => {
-  let db: TestDatabase;
-  let worker: TestWorker;
-  let api: ApiService;
-  let account: TestAccount;
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    worker = await startTestWorker(db.pool);
-    api = await startTestApi(db.url, worker.apiEnv);
-    account = await createPaidAccount(db.pool, { subscription: 3, oneTime: 20 });
-  });
-  afterAll(async () => {
-    await api?.close();
-    await worker?.close();
-    await db?.drop();
-  });
+  const stack = useGenerationStack({ account: { subscription: 3, oneTime: 20 } });
 
   it('202 with a queued generation, debited subscription-first, then succeeded with a real image at a stable URL', async () => {
-    const response = await createGeneration(api, account.key, {
+    const response = await createGeneration(stack.api, stack.account.key, {
       model: 'lumen-pro',
       prompt: 'a lighthouse at night',
       aspect_ratio: '16:9',
@@ -46,17 +29,22 @@ describe('a generation from POST to succeeded', () => {
     });
     expect(created.input).toEqual({ prompt: 'a lighthouse at night', aspect_ratio: '16:9' });
     const balance = (
-      await api.app.inject({ method: 'GET', url: '/v1/credits', headers: bearer(account.key) })
+      await stack.api.app.inject({ method: 'GET', url: '/v1/credits', headers: bearer(stack.account.key) })
     ).json();
     expect(balance).toEqual({ credits: 19, subscription_credits: 0, one_time_credits: 19 });
     // Creating a generation hands it to the provider: the provider has the job by the time of the 202.
-    expect(await chargesOf(db.pool, created.id)).toEqual({ debits: 1, refunds: 0, net: -4, submissions: 1 });
+    expect(await chargesOf(stack.db.pool, created.id)).toEqual({
+      debits: 1,
+      refunds: 0,
+      net: -4,
+      submissions: 1,
+    });
 
-    const done = generationSchema.parse(await pollGeneration(api, account.key, created.id));
+    const done = generationSchema.parse(await pollGeneration(stack.api, stack.account.key, created.id));
     expect(done.status).toBe('succeeded');
     const image = done.output!.images![0]!;
     expect(image).toMatchObject({ width: 1024, height: 576 });
-    expect(image.url.startsWith(worker.resultBaseUrl)).toBe(true);
+    expect(image.url.startsWith(stack.worker.resultBaseUrl)).toBe(true);
     expect(Date.parse(done.expires_at!) - Date.parse(done.completed_at!)).toBeCloseTo(
       30 * 24 * 3600 * 1000,
       -4,

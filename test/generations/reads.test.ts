@@ -1,19 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ApiService } from '../../src/api/service.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { generationListSchema } from '../../src/api/schemas.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
-import { startTestWorker, type TestWorker } from '../support/worker.js';
+import { useGenerationStack } from '../support/stack.js';
+import { bearer, createPaidAccount } from '../support/api.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 
 describe('reads: GET /v1/generations/{id} and the list', () => {
-  let db: TestDatabase;
-  let worker: TestWorker;
-  let api: ApiService;
-  let account: TestAccount;
+  const stack = useGenerationStack({ worker: { concurrencyLimit: 20 }, account: { oneTime: 200 } });
   const created: string[] = [];
   const list = async (key: string, query = '') => {
-    const response = await api.app.inject({
+    const response = await stack.api.app.inject({
       method: 'GET',
       url: `/v1/generations${query}`,
       headers: bearer(key),
@@ -22,10 +17,6 @@ describe('reads: GET /v1/generations/{id} and the list', () => {
   };
 
   beforeAll(async () => {
-    db = await createTestDatabase();
-    worker = await startTestWorker(db.pool, { concurrencyLimit: 20 });
-    api = await startTestApi(db.url, worker.apiEnv);
-    account = await createPaidAccount(db.pool, { oneTime: 200 });
     const bodies = [
       { model: 'lumen-lite', prompt: 'one' },
       { model: 'lumen-pro', prompt: 'two' },
@@ -34,25 +25,21 @@ describe('reads: GET /v1/generations/{id} and the list', () => {
       { model: 'prism-2', prompt: 'five' },
     ];
     for (const body of bodies) {
-      const response = await createGeneration(api, account.key, body);
+      const response = await createGeneration(stack.api, stack.account.key, body);
       created.push(String(response.headers['x-request-id']));
     }
-    for (const id of created) await pollGeneration(api, account.key, id, (g) => g.status !== 'queued');
-  });
-  afterAll(async () => {
-    await api?.close();
-    await worker?.close();
-    await db?.drop();
+    for (const id of created)
+      await pollGeneration(stack.api, stack.account.key, id, (g) => g.status !== 'queued');
   });
 
   it('an unknown id and another account’s id are the same 404 not_found', async () => {
-    const stranger = await createPaidAccount(db.pool);
+    const stranger = await createPaidAccount(stack.db.pool);
     for (const [key, id] of [
       [stranger.key, created[0]!],
-      [account.key, 'gen_doesNotExist000000000'],
-      [account.key, 'not-an-id'],
+      [stack.account.key, 'gen_doesNotExist000000000'],
+      [stack.account.key, 'not-an-id'],
     ] as const) {
-      const response = await api.app.inject({
+      const response = await stack.api.app.inject({
         method: 'GET',
         url: `/v1/generations/${id}`,
         headers: bearer(key),
@@ -62,16 +49,16 @@ describe('reads: GET /v1/generations/{id} and the list', () => {
         error: { code: 'not_found', message: 'No generation with this id in this account.' },
       });
     }
-    const own = await api.app.inject({
+    const own = await stack.api.app.inject({
       method: 'GET',
       url: `/v1/generations/${created[0]}`,
-      headers: bearer(account.key),
+      headers: bearer(stack.account.key),
     });
     expect(own.headers['x-request-id']).toBe(created[0]);
   });
 
   it('lists newest first, rejected included, each with its actual debit', async () => {
-    const { body } = await list(account.key);
+    const { body } = await list(stack.account.key);
     const page = generationListSchema.parse(body);
     expect(page.data.map((g) => g.id)).toEqual([...created].reverse());
     expect(page.next_cursor).toBeNull();
@@ -90,7 +77,7 @@ describe('reads: GET /v1/generations/{id} and the list', () => {
     let pages = 0;
     do {
       const { body }: { body: { data: Array<{ id: string }>; next_cursor: string | null } } = await list(
-        account.key,
+        stack.account.key,
         `?limit=2${cursor ? `&cursor=${cursor}` : ''}`,
       );
       seen.push(...body.data.map((g) => g.id));
@@ -102,21 +89,21 @@ describe('reads: GET /v1/generations/{id} and the list', () => {
   });
 
   it('filters by a comma-separated status subset and by model', async () => {
-    const failedOrRejected = (await list(account.key, '?status=failed,rejected')).body.data.map(
+    const failedOrRejected = (await list(stack.account.key, '?status=failed,rejected')).body.data.map(
       (g: { id: string }) => g.id,
     );
     expect(failedOrRejected).toEqual([created[3], created[2]]);
-    const lite = (await list(account.key, '?model=lumen-lite&status=succeeded')).body.data.map(
+    const lite = (await list(stack.account.key, '?model=lumen-lite&status=succeeded')).body.data.map(
       (g: { id: string }) => g.id,
     );
     expect(lite).toEqual([created[0]]);
   });
 
   it('answers bad parameters with 400 naming each', async () => {
-    const { status, body } = await list(account.key, '?limit=0&status=done&cursor=garbage');
+    const { status, body } = await list(stack.account.key, '?limit=0&status=done&cursor=garbage');
     expect(status).toBe(400);
     expect(body.error.issues.map((i: { field: string }) => i.field)).toEqual(['limit', 'status', 'cursor']);
-    expect((await list(account.key, '?limit=101')).status).toBe(400);
-    expect((await list(account.key, '?limit=100')).status).toBe(200);
+    expect((await list(stack.account.key, '?limit=101')).status).toBe(400);
+    expect((await list(stack.account.key, '?limit=100')).status).toBe(200);
   });
 });

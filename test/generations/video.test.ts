@@ -3,35 +3,25 @@ import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ApiService } from '../../src/api/service.js';
 import { runFfmpeg } from '../../src/providers/sim-video.js';
-import { createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { useGenerationStack } from '../support/stack.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { frameColour } from '../support/media.js';
-import { startTestWorker, type TestWorker } from '../support/worker.js';
 
 /** motion-1 end to end: the simulated provider renders a real MP4 that the result host serves. */
 describe('video generations (motion-1)', () => {
-  let db: TestDatabase;
-  let worker: TestWorker;
-  let api: ApiService;
-  let account: TestAccount;
+  const stack = useGenerationStack();
   let scratch: string;
 
   beforeAll(async () => {
-    db = await createTestDatabase();
-    worker = await startTestWorker(db.pool);
-    api = await startTestApi(db.url, worker.apiEnv);
-    account = await createPaidAccount(db.pool, { oneTime: 1000 });
     scratch = await mkdtemp(path.join(os.tmpdir(), 'video-test-'));
   });
   afterAll(async () => {
-    await api?.close();
-    await worker?.close();
-    await db?.drop();
     if (scratch) await rm(scratch, { recursive: true, force: true });
   });
+
+  /** Polls until the video is rendered (a minute at most). */
+  const finished = (id: string) => pollGeneration(stack.api, stack.account.key, id, undefined, 60_000);
 
   /** Downloads a result URL as a client would, and lists its streams' codecs with ffmpeg. */
   const download = async (url: string) => {
@@ -54,7 +44,7 @@ describe('video generations (motion-1)', () => {
     const frame = await sharp({ create: { width: 64, height: 36, channels: 3, background: '#208040' } })
       .png()
       .toBuffer();
-    const response = await createGeneration(api, account.key, {
+    const response = await createGeneration(stack.api, stack.account.key, {
       model: 'motion-1',
       prompt: 'waves at dusk',
       duration: 4,
@@ -64,7 +54,7 @@ describe('video generations (motion-1)', () => {
     expect(response.statusCode).toBe(202);
     expect(response.json()).toMatchObject({ status: 'queued', credits: 28 });
 
-    const done = await pollGeneration(api, account.key, response.json().id as string, undefined, 60_000);
+    const done = await finished(response.json().id as string);
     expect(done).toMatchObject({ status: 'succeeded', credits: 28, error: null });
     expect(done.output.videos).toHaveLength(1);
     const video = done.output.videos[0];
@@ -86,7 +76,7 @@ describe('video generations (motion-1)', () => {
   }, 90_000);
 
   it('text to video at 9:16 without audio: 720×1280, no audio stream', async () => {
-    const response = await createGeneration(api, account.key, {
+    const response = await createGeneration(stack.api, stack.account.key, {
       model: 'motion-1',
       prompt: 'a tall lighthouse',
       aspect_ratio: '9:16',
@@ -94,7 +84,7 @@ describe('video generations (motion-1)', () => {
     expect(response.statusCode).toBe(202);
     expect(response.json()).toMatchObject({ credits: 20 });
 
-    const done = await pollGeneration(api, account.key, response.json().id as string, undefined, 60_000);
+    const done = await finished(response.json().id as string);
     expect(done.status).toBe('succeeded');
     const video = done.output.videos[0];
     expect(video).toMatchObject({
