@@ -105,11 +105,13 @@ export function createGenerationActivities(deps: GenerationActivityDeps) {
       pollIntervalMs: number,
     ): Promise<{ state: 'succeeded'; results: ProviderResult[] } | { state: 'failed'; message: string }> {
       const provider = deps.providerFor(generation.model);
-      for (let polls = 0; ; polls++) {
+      for (let polls = 1; ; polls++) {
         const status = await provider.status(generation.jobId);
         if (status.state !== 'running') return status;
-        heartbeat({ polls, progress: status.progress ?? null });
         await sleep(pollIntervalMs);
+        // Alive after each wait: the heartbeat timeout is three poll intervals, and a wait that has
+        // just started needs no heartbeat (one RPC less for every generation).
+        heartbeat({ polls, progress: status.progress ?? null });
       }
     },
 
