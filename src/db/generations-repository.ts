@@ -63,8 +63,8 @@ const admissionState = z.object({
  * and the projection row. A second call for the same generation returns what
  * the first decided.
  *
- * It is one read and one write: admission runs for every POST, and on a
- * loaded machine each round trip to PostgreSQL costs more than the SQL in it.
+ * It is a lock, one read and one write: admission runs for every POST, and on
+ * a loaded machine each round trip to PostgreSQL costs more than the SQL in it.
  */
 export async function admitGeneration(
   db: CommonQueryMethods,
@@ -72,11 +72,14 @@ export async function admitGeneration(
   concurrencyLimit: number,
 ): Promise<Admission> {
   return db.transaction(async (tx) => {
-    // Under the account's row lock, so admissions of one account are decided one at a time: what an earlier
-    // attempt decided, the generations in progress, the model's price list and the balance. (Other writers of
-    // the balance only add to it, and the debit below is relative, so the balance row itself needs no lock.)
-    // NO KEY UPDATE: it still queues admissions, but not the inserts that merely reference the account
-    // (another generation's gallery images), whose foreign-key check a FOR UPDATE lock would block.
+    // The account's row lock first, in a statement of its own, so admissions of one account are decided one
+    // at a time; then, under it, what an earlier attempt decided, the generations in progress, the model's
+    // price list and the balance. The read must come after the wait: in READ COMMITTED a statement sees what
+    // was committed when it began, so a read that waited for the lock within itself would miss what the
+    // admission before it committed. NO KEY UPDATE still queues admissions, but not the inserts that merely
+    // reference the account (another generation's gallery images). Other writers of the balance only add to
+    // it, and the debit below is relative, so the balance row itself needs no lock.
+    await tx.query(sql.unsafe`SELECT FROM accounts WHERE id = ${start.accountId} FOR NO KEY UPDATE`);
     const state = await tx.one(sql.type(admissionState)`
       SELECT
         (SELECT jsonb_build_object('status', status, 'credits', credits, 'error', error)
@@ -86,8 +89,7 @@ export async function admitGeneration(
         coalesce(b.subscription_credits, 0) AS subscription_credits,
         coalesce(b.one_time_credits, 0) AS one_time_credits
       FROM accounts a LEFT JOIN credit_balances b ON b.account_id = a.id
-      WHERE a.id = ${start.accountId}
-      FOR NO KEY UPDATE OF a`);
+      WHERE a.id = ${start.accountId}`);
     const { existing } = state;
     if (existing) {
       return existing.status === 'rejected' && existing.error

@@ -240,6 +240,38 @@ describe('POST /v1/generations: admission, charging and the Idempotency-Key rule
       .toBe(202);
   });
 
+  it('concurrent POSTs of one account: never more in progress than the limit, never more debited than the balance', async () => {
+    // The limit is 2 here; 6 credits pay for 3 lumen-lite generations. Admissions of one account queue on
+    // its row lock, and each must see what the one before it committed.
+    const crowd = await createPaidAccount(stack.db.pool, { oneTime: 6 });
+    const responses = await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        createGeneration(stack.api, crowd.key, { model: 'lumen-lite', prompt: `crowd ${i} [sim:slow=5]` }),
+      ),
+    );
+    const codes = responses.map((r) => r.statusCode).sort();
+    expect(codes).toEqual([202, 202, 429, 429, 429, 429, 429, 429]);
+    expect(
+      (await stack.api.app.inject({ method: 'GET', url: '/v1/credits', headers: bearer(crowd.key) })).json(),
+    ).toMatchObject({ credits: 2 });
+
+    const rich = await createPaidAccount(stack.db.pool, { oneTime: 4 });
+    const more = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        createGeneration(stack.api, rich.key, { model: 'lumen-lite', prompt: `spender ${i} [sim:slow=5]` }),
+      ),
+    );
+    const outcomes = more.map((r) => (r.statusCode === 202 ? 202 : r.json().error.code)).sort();
+    expect(outcomes).toEqual([
+      202,
+      202,
+      'concurrency_limit_exceeded',
+      'concurrency_limit_exceeded',
+      'concurrency_limit_exceeded',
+      'concurrency_limit_exceeded',
+    ]);
+  });
+
   it('50 concurrent identical POSTs with one key make one generation and one debit', async () => {
     const racer = await createPaidAccount(stack.db.pool, { oneTime: 50 });
     const k = key();
