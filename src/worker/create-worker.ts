@@ -73,22 +73,31 @@ export async function createWorker(options: WorkerOptions): Promise<GenerationWo
   const run = async () => {
     // One stopping (a fatal error) stops the others, so the process never runs half a worker.
     const outcomes = await Promise.allSettled(workers.map((worker) => worker.run().finally(shutdown)));
-    for (const outcome of outcomes) if (outcome.status === 'rejected') throw outcome.reason;
+    const failures = outcomes.flatMap((o) => (o.status === 'rejected' ? [o.reason as unknown] : []));
+    if (failures.length === 1) throw failures[0];
+    if (failures.length > 1) throw new AggregateError(failures, 'the generation worker failed');
+  };
+  /** Runs until `work` settles; the work's own failure is the one reported. */
+  const runUntil = async <R>(work: Promise<R> | (() => Promise<R>)): Promise<R> => {
+    const running = run();
+    let result: R;
+    try {
+      result = await Promise.race([
+        typeof work === 'function' ? work() : work,
+        running.then(() => Promise.reject(new Error('the worker stopped before the work was done'))),
+      ]);
+    } catch (error) {
+      shutdown();
+      await running.catch(() => undefined);
+      throw error;
+    }
+    shutdown();
+    await running;
+    return result;
   };
   return {
     run,
-    async runUntil(work) {
-      const running = run();
-      try {
-        return await Promise.race([
-          typeof work === 'function' ? work() : work,
-          running.then(() => Promise.reject(new Error('the worker stopped before the work was done'))),
-        ]);
-      } finally {
-        shutdown();
-        await running;
-      }
-    },
+    runUntil,
     shutdown,
   };
 }

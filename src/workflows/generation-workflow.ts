@@ -120,7 +120,8 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
     expiresAt: null,
   };
   const { waitForProvider } = waitingActivities(start.timing.pollIntervalMs);
-  const { submit } = handoverActivities(start.timing.submitTimeoutMs);
+  // A start from an API older than the handover has no submitTimeoutMs (a rolling deploy): 3 s, the default.
+  const { submit } = handoverActivities(start.timing.submitTimeoutMs ?? 3_000);
   let admission: Promise<Admission> | undefined;
   const admitOnce = () => (admission ??= admit(start));
   let resolution: Resolution | undefined;
