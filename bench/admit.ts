@@ -3,6 +3,7 @@ import { randomBase62 } from '../src/ids.js';
 import {
   alternatingRounds,
   closedLoop,
+  closedLoopSettings,
   printComparison,
   printCpu,
   printRounds,
@@ -20,9 +21,7 @@ import {
  * figures are admission's. BENCH_SECONDS (default 30, split over the rounds),
  * BENCH_ROUNDS (default 3), BENCH_CLIENTS (default 20).
  */
-const seconds = Number(process.env.BENCH_SECONDS ?? 30);
-const clients = Number(process.env.BENCH_CLIENTS ?? 20);
-const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
+const { seconds, clients, rounds } = closedLoopSettings();
 const stack = await startStack({
   SIM_PROVIDER_DELAY_MS: String(3_600_000),
   PROVIDER_POLL_INTERVAL_MS: '60000',

@@ -107,6 +107,15 @@ export async function startBareWorker(
   return { stop: () => stopChild(child, 5000) };
 }
 
+/** The closed-loop generation benches' settings: BENCH_SECONDS (30, split over the rounds), BENCH_ROUNDS (3), BENCH_CLIENTS (20). */
+export function closedLoopSettings(): { seconds: number; clients: number; rounds: number } {
+  return {
+    seconds: Number(process.env.BENCH_SECONDS ?? 30),
+    clients: Number(process.env.BENCH_CLIENTS ?? 20),
+    rounds: Number(process.env.BENCH_ROUNDS ?? 3),
+  };
+}
+
 export interface LoopResult {
   count: number;
   errors: number;
