@@ -1,15 +1,12 @@
 import { writeFile } from 'node:fs/promises';
-import { Client, Connection } from '@temporalio/client';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { temporalCliPath } from '../../src/dev/temporal-binaries.js';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { describe, it } from 'vitest';
 import { inject } from 'vitest';
-import type { ApiService } from '../../src/api/service.js';
 import { resolveUpdate } from '../../src/workflows/generation-workflow.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
-import { startTestWorker, type TestWorker } from '../support/worker.js';
+import { useGenerationStack } from '../support/stack.js';
+import { createPaidAccount } from '../support/api.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { workflowIdOf } from '../support/ledger.js';
 
@@ -25,34 +22,13 @@ const run = promisify(execFile);
  * versioned (patched()) so the old histories still replay.
  */
 describe('record generation histories', () => {
-  let db: TestDatabase;
-  let worker: TestWorker;
-  let api: ApiService;
-  let account: TestAccount;
-  let connection: Connection;
-  let client: Client;
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    worker = await startTestWorker(db.pool);
-    api = await startTestApi(db.url, {
-      ...worker.apiEnv,
-      RESULT_RETENTION_MS: '1000',
-      IDEMPOTENCY_RETENTION_MS: '3000',
-    });
-    account = await createPaidAccount(db.pool, { oneTime: 100 });
-    connection = await Connection.connect({ address: inject('temporalAddress') });
-    client = new Client({ connection });
-  });
-  afterAll(async () => {
-    await connection?.close();
-    await api?.close();
-    await worker?.close();
-    await db?.drop();
+  const stack = useGenerationStack({
+    apiEnv: { RESULT_RETENTION_MS: '1000', IDEMPOTENCY_RETENTION_MS: '3000' },
+    account: { oneTime: 100 },
   });
 
   async function record(name: string, id: string) {
-    const handle = client.workflow.getHandle(await workflowIdOf(db.pool, id));
+    const handle = stack.client.workflow.getHandle(await workflowIdOf(stack.db.pool, id));
     await handle.result();
     // The CLI writes the standard proto3 JSON of a history, which historyFromJSON reads back.
     const { stdout } = await run(
@@ -76,8 +52,8 @@ describe('record generation histories', () => {
     const create = async (prompt: string, extra: Record<string, unknown> = {}) =>
       (
         await createGeneration(
-          api,
-          account.key,
+          stack.api,
+          stack.account.key,
           { model: 'lumen-lite', prompt, ...extra },
           `record-${prompt.replace(/[^a-z]+/g, '-')}`,
         )
@@ -86,13 +62,18 @@ describe('record generation histories', () => {
     const failed = await create('recorded failure [sim:fail]');
     const rejected = await create('recorded rejection [sim:reject]');
     const review = await create('recorded review [sim:uncertain]');
-    await pollGeneration(api, account.key, review, (g) => g.error?.code === 'submission_unresolved');
-    await client.workflow
-      .getHandle(await workflowIdOf(db.pool, review))
+    await pollGeneration(
+      stack.api,
+      stack.account.key,
+      review,
+      (g) => g.error?.code === 'submission_unresolved',
+    );
+    await stack.client.workflow
+      .getHandle(await workflowIdOf(stack.db.pool, review))
       .executeUpdate(resolveUpdate, { args: [{ action: 'refund' }] });
-    const poor = await createPaidAccount(db.pool, { oneTime: 1 });
+    const poor = await createPaidAccount(stack.db.pool, { oneTime: 1 });
     const unaffordable = String(
-      (await createGeneration(api, poor.key, { model: 'lumen-pro', prompt: 'too dear' }, 'record-402'))
+      (await createGeneration(stack.api, poor.key, { model: 'lumen-pro', prompt: 'too dear' }, 'record-402'))
         .headers['x-request-id'],
     );
     await record('succeeded-expired-horizon', succeeded);
