@@ -35,6 +35,8 @@ export const generationRow = z.object({
 });
 export type GenerationRow = z.infer<typeof generationRow>;
 
+// What reads show. The generations_changed trigger (migration 0006) announces a change to exactly these
+// columns, so API processes drop their cached copy: keep the two in step.
 const columns = sql.fragment`id, account_id, status, model, media_type, credits, credits_refunded, input, output, error,
   needs_review, content_expired, created_at, completed_at, expires_at`;
 

@@ -1,8 +1,12 @@
+import pg from 'pg';
+import { sql } from 'slonik';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { generationListSchema } from '../../src/api/schemas.js';
 import { useGenerationStack } from '../support/stack.js';
 import { bearer, createPaidAccount } from '../support/api.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
+import { recordRejectedRequest } from '../../src/db/generations-repository.js';
+import { newId } from '../../src/ids.js';
 
 describe('reads: GET /v1/generations/{id} and the list', () => {
   const stack = useGenerationStack({ worker: { concurrencyLimit: 20 }, account: { oneTime: 200 } });
@@ -105,5 +109,51 @@ describe('reads: GET /v1/generations/{id} and the list', () => {
     expect(body.error.issues.map((i: { field: string }) => i.field)).toEqual(['limit', 'status', 'cursor']);
     expect((await list(stack.account.key, '?limit=101')).status).toBe(400);
     expect((await list(stack.account.key, '?limit=100')).status).toBe(200);
+  });
+
+  it('a cached record is dropped when what it shows changes, and not for bookkeeping', async () => {
+    const owner = await createPaidAccount(stack.db.pool);
+    const record = async () => {
+      const id = newId('gen');
+      await recordRejectedRequest(stack.db.pool, {
+        id,
+        accountId: owner.accountId,
+        apiKeyId: owner.keyId,
+        model: 'lumen-lite',
+        mediaType: 'image',
+        input: null,
+        error: { code: 'invalid_request', message: 'before' },
+      });
+      return id;
+    };
+    const [quiet, visible] = [await record(), await record()];
+    const listener = new pg.Client({ connectionString: stack.db.url });
+    await listener.connect();
+    const announced: string[] = [];
+    listener.on('notification', (n) => announced.push(String(n.payload)));
+    await listener.query('LISTEN generation_changed');
+    try {
+      const read = async (id: string) => {
+        const response = await stack.api.app.inject({
+          method: 'GET',
+          url: `/v1/generations/${id}`,
+          headers: bearer(owner.key),
+        });
+        return response.json<{ error: { message: string } }>();
+      };
+      expect((await read(visible)).error.message).toBe('before'); // cached from here on
+
+      await stack.db.pool.query(sql.unsafe`
+        UPDATE generations SET provider_job_id = 'job_1', output_prefix = 'r1', submit_attempted_at = now(),
+          status = status, updated_at = now() WHERE id = ${quiet}`);
+      await stack.db.pool.query(sql.unsafe`
+        UPDATE generations SET error = '{"code": "invalid_request", "message": "after"}' WHERE id = ${visible}`);
+      await expect.poll(() => announced, { timeout: 5_000 }).toContain(visible);
+      // Notifications arrive in commit order: the bookkeeping update, committed first, announced nothing.
+      expect(announced).not.toContain(quiet);
+      await expect.poll(async () => (await read(visible)).error.message, { timeout: 5_000 }).toBe('after');
+    } finally {
+      await listener.end();
+    }
   });
 });
