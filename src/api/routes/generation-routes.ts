@@ -142,7 +142,8 @@ export function generationRoutes(app: FastifyInstance, deps: GenerationRouteDeps
             : 'invalid_request';
       throw new ApiError(code, admission.error.message, { requestId: admitted.generationId });
     }
-    const row = await getGeneration(deps.db, principal.accountId, admitted.generationId);
+    // Through the cache: the client's first polls of a new generation are answered from memory.
+    const row = await readGeneration(principal.accountId, admitted.generationId);
     if (!row) throw new Error(`admitted generation ${admitted.generationId} has no projection row`);
     return reply.code(202).send(toGeneration(row));
   });
@@ -150,17 +151,8 @@ export function generationRoutes(app: FastifyInstance, deps: GenerationRouteDeps
   app.get<{ Params: { id: string } }>('/v1/generations/:id', async (request, reply) => {
     const { id } = request.params;
     const accountId = principalOf(request).accountId;
-    const row = /^gen_[A-Za-z0-9]{1,64}$/.test(id)
-      ? (deps.cache.peek(id) ??
-        (await deps.cache.get(
-          id,
-          () => getGeneration(deps.db, accountId, id),
-          (r) => r !== null,
-        )))
-      : null;
-    // Another account's generation is as unknown as one that does not exist.
-    if (!row || row.account_id !== accountId)
-      throw new ApiError('not_found', 'No generation with this id in this account.');
+    const row = /^gen_[A-Za-z0-9]{1,64}$/.test(id) ? await readGeneration(accountId, id) : null;
+    if (!row) throw new ApiError('not_found', 'No generation with this id in this account.');
     reply.header('x-request-id', row.id);
     return toGeneration(row);
   });
@@ -205,6 +197,21 @@ export function generationRoutes(app: FastifyInstance, deps: GenerationRouteDeps
         rows.length > limit && last ? encodeCursor({ createdAt: last.created_at, id: last.id }) : null,
     };
   });
+
+  /**
+   * The account's generation, from the cache when it holds one (PostgreSQL announces every change
+   * that a read shows). Another account's generation is as unknown as one that does not exist.
+   */
+  async function readGeneration(accountId: string, id: string): Promise<GenerationRow | null> {
+    const row =
+      deps.cache.peek(id) ??
+      (await deps.cache.get(
+        id,
+        () => getGeneration(deps.db, accountId, id),
+        (r) => r !== null,
+      ));
+    return row?.account_id === accountId ? row : null;
+  }
 
   /** A request that never became a job: recorded (so it is listed and x-request-id names it), key not claimed. */
   async function reject(
