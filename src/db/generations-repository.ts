@@ -274,46 +274,45 @@ export interface StoredOutput {
   hasAudio?: boolean;
 }
 
-/** Succeeded: output, completed_at, expires_at (retention after storage), gallery rows for images. */
+/**
+ * Succeeded: output, completed_at, expires_at (retention after storage) and, for images, the
+ * account's gallery rows, in one statement. A generation completed before keeps its output and
+ * expires_at (a retried or reset persist changes nothing).
+ */
 export async function completeGeneration(
   db: CommonQueryMethods,
   generationId: string,
   outputs: StoredOutput[],
   retentionMs: number,
 ): Promise<{ expiresAt: string }> {
-  return db.transaction(async (tx) => {
-    const row = await tx.one(sql.type(
-      z.object({ account_id: z.string(), media_type: z.string(), expires_at: z.string().nullable() }),
-    )`
-      SELECT account_id, media_type, expires_at FROM generations WHERE id = ${generationId} FOR UPDATE`);
-    if (row.expires_at) return { expiresAt: row.expires_at }; // done before
-    const output =
-      row.media_type === 'video'
-        ? {
-            videos: outputs.map((o) => ({
-              url: o.url,
-              width: o.width,
-              height: o.height,
-              duration_seconds: o.durationSeconds ?? 0,
-              has_audio: o.hasAudio ?? false,
-              content_type: o.contentType,
-            })),
-          }
-        : { images: outputs.map((o) => ({ url: o.url, width: o.width, height: o.height })) };
-    const expiresAt = await tx.oneFirst(sql.type(z.object({ expires_at: z.string() }))`
-      UPDATE generations SET status = 'succeeded', output = ${sql.jsonb(output as never)}, error = NULL, needs_review = false,
-        completed_at = now(),
+  const images = outputs.map((o) => ({ url: o.url, width: o.width, height: o.height }));
+  const videos = outputs.map((o) => ({
+    url: o.url,
+    width: o.width,
+    height: o.height,
+    duration_seconds: o.durationSeconds ?? 0,
+    has_audio: o.hasAudio ?? false,
+    content_type: o.contentType,
+  }));
+  const expiresAt = await db.oneFirst(sql.type(z.object({ expires_at: z.string() }))`
+    WITH target AS (
+      SELECT id, media_type, expires_at FROM generations WHERE id = ${generationId} FOR UPDATE
+    ), done AS (
+      UPDATE generations g SET status = 'succeeded',
+        output = CASE WHEN t.media_type = 'video' THEN ${sql.jsonb({ videos })} ELSE ${sql.jsonb({ images })} END,
+        error = NULL, needs_review = false, completed_at = now(),
         expires_at = now() + ${sql.interval({ seconds: retentionMs / 1000 })}, updated_at = now()
-      WHERE id = ${generationId} RETURNING expires_at`);
-    if (row.media_type === 'image') {
-      for (const o of outputs) {
-        await tx.query(sql.unsafe`
-          INSERT INTO gallery_images (account_id, generation_id, url, width, height)
-          VALUES (${row.account_id}, ${generationId}, ${o.url}, ${o.width}, ${o.height}) ON CONFLICT DO NOTHING`);
-      }
-    }
-    return { expiresAt };
-  });
+      FROM target t WHERE g.id = t.id AND t.expires_at IS NULL
+      RETURNING g.account_id, g.media_type, g.expires_at
+    ), gallery AS (
+      INSERT INTO gallery_images (account_id, generation_id, url, width, height)
+      SELECT done.account_id, ${generationId}, image.url, image.width, image.height
+      FROM done, jsonb_to_recordset(${sql.jsonb(images)}) AS image (url text, width integer, height integer)
+      WHERE done.media_type = 'image'
+      ON CONFLICT DO NOTHING
+    )
+    SELECT coalesce((SELECT expires_at FROM done), (SELECT expires_at FROM target)) AS expires_at`);
+  return { expiresAt };
 }
 
 /** The storage folders holding a generation's content (outputs and inline inputs). */

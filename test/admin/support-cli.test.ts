@@ -2,9 +2,10 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { runAdminCommand } from '../../src/admin/commands.js';
 import type { AdminContext } from '../../src/admin/command.js';
 import { progressQuery } from '../../src/workflows/generation-workflow.js';
+import { bearer } from '../support/api.js';
 import { useGenerationStack } from '../support/stack.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
-import { chargesOf, providerJobIdOf, workflowIdOf } from '../support/ledger.js';
+import { chargesOf, galleryOf, providerJobIdOf, workflowIdOf } from '../support/ledger.js';
 
 describe('support commands', () => {
   const stack = useGenerationStack({ account: { oneTime: 100 } });
@@ -84,9 +85,19 @@ describe('support commands', () => {
     ).json().id as string;
     await pollGeneration(stack.api, stack.account.key, succeeded);
     await pollGeneration(stack.api, stack.account.key, failed);
+    const read = async (id: string) =>
+      (
+        await stack.api.app.inject({
+          method: 'GET',
+          url: `/v1/generations/${id}`,
+          headers: bearer(stack.account.key),
+        })
+      ).json();
     const before = {
       succeeded: await chargesOf(stack.db.pool, succeeded),
       failed: await chargesOf(stack.db.pool, failed),
+      record: await read(succeeded),
+      gallery: await galleryOf(stack.db.pool, succeeded),
     };
     const client = await context.temporal();
     for (const id of [succeeded, failed]) {
@@ -100,6 +111,10 @@ describe('support commands', () => {
     }
     expect(await chargesOf(stack.db.pool, succeeded)).toEqual(before.succeeded);
     expect(await chargesOf(stack.db.pool, failed)).toEqual(before.failed);
+    // The persist ran again: same output, same expires_at, no second gallery row.
+    expect(await read(succeeded)).toEqual(before.record);
+    expect(before.gallery).toHaveLength(1);
+    expect(await galleryOf(stack.db.pool, succeeded)).toEqual(before.gallery);
     expect(before.succeeded).toEqual({ debits: 1, refunds: 0, net: -2, submissions: 1 });
     expect(before.failed).toEqual({ debits: 1, refunds: 1, net: 0, submissions: 1 });
   });

@@ -4,7 +4,7 @@ import { generationSchema } from '../../src/api/schemas.js';
 import { bearer } from '../support/api.js';
 import { useGenerationStack } from '../support/stack.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
-import { chargesOf } from '../support/ledger.js';
+import { chargesOf, galleryOf } from '../support/ledger.js';
 
 describe('a generation from POST to succeeded', () => {
   const stack = useGenerationStack({ account: { subscription: 3, oneTime: 20 } });
@@ -54,5 +54,8 @@ describe('a generation from POST to succeeded', () => {
     expect(download.headers.get('content-type')).toBe('image/png');
     const metadata = await sharp(Buffer.from(await download.arrayBuffer())).metadata();
     expect(metadata).toMatchObject({ format: 'png', width: 1024, height: 576 });
+    expect(await galleryOf(stack.db.pool, created.id)).toEqual([
+      { account_id: stack.account.accountId, url: image.url, width: 1024, height: 576 },
+    ]);
   });
 });

@@ -33,3 +33,11 @@ export async function providerJobIdOf(pool: DatabasePool, generationId: string):
     )`SELECT job_id FROM sim_provider_jobs WHERE token = ${`tok_${generationId}`}`,
   );
 }
+
+/** The gallery rows a generation's stored images made in its account. */
+export async function galleryOf(pool: DatabasePool, generationId: string) {
+  return pool.any(sql.type(
+    z.object({ account_id: z.string(), url: z.string(), width: z.number(), height: z.number() }),
+  )`
+    SELECT account_id, url, width, height FROM gallery_images WHERE generation_id = ${generationId} ORDER BY id`);
+}
