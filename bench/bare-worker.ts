@@ -4,12 +4,22 @@ import * as activities from './bare-activities.js';
 
 /** The worker for bench/bare-workflows.ts, in its own process like ours. Prints one JSON line when running. */
 const connection = await NativeConnection.connect({ address: process.env.TEMPORAL_ADDRESS! });
-const worker = await Worker.create({
-  connection,
-  taskQueue: process.env.TASK_QUEUE ?? 'bare',
-  workflowsPath: fileURLToPath(new URL('./bare-workflows.ts', import.meta.url)),
-  activities,
-});
-const running = worker.run();
+const taskQueue = process.env.TASK_QUEUE ?? 'bare';
+const workers = [
+  await Worker.create({
+    connection,
+    taskQueue,
+    workflowsPath: fileURLToPath(new URL('./bare-workflows.ts', import.meta.url)),
+    activities,
+  }),
+  // Parked waits get a queue and a slot budget of their own, as ours do (bench:admit gives both 5,000).
+  await Worker.create({
+    connection,
+    taskQueue: `${taskQueue}.waits`,
+    activities,
+    maxConcurrentActivityTaskExecutions: 5000,
+  }),
+];
+const running = Promise.all(workers.map((worker) => worker.run()));
 console.log(JSON.stringify({ ready: true }));
 await running;

@@ -5,6 +5,7 @@ import {
   proxyActivities,
   proxyLocalActivities,
   setHandler,
+  workflowInfo,
 } from '@temporalio/workflow';
 import type * as activities from './bare-activities.js';
 
@@ -43,4 +44,29 @@ export async function noopLifecycleWorkflow(): Promise<string> {
   await noop(); // wait for the provider
   await noop(); // persist
   return 'succeeded';
+}
+
+/**
+ * The admission's shape with no-op steps: an update answered after two local activities (admit,
+ * submit), then the wait for the provider parked on a task queue of its own, as a generation's is.
+ */
+export async function noopAdmissionWorkflow(): Promise<string> {
+  let handedOver: Promise<void> | undefined;
+  const handOver = () =>
+    (handedOver ??= (async () => {
+      await localNoop(); // admit
+      await localNoop(); // submit
+    })());
+  setHandler(admitUpdate, async () => {
+    await handOver();
+    return 'admitted';
+  });
+  await handOver();
+  const { park } = proxyActivities<typeof activities>({
+    taskQueue: `${workflowInfo().taskQueue}.waits`,
+    startToCloseTimeout: '6 hours',
+    heartbeatTimeout: '3 minutes',
+  });
+  await park(); // wait for the provider
+  return 'parked';
 }

@@ -58,9 +58,9 @@ try {
   };
   await closedLoop(clients, 3, bareLifecycle);
   await closedLoop(clients, 3, ourLifecycle);
-  const { a: bareResult, b: oursResult } = await alternatingRounds(
+  const { ceiling: bareResult, ours: oursResult } = await alternatingRounds(
     { rounds, seconds: seconds / rounds, clients, processes: stackProcesses },
-    { a: bareLifecycle, b: ourLifecycle },
+    { ceiling: bareLifecycle, ours: ourLifecycle },
   );
   printComparison(
     `${clients} concurrent clients, ${seconds} s each in ${rounds} alternating rounds; latency is POST → succeeded visible`,
@@ -73,7 +73,10 @@ try {
     ['ceiling', bareResult.cpu],
     ['ours', oursResult.cpu],
   ]);
-  printRounds(bareResult.rounds, oursResult.rounds);
+  printRounds([
+    ['ceiling', bareResult.rounds],
+    ['ours', oursResult.rounds],
+  ]);
   console.log(
     `\nratio (ours / ceiling), lifecycles per second: ${(oursResult.perSecond / bareResult.perSecond).toFixed(2)}   target ≥ 0.50`,
   );

@@ -169,26 +169,28 @@ function summarise(latencies: number[], errors: number, seconds: number): LoopRe
 }
 
 /**
- * Measures two closed loops in alternating rounds (A B B A A B …), so that
- * neither always runs second on a Temporal server the other has already
- * filled with open workflows, and merges each side's rounds: calls per second
- * over the rounds' total time, percentiles over every call, CPU per call over
- * all calls. Also returns each round's figures, to show the machine's noise.
+ * Measures closed loops in alternating rounds (A B C, then C B A, …), so that
+ * none always runs last on a Temporal server the others have already filled
+ * with open workflows, and merges each side's rounds: calls per second over
+ * the rounds' total time, percentiles over every call, CPU per call over all
+ * calls. Also returns each round's figures, to show the machine's noise.
  */
-export async function alternatingRounds(
+export async function alternatingRounds<Side extends string>(
   options: { rounds: number; seconds: number; clients: number; processes: Record<string, string> },
-  sides: { a: () => Promise<unknown>; b: () => Promise<unknown> },
-): Promise<Record<'a' | 'b', LoopResult & { cpu: Record<string, number>; rounds: number[] }>> {
+  sides: Record<Side, () => Promise<unknown>>,
+): Promise<Record<Side, LoopResult & { cpu: Record<string, number>; rounds: number[] }>> {
   type Run = LoopResult & { cpu: Record<string, number> };
-  const runs: Record<'a' | 'b', Run[]> = { a: [], b: [] };
+  const names = Object.keys(sides) as Side[];
+  const runs = new Map<Side, Run[]>(names.map((name) => [name, []]));
   for (let round = 0; round < options.rounds; round++) {
-    const order: Array<'a' | 'b'> = round % 2 === 0 ? ['a', 'b'] : ['b', 'a'];
-    for (const side of order)
-      runs[side].push(
-        await withCpuPerCall(options.processes, () =>
-          closedLoop(options.clients, options.seconds, sides[side]),
-        ),
-      );
+    for (const side of round % 2 === 0 ? names : [...names].reverse())
+      runs
+        .get(side)!
+        .push(
+          await withCpuPerCall(options.processes, () =>
+            closedLoop(options.clients, options.seconds, sides[side]),
+          ),
+        );
   }
   const merge = (list: Run[]) => {
     const merged = summarise(
@@ -204,7 +206,10 @@ export async function alternatingRounds(
     );
     return { ...merged, cpu, rounds: list.map((r) => r.perSecond) };
   };
-  return { a: merge(runs.a), b: merge(runs.b) };
+  return Object.fromEntries(names.map((name) => [name, merge(runs.get(name)!)])) as Record<
+    Side,
+    LoopResult & { cpu: Record<string, number>; rounds: number[] }
+  >;
 }
 
 export function printComparison(
@@ -259,9 +264,11 @@ export async function withCpuPerCall<T extends { count: number }>(
 }
 
 /** Each round's calls per second, side by side: how much of a difference the machine's noise makes. */
-export function printRounds(bare: number[], ours: number[]): void {
+export function printRounds(sides: Array<[label: string, rounds: number[]]>): void {
   const list = (values: number[]) => values.map((v) => v.toFixed(1)).join(' / ');
-  console.log(`\nper round, calls/s: ceiling ${list(bare)}; ours ${list(ours)}`);
+  console.log(
+    `\nper round, calls/s: ${sides.map(([label, rounds]) => `${label} ${list(rounds)}`).join('; ')}`,
+  );
 }
 
 /** Prints each run's CPU per call, by process. */
