@@ -26,10 +26,10 @@ const { noop: localNoop } = proxyLocalActivities<typeof activities>({ startToClo
 const { noop } = proxyActivities<typeof activities>({ startToCloseTimeout: '10 seconds' });
 
 /**
- * The lifecycle's shape with no-op steps: an update answered after two local activities (admit,
- * submit), then two activities (wait for the provider, persist), as a generation runs them.
+ * A generation's admission with no-op steps: two local activities (admit, submit), run once,
+ * whether the update or the workflow asks first; the update answers when they are done.
  */
-export async function noopLifecycleWorkflow(): Promise<string> {
+async function admitAndHandOver(): Promise<void> {
   let handedOver: Promise<void> | undefined;
   const handOver = () =>
     (handedOver ??= (async () => {
@@ -41,27 +41,19 @@ export async function noopLifecycleWorkflow(): Promise<string> {
     return 'admitted';
   });
   await handOver();
+}
+
+/** The lifecycle's shape with no-op steps: admission, then two activities (wait for the provider, persist). */
+export async function noopLifecycleWorkflow(): Promise<string> {
+  await admitAndHandOver();
   await noop(); // wait for the provider
   await noop(); // persist
   return 'succeeded';
 }
 
-/**
- * The admission's shape with no-op steps: an update answered after two local activities (admit,
- * submit), then the wait for the provider parked on a task queue of its own, as a generation's is.
- */
+/** Admission's shape with no-op steps: admission, then the wait for the provider parked on a task queue of its own. */
 export async function noopAdmissionWorkflow(): Promise<string> {
-  let handedOver: Promise<void> | undefined;
-  const handOver = () =>
-    (handedOver ??= (async () => {
-      await localNoop(); // admit
-      await localNoop(); // submit
-    })());
-  setHandler(admitUpdate, async () => {
-    await handOver();
-    return 'admitted';
-  });
-  await handOver();
+  await admitAndHandOver();
   const { park } = proxyActivities<typeof activities>({
     taskQueue: `${workflowInfo().taskQueue}.waits`,
     startToCloseTimeout: '6 hours',
