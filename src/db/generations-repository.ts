@@ -1,6 +1,7 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { quotePrice, resolveOptions } from '../catalog/pricing.js';
+import type { CatalogEntry } from '../catalog/catalog-entry.js';
 import { catalogEntryOf } from './catalog-repository.js';
 import type {
   Admission,
@@ -45,97 +46,102 @@ export const concurrencyLimitError = (limit: number): GenerationError => ({
   message: `At most ${limit} generations may be in progress at once; wait for one to finish. Nothing was charged.`,
 });
 
-const admissionState = z.object({
-  existing: z
-    .object({
-      status: z.string(),
-      credits: z.number(),
-      error: z.object({ code: z.string(), message: z.string() }).nullable(),
-    })
-    .nullable(),
-  in_progress: z.number(),
-  definition: z.unknown(),
-  subscription_credits: z.number(),
-  one_time_credits: z.number(),
-});
+const generationError = z.object({ code: z.string(), message: z.string() });
+const admissionDecision = z.discriminatedUnion('outcome', [
+  z.object({
+    outcome: z.literal('existing'),
+    status: z.string(),
+    credits: z.number(),
+    error: generationError.nullable(),
+  }),
+  z.object({ outcome: z.literal('concurrency_limit') }),
+  z.object({ outcome: z.literal('requote'), definition: z.unknown(), digest: z.string().nullable() }),
+  z.object({ outcome: z.literal('unavailable') }),
+  z.object({ outcome: z.literal('insufficient_credits'), available: z.number() }),
+  z.object({ outcome: z.literal('accepted'), credits: z.number() }),
+]);
+
+/** A model's catalog entry as last seen, with the digest admission checks it against (null: no active model). */
+interface Quotable {
+  digest: string | null;
+  entry: CatalogEntry | null;
+}
+/**
+ * The catalog entry each model had at its last admission in this process. Catalog changes are
+ * rare, so the price is quoted from here and admit_generation() confirms, under the account's
+ * lock, that the entry is still the model's; if not, it hands over the current one to quote again.
+ */
+const lastQuotable = new Map<string, Quotable>();
 
 /**
- * Admission, in one transaction: the concurrency slot, the price quote from
- * the catalog, and the debit (subscription credits first) with its ledger row
- * and the projection row. A second call for the same generation returns what
- * the first decided.
- *
- * It is a lock, one read and one write: admission runs for every POST, and on
- * a loaded machine each round trip to PostgreSQL costs more than the SQL in it.
+ * Admission: the concurrency slot, the price quote from the catalog, and the debit (subscription
+ * credits first) with its ledger row and the projection row, decided atomically by the
+ * admit_generation() function (migration 0007), usually in one round trip. A second call for
+ * the same generation returns what the first decided.
  */
 export async function admitGeneration(
   db: CommonQueryMethods,
   start: GenerationStart,
   concurrencyLimit: number,
 ): Promise<Admission> {
-  return db.transaction(async (tx) => {
-    // The account's row lock first, in a statement of its own, so admissions of one account are decided one
-    // at a time; then, under it, what an earlier attempt decided, the generations in progress, the model's
-    // price list and the balance. The read must come after the wait: in READ COMMITTED a statement sees what
-    // was committed when it began, so a read that waited for the lock within itself would miss what the
-    // admission before it committed. NO KEY UPDATE still queues admissions, but not the inserts that merely
-    // reference the account (another generation's gallery images). Other writers of the balance only add to
-    // it, and the debit below is relative, so the balance row itself needs no lock.
-    await tx.query(sql.unsafe`SELECT FROM accounts WHERE id = ${start.accountId} FOR NO KEY UPDATE`);
-    const state = await tx.one(sql.type(admissionState)`
-      SELECT
-        (SELECT jsonb_build_object('status', status, 'credits', credits, 'error', error)
-           FROM generations WHERE id = ${start.generationId}) AS existing,
-        (SELECT count(*)::int FROM generations WHERE account_id = ${start.accountId} AND status = 'queued') AS in_progress,
-        (SELECT definition FROM models WHERE id = ${start.model} AND active) AS definition,
-        coalesce(b.subscription_credits, 0) AS subscription_credits,
-        coalesce(b.one_time_credits, 0) AS one_time_credits
-      FROM accounts a LEFT JOIN credit_balances b ON b.account_id = a.id
-      WHERE a.id = ${start.accountId}`);
-    const { existing } = state;
-    if (existing) {
-      return existing.status === 'rejected' && existing.error
-        ? {
-            outcome: 'rejected',
-            error: existing.error,
-            claimsKey: existing.error.code !== 'concurrency_limit_exceeded',
-          }
-        : { outcome: 'accepted', credits: existing.credits };
-    }
-    const reject = async (error: GenerationError, claimsKey: boolean): Promise<Admission> => {
-      await tx.query(insertGeneration(start, { status: 'rejected', credits: 0, error }));
-      return { outcome: 'rejected', error, claimsKey };
-    };
-
-    if (state.in_progress >= concurrencyLimit) return reject(concurrencyLimitError(concurrencyLimit), false);
-    const entry = catalogEntryOf(start.model, state.definition);
-    if (!entry)
-      return reject({ code: 'invalid_request', message: `Model ${start.model} is not available.` }, false);
-    const price = quotePrice(entry, resolveOptions(entry, start.input));
-    const available = state.subscription_credits + state.one_time_credits;
-    if (available < price) {
-      return reject(
-        {
-          code: 'insufficient_credits',
-          message: `This generation costs ${price} credits; the balance is ${available}.`,
-        },
-        true,
-      );
-    }
-    const fromSubscription = Math.min(state.subscription_credits, price);
-    const fromOneTime = price - fromSubscription;
-    await tx.query(sql.unsafe`
-      WITH debit AS (
-        UPDATE credit_balances SET subscription_credits = subscription_credits - ${fromSubscription},
-          one_time_credits = one_time_credits - ${fromOneTime}, updated_at = now()
-        WHERE account_id = ${start.accountId}
-      ), ledger AS (
-        INSERT INTO credit_ledger (account_id, kind, generation_id, subscription_delta, one_time_delta, reason)
-        VALUES (${start.accountId}, 'debit', ${start.generationId}, ${-fromSubscription}, ${-fromOneTime}, ${`generation ${start.model}`})
-      )
-      ${insertGeneration(start, { status: 'queued', credits: price, error: null })}`);
-    return { outcome: 'accepted', credits: price };
+  const record = sql.jsonb({
+    id: start.generationId,
+    account_id: start.accountId,
+    api_key_id: start.apiKeyId,
+    workflow_id: start.workflowId,
+    model: start.model,
+    media_type: start.mediaType,
+    input: start.input as never,
+    fingerprint: start.fingerprint,
+    idempotency_key: start.idempotencyKey,
+    provider_token: `tok_${start.generationId}`,
+    input_prefix: start.inputPrefix,
+    created_at: start.createdAt,
   });
+  let quotable = lastQuotable.get(start.model) ?? { digest: null, entry: null };
+  for (;;) {
+    const price = quotable.entry
+      ? quotePrice(quotable.entry, resolveOptions(quotable.entry, start.input))
+      : null;
+    const decision = await db.oneFirst(sql.type(z.object({ decision: admissionDecision }))`
+      SELECT admit_generation(${record}, ${price}, ${quotable.digest}, ${concurrencyLimit}) AS decision`);
+    switch (decision.outcome) {
+      case 'existing':
+        return decision.status === 'rejected' && decision.error
+          ? { outcome: 'rejected', error: decision.error, claimsKey: claimsKey(decision.error) }
+          : { outcome: 'accepted', credits: decision.credits };
+      case 'requote':
+        quotable = { digest: decision.digest, entry: catalogEntryOf(start.model, decision.definition) };
+        lastQuotable.set(start.model, quotable);
+        continue;
+      case 'concurrency_limit':
+        return reject(concurrencyLimitError(concurrencyLimit));
+      case 'unavailable':
+        return reject({ code: 'invalid_request', message: `Model ${start.model} is not available.` });
+      case 'insufficient_credits':
+        return reject({
+          code: 'insufficient_credits',
+          message: `This generation costs ${price} credits; the balance is ${decision.available}.`,
+        });
+      case 'accepted':
+        return { outcome: 'accepted', credits: decision.credits };
+    }
+  }
+
+  /** A refusal is recorded (listed, named by x-request-id); a retry that finds it returns it. */
+  async function reject(error: GenerationError): Promise<Admission> {
+    await db.query(insertGeneration(start, { status: 'rejected', credits: 0, error }));
+    return { outcome: 'rejected', error, claimsKey: claimsKey(error) };
+  }
+}
+
+/**
+ * Whether a refusal holds the Idempotency-Key (a retry with it gets the same answer): only
+ * insufficient credits. A retry after the concurrency limit, or after a model became
+ * unavailable, is a new request.
+ */
+function claimsKey(error: GenerationError): boolean {
+  return error.code === 'insufficient_credits';
 }
 
 function insertGeneration(
