@@ -98,41 +98,58 @@ export async function admitGeneration(
     input_prefix: start.inputPrefix,
     created_at: start.createdAt,
   });
-  let quotable = lastQuotable.get(start.model) ?? { digest: null, entry: null };
-  for (;;) {
-    const price = quotable.entry
-      ? quotePrice(quotable.entry, resolveOptions(quotable.entry, start.input))
-      : null;
+  const unknown: Quotable = { digest: null, entry: null };
+  let quotable = lastQuotable.get(start.model) ?? unknown;
+  // Quoting from this process's memory rather than from the entry admit_generation() just handed back.
+  let remembered = quotable !== unknown;
+  // A few rounds at most: a requote when the catalog changed, a replay when another attempt decided first.
+  for (let round = 1; round <= 4; round++) {
+    let price: number | null;
+    try {
+      price = quotable.entry ? quotePrice(quotable.entry, resolveOptions(quotable.entry, start.input)) : null;
+    } catch (error) {
+      // The entry this process last saw cannot price the request (a price added since, say): ask for
+      // the current one. The current one failing is the catalog's fault, and retried as such.
+      if (!remembered) throw error;
+      lastQuotable.delete(start.model);
+      [quotable, remembered] = [unknown, false];
+      continue;
+    }
     const decision = await db.oneFirst(sql.type(z.object({ decision: admissionDecision }))`
       SELECT admit_generation(${record}, ${price}, ${quotable.digest}, ${concurrencyLimit}) AS decision`);
+    let refusal: GenerationError;
     switch (decision.outcome) {
       case 'existing':
         return decision.status === 'rejected' && decision.error
           ? { outcome: 'rejected', error: decision.error, claimsKey: claimsKey(decision.error) }
           : { outcome: 'accepted', credits: decision.credits };
+      case 'accepted':
+        return { outcome: 'accepted', credits: decision.credits };
       case 'requote':
         quotable = { digest: decision.digest, entry: catalogEntryOf(start.model, decision.definition) };
+        remembered = false;
         lastQuotable.set(start.model, quotable);
         continue;
       case 'concurrency_limit':
-        return reject(concurrencyLimitError(concurrencyLimit));
+        refusal = concurrencyLimitError(concurrencyLimit);
+        break;
       case 'unavailable':
-        return reject({ code: 'invalid_request', message: `Model ${start.model} is not available.` });
+        refusal = { code: 'invalid_request', message: `Model ${start.model} is not available.` };
+        break;
       case 'insufficient_credits':
-        return reject({
+        refusal = {
           code: 'insufficient_credits',
           message: `This generation costs ${price} credits; the balance is ${decision.available}.`,
-        });
-      case 'accepted':
-        return { outcome: 'accepted', credits: decision.credits };
+        };
+        break;
     }
+    // Recorded (listed, named by x-request-id) unless another attempt wrote the row first: then its decision stands.
+    const recorded = await db.maybeOneFirst(recordRefusal(start, refusal));
+    if (recorded) return { outcome: 'rejected', error: refusal, claimsKey: claimsKey(refusal) };
   }
-
-  /** A refusal is recorded (listed, named by x-request-id); a retry that finds it returns it. */
-  async function reject(error: GenerationError): Promise<Admission> {
-    await db.query(insertGeneration(start, { status: 'rejected', credits: 0, error }));
-    return { outcome: 'rejected', error, claimsKey: claimsKey(error) };
-  }
+  throw new Error(
+    `admission of ${start.generationId} did not settle (the catalog entry of ${start.model} kept changing)`,
+  );
 }
 
 /**
@@ -144,18 +161,15 @@ function claimsKey(error: GenerationError): boolean {
   return error.code === 'insufficient_credits';
 }
 
-function insertGeneration(
-  start: GenerationStart,
-  state: { status: GenerationStatus; credits: number; error: GenerationError | null },
-) {
-  return sql.unsafe`
+/** The generation's row, refused; nothing (no id back) when the row exists: another attempt decided first. */
+function recordRefusal(start: GenerationStart, error: GenerationError) {
+  return sql.type(z.object({ id: z.string() }))`
     INSERT INTO generations (id, account_id, api_key_id, workflow_id, status, model, media_type, credits, input, error,
                              fingerprint, idempotency_key, provider_token, input_prefix, created_at)
-    VALUES (${start.generationId}, ${start.accountId}, ${start.apiKeyId}, ${start.workflowId}, ${state.status}, ${start.model},
-            ${start.mediaType}, ${state.credits}, ${sql.jsonb(start.input as never)},
-            ${state.error ? sql.jsonb(state.error as never) : null}, ${start.fingerprint}, ${start.idempotencyKey},
-            ${`tok_${start.generationId}`}, ${start.inputPrefix}, ${start.createdAt})
-    ON CONFLICT (id) DO NOTHING`;
+    VALUES (${start.generationId}, ${start.accountId}, ${start.apiKeyId}, ${start.workflowId}, 'rejected', ${start.model},
+            ${start.mediaType}, 0, ${sql.jsonb(start.input as never)}, ${sql.jsonb(error as never)}, ${start.fingerprint},
+            ${start.idempotencyKey}, ${`tok_${start.generationId}`}, ${start.inputPrefix}, ${start.createdAt})
+    ON CONFLICT (id) DO NOTHING RETURNING id`;
 }
 
 /** A request rejected before it became a generation (validation): recorded for the list, never changed again. */

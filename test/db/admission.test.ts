@@ -1,6 +1,7 @@
-import { sql } from 'slonik';
+import { sql, type CommonQueryMethods } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { grantCredits } from '../../src/db/credits-repository.js';
 import { admitGeneration } from '../../src/db/generations-repository.js';
 import { newId } from '../../src/ids.js';
 import type { GenerationStart } from '../../src/workflows/generation-types.js';
@@ -110,5 +111,54 @@ describe('admission quotes from the catalog entry current at the debit', () => {
       claimsKey: false,
     });
     expect(await chargesOf(db.pool, start.generationId)).toMatchObject({ debits: 0 });
+  });
+
+  it('a price added since this process last saw the model is quoted from the current entry', async () => {
+    await admitGeneration(db.pool, startFor(), 100); // remembers the entry as it is now
+    await setModel(sql.unsafe`
+      UPDATE models SET definition = jsonb_set(jsonb_set(jsonb_set(definition,
+          '{options,quality,values}', definition->'options'->'quality'->'values' || '["max"]'),
+          '{pricing,credits,max}', '9'),
+        '{output_size,long_edge_px,max}', '4096')
+      WHERE id = 'lumen-lite'`);
+    const start = { ...startFor(), input: { prompt: 'a quiet harbour', quality: 'max' } };
+    expect(await admitGeneration(db.pool, start, 100)).toEqual({ outcome: 'accepted', credits: 9 });
+  });
+
+  it('when another attempt accepts the generation between a refusal and its record, the acceptance stands', async () => {
+    const broke = await createPaidAccount(db.pool, { oneTime: 1 }); // below the price of 5
+    const start = startFor(broke);
+    let raced = false;
+    // The real database, with one interleaving forced: just before the refusal is recorded (the
+    // only maybeOneFirst), the account is topped up and a second attempt admits the generation.
+    const interleaved = new Proxy(db.pool, {
+      get(target, property, receiver) {
+        if (property === 'maybeOneFirst')
+          return async (...args: Parameters<CommonQueryMethods['maybeOneFirst']>) => {
+            if (!raced) {
+              raced = true;
+              await grantCredits(db.pool, {
+                accountId: broke.accountId,
+                pool: 'one_time',
+                amount: 50,
+                reason: 'test',
+              });
+              expect(await admitGeneration(db.pool, start, 100)).toEqual({ outcome: 'accepted', credits: 5 });
+            }
+            return target.maybeOneFirst(...args);
+          };
+        const value: unknown = Reflect.get(target, property, receiver);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    expect(await admitGeneration(interleaved, start, 100)).toEqual({ outcome: 'accepted', credits: 5 });
+    expect(raced).toBe(true);
+    expect(await statusOf(start.generationId)).toBe('queued');
+    expect(await chargesOf(db.pool, start.generationId)).toMatchObject({ debits: 1, net: -5 });
+  });
+
+  it('an account that does not exist is an error, not a decision', async () => {
+    const start = { ...startFor(), accountId: 'acct_doesNotExist' };
+    await expect(admitGeneration(db.pool, start, 100)).rejects.toThrow(/no account acct_doesNotExist/);
   });
 });

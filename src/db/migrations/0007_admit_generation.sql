@@ -15,7 +15,10 @@
 --   {"outcome": "unavailable"}                            no active model, or no price
 --   {"outcome": "insufficient_credits", "available"}
 --   {"outcome": "accepted", "credits"}
--- Refusals write nothing; the caller records them.
+-- Refusals write nothing; the caller words and records them. The generation's row
+-- is the decision: whichever attempt writes it first decides (an accepted insert
+-- here fails if a refusal was recorded meanwhile, and the caller's refusal insert
+-- yields to an acceptance), and every later attempt replays it ("existing").
 CREATE FUNCTION admit_generation(
   p_generation        jsonb,   -- the generations row to insert: id, account_id, api_key_id, workflow_id, model,
                                -- media_type, input, fingerprint, idempotency_key, provider_token, input_prefix, created_at
@@ -35,7 +38,13 @@ BEGIN
   -- Admissions of one account are decided one at a time. Every statement below takes a fresh
   -- snapshot, so it sees what the admission before this one committed. NO KEY UPDATE leaves
   -- inserts that merely reference the account (gallery images) free to go on.
+  IF p_concurrency_limit IS NULL THEN
+    RAISE EXCEPTION 'admit_generation: no concurrency limit given';
+  END IF;
   PERFORM FROM accounts WHERE id = generation.account_id FOR NO KEY UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'admit_generation: no account %', generation.account_id;
+  END IF;
 
   SELECT g.status, g.credits, g.error INTO existing FROM generations g WHERE g.id = generation.id;
   IF FOUND THEN
