@@ -1,4 +1,4 @@
-import { ApplicationFailure, heartbeat, sleep } from '@temporalio/activity';
+import { ApplicationFailure, Context, heartbeat, sleep } from '@temporalio/activity';
 import type { CommonQueryMethods } from 'slonik';
 import { randomBase62 } from '../ids.js';
 import {
@@ -35,6 +35,8 @@ export interface GenerationActivityDeps {
   providerFor: (model: string) => Provider;
   storage: Storage;
   concurrencyLimit: number;
+  /** How often persistResults says it is alive while it copies (default 30 s; its heartbeat timeout is 2 minutes). */
+  persistHeartbeatMs?: number;
 }
 
 const extensionOf: Record<string, string> = {
@@ -121,25 +123,38 @@ export function createGenerationActivities(deps: GenerationActivityDeps) {
       retentionMs: number,
     ): Promise<{ expiresAt: string; outputs: StoredOutput[] }> {
       const provider = deps.providerFor(generation.model);
-      // One unguessable folder per generation, chosen once and kept for every later attempt.
-      const prefix = await claimOutputPrefix(db, generation.generationId, `r${randomBase62(32)}`);
       const outputs: StoredOutput[] = [];
-      for (const [index, result] of generation.results.entries()) {
-        const { bytes, contentType } = await provider.fetchResult(generation.jobId, index);
-        const url = await storage.put(prefix, `output-${index}.${extensionOf[contentType] ?? 'bin'}`, bytes);
-        outputs.push({
-          url,
-          width: result.width,
-          height: result.height,
-          contentType,
-          durationSeconds: result.durationSeconds,
-          hasAudio: result.hasAudio,
-        });
-        // Between results only: after the last one the activity completes, which says more than a heartbeat.
-        if (index < generation.results.length - 1) heartbeat({ stored: index + 1 });
+      // Alive while it copies, on a clock rather than between results: one large video can take
+      // longer to download than the heartbeat timeout, and would otherwise be retried forever.
+      const context = Context.current();
+      const alive = setInterval(
+        () => context.heartbeat({ stored: outputs.length }),
+        deps.persistHeartbeatMs ?? 30_000,
+      );
+      try {
+        // One unguessable folder per generation, chosen once and kept for every later attempt.
+        const prefix = await claimOutputPrefix(db, generation.generationId, `r${randomBase62(32)}`);
+        for (const [index, result] of generation.results.entries()) {
+          const { bytes, contentType } = await provider.fetchResult(generation.jobId, index);
+          const url = await storage.put(
+            prefix,
+            `output-${index}.${extensionOf[contentType] ?? 'bin'}`,
+            bytes,
+          );
+          outputs.push({
+            url,
+            width: result.width,
+            height: result.height,
+            contentType,
+            durationSeconds: result.durationSeconds,
+            hasAudio: result.hasAudio,
+          });
+        }
+        const { expiresAt } = await completeGeneration(db, generation.generationId, outputs, retentionMs);
+        return { expiresAt, outputs };
+      } finally {
+        clearInterval(alive);
       }
-      const { expiresAt } = await completeGeneration(db, generation.generationId, outputs, retentionMs);
-      return { expiresAt, outputs };
     },
 
     /** Returns the debit and marks the generation failed; retried until it commits. */
