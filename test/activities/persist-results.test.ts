@@ -5,12 +5,12 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGenerationActivities } from '../../src/activities/generation-activities.js';
 import { admitGeneration } from '../../src/db/generations-repository.js';
-import { newId } from '../../src/ids.js';
 import { inProcessRenderer, type SimRenderer } from '../../src/providers/sim-renderer.js';
 import { SimulatedProvider } from '../../src/providers/simulated-provider.js';
 import { LocalStorage } from '../../src/storage/storage.js';
 import { createPaidAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { generationStart } from '../support/generations.js';
 import { galleryOf } from '../support/ledger.js';
 
 /**
@@ -32,30 +32,9 @@ describe('persistResults', () => {
 
   it('heartbeats on a clock while one slow result is copied, and stops when done', async () => {
     const account = await createPaidAccount(db.pool);
-    const generationId = newId('gen');
-    const admitted = await admitGeneration(
-      db.pool,
-      {
-        generationId,
-        workflowId: `generation-${generationId}`,
-        accountId: account.accountId,
-        apiKeyId: account.keyId,
-        model: 'lumen-lite',
-        mediaType: 'image',
-        input: { prompt: 'a slow lighthouse' },
-        fingerprint: 'f',
-        idempotencyKey: null,
-        inputPrefix: null,
-        createdAt: new Date().toISOString(),
-        timing: {
-          submitTimeoutMs: 3000,
-          pollIntervalMs: 1000,
-          resultRetentionMs: 60_000,
-          idempotencyRetentionMs: 60_000,
-        },
-      },
-      10,
-    );
+    const start = generationStart(account, 'a slow lighthouse');
+    const { generationId } = start;
+    const admitted = await admitGeneration(db.pool, start, 10);
     expect(admitted.outcome).toBe('accepted');
     // The provider's machines are slow today: each picture takes 400 ms more to draw.
     const slowRenderer: SimRenderer = {

@@ -3,10 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { grantCredits } from '../../src/db/credits-repository.js';
 import { admitGeneration } from '../../src/db/generations-repository.js';
-import { newId } from '../../src/ids.js';
-import type { GenerationStart } from '../../src/workflows/generation-types.js';
 import { createPaidAccount, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { generationStart } from '../support/generations.js';
 import { chargesOf } from '../support/ledger.js';
 
 /**
@@ -22,28 +21,7 @@ describe('admission quotes from the catalog entry current at the debit', () => {
   });
   afterAll(() => db?.drop());
 
-  const startFor = (owner = account): GenerationStart => {
-    const generationId = newId('gen');
-    return {
-      generationId,
-      workflowId: `generation-${generationId}`,
-      accountId: owner.accountId,
-      apiKeyId: owner.keyId,
-      model: 'lumen-lite',
-      mediaType: 'image',
-      input: { prompt: 'a quiet harbour' },
-      fingerprint: 'f',
-      idempotencyKey: null,
-      inputPrefix: null,
-      createdAt: new Date().toISOString(),
-      timing: {
-        submitTimeoutMs: 3000,
-        pollIntervalMs: 1000,
-        resultRetentionMs: 1000,
-        idempotencyRetentionMs: 1000,
-      },
-    };
-  };
+  const startFor = (owner = account) => generationStart(owner, 'a quiet harbour');
   const setModel = (change: ReturnType<typeof sql.unsafe>) => db.pool.query(change);
   const statusOf = (id: string) =>
     db.pool.oneFirst(

@@ -1,5 +1,7 @@
 import type { ApiService } from '../../src/api/service.js';
-import { bearer } from './api.js';
+import { newId } from '../../src/ids.js';
+import type { GenerationStart } from '../../src/workflows/generation-types.js';
+import { bearer, type TestAccount } from './api.js';
 
 /** POST /v1/generations as a client would. */
 export function createGeneration(api: ApiService, key: string, body: unknown, idempotencyKey?: string) {
@@ -40,4 +42,28 @@ export async function pollGeneration(
     if (Date.now() > deadline) throw new Error(`generation ${id} still ${JSON.stringify(generation)}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/** What the API would start a workflow with: a lumen-lite generation of the account's, with no Idempotency-Key. */
+export function generationStart(owner: TestAccount, prompt: string): GenerationStart {
+  const generationId = newId('gen');
+  return {
+    generationId,
+    workflowId: `generation-${generationId}`,
+    accountId: owner.accountId,
+    apiKeyId: owner.keyId,
+    model: 'lumen-lite',
+    mediaType: 'image',
+    input: { prompt },
+    fingerprint: 'f',
+    idempotencyKey: null,
+    inputPrefix: null,
+    createdAt: new Date().toISOString(),
+    timing: {
+      submitTimeoutMs: 3000,
+      pollIntervalMs: 1000,
+      resultRetentionMs: 60_000,
+      idempotencyRetentionMs: 60_000,
+    },
+  };
 }
