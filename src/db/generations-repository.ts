@@ -84,6 +84,7 @@ export async function admitGeneration(
   start: GenerationStart,
   concurrencyLimit: number,
 ): Promise<Admission> {
+  // The generation's row, as admit_generation() inserts it when accepted and recordRefusal when not.
   const record = sql.jsonb({
     id: start.generationId,
     account_id: start.accountId,
@@ -144,7 +145,7 @@ export async function admitGeneration(
         break;
     }
     // Recorded (listed, named by x-request-id) unless another attempt wrote the row first: then its decision stands.
-    const recorded = await db.maybeOneFirst(recordRefusal(start, refusal));
+    const recorded = await db.maybeOneFirst(recordRefusal(record, refusal));
     if (recorded) return { outcome: 'rejected', error: refusal, claimsKey: claimsKey(refusal) };
   }
   throw new Error(
@@ -162,13 +163,13 @@ function claimsKey(error: GenerationError): boolean {
 }
 
 /** The generation's row, refused; nothing (no id back) when the row exists: another attempt decided first. */
-function recordRefusal(start: GenerationStart, error: GenerationError) {
+function recordRefusal(record: ReturnType<typeof sql.jsonb>, error: GenerationError) {
   return sql.type(z.object({ id: z.string() }))`
     INSERT INTO generations (id, account_id, api_key_id, workflow_id, status, model, media_type, credits, input, error,
                              fingerprint, idempotency_key, provider_token, input_prefix, created_at)
-    VALUES (${start.generationId}, ${start.accountId}, ${start.apiKeyId}, ${start.workflowId}, 'rejected', ${start.model},
-            ${start.mediaType}, 0, ${sql.jsonb(start.input as never)}, ${sql.jsonb(error as never)}, ${start.fingerprint},
-            ${start.idempotencyKey}, ${`tok_${start.generationId}`}, ${start.inputPrefix}, ${start.createdAt})
+    SELECT r.id, r.account_id, r.api_key_id, r.workflow_id, 'rejected', r.model, r.media_type, 0, r.input,
+           ${sql.jsonb(error as never)}, r.fingerprint, r.idempotency_key, r.provider_token, r.input_prefix, r.created_at
+    FROM jsonb_populate_record(NULL::generations, ${record}) r
     ON CONFLICT (id) DO NOTHING RETURNING id`;
 }
 
