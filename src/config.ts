@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { StepHorizons } from './workflows/generation-types.js';
 
 /**
  * The whole service is configured by environment variables, parsed here once.
@@ -45,6 +46,19 @@ const configSchema = z.object({
    * the job in the background and the 202 shows it queued. Keep 2 × this under ADMISSION_TIMEOUT_MS.
    */
   PROVIDER_SUBMIT_TIMEOUT_MS: int(3_000, 10),
+  /**
+   * Step horizons: how long each step of a generation is retried before the workflow gives up on
+   * it (see StepHorizons). Admission's must leave the handover room within ADMISSION_TIMEOUT_MS.
+   */
+  ADMISSION_HORIZON_MS: int(4_000, 100),
+  SUBMIT_HORIZON_MS: int(3_600_000, 1_000),
+  PROVIDER_WAIT_HORIZON_MS: int(6 * 3_600_000, 1_000),
+  PERSIST_HORIZON_MS: int(6 * 3_600_000, 1_000),
+  BOOKKEEPING_HORIZON_MS: int(24 * 3_600_000, 1_000),
+  /** How often the reconciliation schedule looks for generations whose workflow is gone. */
+  RECONCILE_INTERVAL_MS: int(5 * 60_000, 1_000),
+  /** A queued generation untouched this long, with no running workflow of its own, is finished by reconciliation. */
+  RECONCILE_GRACE_MS: int(15 * 60_000, 0),
   /** How often the worker asks the provider about a running job. */
   PROVIDER_POLL_INTERVAL_MS: int(2_000, 10),
   /** Results are kept this long after storage (the spec: 30 days). */
@@ -96,5 +110,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     ...c,
     API_PUBLIC_URL: (c.API_PUBLIC_URL ?? `http://${apiHost}:${c.API_PORT}/v1`).replace(/\/$/, ''),
     RESULT_BASE_URL: (c.RESULT_BASE_URL ?? `http://${resultHost}:${c.RESULT_PORT}`).replace(/\/$/, ''),
+  };
+}
+
+/** The step horizons a generation's workflow is started with. */
+export function stepHorizons(config: Config): StepHorizons {
+  return {
+    admissionMs: config.ADMISSION_HORIZON_MS,
+    submitMs: config.SUBMIT_HORIZON_MS,
+    providerWaitMs: config.PROVIDER_WAIT_HORIZON_MS,
+    persistMs: config.PERSIST_HORIZON_MS,
+    bookkeepingMs: config.BOOKKEEPING_HORIZON_MS,
   };
 }

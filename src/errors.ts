@@ -63,3 +63,11 @@ export class ValidationError extends ApiError {
     super('invalid_request', message, { issues });
   }
 }
+
+/**
+ * A failure no retry can fix: a bug, a broken catalog entry, data that breaks an invariant. An
+ * activity that throws it fails for good at once (src/activities/failures.ts).
+ */
+export class PermanentError extends Error {
+  override readonly name = 'PermanentError';
+}

@@ -11,17 +11,21 @@ import {
   markNeedsReview,
   recordProviderJob,
   refundGeneration,
+  releaseSubmitClaim,
+  submissionState,
   type StoredOutput,
 } from '../db/generations-repository.js';
 import { catalogEntryOf } from '../db/catalog-repository.js';
 import { resolveOptions } from '../catalog/pricing.js';
 import {
   ProviderRejection,
+  ProviderTransientError,
   ProviderUncertainError,
   type Provider,
   type ProviderResult,
 } from '../providers/provider.js';
 import type { Storage } from '../storage/storage.js';
+import { PermanentError } from '../errors.js';
 import {
   errorTypes,
   type Admission,
@@ -70,10 +74,21 @@ export function createGenerationActivities(deps: GenerationActivityDeps) {
     async submit(start: GenerationStart): Promise<{ jobId: string }> {
       const provider = deps.providerFor(start.model);
       const claim = await claimSubmit(db, start.generationId);
+      // Refunded already (support refunded it, then reset the workflow): it must never run unpaid.
+      if (claim.refunded) throw settledFailure(start.generationId);
       if (claim.provider_job_id) return { jobId: claim.provider_job_id };
       const token = claim.provider_token ?? `tok_${start.generationId}`;
       if (!claim.first) {
-        const found = await provider.lookup(token);
+        let found: Awaited<ReturnType<Provider['lookup']>>;
+        try {
+          found = await provider.lookup(token);
+        } catch (error) {
+          // An earlier attempt may have reached the provider: until it answers, the job's fate is unknown.
+          throw ApplicationFailure.retryable(
+            `An earlier submit may have reached the provider, which could not be asked: ${messageOf(error)}`,
+            errorTypes.providerUncertain,
+          );
+        }
         if (found.found === true) {
           await recordProviderJob(db, start.generationId, found.jobId);
           return { jobId: found.jobId };
@@ -86,11 +101,17 @@ export function createGenerationActivities(deps: GenerationActivityDeps) {
         }
         // The provider does not have it: sending it now is the first submission it sees.
       }
+      let sent = false;
       try {
-        const job = await provider.submit(providerJob(start, token, claim.definition));
-        await recordProviderJob(db, start.generationId, job.jobId);
-        return job;
+        const job = providerJob(start, token, claim.definition);
+        sent = true;
+        const accepted = await provider.submit(job);
+        await recordProviderJob(db, start.generationId, accepted.jobId);
+        return accepted;
       } catch (error) {
+        // Nothing reached the provider: the claim goes, so the next attempt (or the horizon) knows.
+        if (!sent || error instanceof ProviderTransientError)
+          await releaseSubmitClaim(db, start.generationId);
         if (error instanceof ProviderRejection)
           throw ApplicationFailure.nonRetryable(error.message, errorTypes.providerRejection);
         if (error instanceof ProviderUncertainError) {
@@ -99,6 +120,11 @@ export function createGenerationActivities(deps: GenerationActivityDeps) {
         }
         throw error;
       }
+    },
+
+    /** Where submission stands when its horizon passes: a recorded job, or whether the provider may have one. */
+    async submissionState(generationId: string) {
+      return submissionState(db, generationId);
     },
 
     /** Polls the provider until the job ends; heartbeats progress so a lost worker is noticed in seconds. */
@@ -133,7 +159,12 @@ export function createGenerationActivities(deps: GenerationActivityDeps) {
       );
       try {
         // One unguessable folder per generation, chosen once and kept for every later attempt.
-        const prefix = await claimOutputPrefix(db, generation.generationId, `r${randomBase62(32)}`);
+        const { prefix, refunded } = await claimOutputPrefix(
+          db,
+          generation.generationId,
+          `r${randomBase62(32)}`,
+        );
+        if (refunded) throw settledFailure(generation.generationId);
         for (const [index, result] of generation.results.entries()) {
           const { bytes, contentType } = await provider.fetchResult(generation.jobId, index);
           const url = await storage.put(
@@ -150,8 +181,12 @@ export function createGenerationActivities(deps: GenerationActivityDeps) {
             hasAudio: result.hasAudio,
           });
         }
-        const { expiresAt } = await completeGeneration(db, generation.generationId, outputs, retentionMs);
-        return { expiresAt, outputs };
+        const completed = await completeGeneration(db, generation.generationId, outputs, retentionMs);
+        if (!completed) {
+          await storage.deletePrefix(prefix);
+          throw settledFailure(generation.generationId);
+        }
+        return { expiresAt: completed.expiresAt, outputs };
       } finally {
         clearInterval(alive);
       }
@@ -182,7 +217,7 @@ export function createGenerationActivities(deps: GenerationActivityDeps) {
   function providerJob(start: GenerationStart, token: string, definition: unknown) {
     // Admission checked the model was active; it may have been retired since, and still runs.
     const entry = catalogEntryOf(start.model, definition);
-    if (!entry) throw new Error(`model ${start.model} has no readable catalog entry`);
+    if (!entry) throw new PermanentError(`model ${start.model} has no readable catalog entry`);
     const options = resolveOptions(entry, start.input);
     const sizeBy = entry.output_size ? String(options[entry.output_size.by]) : '';
     const longEdgePx = entry.output_size?.long_edge_px[sizeBy] ?? 1024;
@@ -199,3 +234,12 @@ export function createGenerationActivities(deps: GenerationActivityDeps) {
 }
 
 export type GenerationActivities = ReturnType<typeof createGenerationActivities>;
+
+function settledFailure(generationId: string): ApplicationFailure {
+  return ApplicationFailure.nonRetryable(
+    `generation ${generationId} was refunded already; it is not run again`,
+    errorTypes.generationSettled,
+  );
+}
+
+const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));

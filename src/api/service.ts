@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { Authenticator } from '../auth/authenticator.js';
 import { CatalogCache } from '../catalog/catalog-cache.js';
-import type { Config } from '../config.js';
+import { stepHorizons, type Config } from '../config.js';
 import type { CreditBalance } from '../db/credits-repository.js';
 import type { GenerationRow } from '../db/generations-repository.js';
 import { InvalidatedCache } from '../db/invalidated-cache.js';
@@ -85,6 +85,7 @@ export async function createApiService(
         pollIntervalMs: config.PROVIDER_POLL_INTERVAL_MS,
         resultRetentionMs: config.RESULT_RETENTION_MS,
         idempotencyRetentionMs: config.IDEMPOTENCY_RETENTION_MS,
+        horizons: stepHorizons(config),
       },
     },
     configure,

@@ -1,3 +1,4 @@
+import { PermanentError } from '../errors.js';
 import type { CatalogEntry } from './catalog-entry.js';
 
 /** Input after validation, with every option's default filled in. */
@@ -11,7 +12,7 @@ export function quotePrice(entry: CatalogEntry, options: ResolvedOptions): numbe
   const { pricing } = entry;
   const key = pricing.by === null ? '*' : String(options[pricing.by]);
   const base = pricing.credits[key];
-  if (base === undefined) throw new Error(`model ${entry.id} has no price for ${pricing.by}=${key}`);
+  if (base === undefined) throw new PermanentError(`model ${entry.id} has no price for ${pricing.by}=${key}`);
   let perUnit = base;
   for (const [option, byValue] of Object.entries(pricing.surcharges)) {
     perUnit += byValue[String(options[option])] ?? 0;
@@ -19,7 +20,7 @@ export function quotePrice(entry: CatalogEntry, options: ResolvedOptions): numbe
   if (pricing.unit === 'second') {
     const seconds = options.duration;
     if (typeof seconds !== 'number')
-      throw new Error(`model ${entry.id} is priced per second but has no duration`);
+      throw new PermanentError(`model ${entry.id} is priced per second but has no duration`);
     return perUnit * seconds;
   }
   return perUnit;

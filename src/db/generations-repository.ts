@@ -196,7 +196,7 @@ export async function recordRejectedRequest(
 /**
  * Returns a generation's debit, once: ledger row, balances (to the pools it
  * came from) and the projection (failed, credits_refunded) in one
- * transaction. `credits` keeps the original debit. Refunding twice is a no-op.
+ * transaction. `credits` keeps the original debit. Refunding twice is a no-op, record included.
  */
 export async function refundGeneration(
   db: CommonQueryMethods,
@@ -217,7 +217,9 @@ export async function refundGeneration(
     const refunded = await tx.exists(
       sql.unsafe`SELECT 1 FROM credit_ledger WHERE generation_id = ${generationId} AND kind = 'refund'`,
     );
-    if (debit && !refunded) {
+    // Refunded before (a retry, a support reset): the record keeps the outcome it was refunded with.
+    if (refunded) return;
+    if (debit) {
       await tx.query(sql.unsafe`
         UPDATE credit_balances SET subscription_credits = subscription_credits + ${-debit.subscription_delta},
           one_time_credits = one_time_credits + ${-debit.one_time_delta}, updated_at = now()
@@ -245,6 +247,7 @@ export async function claimSubmit(db: CommonQueryMethods, generationId: string) 
       provider_job_id: z.string().nullable(),
       provider_token: z.string().nullable(),
       first: z.boolean(),
+      refunded: z.boolean(),
       definition: z.unknown(),
     }),
   )`
@@ -252,7 +255,25 @@ export async function claimSubmit(db: CommonQueryMethods, generationId: string) 
     UPDATE generations g SET submit_attempted_at = coalesce(before.submit_attempted_at, now())
     FROM before WHERE g.id = before.id
     RETURNING g.provider_job_id, g.provider_token, before.submit_attempted_at IS NULL AS first,
-      (SELECT definition FROM models m WHERE m.id = g.model) AS definition`);
+      g.credits_refunded AS refunded, (SELECT definition FROM models m WHERE m.id = g.model) AS definition`);
+}
+
+/** Nothing reached the provider after all (it refused the connection, say): the next attempt is a first one again. */
+export async function releaseSubmitClaim(db: CommonQueryMethods, generationId: string): Promise<void> {
+  await db.query(sql.unsafe`
+    UPDATE generations SET submit_attempted_at = NULL WHERE id = ${generationId} AND provider_job_id IS NULL`);
+}
+
+/** Where submission stands: the provider's job, if recorded, and whether a submit may have reached the provider. */
+export async function submissionState(
+  db: CommonQueryMethods,
+  generationId: string,
+): Promise<{ jobId: string | null; mayHaveReachedProvider: boolean }> {
+  const row = await db.one(sql.type(
+    z.object({ provider_job_id: z.string().nullable(), claimed: z.boolean() }),
+  )`
+    SELECT provider_job_id, submit_attempted_at IS NOT NULL AS claimed FROM generations WHERE id = ${generationId}`);
+  return { jobId: row.provider_job_id, mayHaveReachedProvider: row.claimed };
 }
 
 export async function recordProviderJob(
@@ -281,9 +302,11 @@ export async function claimOutputPrefix(
   db: CommonQueryMethods,
   generationId: string,
   candidate: string,
-): Promise<string> {
-  return db.oneFirst(sql.type(z.object({ output_prefix: z.string() }))`
-    UPDATE generations SET output_prefix = COALESCE(output_prefix, ${candidate}) WHERE id = ${generationId} RETURNING output_prefix`);
+): Promise<{ prefix: string; refunded: boolean }> {
+  const row = await db.one(sql.type(z.object({ output_prefix: z.string(), credits_refunded: z.boolean() }))`
+    UPDATE generations SET output_prefix = COALESCE(output_prefix, ${candidate}) WHERE id = ${generationId}
+    RETURNING output_prefix, credits_refunded`);
+  return { prefix: row.output_prefix, refunded: row.credits_refunded };
 }
 
 export interface StoredOutput {
@@ -298,14 +321,14 @@ export interface StoredOutput {
 /**
  * Succeeded: output, completed_at, expires_at (retention after storage) and, for images, the
  * account's gallery rows, in one statement. A generation completed before keeps its output and
- * expires_at (a retried or reset persist changes nothing).
+ * expires_at (a retried or reset persist changes nothing); a refunded one is left alone (null).
  */
 export async function completeGeneration(
   db: CommonQueryMethods,
   generationId: string,
   outputs: StoredOutput[],
   retentionMs: number,
-): Promise<{ expiresAt: string }> {
+): Promise<{ expiresAt: string } | null> {
   const images = outputs.map((o) => ({ url: o.url, width: o.width, height: o.height }));
   const videos = outputs.map((o) => ({
     url: o.url,
@@ -315,9 +338,10 @@ export async function completeGeneration(
     has_audio: o.hasAudio ?? false,
     content_type: o.contentType,
   }));
-  const expiresAt = await db.oneFirst(sql.type(z.object({ expires_at: z.string() }))`
+  // A refunded generation never succeeds: nothing is written, and the caller hears null.
+  const expiresAt = await db.maybeOneFirst(sql.type(z.object({ expires_at: z.string().nullable() }))`
     WITH target AS (
-      SELECT id, media_type, expires_at FROM generations WHERE id = ${generationId} FOR UPDATE
+      SELECT id, media_type, expires_at FROM generations WHERE id = ${generationId} AND NOT credits_refunded FOR UPDATE
     ), done AS (
       UPDATE generations g SET status = 'succeeded',
         output = CASE WHEN t.media_type = 'video' THEN ${sql.jsonb({ videos })} ELSE ${sql.jsonb({ images })} END,
@@ -333,7 +357,7 @@ export async function completeGeneration(
       ON CONFLICT DO NOTHING
     )
     SELECT coalesce((SELECT expires_at FROM done), (SELECT expires_at FROM target)) AS expires_at`);
-  return { expiresAt };
+  return expiresAt ? { expiresAt } : null;
 }
 
 /** The storage folders holding a generation's content (outputs and inline inputs). */

@@ -9,6 +9,7 @@
  * - `[sim:uncertain=recoverable]`  the answer is lost, but a lookup finds the job (it goes on)
  * - `[sim:slow=SECONDS]`   the job takes that long instead of the configured delay
  * - `[sim:persist-fail=N]` the first N downloads of a result fail (persistence recovery)
+ * - `[sim:unreachable]`    every submit fails before it reaches the provider (connection refused)
  */
 export interface SimDirectives {
   fail: boolean;
@@ -16,6 +17,7 @@ export interface SimDirectives {
   uncertain: false | 'unresolvable' | 'recoverable';
   slowSeconds: number | null;
   persistFailures: number;
+  unreachable: boolean;
 }
 
 const pattern = /\[sim:([a-z-]+)(?:=([^\]]*))?\]/g;
@@ -27,6 +29,7 @@ export function parseSimDirectives(prompt: string): SimDirectives {
     uncertain: false,
     slowSeconds: null,
     persistFailures: 0,
+    unreachable: false,
   };
   for (const [, name, value] of prompt.matchAll(pattern)) {
     switch (name) {
@@ -41,6 +44,9 @@ export function parseSimDirectives(prompt: string): SimDirectives {
         break;
       case 'slow':
         directives.slowSeconds = Math.max(0, Number(value) || 0);
+        break;
+      case 'unreachable':
+        directives.unreachable = true;
         break;
       case 'persist-fail':
         directives.persistFailures = Math.max(0, Math.floor(Number(value) || 0));

@@ -49,6 +49,8 @@ export class SimulatedProvider implements Provider {
 
   async submit(job: ProviderJob): Promise<{ jobId: string }> {
     const directives = parseSimDirectives(job.prompt);
+    if (directives.unreachable)
+      throw new ProviderTransientError('The provider refused the connection; nothing was sent (simulated).');
     if (directives.reject) throw new ProviderRejection('The provider rejected the request (simulated).');
     const delayMs = directives.slowSeconds !== null ? directives.slowSeconds * 1000 : this.options.delayMs;
     const jobId = await this.db.oneFirst(sql.type(z.object({ job_id: z.string() }))`

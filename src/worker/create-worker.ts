@@ -7,6 +7,8 @@ import {
   type LogLevel,
 } from '@temporalio/worker';
 import type { Logger } from 'pino';
+import type { ActivityInterceptorsFactory } from '@temporalio/worker';
+import { classifyFailure } from '../activities/failures.js';
 import type { Activities } from '../activities/index.js';
 import { providerWaitQueue } from '../workflows/generation-types.js';
 import { bundleWorkflows } from './workflow-bundle.js';
@@ -43,6 +45,7 @@ export interface GenerationWorker {
  */
 export async function createWorker(options: WorkerOptions): Promise<GenerationWorker> {
   const { activities } = options;
+  const interceptors = { activity: [classifyActivityFailures] };
   const waits = { waitForProvider: activities.waitForProvider.bind(activities) };
   const steps = Object.fromEntries(Object.entries(activities).filter(([name]) => !(name in waits)));
   const workers = [
@@ -51,6 +54,7 @@ export async function createWorker(options: WorkerOptions): Promise<GenerationWo
       namespace: options.namespace,
       taskQueue: options.taskQueue,
       activities: steps,
+      interceptors,
       ...(options.maxCachedWorkflows ? { maxCachedWorkflows: options.maxCachedWorkflows } : {}),
       ...(options.maxConcurrentActivities
         ? { maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities }
@@ -64,6 +68,7 @@ export async function createWorker(options: WorkerOptions): Promise<GenerationWo
       namespace: options.namespace,
       taskQueue: providerWaitQueue(options.taskQueue),
       activities: waits,
+      interceptors,
       maxConcurrentActivityTaskExecutions: options.maxProviderWaits ?? 1000,
     }),
   ];
@@ -101,6 +106,19 @@ export async function createWorker(options: WorkerOptions): Promise<GenerationWo
     shutdown,
   };
 }
+
+/** Every activity's failure is classified (retryable or not) in one place: see classifyFailure. */
+const classifyActivityFailures: ActivityInterceptorsFactory = () => ({
+  inbound: {
+    async execute(input, next) {
+      try {
+        return await next(input);
+      } catch (error) {
+        throw classifyFailure(error);
+      }
+    },
+  },
+});
 
 const pinoLevel: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'> = {
   TRACE: 'trace',

@@ -31,8 +31,37 @@ export interface GenerationStart {
     pollIntervalMs: number;
     resultRetentionMs: number;
     idempotencyRetentionMs: number;
+    /** How long each step is retried before the workflow gives up on it (absent from older APIs: the defaults). */
+    horizons?: Partial<StepHorizons>;
   };
 }
+
+/**
+ * How long each retried step may keep failing before the workflow stops retrying it: before the
+ * debit the request is refused; after it, the generation is refunded (or goes to review where the
+ * provider may have run the job). Milliseconds.
+ */
+export interface StepHorizons {
+  /** Admission (slot, quote, debit), retried while the POST waits. */
+  admissionMs: number;
+  /** Handing the job to a provider slower than the POST. */
+  submitMs: number;
+  /** The provider's job running to its end. */
+  providerWaitMs: number;
+  /** Copying the results into our storage ("persistence recovery"). */
+  persistMs: number;
+  /** Refunds, review marks and content expiry. */
+  bookkeepingMs: number;
+}
+
+const hour = 3_600_000;
+export const defaultStepHorizons: StepHorizons = {
+  admissionMs: 4_000,
+  submitMs: hour,
+  providerWaitMs: 6 * hour,
+  persistMs: 6 * hour,
+  bookkeepingMs: 24 * hour,
+};
 
 /** What admission decided. */
 export type Admission =
@@ -65,16 +94,32 @@ export interface GenerationProgress {
     | 'needs_review'
     | 'succeeded'
     | 'failed'
-    | 'expired';
+    | 'expired'
+    | 'expiry_failed';
   providerJobId: string | null;
   expiresAt: string | null;
 }
 
-/** Error types activities throw that the workflow handles rather than retries. */
+/** Failure types activities report, named in the workflow's retry policies (see src/activities/failures.ts). */
 export const errorTypes = {
   providerRejection: 'ProviderRejection',
   providerUncertain: 'ProviderUncertain',
+  /** Retrying cannot help: a bug, a broken catalog entry, a result that can never be fetched. */
+  permanent: 'PermanentFailure',
+  /** Data PostgreSQL refuses to store: the request itself is at fault. */
+  invalidInput: 'InvalidInput',
+  /** PostgreSQL or another dependency is unreachable: retried. */
+  dependencyUnavailable: 'DependencyUnavailable',
+  /** The generation was already refunded (a support reset re-ran it): nothing more may happen to it. */
+  generationSettled: 'GenerationSettled',
 } as const;
+
+/** The failure types no retry can fix. */
+export const nonRetryableTypes = [
+  errorTypes.permanent,
+  errorTypes.invalidInput,
+  errorTypes.generationSettled,
+];
 
 /**
  * The task queue of the provider waits, next to the generation's own: a wait

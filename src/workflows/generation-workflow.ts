@@ -1,22 +1,20 @@
 import {
-  ActivityFailure,
   ApplicationFailure,
   allHandlersFinished,
   condition,
   defineQuery,
   defineUpdate,
-  proxyActivities,
-  proxyLocalActivities,
+  isCancellation,
+  patched,
   setCurrentDetails,
   setHandler,
   sleep,
   upsertSearchAttributes,
-  workflowInfo,
 } from '@temporalio/workflow';
-import type { GenerationActivities } from '../activities/generation-activities.js';
+import { admissionErrors, generationErrors } from './generation-errors.js';
+import { generationSteps } from './generation-steps.js';
 import {
   errorTypes,
-  providerWaitQueue,
   type Admission,
   type AdmitResult,
   type GenerationError,
@@ -26,6 +24,7 @@ import {
   type Resolution,
 } from './generation-types.js';
 import { GenerationStatus as GenerationStatusKey, NeedsReview } from './search-attributes.js';
+import { failureType, isPermanent, isSettled } from './step-failures.js';
 
 /** POST /v1/generations: answers once admission is decided and an accepted job handed over (at once, for a repeat). */
 export const admitUpdate = defineUpdate<AdmitResult>('admit');
@@ -34,78 +33,16 @@ export const resolveUpdate = defineUpdate<GenerationProgress, [Resolution]>('res
 /** Where the generation stands, as the workflow sees it. */
 export const progressQuery = defineQuery<GenerationProgress>('progress');
 
-const { admit } = proxyLocalActivities<GenerationActivities>({
-  startToCloseTimeout: '15 seconds',
-  retry: { initialInterval: '200 milliseconds', maximumInterval: '5 seconds' },
-  summary: 'Admit: concurrency slot, price quote, debit',
-});
-/**
- * Creating a generation hands it to the provider (the spec's POST), so the first submission runs
- * while the POST waits, as a local activity in admission's workflow task: its answer (accepted,
- * rejected and refunded, or uncertain) is in the 202. It gets `submitTimeoutMs` per attempt, twice.
- */
-const handoverActivities = (submitTimeoutMs: number) =>
-  proxyLocalActivities<GenerationActivities>({
-    startToCloseTimeout: submitTimeoutMs,
-    retry: {
-      initialInterval: '200 milliseconds',
-      maximumAttempts: 2,
-      nonRetryableErrorTypes: [errorTypes.providerRejection],
-    },
-    summary: 'Submit to the provider (once; a second attempt looks the job up)',
-  });
-/** A provider too slow to answer within the POST gets the job in the background, retried until it answers. */
-const { submit: submitInBackground } = proxyActivities<GenerationActivities>({
-  startToCloseTimeout: '1 minute',
-  retry: {
-    initialInterval: '1 second',
-    maximumInterval: '1 minute',
-    nonRetryableErrorTypes: [errorTypes.providerRejection],
-  },
-  summary: 'Submit to the provider in the background (looks the job up before sending it again)',
-});
-/**
- * The provider wait runs on a task queue of its own, so waits that last minutes never take the
- * worker slots of short steps. It heartbeats once per poll, so its heartbeat timeout follows the
- * poll interval: a lost worker is noticed within three polls (10 s at least), and a slow poll
- * interval never times a healthy wait out.
- */
-const waitingActivities = (pollIntervalMs: number) =>
-  proxyActivities<GenerationActivities>({
-    taskQueue: providerWaitQueue(workflowInfo().taskQueue),
-    startToCloseTimeout: '6 hours',
-    heartbeatTimeout: Math.max(10_000, 3 * pollIntervalMs),
-    retry: { initialInterval: '1 second', maximumInterval: '1 minute' },
-    summary: 'Wait for the provider',
-  });
-const { persistResults } = proxyActivities<GenerationActivities>({
-  startToCloseTimeout: '10 minutes',
-  heartbeatTimeout: '2 minutes',
-  // Persistence recovery: retried until the results are ours, however long the provider's storage misbehaves.
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '5 minutes' },
-  summary: 'Persist results into our storage',
-});
-const { refund, markNeedsReview, recordProviderJob, expireContent } = proxyActivities<GenerationActivities>({
-  startToCloseTimeout: '30 seconds',
-  // Retried until it commits: until then the generation stays queued with credits_refunded false.
-  retry: { initialInterval: '1 second', maximumInterval: '1 minute' },
-});
-
-const needsReviewError: GenerationError = {
-  code: 'submission_unresolved',
-  message:
-    'The provider may have accepted this generation, but its answer was lost and it cannot tell us. Nothing was refunded yet. Contact support with this id before starting another generation.',
-};
-
 /**
  * One generation, from admission to the end of its idempotency horizon:
  *
  *   admit (debit) → submit [the POST answers here] → wait for the provider → persist results
  *   → succeeded → keep the results until expires_at → expire the content → hold the key until the horizon.
  *
- * A failure after the debit is refunded exactly once; an uncertain submission
- * waits for support instead of guessing. The workflow only decides; every
- * read and write happens in an activity.
+ * A failure after the debit is refunded exactly once; an uncertain submission waits for support
+ * instead of guessing. Every step is retried until its horizon (StepHorizons) and no longer: then
+ * the generation is refunded, or goes to review where the provider may have run the job. The
+ * workflow only decides; every read and write happens in an activity.
  */
 export async function generationWorkflow(start: GenerationStart): Promise<GenerationProgress> {
   // What the API indexed at start (queued, not needing review); upserted again only when it changes.
@@ -119,11 +56,14 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
     providerJobId: null,
     expiresAt: null,
   };
-  const { waitForProvider } = waitingActivities(start.timing.pollIntervalMs);
-  // A start from an API older than the handover has no submitTimeoutMs (a rolling deploy): 3 s, the default.
-  const { submit } = handoverActivities(start.timing.submitTimeoutMs ?? 3_000);
+  const steps = generationSteps(start.timing);
+  // Without an Idempotency-Key there is no key to hold: the run ends with the generation's story.
+  // (Runs started before this rule held the key; they keep doing so when replayed.)
+  const holdsNoKey = start.idempotencyKey === null && patched('keyless-runs-hold-no-key');
   let admission: Promise<Admission> | undefined;
-  const admitOnce = () => (admission ??= admit(start));
+  const admitOnce = () => (admission ??= admit());
+  /** Why admission could not complete, when it was a bug: the run then ends failed, for operators to see. */
+  let admissionBroke: string | undefined;
   let resolution: Resolution | undefined;
   // The POST answers once the generation is with the provider, has ended (refunded) or waits for support,
   // or once the provider proved too slow to answer within it.
@@ -140,7 +80,7 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
       generationId: start.generationId,
       fingerprint: start.fingerprint,
       admission: decided,
-      keyHeldUntil: new Date(holdsKey ? horizon : Date.parse(start.createdAt)).toISOString(),
+      keyHeldUntil: new Date(holdsKey && !holdsNoKey ? horizon : Date.parse(start.createdAt)).toISOString(),
     };
   });
   setHandler(progressQuery, () => progress);
@@ -165,8 +105,10 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
   if (admitted.outcome === 'rejected') {
     enter('rejected', 'rejected', `rejected: ${admitted.error.code}`);
     // A rejection that does not claim the key ends the run now, so a retry with the same key starts afresh.
-    if (admitted.claimsKey) await holdKeyUntilHorizon();
+    if (admitted.claimsKey && !holdsNoKey) await holdKeyUntilHorizon();
     await condition(allHandlersFinished);
+    if (admissionBroke !== undefined)
+      throw ApplicationFailure.nonRetryable(`admission failed: ${admissionBroke}`, 'AdmissionFailed');
     return progress;
   }
 
@@ -174,80 +116,139 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
   if (succeeded && progress.expiresAt) {
     setCurrentDetails(`succeeded; results kept until ${progress.expiresAt}`);
     await sleep(Math.max(0, Date.parse(progress.expiresAt) - Date.now()));
-    await expireContent(start.generationId);
-    progress.step = 'expired';
-    setCurrentDetails('content expired; holding the idempotency key');
+    await expire();
   }
-  await holdKeyUntilHorizon();
+  if (!holdsNoKey) await holdKeyUntilHorizon();
   await condition(allHandlersFinished);
   return progress;
+
+  /**
+   * Admission's decision, or a refusal when it could not complete: bad data (400), a dependency
+   * down past the admission horizon (503), or a bug (500). None of these claims the key.
+   */
+  async function admit(): Promise<Admission> {
+    try {
+      return await steps.admit(start);
+    } catch (error) {
+      if (isCancellation(error)) throw error;
+      const type = failureType(error);
+      let refusal: GenerationError;
+      if (type === errorTypes.invalidInput) refusal = admissionErrors.invalidInput;
+      else if (type === errorTypes.dependencyUnavailable || type === 'timeout')
+        refusal = admissionErrors.unavailable;
+      else {
+        refusal = admissionErrors.internal;
+        admissionBroke = error instanceof Error ? error.message : String(error);
+      }
+      return { outcome: 'rejected', error: refusal, claimsKey: false };
+    }
+  }
 
   /** Submit, wait, persist. True when the generation succeeded; false when it ended failed (and refunded). */
   async function generate(): Promise<boolean> {
     enter('submitting', 'queued', 'submitting to the provider');
-    let jobId: string;
-    try {
-      jobId = await handOver();
-    } catch (error) {
-      switch (failureType(error)) {
-        case errorTypes.providerRejection:
-          return fail({
-            code: 'provider_rejected',
-            message: 'The provider rejected this request. The credits were refunded.',
-          });
-        case errorTypes.providerUncertain: {
-          const resolved = await waitForSupport();
-          if (resolved === null) return false;
-          jobId = resolved;
-          break;
-        }
-        default:
-          throw error;
-      }
-    }
+    const jobId = await submit();
+    if (jobId === null) return false;
     progress.providerJobId = jobId;
     enter('generating', 'queued', `generating (provider job ${jobId})`);
-    const outcome = await waitForProvider({ model: start.model, jobId }, start.timing.pollIntervalMs);
+    let outcome: Awaited<ReturnType<typeof steps.waitForProvider>>;
+    try {
+      outcome = await steps.waitForProvider({ model: start.model, jobId }, start.timing.pollIntervalMs);
+    } catch (error) {
+      return giveUp(error, 'The provider did not finish this generation in time.');
+    }
     if (outcome.state === 'failed') return fail({ code: 'generation_failed', message: outcome.message });
 
     enter('persisting', 'queued', 'persisting results');
-    const { expiresAt } = await persistResults(
-      { generationId: start.generationId, model: start.model, jobId, results: outcome.results },
-      start.timing.resultRetentionMs,
-    );
-    progress.expiresAt = expiresAt;
+    try {
+      const { expiresAt } = await steps.persistResults(
+        { generationId: start.generationId, model: start.model, jobId, results: outcome.results },
+        start.timing.resultRetentionMs,
+      );
+      progress.expiresAt = expiresAt;
+    } catch (error) {
+      return giveUp(error, 'The result could not be copied from the provider.');
+    }
     enter('succeeded', 'succeeded', 'succeeded');
     return true;
   }
 
   /**
-   * The provider's job id once it has the job. A rejection, or an acceptance it cannot confirm,
-   * is final; any other failure (no answer in time) leaves the job to the background submission.
+   * The provider's job id once it has the job; null when the generation ended instead (rejected and
+   * refunded, refunded by support, or settled before). An acceptance nobody can confirm waits for support.
    */
-  async function handOver(): Promise<string> {
+  async function submit(): Promise<string | null> {
     try {
-      return (await submit(start)).jobId;
+      return (await handOver()).jobId;
     } catch (error) {
-      const type = failureType(error);
-      if (type === errorTypes.providerRejection || (type === errorTypes.providerUncertain && isFinal(error)))
-        throw error;
-      submittingInBackground = true;
-      setCurrentDetails('the provider is slow to accept; submitting in the background');
-      return (await submitInBackground(start)).jobId;
+      if (isCancellation(error)) throw error;
+      if (isSettled(error)) {
+        settled();
+        return null;
+      }
+      switch (failureType(error)) {
+        case errorTypes.providerRejection:
+          await fail(generationErrors.providerRejected);
+          return null;
+        case errorTypes.providerUncertain:
+          return waitForSupport();
+      }
+      if (isPermanent(error)) {
+        await fail(
+          generationErrors.cannotComplete('This generation could not be submitted to the provider.'),
+        );
+        return null;
+      }
+      // The submit horizon: a job the provider may have is not ours to refund.
+      const state = await steps.submissionState(start.generationId);
+      if (state.jobId) return state.jobId;
+      if (state.mayHaveReachedProvider) return waitForSupport();
+      await fail(generationErrors.timedOut('The provider did not accept this generation in time.'));
+      return null;
     }
   }
 
-  /** Failure after the debit: refund, retried until it commits, then failed. */
+  /**
+   * The first submission while the POST waits; a rejection, or an acceptance the provider cannot
+   * confirm, is final; any other failure (no answer in time) leaves the job to the background submission.
+   */
+  async function handOver(): Promise<{ jobId: string }> {
+    try {
+      return await steps.handOver(start);
+    } catch (error) {
+      if (isCancellation(error) || isPermanent(error)) throw error;
+      submittingInBackground = true;
+      setCurrentDetails('the provider is slow to accept; submitting in the background');
+      return steps.submitInBackground(start);
+    }
+  }
+
+  /** A step gave up after the debit: refunded and failed, unless the generation was settled already. */
+  async function giveUp(error: unknown, what: string): Promise<false> {
+    if (isCancellation(error)) throw error;
+    if (isSettled(error)) {
+      settled();
+      return false;
+    }
+    return fail(isPermanent(error) ? generationErrors.cannotComplete(what) : generationErrors.timedOut(what));
+  }
+
+  /** Failure after the debit: refund, retried until it commits (or its horizon), then failed. */
   async function fail(error: GenerationError): Promise<false> {
     enter('refunding', 'queued', `refunding: ${error.code}`);
-    await refund(start.generationId, error);
+    await steps.refund(start.generationId, error);
     enter('failed', 'failed', `failed: ${error.code} (refunded)`);
     return false;
   }
 
+  /** Already refunded before this run (a support reset): nothing is submitted, stored or refunded again. */
+  function settled(): void {
+    enter('failed', 'failed', 'already refunded; nothing more to do');
+  }
+
   /** No speculative refund, no second submission: wait for support to say what happened. */
   async function waitForSupport(): Promise<string | null> {
-    await markNeedsReview(start.generationId, needsReviewError);
+    await steps.markNeedsReview(start.generationId, generationErrors.submissionUnresolved);
     enter(
       'needs_review',
       'failed',
@@ -257,14 +258,23 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
     await condition(() => resolution !== undefined);
     const decision = resolution!;
     if (decision.action === 'refund') {
-      await fail({
-        code: 'generation_failed',
-        message: 'Support found this generation was not produced. The credits were refunded.',
-      });
+      await fail(generationErrors.refundedBySupport);
       return null;
     }
-    await recordProviderJob(start.generationId, decision.providerJobId);
+    await steps.recordProviderJob(start.generationId, decision.providerJobId);
     return decision.providerJobId;
+  }
+
+  /** Content expiry. If it cannot complete, the files stay and operators are told; the key is still held. */
+  async function expire(): Promise<void> {
+    try {
+      await steps.expireContent(start.generationId);
+      progress.step = 'expired';
+      setCurrentDetails('content expired; holding the idempotency key');
+    } catch (error) {
+      if (isCancellation(error)) throw error;
+      enter('expiry_failed', 'succeeded', `content expiry failed; its files remain: ${String(error)}`, true);
+    }
   }
 
   async function holdKeyUntilHorizon(): Promise<void> {
@@ -290,23 +300,4 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
     }
     setCurrentDetails(details);
   }
-}
-
-/**
- * The ApplicationFailure an activity failed with, if any: the cause of an ActivityFailure, or the
- * failure itself when a local activity ran out of attempts (core resolves those unwrapped).
- */
-function applicationFailureOf(error: unknown): ApplicationFailure | undefined {
-  const failure = error instanceof ActivityFailure ? error.cause : error;
-  return failure instanceof ApplicationFailure ? failure : undefined;
-}
-
-/** The ApplicationFailure type behind an activity failure, if any. */
-function failureType(error: unknown): string | undefined {
-  return applicationFailureOf(error)?.type ?? undefined;
-}
-
-/** Whether the activity said retrying cannot help (ApplicationFailure.nonRetryable). */
-function isFinal(error: unknown): boolean {
-  return applicationFailureOf(error)?.nonRetryable === true;
 }

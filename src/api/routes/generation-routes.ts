@@ -10,10 +10,10 @@ import {
   type GenerationRow,
 } from '../../db/generations-repository.js';
 import type { InvalidatedCache } from '../../db/invalidated-cache.js';
-import { ApiError, ValidationError, type ValidationIssue } from '../../errors.js';
+import { ApiError, ValidationError, errorCodes, type ErrorCode, type ValidationIssue } from '../../errors.js';
 import { newId } from '../../ids.js';
 import type { Storage } from '../../storage/storage.js';
-import type { GenerationStart, GenerationStatus } from '../../workflows/generation-types.js';
+import type { Admission, GenerationStart, GenerationStatus } from '../../workflows/generation-types.js';
 import { admitUpdate, generationWorkflow } from '../../workflows/generation-workflow.js';
 import {
   AccountId,
@@ -123,7 +123,12 @@ export function generationRoutes(app: FastifyInstance, deps: GenerationRouteDeps
       admitted = await admit(`admit-${workflowId}-${generationId}`);
     }
     reply.header('x-request-id', admitted.generationId);
-    if (admitted.fingerprint !== requestFingerprint) {
+    const conflict = admitted.fingerprint !== requestFingerprint;
+    // Inline images of a request that will never run are not kept: a conflict's are its own (another
+    // fingerprint, another folder), and a rejected generation's are never read.
+    if (stored.prefix && (conflict || admitted.admission.outcome === 'rejected'))
+      await deps.storage.deletePrefix(stored.prefix);
+    if (conflict) {
       throw new ApiError(
         'idempotency_conflict',
         'This Idempotency-Key was used with a different request body. Use a new key for a new generation.',
@@ -133,15 +138,7 @@ export function generationRoutes(app: FastifyInstance, deps: GenerationRouteDeps
       );
     }
     const { admission } = admitted;
-    if (admission.outcome === 'rejected') {
-      const code =
-        admission.error.code === 'insufficient_credits'
-          ? 'insufficient_credits'
-          : admission.error.code === 'concurrency_limit_exceeded'
-            ? 'concurrency_limit_exceeded'
-            : 'invalid_request';
-      throw new ApiError(code, admission.error.message, { requestId: admitted.generationId });
-    }
+    if (admission.outcome === 'rejected') throw admissionRefusal(admission, admitted.generationId);
     // Through the cache: the client's first polls of a new generation are answered from memory.
     const row = await readGeneration(principal.accountId, admitted.generationId);
     if (!row) throw new Error(`admitted generation ${admitted.generationId} has no projection row`);
@@ -234,6 +231,18 @@ export function generationRoutes(app: FastifyInstance, deps: GenerationRouteDeps
     reply.header('x-request-id', id);
     throw error;
   }
+}
+
+/** The API error a refused admission answers with: its code's status (400 for an unknown code), issues for a 400. */
+function admissionRefusal(
+  admission: Extract<Admission, { outcome: 'rejected' }>,
+  requestId: string,
+): ApiError {
+  const { error } = admission;
+  const code: ErrorCode = error.code in errorCodes ? (error.code as ErrorCode) : 'invalid_request';
+  const issues =
+    code === 'invalid_request' ? [{ field: '', code: 'invalid_value', message: error.message }] : undefined;
+  return new ApiError(code, error.message, { requestId, issues });
 }
 
 function encodeCursor(position: { createdAt: string; id: string }): string {

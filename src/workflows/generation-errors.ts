@@ -1,0 +1,61 @@
+import type { GenerationError } from './generation-types.js';
+
+/**
+ * The errors a generation record can end with after its debit, as the client reads them
+ * (`error.code`, `error.message`). Documented in the README's error table.
+ */
+export const generationErrors = {
+  providerRejected: {
+    code: 'provider_rejected',
+    message: 'The provider rejected this request. The credits were refunded.',
+  },
+  submissionUnresolved: {
+    code: 'submission_unresolved',
+    message:
+      'The provider may have accepted this generation, but its answer was lost and it cannot tell us. Nothing was refunded yet. Contact support with this id before starting another generation.',
+  },
+  refundedBySupport: {
+    code: 'generation_failed',
+    message: 'Support found this generation was not produced. The credits were refunded.',
+  },
+  /** A step failed in a way no retry can fix (a broken model entry, a result that cannot be used). */
+  cannotComplete: (what: string): GenerationError => ({
+    code: 'generation_failed',
+    message: `${what} The credits were refunded.`,
+  }),
+  /** A step kept failing until its horizon. */
+  timedOut: (what: string): GenerationError => ({
+    code: 'generation_timed_out',
+    message: `${what} The credits were refunded.`,
+  }),
+  /** Reconciliation found the generation's workflow gone before the provider had it. */
+  interrupted: {
+    code: 'generation_interrupted',
+    message:
+      'Processing of this generation stopped before it reached the provider. The credits were refunded.',
+  },
+  /** Reconciliation found the generation's workflow gone after the provider may have had it. */
+  interruptedNeedsReview: {
+    code: 'submission_unresolved',
+    message:
+      'Processing of this generation stopped after it was sent to the provider, which may have run it. Nothing was refunded yet. Contact support with this id before starting another generation.',
+  },
+} as const satisfies Record<string, GenerationError | ((what: string) => GenerationError)>;
+
+/** What an admission that could not complete answers the POST with (no key is claimed, nothing is charged). */
+export const admissionErrors = {
+  invalidInput: {
+    code: 'invalid_request',
+    message: 'The request holds data the service cannot store.',
+  },
+  unavailable: {
+    code: 'service_unavailable',
+    message:
+      'Admission did not complete: a dependency is unavailable. Retry with the same Idempotency-Key and body.',
+  },
+  internal: {
+    code: 'internal_error',
+    message:
+      'Admission failed unexpectedly. Retry with the same Idempotency-Key, or quote the x-request-id to support.',
+  },
+} as const satisfies Record<string, GenerationError>;

@@ -1,0 +1,116 @@
+import { proxyActivities, proxyLocalActivities, workflowInfo } from '@temporalio/workflow';
+import type { GenerationActivities } from '../activities/generation-activities.js';
+import {
+  defaultStepHorizons,
+  errorTypes,
+  nonRetryableTypes,
+  providerWaitQueue,
+  type GenerationStart,
+} from './generation-types.js';
+
+/**
+ * The generation workflow's steps and how each is retried. Every step retries what may pass
+ * (an unreachable database, a slow provider) until its horizon, and never what cannot
+ * (`nonRetryableTypes`, a provider's rejection); the workflow decides what giving up means.
+ */
+export function generationSteps(timing: GenerationStart['timing']) {
+  const horizon = { ...defaultStepHorizons, ...timing.horizons };
+
+  /** Admission runs while the POST waits, so its horizon is seconds. */
+  const { admit } = proxyLocalActivities<GenerationActivities>({
+    startToCloseTimeout: horizon.admissionMs,
+    scheduleToCloseTimeout: horizon.admissionMs,
+    retry: {
+      initialInterval: '200 milliseconds',
+      maximumInterval: '1 second',
+      nonRetryableErrorTypes: nonRetryableTypes,
+    },
+    summary: 'Admit: concurrency slot, price quote, debit',
+  });
+
+  /**
+   * Creating a generation hands it to the provider (the spec's POST), so the first submission runs
+   * while the POST waits, as a local activity in admission's workflow task: its answer (accepted,
+   * rejected and refunded, or uncertain) is in the 202. It gets `submitTimeoutMs` per attempt, twice.
+   * A start from an API older than the handover has no submitTimeoutMs (a rolling deploy): 3 s.
+   */
+  const { submit: handOver } = proxyLocalActivities<GenerationActivities>({
+    startToCloseTimeout: timing.submitTimeoutMs ?? 3_000,
+    retry: {
+      initialInterval: '200 milliseconds',
+      maximumAttempts: 2,
+      nonRetryableErrorTypes: [errorTypes.providerRejection, ...nonRetryableTypes],
+    },
+    summary: 'Submit to the provider (once; a second attempt looks the job up)',
+  });
+
+  /** A provider too slow to answer within the POST gets the job in the background, until the submit horizon. */
+  const { submit: submitInBackground } = proxyActivities<GenerationActivities>({
+    startToCloseTimeout: '1 minute',
+    scheduleToCloseTimeout: horizon.submitMs,
+    retry: {
+      initialInterval: '1 second',
+      maximumInterval: '1 minute',
+      nonRetryableErrorTypes: [errorTypes.providerRejection, ...nonRetryableTypes],
+    },
+    summary: 'Submit to the provider in the background (looks the job up before sending it again)',
+  });
+
+  /**
+   * The provider wait runs on a task queue of its own, so waits that last minutes never take the
+   * worker slots of short steps. It heartbeats once per poll, so its heartbeat timeout follows the
+   * poll interval: a lost worker is noticed within three polls (10 s at least), and a slow poll
+   * interval never times a healthy wait out.
+   */
+  const { waitForProvider } = proxyActivities<GenerationActivities>({
+    taskQueue: providerWaitQueue(workflowInfo().taskQueue),
+    startToCloseTimeout: horizon.providerWaitMs,
+    scheduleToCloseTimeout: horizon.providerWaitMs,
+    heartbeatTimeout: Math.max(10_000, 3 * timing.pollIntervalMs),
+    retry: {
+      initialInterval: '1 second',
+      maximumInterval: '1 minute',
+      nonRetryableErrorTypes: nonRetryableTypes,
+    },
+    summary: 'Wait for the provider',
+  });
+
+  /** Persistence recovery: retried through the provider's storage misbehaving, up to its horizon. */
+  const { persistResults } = proxyActivities<GenerationActivities>({
+    startToCloseTimeout: '10 minutes',
+    heartbeatTimeout: '2 minutes',
+    scheduleToCloseTimeout: horizon.persistMs,
+    retry: {
+      initialInterval: '1 second',
+      backoffCoefficient: 2,
+      maximumInterval: '5 minutes',
+      nonRetryableErrorTypes: nonRetryableTypes,
+    },
+    summary: 'Persist results into our storage',
+  });
+
+  /** Refunds and bookkeeping: until they commit the generation stays queued (credits_refunded false). */
+  const { refund, markNeedsReview, recordProviderJob, expireContent, submissionState } =
+    proxyActivities<GenerationActivities>({
+      startToCloseTimeout: '30 seconds',
+      scheduleToCloseTimeout: horizon.bookkeepingMs,
+      retry: {
+        initialInterval: '1 second',
+        maximumInterval: '1 minute',
+        nonRetryableErrorTypes: nonRetryableTypes,
+      },
+    });
+
+  return {
+    admit,
+    handOver,
+    submitInBackground,
+    waitForProvider,
+    persistResults,
+    refund,
+    markNeedsReview,
+    recordProviderJob,
+    expireContent,
+    submissionState,
+  };
+}
