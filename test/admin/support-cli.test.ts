@@ -1,3 +1,4 @@
+import { sql } from 'slonik';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { runAdminCommand } from '../../src/admin/commands.js';
 import type { AdminContext } from '../../src/admin/command.js';
@@ -11,6 +12,14 @@ describe('support commands', () => {
   const stack = useGenerationStack({ account: { oneTime: 100 } });
   let context: AdminContext;
   const admin = (...argv: string[]) => runAdminCommand(argv, context);
+  const read = async (id: string) =>
+    (
+      await stack.api.app.inject({
+        method: 'GET',
+        url: `/v1/generations/${id}`,
+        headers: bearer(stack.account.key),
+      })
+    ).json();
   beforeAll(() => {
     context = { db: stack.db.pool, temporal: () => Promise.resolve(stack.client) };
   });
@@ -85,14 +94,6 @@ describe('support commands', () => {
     ).json().id as string;
     await pollGeneration(stack.api, stack.account.key, succeeded);
     await pollGeneration(stack.api, stack.account.key, failed);
-    const read = async (id: string) =>
-      (
-        await stack.api.app.inject({
-          method: 'GET',
-          url: `/v1/generations/${id}`,
-          headers: bearer(stack.account.key),
-        })
-      ).json();
     const before = {
       succeeded: await chargesOf(stack.db.pool, succeeded),
       failed: await chargesOf(stack.db.pool, failed),
@@ -117,5 +118,31 @@ describe('support commands', () => {
     expect(await galleryOf(stack.db.pool, succeeded)).toEqual(before.gallery);
     expect(before.succeeded).toEqual({ debits: 1, refunds: 0, net: -2, submissions: 1 });
     expect(before.failed).toEqual({ debits: 1, refunds: 1, net: 0, submissions: 1 });
+  });
+
+  it('a reset never turns a refunded generation into a result, nor refunds it twice', async () => {
+    const id = (
+      await createGeneration(stack.api, stack.account.key, {
+        model: 'lumen-lite',
+        prompt: 'refunded then reset [sim:uncertain]',
+      })
+    ).json().id as string;
+    await pollGeneration(stack.api, stack.account.key, id, (g) => g.error?.code === 'submission_unresolved');
+    await admin('resolve-generation', '--id', id, '--refund');
+    const refunded = await pollGeneration(stack.api, stack.account.key, id, (g) => g.credits_refunded);
+    // Afterwards the provider turns out to have the job, and would now say so to a lookup.
+    await stack.db.pool.query(sql.unsafe`
+      UPDATE sim_provider_jobs SET directives = jsonb_set(directives, '{uncertain}', '"recoverable"')
+      WHERE token = ${`tok_${id}`}`);
+    const { runId } = (await admin('reset-generation', '--id', id)).json as { runId: string };
+    const handle = (await context.temporal()).workflow.getHandle(
+      await workflowIdOf(stack.db.pool, id),
+      runId,
+    );
+    await expect
+      .poll(async () => (await handle.query(progressQuery)).step, { timeout: 20_000 })
+      .toBe('failed');
+    expect(await read(id)).toEqual(refunded);
+    expect(await chargesOf(stack.db.pool, id)).toEqual({ debits: 1, refunds: 1, net: 0, submissions: 1 });
   });
 });
