@@ -6,6 +6,7 @@ import {
   type SupportGenerationRow,
 } from '../db/generations-repository.js';
 import { NotFound } from '../db/accounts-repository.js';
+import { listReconciliations } from '../db/reconciliation-repository.js';
 import type { GenerationStatus } from '../workflows/generation-types.js';
 import { progressQuery, resolveUpdate } from '../workflows/generation-workflow.js';
 import { optional, positiveInt, str, UsageError, type Command } from './command.js';
@@ -90,6 +91,23 @@ export const supportCommands: Record<string, Command> = {
       return {
         json: progress,
         text: [`Resolved ${row.id} (${decision.action}); the workflow is now ${progress.step}.`],
+      };
+    },
+  },
+  reconciliations: {
+    summary:
+      'What the reconciliation schedule did: generations it refunded or flagged for review because their workflow was gone, and those running past their horizon.',
+    usage: '[--limit N]',
+    options: { limit: { type: 'string' } },
+    async run({ db }, v) {
+      const rows = await listReconciliations(db, v.limit === undefined ? 50 : positiveInt(v.limit, 'limit'));
+      return {
+        json: rows,
+        text: rows.length
+          ? rows.map((r) =>
+              [r.created_at, r.generation_id, r.action, r.reason, r.workflow_id ?? ''].join('  '),
+            )
+          : ['Reconciliation has not acted on any generation.'],
       };
     },
   },

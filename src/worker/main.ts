@@ -1,11 +1,12 @@
-import { Connection } from '@temporalio/client';
+import { Client, Connection } from '@temporalio/client';
 import { createActivities } from '../activities/index.js';
 import { ensureSearchAttributes } from '../temporal/search-attributes-setup.js';
+import { ensureReconciliationSchedule } from '../temporal/reconciliation-schedule.js';
 import { createDatabasePool } from '../db/pool.js';
 import { createLogger } from '../logger.js';
 import { loadConfigOrExit, reportReady } from '../process.js';
 import { createWorker, installTemporalRuntime, NativeConnection } from './create-worker.js';
-import { activityDeps } from './worker-deps.js';
+import { activityDeps, reconciliationOptions } from './worker-deps.js';
 
 /** `npm run worker`: runs generation workflows and their activities. Configured by environment variables only. */
 const config = loadConfigOrExit();
@@ -13,20 +14,32 @@ const logger = createLogger('worker', config.LOG_LEVEL);
 installTemporalRuntime(logger);
 const pool = await createDatabasePool(config.DATABASE_URL, { maximumPoolSize: config.DATABASE_POOL_SIZE });
 const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
+// The worker's own client: search attributes, the reconciliation schedule, and the sweep's look-ups.
+const clientConnection = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
+const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
 await registerSearchAttributes();
 const worker = await createWorker({
   connection,
   namespace: config.TEMPORAL_NAMESPACE,
   taskQueue: config.TEMPORAL_TASK_QUEUE,
-  activities: createActivities(activityDeps(config, pool)),
+  activities: createActivities(activityDeps(config, pool, { temporal: () => Promise.resolve(client) })),
   // A bundle built ahead (bundleWorkflowCode) starts the worker faster; without one it bundles src/workflows now.
   workflowBundlePath: process.env.WORKFLOW_BUNDLE_PATH,
   maxCachedWorkflows: config.WORKER_MAX_CACHED_WORKFLOWS,
   maxConcurrentActivities: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
   maxProviderWaits: config.WORKER_MAX_PROVIDER_WAITS,
 });
+const schedule = await ensureReconciliationSchedule(client, {
+  taskQueue: config.TEMPORAL_TASK_QUEUE,
+  intervalMs: config.RECONCILE_INTERVAL_MS,
+  options: reconciliationOptions(config),
+});
 logger.info(
-  { taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE },
+  {
+    taskQueue: config.TEMPORAL_TASK_QUEUE,
+    namespace: config.TEMPORAL_NAMESPACE,
+    reconciliationSchedule: schedule,
+  },
   'worker running',
 );
 // Worker.run() handles SIGINT/SIGTERM itself: it stops polling, lets running tasks finish, then resolves.
@@ -34,21 +47,19 @@ const running = worker.run();
 reportReady();
 await running;
 await connection.close();
+await clientConnection.close();
 await pool.end();
 logger.info('worker stopped');
 
 /** Our search attributes must exist before a workflow sets them; registering is idempotent. */
 async function registerSearchAttributes(): Promise<void> {
-  const client = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
   try {
-    const added = await ensureSearchAttributes(client, config.TEMPORAL_NAMESPACE);
+    const added = await ensureSearchAttributes(clientConnection, config.TEMPORAL_NAMESPACE);
     if (added.length > 0) logger.info({ added }, 'registered search attributes');
   } catch (error) {
     logger.warn(
       { err: error },
       'could not register search attributes (does this worker have operator rights?); register GenerationStatus, AccountId, Model (Keyword) and NeedsReview (Bool) by hand',
     );
-  } finally {
-    await client.close();
   }
 }

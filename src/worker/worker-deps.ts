@@ -1,6 +1,7 @@
 import type { CommonQueryMethods } from 'slonik';
-import type { Config } from '../config.js';
+import { stepHorizons, type Config } from '../config.js';
 import type { ActivityDeps } from '../activities/index.js';
+import type { ReconciliationOptions } from '../workflows/reconciliation-workflow.js';
 import { ChildProcessRenderer } from '../providers/sim-renderer.js';
 import { SimulatedProvider } from '../providers/simulated-provider.js';
 import { LocalStorage } from '../storage/storage.js';
@@ -9,7 +10,7 @@ import { LocalStorage } from '../storage/storage.js';
 export function activityDeps(
   config: Config,
   db: CommonQueryMethods,
-  overrides: Partial<ActivityDeps> = {},
+  overrides: Partial<ActivityDeps> & Pick<ActivityDeps, 'temporal'>,
 ): ActivityDeps {
   const provider = new SimulatedProvider(db, {
     delayMs: config.SIM_PROVIDER_DELAY_MS,
@@ -22,4 +23,14 @@ export function activityDeps(
     concurrencyLimit: config.CONCURRENT_GENERATIONS_PER_ACCOUNT,
     ...overrides,
   };
+}
+
+/**
+ * What the reconciliation sweep looks for: queued generations untouched for the grace period, and
+ * reports one whose workflow still runs once it has been queued longer than every step's horizon.
+ */
+export function reconciliationOptions(config: Config): ReconciliationOptions {
+  const h = stepHorizons(config);
+  const total = h.admissionMs + h.submitMs + h.providerWaitMs + h.persistMs + h.bookkeepingMs;
+  return { graceMs: config.RECONCILE_GRACE_MS, overdueMs: total + config.RECONCILE_GRACE_MS, limit: 200 };
 }

@@ -86,6 +86,7 @@ describe('retention on the time-skipping server', () => {
         providerFor: () => provider,
         storage,
         concurrencyLimit: 10,
+        temporal: () => Promise.resolve(env.client),
       }),
     });
     const workflowId = `generation-retention-${randomBase62(8)}`;

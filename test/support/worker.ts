@@ -1,6 +1,7 @@
 import { mkdtemp, rm, chmod } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { inject } from 'vitest';
 import { createActivities, type ActivityDeps } from '../../src/activities/index.js';
@@ -52,11 +53,21 @@ export async function startTestWorker(
   });
   await resultHost.listen({ host: '127.0.0.1', port: resultPort });
 
+  // The worker's own Temporal client (the reconciliation sweep's look-ups), connected on first use.
+  let client: Promise<{ connection: Connection; client: Client }> | undefined;
+  const temporal = async () => {
+    client ??= Connection.connect({ address: inject('temporalAddress') }).then((connection) => ({
+      connection,
+      client: new Client({ connection }),
+    }));
+    return (await client).client;
+  };
   const deps: ActivityDeps = {
     db,
     providerFor: () => provider,
     storage: new LocalStorage(storageDir, resultBaseUrl),
     concurrencyLimit: options.concurrencyLimit ?? 10,
+    temporal,
     ...options.overrides,
   };
   const provider = new SimulatedProvider(db, { delayMs: options.simDelayMs ?? 200 });
@@ -102,6 +113,7 @@ export async function startTestWorker(
     startWorker,
     async close() {
       await stopWorker();
+      await (await client)?.connection.close();
       await resultHost.close();
       await rm(storageDir, { recursive: true, force: true });
     },

@@ -34,6 +34,7 @@ describe('worker on the Temporal dev server', () => {
         },
         storage: new LocalStorage('/nonexistent', 'http://127.0.0.1:1'),
         concurrencyLimit: 1,
+        temporal: () => Promise.resolve(client),
       }),
       workflowBundlePath: inject('workflowBundlePath'),
     });

@@ -1,0 +1,111 @@
+import { Context } from '@temporalio/activity';
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import type { CommonQueryMethods } from 'slonik';
+import { markNeedsReview, refundGeneration } from '../db/generations-repository.js';
+import {
+  claimStaleQueued,
+  recordReconciliation,
+  type StaleGeneration,
+} from '../db/reconciliation-repository.js';
+import { generationErrors } from '../workflows/generation-errors.js';
+import { progressQuery } from '../workflows/generation-workflow.js';
+import type { ReconciliationOptions, ReconciliationReport } from '../workflows/reconciliation-workflow.js';
+
+export interface ReconciliationActivityDeps {
+  db: CommonQueryMethods;
+  /** A Temporal client, to ask whether a generation's workflow still runs. */
+  temporal: () => Promise<Client>;
+}
+
+/**
+ * The sweep behind the reconciliation schedule: a generation must not keep its debit silently
+ * because its workflow was terminated or failed from outside. Each queued generation untouched
+ * for the grace period is looked up in Temporal; one without a running workflow of its own is
+ * refunded through the normal refund path when nothing reached the provider, or flagged for
+ * review when the provider may have run the job. A generation whose workflow still runs past
+ * every step's horizon is reported once.
+ */
+export function createReconciliationActivities(deps: ReconciliationActivityDeps) {
+  return {
+    async reconcileGenerations(options: ReconciliationOptions): Promise<ReconciliationReport> {
+      const { log } = Context.current();
+      const client = await deps.temporal();
+      const report: ReconciliationReport = {
+        examined: 0,
+        refunded: [],
+        flaggedForReview: [],
+        runningPastHorizon: [],
+        undecided: [],
+      };
+      for (const row of await claimStaleQueued(deps.db, options.graceMs, options.limit)) {
+        report.examined++;
+        Context.current().heartbeat(row.id);
+        const owner = await workflowOf(client, row);
+        if (owner === 'unknown') {
+          report.undecided.push(row.id);
+          continue;
+        }
+        if (owner === 'running') {
+          const overdue = Date.now() - Date.parse(row.created_at) > options.overdueMs;
+          const reason = 'queued past every step horizon while its workflow still runs';
+          if (overdue && (await record(row, 'running_past_horizon', reason))) {
+            log.warn('generation running past its horizon', {
+              generationId: row.id,
+              workflowId: row.workflow_id,
+            });
+            report.runningPastHorizon.push(row.id);
+          }
+          continue;
+        }
+        if (row.provider_job_id !== null || row.submitted) {
+          await markNeedsReview(deps.db, row.id, generationErrors.interruptedNeedsReview);
+          await record(row, 'flagged_for_review', 'no running workflow; the provider may have run the job');
+          log.warn('generation without a workflow flagged for review', { generationId: row.id });
+          report.flaggedForReview.push(row.id);
+        } else {
+          await refundGeneration(deps.db, row.id, generationErrors.interrupted);
+          await record(row, 'refunded', 'no running workflow; nothing reached the provider');
+          log.warn('generation without a workflow refunded', { generationId: row.id });
+          report.refunded.push(row.id);
+        }
+      }
+      return report;
+    },
+  };
+
+  function record(
+    row: StaleGeneration,
+    action: Parameters<typeof recordReconciliation>[1]['action'],
+    reason: string,
+  ) {
+    return recordReconciliation(deps.db, {
+      generationId: row.id,
+      action,
+      reason,
+      workflowId: row.workflow_id,
+    });
+  }
+}
+
+/**
+ * Whether the generation's own workflow runs: its workflow id may run another generation now (a
+ * retry with the same key after this one's run ended), so the running workflow is asked which
+ * generation it is. `unknown` when Temporal does not answer: the next sweep asks again.
+ */
+async function workflowOf(client: Client, row: StaleGeneration): Promise<'running' | 'gone' | 'unknown'> {
+  if (!row.workflow_id) return 'gone';
+  const handle = client.workflow.getHandle(row.workflow_id);
+  try {
+    const { status } = await handle.describe();
+    if (status.name !== 'RUNNING') return 'gone';
+    const progress = await client.connection.withDeadline(Date.now() + 10_000, () =>
+      handle.query(progressQuery),
+    );
+    return progress.generationId === row.id ? 'running' : 'gone';
+  } catch (error) {
+    if (error instanceof WorkflowNotFoundError) return 'gone';
+    return 'unknown';
+  }
+}
+
+export type ReconciliationActivities = ReturnType<typeof createReconciliationActivities>;
