@@ -54,7 +54,8 @@ export function isDependencyFailure(error: unknown): boolean {
 /**
  * The failure an activity should report for `error`: ours as they are; data PostgreSQL refuses
  * (class 22) as invalid input; a bug or a broken invariant (integrity other than a unique race,
- * syntax or undefined objects, a row that does not match its schema, a missing row) as permanent;
+ * syntax or undefined objects, our functions' own RAISE, a row that does not match its schema, a
+ * missing row) as permanent;
  * an unreachable dependency as such (retried); anything else unchanged (retried until the step's
  * horizon).
  */
@@ -70,7 +71,7 @@ export function classifyFailure(error: unknown): unknown {
   if (isDependencyFailure(error)) return failure(errorTypes.dependencyUnavailable);
   const state = sqlStateOf(error);
   if (state?.startsWith('22')) return failure(errorTypes.invalidInput);
-  if (state && /^(23(?!505)|42|0A|2B|39|3F)/.test(state)) return failure(errorTypes.permanent);
+  if (state && /^(23(?!505)|42|0A|2B|39|3F|P0)/.test(state)) return failure(errorTypes.permanent);
   if (
     error instanceof SchemaValidationError ||
     error instanceof DataIntegrityError ||

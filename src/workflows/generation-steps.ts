@@ -16,13 +16,20 @@ import {
 export function generationSteps(timing: GenerationStart['timing']) {
   const horizon = { ...defaultStepHorizons, ...timing.horizons };
 
-  /** Admission runs while the POST waits, so its horizon is seconds. */
+  /**
+   * Admission runs while the POST waits, so its horizon is seconds. The SDK's worker does not stop
+   * a local activity's retries at its schedule-to-close timeout (seen with 1.24: attempts went on
+   * a second apart), so the horizon is also an attempt count: the attempts whose backoff fits in it.
+   */
+  const admissionRetry = { initialMs: 200, maximumMs: 1_000 };
   const { admit } = proxyLocalActivities<GenerationActivities>({
     startToCloseTimeout: horizon.admissionMs,
     scheduleToCloseTimeout: horizon.admissionMs,
     retry: {
-      initialInterval: '200 milliseconds',
-      maximumInterval: '1 second',
+      initialInterval: admissionRetry.initialMs,
+      maximumInterval: admissionRetry.maximumMs,
+      backoffCoefficient: 2,
+      maximumAttempts: attemptsWithin(horizon.admissionMs, admissionRetry),
       nonRetryableErrorTypes: nonRetryableTypes,
     },
     summary: 'Admit: concurrency slot, price quote, debit',
@@ -113,4 +120,14 @@ export function generationSteps(timing: GenerationStart['timing']) {
     expireContent,
     submissionState,
   };
+}
+
+/** How many attempts fit in `horizonMs` when each waits the doubling backoff (capped) before it. */
+export function attemptsWithin(horizonMs: number, backoff: { initialMs: number; maximumMs: number }): number {
+  let attempts = 1;
+  for (let waited = 0, delay = backoff.initialMs; waited + delay <= horizonMs; attempts++) {
+    waited += delay;
+    delay = Math.min(delay * 2, backoff.maximumMs);
+  }
+  return attempts;
 }

@@ -1,10 +1,14 @@
+import { createServer, connect, type Socket } from 'node:net';
 import { WithStartWorkflowOperation } from '@temporalio/client';
 import { sql } from 'slonik';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { GenerationStart } from '../../src/workflows/generation-types.js';
 import { admitUpdate, generationWorkflow } from '../../src/workflows/generation-workflow.js';
+import { createDatabasePool } from '../../src/db/pool.js';
+import { startTestApi } from '../support/api.js';
 import { useGenerationStack } from '../support/stack.js';
+import { startTestWorker } from '../support/worker.js';
 import { createGeneration, generationStart, pollGeneration } from '../support/generations.js';
 import { chargesOf } from '../support/ledger.js';
 
@@ -128,4 +132,68 @@ describe('step horizons and failures no retry can fix', () => {
     expect(closed).toBe('FAILED');
     expect(await rowCount(start.generationId)).toBe(0);
   });
+
+  it('a POST whose admission cannot reach PostgreSQL: 503 within seconds, nothing charged, no workflow left', async () => {
+    // A worker that reaches PostgreSQL through a relay, which then goes away, and an API that sends it its generations.
+    const relay = await tcpRelay(new URL(stack.db.url));
+    const url = new URL(stack.db.url);
+    url.port = String(relay.port);
+    const deadPool = await createDatabasePool(url.href, { maximumPoolSize: 1 });
+    const worker = await startTestWorker(deadPool);
+    await relay.close();
+    const api = await startTestApi(stack.db.url, {
+      ...worker.apiEnv,
+      ADMISSION_HORIZON_MS: '1500',
+      ADMISSION_TIMEOUT_MS: '10000',
+    });
+    try {
+      const started = Date.now();
+      const response = await createGeneration(
+        api,
+        stack.account.key,
+        { model: 'lumen-lite', prompt: 'while the database is away' },
+        'db-away',
+      );
+      expect(response.statusCode).toBe(503);
+      expect(response.json().error.code).toBe('service_unavailable');
+      expect(Date.now() - started).toBeLessThan(6_000);
+      const id = String(response.headers['x-request-id']);
+      expect(await rowCount(id)).toBe(0);
+      const runs = stack.client.workflow.list({
+        query: `WorkflowType = 'generationWorkflow' AND TaskQueue = '${worker.taskQueue}'`,
+      });
+      const statuses: string[] = [];
+      for await (const run of runs) statuses.push(run.status.name);
+      expect(statuses.length).toBeGreaterThan(0);
+      expect(statuses).not.toContain('RUNNING');
+    } finally {
+      await api.close();
+      await worker.close();
+      await deadPool.end();
+    }
+  });
 });
+
+/** A TCP relay on loopback to PostgreSQL: closing it is PostgreSQL going away for whoever used it. */
+async function tcpRelay(target: URL): Promise<{ port: number; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = connect(Number(target.port), target.hostname);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => undefined);
+      socket.on('close', () => sockets.delete(socket));
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  return {
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
