@@ -1,6 +1,9 @@
+import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import type { ApiService } from '../../src/api/service.js';
 import { generateApiKey } from '../../src/auth/api-key.js';
+import { revokeApiKey } from '../../src/db/api-keys-repository.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 
@@ -80,6 +83,45 @@ describe('the client address behind proxies, and the failed-authentication limit
       expect(own.statusCode).toBe(200);
       expect(own.json().credits).toBe(100);
     });
+
+    it("rule 12: a request the limit refuses still goes to the key's account log, under the client's address", async () => {
+      const client = '203.0.113.9';
+      const bob = await createPaidAccount(db.pool);
+      await revokeApiKey(db.pool, bob.keyId);
+      for (let i = 0; i < 20; i++) await viaBalancer(client, generateApiKey());
+      const refusedGood = await viaBalancer(client, alice.key, '192.0.2.200');
+      const refusedRevoked = await viaBalancer(client, bob.key);
+      expect([refusedGood.statusCode, refusedRevoked.statusCode]).toEqual([429, 429]);
+      expect(refusedRevoked.json()).toEqual(refusedGood.json()); // the same answer whatever the key
+
+      const logged = (keyId: string) =>
+        db.pool.any(
+          sql.type(
+            z.object({
+              request_id: z.string(),
+              status_code: z.number(),
+              error_code: z.string().nullable(),
+              ip: z.string().nullable(),
+            }),
+          )`SELECT request_id, status_code, error_code, ip FROM api_request_log
+              WHERE api_key_id = ${keyId} AND status_code = 429`,
+        );
+      const rows = await waitFor(async () => {
+        const [a, b] = await Promise.all([logged(alice.keyId), logged(bob.keyId)]);
+        const mine = a.filter((r) => r.request_id === refusedGood.headers['x-request-id']);
+        return mine.length > 0 && b.length > 0 ? { alice: mine, bob: b } : null;
+      });
+      expect(rows.alice).toEqual([
+        expect.objectContaining({ status_code: 429, error_code: 'rate_limited', ip: client }),
+      ]);
+      expect(rows.bob).toEqual([
+        expect.objectContaining({
+          request_id: refusedRevoked.headers['x-request-id'],
+          error_code: 'rate_limited',
+          ip: client,
+        }),
+      ]);
+    });
   });
 
   describe('behind known proxies (TRUST_PROXY=10.9.0.0/16, 2001:db8:9::/48)', () => {
@@ -124,3 +166,13 @@ describe('the client address behind proxies, and the failed-authentication limit
     });
   });
 });
+
+async function waitFor<T>(probe: () => Promise<T | null | false>, timeoutMs = 5000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
