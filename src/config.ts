@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import type { StepHorizons } from './workflows/generation-types.js';
 
@@ -8,11 +9,49 @@ import type { StepHorizons } from './workflows/generation-types.js';
  * for the embedded servers it starts.
  */
 const int = (fallback: number, min = 0) => z.coerce.number().int().min(min).default(fallback);
-const bool = (fallback: boolean) =>
-  z
-    .enum(['true', 'false', '1', '0'])
-    .default(fallback ? 'true' : 'false')
-    .transform((v) => v === 'true' || v === '1');
+/**
+ * Who may tell us the client's address in X-Forwarded-For: nobody (`false`), the
+ * nearest N hops (the proxies in front, when nothing else can reach the API), or
+ * peers at these addresses/CIDRs. The client's address is then the nearest one
+ * not trusted; entries further out are the client's own writing.
+ */
+export type TrustProxy = false | number | readonly string[];
+
+const trustProxy = z
+  .string()
+  .default('false')
+  .transform((raw, ctx): TrustProxy => {
+    const value = raw.trim();
+    if (value === '' || value === 'false') return false;
+    if (/^\d+$/.test(value)) return Number(value) === 0 ? false : Number(value);
+    const alternatives =
+      'use false (clients connect directly), the number of proxies in front (e.g. 1), or their addresses/CIDRs (e.g. 10.0.0.0/8)';
+    if (value === 'true') {
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        message: `true would believe any client's X-Forwarded-For; ${alternatives}`,
+      });
+      return z.NEVER;
+    }
+    const entries = value.split(',').map((entry) => entry.trim());
+    const bad = entries.filter((entry) => !isAddressOrCidr(entry));
+    if (bad.length > 0) {
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        message: `${bad.map((entry) => JSON.stringify(entry)).join(', ')} ${bad.length === 1 ? 'is not an IP address or CIDR' : 'are not IP addresses or CIDRs'}; ${alternatives}`,
+      });
+      return z.NEVER;
+    }
+    return entries;
+  });
+
+function isAddressOrCidr(entry: string): boolean {
+  const [address = '', prefix, ...rest] = entry.split('/');
+  const version = isIP(address);
+  if (version === 0 || rest.length > 0) return false;
+  if (prefix === undefined) return true;
+  return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (version === 4 ? 32 : 128);
+}
 
 const configSchema = z.object({
   DATABASE_URL: z
@@ -28,8 +67,8 @@ const configSchema = z.object({
   API_PORT: int(8080),
   /** The {base_url} of the spec: what clients are told to call, ending in /v1. */
   API_PUBLIC_URL: z.string().url().optional(),
-  /** Honour X-Forwarded-For (only behind a proxy you run). */
-  TRUST_PROXY: bool(false),
+  /** Which proxies' X-Forwarded-For to believe: false, a hop count, or addresses/CIDRs (see TrustProxy). */
+  TRUST_PROXY: trustProxy,
   BODY_LIMIT_BYTES: int(32 * 1024 * 1024, 1024),
   /** Requests per minute per API key, replays included (429 rate_limited beyond it). */
   RATE_LIMIT_PER_MINUTE: int(600, 1),

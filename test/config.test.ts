@@ -32,4 +32,53 @@ describe('configuration', () => {
     for (const name of ['DATABASE_URL', 'TEMPORAL_ADDRESS', 'API_PORT', 'TRUST_PROXY'])
       expect(message).toContain(name);
   });
+
+  describe('TRUST_PROXY', () => {
+    const trustProxy = (value: string) => loadConfig({ ...base, TRUST_PROXY: value }).TRUST_PROXY;
+    const refusal = (value: string) => {
+      try {
+        loadConfig({ ...base, TRUST_PROXY: value });
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigError);
+        return (error as Error).message;
+      }
+      throw new Error(`TRUST_PROXY=${value} was accepted`);
+    };
+
+    it('is false, a hop count, or a list of proxy addresses and CIDRs', () => {
+      expect(trustProxy('false')).toBe(false);
+      expect(trustProxy('0')).toBe(false);
+      expect(trustProxy('1')).toBe(1);
+      expect(trustProxy('2')).toBe(2);
+      expect(trustProxy('10.0.0.0/8, 192.0.2.7 ,2001:db8::/32,::1')).toEqual([
+        '10.0.0.0/8',
+        '192.0.2.7',
+        '2001:db8::/32',
+        '::1',
+      ]);
+    });
+
+    it('refuses true, which would believe any client, naming the alternatives', () => {
+      const message = refusal('true');
+      expect(message).toContain('TRUST_PROXY');
+      expect(message).toMatch(/false.*number of proxies.*CIDR/);
+    });
+
+    it('refuses entries that are not addresses or CIDRs, naming them', () => {
+      for (const [value, bad] of [
+        ['10.0.0.0/33', '"10.0.0.0/33"'],
+        ['10.0.0.1, proxy.internal', '"proxy.internal"'],
+        ['2001:db8::/129', '"2001:db8::/129"'],
+        ['10.0.0.0/8/1', '"10.0.0.0/8/1"'],
+        ['10.0.0.0/', '"10.0.0.0/"'],
+        ['10.0.0.1,', '""'],
+        ['-1', '"-1"'],
+        ['yes', '"yes"'],
+      ]) {
+        const message = refusal(value!);
+        expect(message, value).toContain('TRUST_PROXY');
+        expect(message, value).toContain(bad);
+      }
+    });
+  });
 });

@@ -2,6 +2,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { CommonQueryMethods } from 'slonik';
 import type { Authenticator } from '../auth/authenticator.js';
 import type { CatalogCache } from '../catalog/catalog-cache.js';
+import type { TrustProxy } from '../config.js';
 import type { CreditBalance } from '../db/credits-repository.js';
 import type { InvalidatedCache } from '../db/invalidated-cache.js';
 import { newId } from '../ids.js';
@@ -22,7 +23,7 @@ export interface AppDeps {
   settings: {
     publicUrl: string;
     bodyLimitBytes: number;
-    trustProxy: boolean;
+    trustProxy: TrustProxy;
     requestsPerMinutePerKey: number;
   };
   generations: Omit<GenerationRouteDeps, 'db' | 'catalog'>;
@@ -40,7 +41,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     loggerInstance: deps.logger,
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'request_id' }),
     bodyLimit: deps.settings.bodyLimitBytes,
-    trustProxy: deps.settings.trustProxy,
+    trustProxy: fastifyTrustProxy(deps.settings.trustProxy),
     genReqId: () => newId('req'),
     // One logger for all requests instead of a child per request (a measurable cost at these rates);
     // the few lines logged per request name the request id themselves.
@@ -64,4 +65,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   deps.configure?.(app);
   await app.ready();
   return app;
+}
+
+/**
+ * Fastify 5 takes a number to mean "trust no hop" (it cannot check who the
+ * nearest peer is), so a hop count is given as a function: the socket's peer
+ * and the next `hops - 1` entries of X-Forwarded-For are proxies.
+ */
+function fastifyTrustProxy(
+  trust: TrustProxy,
+): false | string[] | ((address: string, hop: number) => boolean) {
+  if (trust === false) return false;
+  if (typeof trust === 'number') return (_address, hop) => hop < trust;
+  return [...trust];
 }

@@ -19,7 +19,8 @@ export interface AuthPluginOptions {
  * the spec implies: an IP over its failed-authentication budget is refused
  * first (429, even with a good key, so guessing cannot go on); then the key
  * (401), the account (403), and the key's request budget (429). Every request
- * made with a recognised key is written to the request log, rejected ones too.
+ * made with a recognised key is written to the request log, rejected ones too,
+ * so the key is resolved even for a blocked IP.
  */
 export function registerAuth(app: FastifyInstance, options: AuthPluginOptions): onRequestHookHandler {
   const failedAuth = new FixedWindowCounter(FAILED_AUTH_LIMIT_PER_MINUTE);
@@ -38,18 +39,6 @@ export function registerAuth(app: FastifyInstance, options: AuthPluginOptions): 
   // Callback style, not async: a cached key is checked without allocating a promise. Attached per route
   // (all but `config.public` ones) when routes are declared, rather than tested on every request.
   const authenticate: onRequestHookHandler = (request, reply, done) => {
-    const blocked = failedAuth.exhausted(request.ip);
-    if (blocked.exhausted) {
-      return done(
-        new ApiError(
-          'rate_limited',
-          'Too many failed authentication attempts from this address. Try again later.',
-          {
-            retryAfterSeconds: blocked.retryAfterSeconds,
-          },
-        ),
-      );
-    }
     const outcome = options.authenticator.authenticate(presentedKey(request));
     if (outcome instanceof Promise) {
       outcome.then((o) => done(admit(request, reply, o)), done);
@@ -65,6 +54,17 @@ export function registerAuth(app: FastifyInstance, options: AuthPluginOptions): 
 
   /** Records who called, spends one request of the key's budget; returns the error to answer with, if any. */
   function admit(request: FastifyRequest, reply: FastifyReply, outcome: AuthOutcome): ApiError | undefined {
+    const blocked = failedAuth.exhausted(request.ip);
+    if (blocked.exhausted) {
+      // The key was resolved all the same, so that a refused request made with a key still goes to
+      // its account's request log (the spec's rule 12); the answer is the same whatever the key.
+      request.recognisedKey = outcome.ok ? outcome.principal : outcome.recognised;
+      return new ApiError(
+        'rate_limited',
+        'Too many failed authentication attempts from this address. Try again later.',
+        { retryAfterSeconds: blocked.retryAfterSeconds },
+      );
+    }
     if (!outcome.ok) {
       request.recognisedKey = outcome.recognised;
       if (outcome.countsAsFailedAuth) failedAuth.hit(request.ip);

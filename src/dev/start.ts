@@ -77,7 +77,9 @@ async function main(): Promise<void> {
     cleanups.push(() => running.stop());
     env.DATABASE_URL = postgres.url;
     if (postgres.dataDir !== path.join(dataDir, 'postgres')) {
-      say(`  (the postgres user cannot reach ${dataDir}; the cluster lives in ${postgres.dataDir})`);
+      say(
+        `  (the postgres user cannot reach ${dataDir}; the cluster lives in ${postgres.dataDir}, PostgreSQL runs from ${postgres.binDir})`,
+      );
     }
   }
 
