@@ -4,6 +4,7 @@ import type { CommonQueryMethods } from 'slonik';
 import { markNeedsReview, refundGeneration } from '../db/generations-repository.js';
 import {
   claimStaleQueued,
+  flagQueuedForReview,
   recordReconciliation,
   type StaleGeneration,
 } from '../db/reconciliation-repository.js';
@@ -23,7 +24,7 @@ export interface ReconciliationActivityDeps {
  * for the grace period is looked up in Temporal; one without a running workflow of its own is
  * refunded through the normal refund path when nothing reached the provider, or flagged for
  * review when the provider may have run the job. A generation whose workflow still runs past
- * every step's horizon is reported once.
+ * every step's horizon is reported once and marked for support (its status stays queued).
  */
 export function createReconciliationActivities(deps: ReconciliationActivityDeps) {
   return {
@@ -49,6 +50,7 @@ export function createReconciliationActivities(deps: ReconciliationActivityDeps)
           const overdue = Date.now() - Date.parse(row.created_at) > options.overdueMs;
           const reason = 'queued past every step horizon while its workflow still runs';
           if (overdue && (await record(row, 'running_past_horizon', reason))) {
+            await flagQueuedForReview(deps.db, row.id);
             log.warn('generation running past its horizon', {
               generationId: row.id,
               workflowId: row.workflow_id,

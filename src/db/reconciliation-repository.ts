@@ -61,3 +61,13 @@ export async function listReconciliations(db: CommonQueryMethods, limit: number)
     SELECT generation_id, action, reason, workflow_id, created_at FROM generation_reconciliations
     ORDER BY created_at DESC, id DESC LIMIT ${limit}`);
 }
+
+/**
+ * Marks a queued generation for support without changing what the client sees (its status stays
+ * queued): `npm run admin -- generations --needs-review` lists it. Its workflow clears the mark
+ * when it ends the generation.
+ */
+export async function flagQueuedForReview(db: CommonQueryMethods, generationId: string): Promise<void> {
+  await db.query(sql.unsafe`
+    UPDATE generations SET needs_review = true WHERE id = ${generationId} AND status = 'queued'`);
+}

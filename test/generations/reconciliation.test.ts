@@ -101,6 +101,11 @@ describe('reconciliation of generations left without a workflow', () => {
     expect(overdue.runningPastHorizon).toContain(id);
     expect((await sweep({ overdueMs: 0 })).runningPastHorizon).not.toContain(id);
     expect(await getGeneration(stack.api, stack.account.key, id)).toMatchObject({ status: 'queued' });
+    const listed = await runAdminCommand(['generations', '--needs-review'], {
+      db: stack.db.pool,
+      temporal: () => Promise.resolve(stack.client),
+    });
+    expect((listed.json as Array<{ id: string }>).map((g) => g.id)).toContain(id);
     await terminate(id);
   });
 
