@@ -72,15 +72,17 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
     submittingInBackground || !['admitting', 'submitting', 'refunding'].includes(progress.step);
 
   const horizon = Date.parse(start.createdAt) + start.timing.idempotencyRetentionMs;
+  /** Whether this run holds its Idempotency-Key until the horizon (a retry with it then meets this run). */
+  const holdsKey = (decided: Admission) =>
+    !holdsNoKey && (decided.outcome === 'accepted' || decided.claimsKey);
   setHandler(admitUpdate, async () => {
     const decided = await admitOnce();
     if (decided.outcome === 'accepted') await condition(handedOver);
-    const holdsKey = decided.outcome === 'accepted' || decided.claimsKey;
     return {
       generationId: start.generationId,
       fingerprint: start.fingerprint,
       admission: decided,
-      keyHeldUntil: new Date(holdsKey && !holdsNoKey ? horizon : Date.parse(start.createdAt)).toISOString(),
+      keyHeldUntil: new Date(holdsKey(decided) ? horizon : Date.parse(start.createdAt)).toISOString(),
     };
   });
   setHandler(progressQuery, () => progress);
@@ -105,7 +107,7 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
   if (admitted.outcome === 'rejected') {
     enter('rejected', 'rejected', `rejected: ${admitted.error.code}`);
     // A rejection that does not claim the key ends the run now, so a retry with the same key starts afresh.
-    if (admitted.claimsKey && !holdsNoKey) await holdKeyUntilHorizon();
+    if (holdsKey(admitted)) await holdKeyUntilHorizon();
     await condition(allHandlersFinished);
     if (admissionBroke !== undefined)
       throw ApplicationFailure.nonRetryable(`admission failed: ${admissionBroke}`, 'AdmissionFailed');
@@ -118,7 +120,7 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
     await sleep(Math.max(0, Date.parse(progress.expiresAt) - Date.now()));
     await expire();
   }
-  if (!holdsNoKey) await holdKeyUntilHorizon();
+  if (holdsKey(admitted)) await holdKeyUntilHorizon();
   await condition(allHandlersFinished);
   return progress;
 
