@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/config.js';
 import { AddressPolicy, isValidRange } from '../../src/net/address-policy.js';
 
 describe('AddressPolicy: where an outbound fetch may connect', () => {
@@ -72,5 +73,20 @@ describe('AddressPolicy: where an outbound fetch may connect', () => {
     expect(['10.0.0.0/8', '::1', 'fd00::/8', '127.0.0.1'].every(isValidRange)).toBe(true);
     expect(['10.0.0.0/33', 'example.com', '', '10.0.0'].some(isValidRange)).toBe(false);
     expect(() => new AddressPolicy(['example.com'])).toThrow(/not an address range/);
+  });
+
+  it('OUTBOUND_ALLOW_CIDRS: empty by default, comma-separated ranges, refused when it is not one', () => {
+    const base = { DATABASE_URL: 'postgres://u:p@db:5432/app', TEMPORAL_ADDRESS: 'temporal:7233' };
+    expect(loadConfig(base).OUTBOUND_ALLOW_CIDRS).toEqual([]);
+    expect(
+      loadConfig({ ...base, OUTBOUND_ALLOW_CIDRS: '10.20.0.0/16, fd12::/64,192.168.1.5' })
+        .OUTBOUND_ALLOW_CIDRS,
+    ).toEqual(['10.20.0.0/16', 'fd12::/64', '192.168.1.5']);
+    expect(() => loadConfig({ ...base, OUTBOUND_ALLOW_CIDRS: '10.0.0.0/8,intranet.local' })).toThrow(
+      ConfigError,
+    );
+    expect(() => loadConfig({ ...base, OUTBOUND_ALLOW_CIDRS: '10.0.0.0/8,intranet.local' })).toThrow(
+      /OUTBOUND_ALLOW_CIDRS/,
+    );
   });
 });
