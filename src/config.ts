@@ -1,5 +1,6 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
+import { isValidRange } from './net/address-policy.js';
 import type { StepHorizons } from './workflows/generation-types.js';
 
 /**
@@ -116,6 +117,23 @@ const configSchema = z.object({
   WORKER_MAX_PROVIDER_WAITS: int(1000, 1),
   /** The simulated provider's time to produce a result. */
   SIM_PROVIDER_DELAY_MS: int(3_000),
+  /**
+   * Address ranges (CIDRs or single addresses, comma-separated) that fetches of URLs given to us
+   * may reach although they are not public: an internal image mirror, say. Empty by default:
+   * only public addresses. Cloud metadata endpoints stay refused whatever this says.
+   */
+  OUTBOUND_ALLOW_CIDRS: z
+    .string()
+    .default('')
+    .transform((value) =>
+      value
+        .split(/[\s,]+/)
+        .map((range) => range.trim())
+        .filter(Boolean),
+    )
+    .refine((ranges) => ranges.every(isValidRange), {
+      message: 'must be comma-separated CIDRs or addresses, such as 10.20.0.0/16,fd12::/64',
+    }),
 
   RESULT_HOST: z.string().default('127.0.0.1'),
   RESULT_PORT: int(8081),

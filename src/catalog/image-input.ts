@@ -1,12 +1,25 @@
+import { imageSize } from 'image-size';
+
 /**
  * Reference images arrive as HTTPS URLs or, for models that accept them, as
  * `data:image/<type>;base64,<data>` URIs. Data URIs are decoded and their bytes
  * checked against the declared type here, at the edge, so nothing downstream
- * has to trust them.
+ * has to trust them: the picture's size is read from its header (without
+ * decoding it; the API holds no image library) and held to the pixel limits.
  */
 
 export const MAX_IMAGE_URL_LENGTH = 2048;
 export const MAX_DATA_URI_BYTES = 10 * 1024 * 1024;
+/**
+ * Most pixels an input image may have (width × height), wherever it is
+ * decoded: a few kilobytes of PNG can claim billions of pixels, and decoding
+ * them would take gigabytes. 50 megapixels takes a 48 MP phone photo.
+ */
+export const MAX_IMAGE_PIXELS = 50_000_000;
+/** Longest side an input image may have, in pixels. */
+export const MAX_IMAGE_SIDE = 8192;
+/** Largest image fetched from a URL, in bytes (cut off while it streams). */
+export const MAX_FETCHED_IMAGE_BYTES = 20 * 1024 * 1024;
 
 const dataUriPattern = /^data:image\/([a-z0-9.+-]+);base64,/i;
 const base64Pattern = /^[A-Za-z0-9+/]*={0,2}$/;
@@ -45,6 +58,8 @@ export function parseImageInput(value: string, acceptsDataUris: boolean): ImageI
       return { ok: false, message: `The image is larger than ${MAX_DATA_URI_BYTES / (1024 * 1024)} MiB.` };
     }
     if (!check(bytes)) return { ok: false, message: `The data is not a ${type} image.` };
+    const sizeProblem = dataUriSizeProblem(bytes, type);
+    if (sizeProblem) return { ok: false, message: sizeProblem };
     return { ok: true, image: { kind: 'data', mediaType: `image/${type}`, bytes } };
   }
   if (value.length > MAX_IMAGE_URL_LENGTH) {
@@ -67,4 +82,30 @@ export function parseImageInput(value: string, acceptsDataUris: boolean): ImageI
   }
   if (url.username || url.password) return { ok: false, message: 'Image URLs must not carry credentials.' };
   return { ok: true, image: { kind: 'url', url: url.href } };
+}
+
+/** Why a picture of this size may not be decoded, or null when it is within the limits. */
+export function imageDimensionsProblem(width: number, height: number): string | null {
+  if (!Number.isInteger(width) || !Number.isInteger(height) || width < 1 || height < 1)
+    return 'The image has no pixels.';
+  if (width > MAX_IMAGE_SIDE || height > MAX_IMAGE_SIDE)
+    return `The image is ${width}×${height} pixels; each side may be at most ${MAX_IMAGE_SIDE}.`;
+  if (width * height > MAX_IMAGE_PIXELS)
+    return `The image is ${width}×${height} pixels; at most ${MAX_IMAGE_PIXELS / 1_000_000} megapixels are accepted.`;
+  return null;
+}
+
+/** image-size's name for each type we accept. */
+const imageSizeType: Record<string, string> = { png: 'png', jpeg: 'jpg', webp: 'webp', gif: 'gif' };
+
+/** Reads the size a data URI's image declares in its header and checks it, without decoding the pixels. */
+function dataUriSizeProblem(bytes: Buffer, type: string): string | null {
+  let size: { width: number; height: number; type?: string };
+  try {
+    size = imageSize(bytes);
+  } catch {
+    return `The data is not a valid ${type} image: its size cannot be read.`;
+  }
+  if (size.type !== imageSizeType[type]) return `The data is not a ${type} image.`;
+  return imageDimensionsProblem(size.width, size.height);
 }

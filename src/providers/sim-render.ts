@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import sharp from 'sharp';
+import { MAX_IMAGE_PIXELS } from '../catalog/image-input.js';
 
 // Every picture is new: libvips' operation cache would only hold memory in a long-running worker.
 sharp.cache(false);
@@ -51,7 +52,7 @@ export async function renderImage(
   height: number,
   format: 'png' | 'jpeg',
 ): Promise<Buffer> {
-  const image = sharp(Buffer.from(promptSvg(prompt, width, height)));
+  const image = sharp(Buffer.from(promptSvg(prompt, width, height)), { limitInputPixels: MAX_IMAGE_PIXELS });
   return format === 'jpeg'
     ? image.jpeg({ quality: 88 }).toBuffer()
     : image.png({ compressionLevel: 2 }).toBuffer();

@@ -21,6 +21,19 @@ export const inProcessRenderer: SimRenderer = {
   },
 };
 
+/**
+ * What the renderer inherits of the worker's environment: what node, tsx,
+ * libvips and TLS read, nothing else. The renderer decodes images and fetches
+ * URLs that clients chose; the database URL and any other secret of the
+ * worker stay out of its reach.
+ */
+const inheritedVariable =
+  /^(PATH|HOME|TMPDIR|TMP|TEMP|TZ|LANG|LANGUAGE|LC_\w+|NODE_OPTIONS|NODE_EXTRA_CA_CERTS|SSL_CERT_FILE|SSL_CERT_DIR|VIPS_\w+|TSX_\w+)$/;
+
+function rendererEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(env).filter(([name]) => inheritedVariable.test(name)));
+}
+
 type RenderWork =
   | { kind: 'image'; prompt: string; width: number; height: number; format: 'png' | 'jpeg' }
   | { kind: 'video'; job: VideoJob };
@@ -72,6 +85,7 @@ export class ChildProcessRenderer implements SimRenderer {
     const extension = path.extname(self);
     const child = fork(path.join(path.dirname(self), `sim-render-child${extension}`), [], {
       execArgv: extension === '.ts' ? ['--import', 'tsx'] : [],
+      env: rendererEnvironment(process.env),
       serialization: 'advanced',
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });

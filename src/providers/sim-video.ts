@@ -5,7 +5,23 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
+import { imageDimensionsProblem, MAX_FETCHED_IMAGE_BYTES, MAX_IMAGE_PIXELS } from '../catalog/image-input.js';
+import { outboundFetch, OutboundFetchError } from '../net/outbound-fetch.js';
 import { promptSvg, renderImage } from './sim-render.js';
+
+/**
+ * An input frame: a URL the renderer fetches (through the outbound fetcher,
+ * like any provider fetching a reference image), the bytes of one of our own
+ * stored files, or one of ours that is gone.
+ */
+export type FrameSource = { url: string } | { bytes: Uint8Array } | { missing: true };
+
+/** What the outbound fetcher may reach besides public addresses (see OUTBOUND_ALLOW_CIDRS). */
+export interface FrameFetchPolicy {
+  allowCidrs?: string[];
+  /** Certificates (PEM) trusted besides the usual roots. */
+  extraCa?: string[];
+}
 
 export interface VideoJob {
   prompt: string;
@@ -15,8 +31,10 @@ export interface VideoJob {
   durationSeconds: number;
   /** An AAC tone when true; no audio stream at all when false. */
   audio: boolean;
-  /** Image URLs: none, the first frame, or the first and the last frame. */
-  frames: string[];
+  /** None, the first frame, or the first and the last frame. */
+  frames: FrameSource[];
+  /** How frame URLs are fetched; by default, public HTTPS addresses only. */
+  fetch?: FrameFetchPolicy;
 }
 
 const fps = 24;
@@ -62,19 +80,19 @@ export async function renderVideo(job: VideoJob): Promise<Buffer> {
   if (!Number.isFinite(durationSeconds) || durationSeconds <= 0)
     throw new Error(`renderVideo: durationSeconds must be positive, got ${durationSeconds}`);
 
-  const [firstUrl, lastUrl] = job.frames;
+  const [firstFrame, lastFrame] = job.frames;
   const [first, last] = await Promise.all([
-    firstUrl !== undefined ? loadFrame(firstUrl, width, height) : null,
-    lastUrl !== undefined ? loadFrame(lastUrl, width, height) : null,
+    firstFrame !== undefined ? loadFrame(firstFrame, width, height, job.fetch) : null,
+    lastFrame !== undefined ? loadFrame(lastFrame, width, height, job.fetch) : null,
   ]);
   const start = first ?? (await renderImage(job.prompt, width, height, 'png'));
   // The picture to crossfade to; null: a single still, animated by the zoom alone.
   let end: Buffer | null;
-  if (lastUrl !== undefined) end = last ?? (await promptStill(job.prompt, width, height, 1));
-  else if (firstUrl !== undefined) end = null;
+  if (lastFrame !== undefined) end = last ?? (await promptStill(job.prompt, width, height, 1));
+  else if (firstFrame !== undefined) end = null;
   else end = await promptStill(job.prompt, width, height, 1);
   // Ending on a given last frame means no zoom: the final frame is that image as it is.
-  const zoom = lastUrl === undefined;
+  const zoom = lastFrame === undefined;
 
   const frameCount = Math.max(1, Math.round(durationSeconds * fps));
   const dir = await mkdtemp(path.join(os.tmpdir(), 'sim-video-'));
@@ -186,27 +204,59 @@ export function runFfmpeg(args: string[]): Promise<string> {
   });
 }
 
-/** An input frame fetched and fitted to the output size, or null when it cannot be had. */
-async function loadFrame(url: string, width: number, height: number): Promise<Buffer | null> {
+/**
+ * An input frame fitted to the output size, or null when it cannot be had:
+ * the fetcher refused it or could not get it, or it is not a picture we
+ * decode (PNG, JPEG, WebP or GIF within the pixel limits). A crafted image
+ * is refused from its header, before a pixel is decoded.
+ */
+async function loadFrame(
+  source: FrameSource,
+  width: number,
+  height: number,
+  policy: FrameFetchPolicy = {},
+): Promise<Buffer | null> {
+  let bytes: Buffer;
+  if ('missing' in source) return null;
+  if ('bytes' in source)
+    bytes = Buffer.from(source.bytes.buffer, source.bytes.byteOffset, source.bytes.byteLength);
+  else {
+    try {
+      ({ bytes } = await outboundFetch(source.url, {
+        maxBytes: MAX_FETCHED_IMAGE_BYTES,
+        timeoutMs: frameFetchTimeoutMs,
+        accept: ['image/*'],
+        allowCidrs: policy.allowCidrs ?? [],
+        extraCa: policy.extraCa ?? [],
+      }));
+    } catch (error) {
+      if (error instanceof OutboundFetchError) return null;
+      throw error;
+    }
+  }
   try {
-    const response = await fetch(url, { signal: AbortSignal.timeout(frameFetchTimeoutMs) });
-    if (!response.ok) return null;
-    const bytes = Buffer.from(await response.arrayBuffer());
-    return await sharp(bytes)
+    const image = sharp(bytes, { limitInputPixels: MAX_IMAGE_PIXELS });
+    const { format, width: inputWidth = 0, height: inputHeight = 0 } = await image.metadata();
+    if (!decodedFormats.has(format ?? '') || imageDimensionsProblem(inputWidth, inputHeight)) return null;
+    return await image
       .rotate()
       .resize(width, height, { fit: 'cover' })
       .flatten({ background: '#000000' })
       .png({ compressionLevel: 1 })
       .toBuffer();
   } catch {
+    // Not an image sharp can read.
     return null;
   }
 }
 
+/** The raster formats input images may have (as data URIs too): no SVG, TIFF, HEIF or others. */
+const decodedFormats = new Set(['png', 'jpeg', 'webp', 'gif']);
+
 /** A variant of the prompt picture, its shapes moved along (promptSvg's `frame`). */
 function promptStill(prompt: string, width: number, height: number, variant: number): Promise<Buffer> {
   const shift = Math.round((variant * width) / 60);
-  return sharp(Buffer.from(promptSvg(prompt, width, height, shift)))
+  return sharp(Buffer.from(promptSvg(prompt, width, height, shift)), { limitInputPixels: MAX_IMAGE_PIXELS })
     .png({ compressionLevel: 1 })
     .toBuffer();
 }

@@ -11,8 +11,10 @@ import {
   type ProviderStatus,
 } from './provider.js';
 import { parseSimDirectives, stripSimDirectives, type SimDirectives } from './sim-directives.js';
+import type { Storage } from '../storage/storage.js';
 import { inProcessRenderer, type SimRenderer } from './sim-renderer.js';
 import { outputSize } from './sim-size.js';
+import type { FrameFetchPolicy, FrameSource } from './sim-video.js';
 
 const jobRow = z.object({
   job_id: z.string(),
@@ -40,6 +42,10 @@ export class SimulatedProvider implements Provider {
       delayMs: number;
       /** Makes the pictures and videos; by default in this process (see sim-renderer.ts). */
       renderer?: SimRenderer;
+      /** Our storage: input images on our result host are read from it, not fetched. */
+      storage?: Storage;
+      /** What the renderer's frame fetches may reach besides public HTTPS addresses. */
+      frameFetch?: FrameFetchPolicy;
     },
   ) {}
 
@@ -101,9 +107,10 @@ export class SimulatedProvider implements Provider {
     const result = this.result(job);
     const prompt = stripSimDirectives(job.prompt) || job.prompt;
     if (job.media_type === 'video') {
-      const frames = [job.options.first_frame_image, job.options.last_frame_image].filter(
+      const urls = [job.options.first_frame_image, job.options.last_frame_image].filter(
         (f): f is string => typeof f === 'string',
       );
+      const frames = await Promise.all(urls.map((url) => this.frameSource(url)));
       const bytes = await this.renderer.video({
         prompt,
         width: result.width,
@@ -111,6 +118,7 @@ export class SimulatedProvider implements Provider {
         durationSeconds: result.durationSeconds ?? 4,
         audio: result.hasAudio ?? false,
         frames,
+        ...(this.options.frameFetch ? { fetch: this.options.frameFetch } : {}),
       });
       return { bytes, contentType: 'video/mp4' };
     }
@@ -119,6 +127,19 @@ export class SimulatedProvider implements Provider {
       bytes: await this.renderer.image(prompt, result.width, result.height, format),
       contentType: `image/${format}`,
     };
+  }
+
+  /**
+   * A frame on our own result host (an inline image the API stored) is read
+   * from storage here; any other URL is left for the renderer to fetch, under
+   * the outbound fetcher's rules.
+   */
+  private async frameSource(url: string): Promise<FrameSource> {
+    const storage = this.options.storage;
+    const key = storage?.keyOf(url);
+    if (!storage || !key) return { url };
+    const bytes = await storage.read(key.prefix, key.name);
+    return bytes ? { bytes } : { missing: true };
   }
 
   private async job(jobId: string): Promise<JobRow> {

@@ -1,4 +1,4 @@
-import { mkdir, rm, writeFile, rename } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile, rename } from 'node:fs/promises';
 import path from 'node:path';
 
 /**
@@ -9,9 +9,18 @@ import path from 'node:path';
  */
 export interface Storage {
   put(prefix: string, name: string, bytes: Buffer): Promise<string>;
+  /** An object's bytes, or null when there is no such object (never written, deleted, or not a valid key). */
+  read(prefix: string, name: string): Promise<Buffer | null>;
   /** Deletes everything under a prefix; deleting what is gone is not an error. */
   deletePrefix(prefix: string): Promise<void>;
   urlFor(prefix: string, name: string): string;
+  /**
+   * The key a URL on our result host stands for, or null when the URL is not
+   * ours. Our own files (inline images the API stored, earlier results) are
+   * read with `read`, never fetched over HTTP: the outbound fetcher's address
+   * rules need no exception for the result host.
+   */
+  keyOf(url: string): { prefix: string; name: string } | null;
 }
 
 const safeSegment = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9]+)?$/;
@@ -33,12 +42,46 @@ export class LocalStorage implements Storage {
     return this.urlFor(prefix, name);
   }
 
+  async read(prefix: string, name: string): Promise<Buffer | null> {
+    if (!safeSegment.test(prefix) || !safeSegment.test(name)) return null;
+    try {
+      return await readFile(this.pathOf(prefix, name));
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'EISDIR' || code === 'ENOTDIR') return null;
+      throw error;
+    }
+  }
+
   async deletePrefix(prefix: string): Promise<void> {
     await rm(this.pathOf(prefix), { recursive: true, force: true });
   }
 
   urlFor(prefix: string, name: string): string {
     return `${this.baseUrl}/${prefix}/${name}`;
+  }
+
+  keyOf(url: string): { prefix: string; name: string } | null {
+    let parsed: URL;
+    try {
+      parsed = new URL(url);
+    } catch {
+      return null;
+    }
+    const base = new URL(this.baseUrl);
+    const basePath = base.pathname.replace(/\/$/, '');
+    if (parsed.origin !== base.origin || !parsed.pathname.startsWith(`${basePath}/`)) return null;
+    // The result host serves by path alone: queries and fragments change nothing.
+    const segments = parsed.pathname.slice(basePath.length + 1).split('/');
+    const decoded = segments.map((segment) => {
+      try {
+        return decodeURIComponent(segment);
+      } catch {
+        return segment;
+      }
+    });
+    // Ours, whatever the path: a path that names no object reads as missing.
+    return decoded.length === 2 ? { prefix: decoded[0]!, name: decoded[1]! } : { prefix: '', name: '' };
   }
 
   private pathOf(prefix: string, name?: string): string {

@@ -12,14 +12,17 @@ export function activityDeps(
   db: CommonQueryMethods,
   overrides: Partial<ActivityDeps> & Pick<ActivityDeps, 'temporal'>,
 ): ActivityDeps {
+  const storage = new LocalStorage(config.STORAGE_DIR, config.RESULT_BASE_URL);
   const provider = new SimulatedProvider(db, {
     delayMs: config.SIM_PROVIDER_DELAY_MS,
     renderer: new ChildProcessRenderer(),
+    storage,
+    frameFetch: { allowCidrs: config.OUTBOUND_ALLOW_CIDRS },
   });
   return {
     db,
     providerFor: () => provider,
-    storage: new LocalStorage(config.STORAGE_DIR, config.RESULT_BASE_URL),
+    storage,
     concurrencyLimit: config.CONCURRENT_GENERATIONS_PER_ACCOUNT,
     ...overrides,
   };

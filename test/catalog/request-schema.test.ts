@@ -11,7 +11,9 @@ const entries: CatalogEntry[] = defaultCatalog.map((m) => ({
   ...modelDefinitionSchema.parse(m.definition),
 }));
 const model = (id: string) => compileModel(entries.find((e) => e.id === id)!);
-const png = `data:image/png;base64,${Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0]).toString('base64')}`;
+// A real 1×1 PNG: data URIs are checked down to the size in their header.
+const png =
+  'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==';
 const jpegAsPng = `data:image/png;base64,${Buffer.from([0xff, 0xd8, 0xff, 0xe0, 1, 2, 3, 4]).toString('base64')}`;
 
 function validate(id: string, body: Record<string, unknown>) {

@@ -8,8 +8,15 @@ import { bearer, createPaidAccount } from '../support/api.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { chargesOf } from '../support/ledger.js';
 
+/** A real 1×1 PNG, followed by one byte that makes each of them different. */
 const pngBytes = (last: number) =>
-  Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 1, 2, last]).toString('base64');
+  Buffer.concat([
+    Buffer.from(
+      'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==',
+      'base64',
+    ),
+    Buffer.from([last]),
+  ]).toString('base64');
 const png = `data:image/png;base64,${pngBytes(3)}`;
 const otherPng = `data:image/png;base64,${pngBytes(4)}`;
 

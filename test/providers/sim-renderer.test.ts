@@ -1,11 +1,36 @@
+import type { ChildProcess } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import sharp from 'sharp';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChildProcessRenderer } from '../../src/providers/sim-renderer.js';
+import { frameColour } from '../support/media.js';
+import { pngBomb, selfSignedCertificate, startTestServer, type TestServer } from '../support/test-servers.js';
 
 /** The worker's renderer: the simulated provider's drawing, in a child process of its own. */
 describe('ChildProcessRenderer', () => {
   const renderer = new ChildProcessRenderer();
-  afterAll(() => renderer.close());
+  const childOf = (r: ChildProcessRenderer) => (r as unknown as { child: ChildProcess | null }).child;
+  let dir: string;
+  let server: TestServer;
+  let certificate: string;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'sim-renderer-test-'));
+    const bomb = pngBomb(16_000, 16_000);
+    const cert = await selfSignedCertificate();
+    certificate = cert.cert;
+    server = await startTestServer(
+      (_request, response) => void response.writeHead(200, { 'content-type': 'image/png' }).end(bomb),
+      { tls: cert },
+    );
+  });
+  afterAll(async () => {
+    renderer.close();
+    await server?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
 
   it('returns real PNG and JPEG bytes of the size asked, drawn in another process', async () => {
     const png = await renderer.image('a lighthouse at night', 640, 360, 'png');
@@ -24,5 +49,62 @@ describe('ChildProcessRenderer', () => {
 
   it('passes a render error back as a failure', async () => {
     await expect(renderer.image('zero', 0, 10, 'png')).rejects.toThrow();
+  });
+
+  const video = (name: string, job: Partial<Parameters<ChildProcessRenderer['video']>[0]>) =>
+    renderer
+      .video({
+        prompt: 'a lighthouse',
+        width: 320,
+        height: 180,
+        durationSeconds: 1,
+        audio: false,
+        frames: [],
+        ...job,
+      })
+      .then(async (bytes) => {
+        const file = path.join(dir, `${name}.mp4`);
+        await writeFile(file, bytes);
+        return frameColour(file, 0, dir);
+      });
+
+  it('takes frames as bytes (our own stored files) across the process boundary', async () => {
+    const green = await sharp({ create: { width: 64, height: 64, channels: 3, background: '#00ff00' } })
+      .png()
+      .toBuffer();
+    const first = await video('bytes', { frames: [{ bytes: green }] });
+    expect(first.g).toBeGreaterThan(200);
+    expect(first.r).toBeLessThan(50);
+  });
+
+  it('survives a decompression-bomb frame: the same child refuses it and goes on', async () => {
+    await renderer.image('warm up', 16, 16, 'png');
+    const pid = childOf(renderer)?.pid;
+    for (const frames of [[{ url: `${server.origin}/bomb.png` }], [{ bytes: pngBomb(16_000, 16_000) }]]) {
+      const first = await video('bomb', {
+        frames,
+        fetch: { allowCidrs: ['127.0.0.1/32'], extraCa: [certificate] },
+      });
+      // The prompt picture, not the bomb's black.
+      expect(first.r + first.g + first.b).toBeGreaterThan(60);
+    }
+    expect(server.requests).toEqual(['/bomb.png']);
+    expect(childOf(renderer)?.pid).toBe(pid);
+  });
+
+  it('gives the child none of the worker’s secrets', async () => {
+    process.env.DATABASE_URL = 'postgres://worker:secret@db/app';
+    const fresh = new ChildProcessRenderer();
+    try {
+      await fresh.image('env', 16, 16, 'png');
+      const environ = await readFile(`/proc/${childOf(fresh)!.pid}/environ`, 'latin1');
+      const names = environ.split('\0').map((entry) => entry.slice(0, entry.indexOf('=')));
+      expect(names).toContain('PATH');
+      expect(names).not.toContain('DATABASE_URL');
+      expect(environ).not.toContain('secret');
+    } finally {
+      fresh.close();
+      delete process.env.DATABASE_URL;
+    }
   });
 });

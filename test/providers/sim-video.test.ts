@@ -1,12 +1,17 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { renderVideo, runFfmpeg } from '../../src/providers/sim-video.js';
+import { renderVideo, runFfmpeg, type FrameFetchPolicy } from '../../src/providers/sim-video.js';
 import { frameColour } from '../support/media.js';
+import {
+  pngBomb,
+  pngClaiming,
+  selfSignedCertificate,
+  startTestServer,
+  type TestServer,
+} from '../support/test-servers.js';
 
 interface Probe {
   durationSeconds: number;
@@ -38,8 +43,13 @@ async function probe(file: string): Promise<Probe> {
 
 describe('renderVideo (simulated motion-1)', () => {
   let dir: string;
-  let server: Server;
+  let server: TestServer;
+  /** On 127.0.0.2, which no test allows; it serves a red frame to whoever reaches it. */
+  let elsewhere: TestServer;
   let baseUrl: string;
+  /** The loopback HTTPS server allowed on purpose, as an operator would allow an internal mirror. */
+  let allowLoopback: FrameFetchPolicy;
+  const red = { r: 255, g: 0, b: 0 };
 
   beforeAll(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), 'sim-video-test-'));
@@ -48,22 +58,54 @@ describe('renderVideo (simulated motion-1)', () => {
       sharp({ create: { width: 320, height: 240, channels: 3, background } })
         .png()
         .toBuffer();
-    const images: Record<string, Buffer> = {
-      '/red.png': await solid('#ff0000'),
-      '/blue.png': await solid('#0000ff'),
+    const images: Record<string, [string, Buffer]> = {
+      '/red.png': ['image/png', await solid('#ff0000')],
+      '/blue.png': ['image/png', await solid('#0000ff')],
+      // 256 megapixels in 31 KB: under sharp's own default limit, far over ours.
+      '/bomb.png': ['image/png', pngBomb(16_000, 16_000)],
+      '/claims-huge.png': ['image/png', pngClaiming(100_000, 100_000)],
+      '/tall.png': ['image/png', pngBomb(10, 9000)],
+      '/picture.svg': [
+        'image/svg+xml',
+        Buffer.from(
+          '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="10" height="10" fill="red"/></svg>',
+        ),
+      ],
+      '/red-as-html': ['text/html', await solid('#ff0000')],
     };
-    server = createServer((request, response) => {
-      const image = images[request.url ?? ''];
-      if (!image) return response.writeHead(404).end();
-      response.writeHead(200, { 'content-type': 'image/png', 'content-length': image.length }).end(image);
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const certificate = await selfSignedCertificate();
+    elsewhere = await startTestServer(
+      (_request, response) =>
+        void response.writeHead(200, { 'content-type': 'image/png' }).end(images['/red.png']![1]),
+      { tls: certificate, host: '127.0.0.2' },
+    );
+    server = await startTestServer(
+      (request, response) => {
+        if (request.url === '/to-elsewhere.png')
+          return response.writeHead(302, { location: `${elsewhere.origin}/red.png` }).end();
+        const image = images[request.url ?? ''];
+        if (!image) return response.writeHead(404).end();
+        response
+          .writeHead(200, { 'content-type': image[0], 'content-length': image[1].length })
+          .end(image[1]);
+      },
+      { tls: certificate },
+    );
+    baseUrl = server.origin;
+    allowLoopback = { allowCidrs: ['127.0.0.1/32'], extraCa: [certificate.cert] };
   });
   afterAll(async () => {
-    await new Promise((resolve) => server?.close(resolve));
+    await server?.close();
+    await elsewhere?.close();
     await rm(dir, { recursive: true, force: true });
   });
+
+  /** Whether the prompt picture (not the frame) opens the video: neither black nor the given colour. */
+  const opensOnPromptPicture = async (file: string, not: { r: number; g: number; b: number }) => {
+    const first = await frameColour(file, 0, dir);
+    const distance = Math.abs(first.r - not.r) + Math.abs(first.g - not.g) + Math.abs(first.b - not.b);
+    return first.r + first.g + first.b > 60 && distance > 60;
+  };
 
   const render = async (name: string, job: Partial<Parameters<typeof renderVideo>[0]>) => {
     const bytes = await renderVideo({
@@ -109,8 +151,11 @@ describe('renderVideo (simulated motion-1)', () => {
     expect(first.r + first.g + first.b).toBeLessThan(700);
   });
 
-  it('first and last frame over HTTP: starts on the first image, ends on the second', async () => {
-    const { file } = await render('frames', { frames: [`${baseUrl}/red.png`, `${baseUrl}/blue.png`] });
+  it('first and last frame over HTTPS: starts on the first image, ends on the second', async () => {
+    const { file } = await render('frames', {
+      frames: [{ url: `${baseUrl}/red.png` }, { url: `${baseUrl}/blue.png` }],
+      fetch: allowLoopback,
+    });
     const info = await probe(file);
     expect(info.video).toMatchObject([{ codec: 'h264', width: 640, height: 360 }]);
     const first = await frameColour(file, 0, dir);
@@ -122,7 +167,11 @@ describe('renderVideo (simulated motion-1)', () => {
   });
 
   it('a single first frame is animated from that image', async () => {
-    const { file } = await render('first-only', { frames: [`${baseUrl}/blue.png`], audio: true });
+    const { file } = await render('first-only', {
+      frames: [{ url: `${baseUrl}/blue.png` }],
+      audio: true,
+      fetch: allowLoopback,
+    });
     const info = await probe(file);
     expect(info.audio).toEqual([{ codec: 'aac' }]);
     const first = await frameColour(file, 0, dir);
@@ -132,11 +181,58 @@ describe('renderVideo (simulated motion-1)', () => {
 
   it('a frame that cannot be fetched falls back to the prompt picture', async () => {
     const { file } = await render('fallback', {
-      frames: [`${baseUrl}/missing.png`, 'http://127.0.0.1:1/none.png'],
+      frames: [{ url: `${baseUrl}/missing.png` }, { url: 'https://127.0.0.1:1/none.png' }],
+      fetch: allowLoopback,
     });
     const info = await probe(file);
     expect(info.video).toMatchObject([{ codec: 'h264', width: 640, height: 360 }]);
     expect(Math.abs(info.durationSeconds - 4)).toBeLessThanOrEqual(0.2);
+  });
+
+  it('frames given as bytes (our own stored files) are used as they are, without a fetch', async () => {
+    const green = await sharp({ create: { width: 64, height: 64, channels: 3, background: '#00ff00' } })
+      .png()
+      .toBuffer();
+    const { file } = await render('bytes', { frames: [{ bytes: green }, { missing: true }] });
+    const first = await frameColour(file, 0, dir);
+    expect(first.g).toBeGreaterThan(200);
+    expect(first.r).toBeLessThan(50);
+  });
+
+  it('never fetches a frame from a loopback address it was not told to allow, nor through a redirect', async () => {
+    const before = server.connections;
+    // No allow-list: 127.0.0.1 is loopback, refused before a connection is made.
+    const { file } = await render('loopback', { frames: [{ url: `${baseUrl}/red.png` }] });
+    expect(server.connections).toBe(before);
+    expect(await opensOnPromptPicture(file, red)).toBe(true);
+    // Allowed, but redirected to an address that is not: refused at the second hop.
+    const redirected = await render('redirected', {
+      frames: [{ url: `${baseUrl}/to-elsewhere.png` }],
+      fetch: allowLoopback,
+    });
+    expect(server.requests.at(-1)).toBe('/to-elsewhere.png');
+    expect(elsewhere.connections).toBe(0);
+    expect(await opensOnPromptPicture(redirected.file, red)).toBe(true);
+    // A declared type that is not an image is refused, whatever the bytes are.
+    const typed = await render('typed', {
+      frames: [{ url: `${baseUrl}/red-as-html` }],
+      fetch: allowLoopback,
+    });
+    expect(await opensOnPromptPicture(typed.file, red)).toBe(true);
+  });
+
+  it('refuses a frame over the pixel limits from its header, without decoding it', async () => {
+    const black = { r: 0, g: 0, b: 0 };
+    for (const name of ['bomb.png', 'claims-huge.png', 'tall.png', 'picture.svg']) {
+      const started = Date.now();
+      const { file } = await render(`refused-${name}`, {
+        frames: [{ url: `${baseUrl}/${name}` }],
+        fetch: allowLoopback,
+      });
+      // Decoding 256 megapixels would take seconds and a gigabyte; refusing takes milliseconds.
+      expect(Date.now() - started).toBeLessThan(10_000);
+      expect(await opensOnPromptPicture(file, name === 'picture.svg' ? red : black), name).toBe(true);
+    }
   });
 
   it('rejects sizes H.264 4:2:0 cannot take, and reports ffmpeg failures with its message', async () => {

@@ -10,6 +10,7 @@ import { freePort } from '../../src/dev/free-port.js';
 import { randomBase62 } from '../../src/ids.js';
 import { createLogger } from '../../src/logger.js';
 import { SimulatedProvider } from '../../src/providers/simulated-provider.js';
+import type { FrameFetchPolicy } from '../../src/providers/sim-video.js';
 import { buildResultHost } from '../../src/result-host/server.js';
 import { LocalStorage } from '../../src/storage/storage.js';
 import { createWorker, NativeConnection } from '../../src/worker/create-worker.js';
@@ -40,6 +41,8 @@ export async function startTestWorker(
     overrides?: Partial<ActivityDeps>;
     /** Worker slots for short activities (the worker's default: 100). */
     maxConcurrentActivities?: number;
+    /** What the simulated provider's frame fetches may reach besides public addresses (OUTBOUND_ALLOW_CIDRS). */
+    frameFetch?: FrameFetchPolicy;
   } = {},
 ): Promise<TestWorker> {
   const taskQueue = `test-${randomBase62(10)}`;
@@ -70,7 +73,12 @@ export async function startTestWorker(
     temporal,
     ...options.overrides,
   };
-  const provider = new SimulatedProvider(db, { delayMs: options.simDelayMs ?? 200 });
+  const provider = new SimulatedProvider(db, {
+    delayMs: options.simDelayMs ?? 200,
+    // As the worker does: our own files are read from storage, other URLs fetched under the rules.
+    storage: deps.storage,
+    ...(options.frameFetch ? { frameFetch: options.frameFetch } : {}),
+  });
 
   let connection: NativeConnection | null = null;
   let running: Promise<void> | null = null;
