@@ -106,7 +106,7 @@ describe('reads: GET /v1/generations/{id} and the list', () => {
   it('answers bad parameters with 400 naming each', async () => {
     const { status, body } = await list(stack.account.key, '?limit=0&status=done&cursor=garbage');
     expect(status).toBe(400);
-    expect(body.error.issues.map((i: { field: string }) => i.field)).toEqual(['limit', 'status', 'cursor']);
+    expect(body.issues.map((i: { field: string }) => i.field)).toEqual(['limit', 'status', 'cursor']);
     expect((await list(stack.account.key, '?limit=101')).status).toBe(400);
     expect((await list(stack.account.key, '?limit=100')).status).toBe(200);
   });
