@@ -1,5 +1,6 @@
 import sharp from 'sharp';
 import { afterAll, describe, expect, it } from 'vitest';
+import { renderImage } from '../../src/providers/sim-render.js';
 import { ChildProcessRenderer } from '../../src/providers/sim-renderer.js';
 
 /** The worker's renderer: the simulated provider's drawing, in a child process of its own. */
@@ -24,5 +25,27 @@ describe('ChildProcessRenderer', () => {
 
   it('passes a render error back as a failure', async () => {
     await expect(renderer.image('zero', 0, 10, 'png')).rejects.toThrow();
+  });
+});
+
+describe('renderImage', () => {
+  it('draws a prompt holding any character: controls, unpaired surrogates, markup, emoji, right-to-left', async () => {
+    const controls = Array.from({ length: 32 }, (_, i) => String.fromCharCode(i)).join('');
+    for (const prompt of [
+      `tab\u0013stop`,
+      `all controls ${controls} end`,
+      'not\ufffe\uffff characters',
+      'half a pair \ud869 and \ude00',
+      '<svg> & "quotes" \'too\' ]]>',
+      '😀 🏳️‍🌈 שלום עולם مرحبا \u202eevil',
+      `${'😀'.repeat(40)}`,
+    ]) {
+      const png = await renderImage(prompt, 64, 48, 'png');
+      expect(await sharp(png).metadata(), JSON.stringify(prompt)).toMatchObject({
+        format: 'png',
+        width: 64,
+        height: 48,
+      });
+    }
   });
 });
