@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { storableString } from '../storable-text.js';
 import type { GenerationStatus } from '../workflows/generation-types.js';
 
 /** What a generation id can look like; anything else is no generation of ours. */
@@ -69,7 +70,9 @@ export const listGenerationsQuerySchema = z.object({
     .transform((value) => [...new Set(value.split(',').map((s) => s.trim() as GenerationStatus))])
     .optional()
     .describe(`Comma-separated subset of ${statuses.join(', ')}.`),
-  model: z.string().min(1, 'Must not be empty.').optional().describe('Only generations of this model id.'),
+  model: storableString(z.string().min(1, 'Must not be empty.'))
+    .optional()
+    .describe('Only generations of this model id.'),
 });
 
 export type ListGenerationsQuery = z.infer<typeof listGenerationsQuerySchema>;

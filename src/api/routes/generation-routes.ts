@@ -13,6 +13,7 @@ import {
 import type { InvalidatedCache } from '../../db/invalidated-cache.js';
 import { ApiError, ValidationError, type ValidationIssue } from '../../errors.js';
 import { newId } from '../../ids.js';
+import { toStorableText } from '../../storable-text.js';
 import type { Storage } from '../../storage/storage.js';
 import type { GenerationStart } from '../../workflows/generation-types.js';
 import { admitUpdate, generationWorkflow } from '../../workflows/generation-workflow.js';
@@ -46,7 +47,8 @@ export interface GenerationRouteDeps {
  * PostgreSQL projection only, never from Temporal.
  */
 export function generationRoutes(app: FastifyInstance, deps: GenerationRouteDeps): void {
-  app.post('/v1/generations', async (request, reply) => {
+  // The body's text is checked by checkBody, so that the rejection is recorded like any other invalid request.
+  app.post('/v1/generations', { config: { checksOwnBody: true } }, async (request, reply) => {
     const principal = principalOf(request);
     const key = checkIdempotencyKey(request.headers['idempotency-key']);
     const body = checkBody(deps.catalog, request.body);
@@ -209,7 +211,11 @@ export function generationRoutes(app: FastifyInstance, deps: GenerationRouteDeps
       model: what.model,
       mediaType: what.mediaType,
       input: null,
-      error: { code: error.code, message: issues.map((i) => `${i.field || 'body'}: ${i.message}`).join(' ') },
+      // Issues never quote what was sent; toStorableText keeps it that way should a message ever do.
+      error: {
+        code: error.code,
+        message: toStorableText(issues.map((i) => `${i.field || 'body'}: ${i.message}`).join(' ')),
+      },
     });
     reply.header('x-request-id', id);
     throw error;
