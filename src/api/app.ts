@@ -9,6 +9,7 @@ import { newId } from '../ids.js';
 import { registerAuth } from './auth-plugin.js';
 import { registerErrorHandling } from './errors-plugin.js';
 import type { RequestLogWriter } from './request-log-writer.js';
+import { refuseUnstorableText } from './storable-text-hook.js';
 import { creditsRoutes, modelsRoutes, openApiRoutes } from './routes/account-routes.js';
 import { generationRoutes, type GenerationRouteDeps } from './routes/generation-routes.js';
 
@@ -57,6 +58,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     requestsPerMinutePerKey: deps.settings.requestsPerMinutePerKey,
   });
   registerErrorHandling(app, authenticate);
+  app.addHook('preValidation', refuseUnstorableText);
 
   creditsRoutes(app, { db: deps.db, balances: deps.balances });
   modelsRoutes(app, { catalog: deps.catalog });

@@ -9,9 +9,13 @@ import { ServiceError } from '@temporalio/client';
 import { BackendTerminatedError, ConnectionError, StatementTimeoutError } from 'slonik';
 import { ApiError, errorCodes, type ErrorCode, type ValidationIssue } from '../errors.js';
 
-/** The spec's error envelope. */
+/**
+ * The spec's error envelope. A 400 `invalid_request` also has `issues` beside `error` (the spec: "the
+ * response has an issues array that names each offending field"), one item per offending field.
+ */
 export interface ErrorBody {
-  error: { code: ErrorCode; message: string; issues?: ValidationIssue[]; request_id?: string };
+  error: { code: ErrorCode; message: string };
+  issues?: ValidationIssue[];
 }
 
 /**
@@ -42,7 +46,10 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, error: A
     reply.header('retry-after', String(error.extra.retryAfterSeconds));
   if (error.extra.requestId) reply.header('x-request-id', error.extra.requestId);
   const body: ErrorBody = { error: { code: error.code, message: error.message } };
-  if (error.extra.issues) body.error.issues = error.extra.issues;
+  if (error.code === 'invalid_request') {
+    // Every invalid_request names what was wrong, even one raised without field-level detail.
+    body.issues = error.extra.issues ?? [{ field: '', code: 'invalid_value', message: error.message }];
+  }
   return reply.code(error.status).type('application/json; charset=utf-8').send(body);
 }
 

@@ -4,6 +4,7 @@ import { parseImageInput } from '../catalog/image-input.js';
 import { toValidationIssues } from '../catalog/request-schema.js';
 import type { ValidationIssue } from '../errors.js';
 import { randomBase62 } from '../ids.js';
+import { toStorableText, unstorableTextIssues } from '../storable-text.js';
 import type { Storage } from '../storage/storage.js';
 
 /** Idempotency-Key: 1 to 128 printable ASCII characters, no spaces. */
@@ -31,7 +32,11 @@ export type BodyCheck =
   | { ok: true; model: CompiledModel; input: Record<string, unknown> }
   | { ok: false; issues: ValidationIssue[]; model: string; mediaType: string };
 
-/** Validates a POST body against its model's catalog entry. `input` is the accepted fields other than `model`. */
+/**
+ * Validates a POST body against its model's catalog entry. `input` is the accepted fields other than
+ * `model`. Text that cannot be stored is refused wherever it is in the body (keys and ignored fields
+ * included); the issues and the model id it gives back hold none of it, so the rejection can be recorded.
+ */
 export function checkBody(catalog: CatalogCache, body: unknown): BodyCheck {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     return {
@@ -41,26 +46,27 @@ export function checkBody(catalog: CatalogCache, body: unknown): BodyCheck {
       issues: [{ field: '', code: 'invalid_type', message: 'The body must be a JSON object.' }],
     };
   }
+  const textIssues = unstorableTextIssues(body);
+  const named = new Set(textIssues.map((issue) => issue.field));
+  const refuse = (issues: ValidationIssue[], model = '', mediaType = 'unknown'): BodyCheck => ({
+    ok: false,
+    model,
+    mediaType,
+    // One issue per field: the text issue, when a field has one, says the most.
+    issues: [...textIssues, ...issues.filter((issue) => !named.has(issue.field))],
+  });
   const modelId = (body as Record<string, unknown>).model;
   if (typeof modelId !== 'string') {
-    return {
-      ok: false,
-      model: '',
-      mediaType: 'unknown',
-      issues: [
-        modelId === undefined
-          ? { field: 'model', code: 'required', message: 'This field is required.' }
-          : { field: 'model', code: 'invalid_type', message: 'Expected string.' },
-      ],
-    };
+    return refuse([
+      modelId === undefined
+        ? { field: 'model', code: 'required', message: 'This field is required.' }
+        : { field: 'model', code: 'invalid_type', message: 'Expected string.' },
+    ]);
   }
   const model = catalog.get(modelId);
   if (!model) {
-    return {
-      ok: false,
-      model: modelId.slice(0, 200),
-      mediaType: 'unknown',
-      issues: [
+    return refuse(
+      [
         {
           field: 'model',
           code: 'invalid_value',
@@ -70,16 +76,13 @@ export function checkBody(catalog: CatalogCache, body: unknown): BodyCheck {
             .join(', ')}.`,
         },
       ],
-    };
+      toStorableText(modelId.slice(0, 200)),
+    );
   }
   const parsed = model.requestSchema.safeParse(body);
-  if (!parsed.success)
-    return {
-      ok: false,
-      model: modelId,
-      mediaType: model.entry.media_type,
-      issues: toValidationIssues(parsed.error),
-    };
+  if (!parsed.success || textIssues.length > 0) {
+    return refuse(parsed.success ? [] : toValidationIssues(parsed.error), modelId, model.entry.media_type);
+  }
   const { model: _model, ...input } = parsed.data as Record<string, unknown>;
   return { ok: true, model, input };
 }

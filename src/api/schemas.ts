@@ -27,12 +27,17 @@ export const validationIssueSchema = z.object({
 });
 
 export const errorBodySchema = z.object({
-  error: errorSchema.extend({
-    issues: z
-      .array(validationIssueSchema)
-      .optional()
-      .describe('Present on 400 invalid_request: one item per offending field.'),
-  }),
+  error: errorSchema,
+  issues: z
+    .array(validationIssueSchema)
+    .optional()
+    .describe('Present on 400 invalid_request (and only there): one item per offending field.'),
+});
+
+/** The body of a 400: always `invalid_request`, always with its issues. */
+export const validationErrorBodySchema = z.object({
+  error: errorSchema.extend({ code: z.literal('invalid_request') }),
+  issues: z.array(validationIssueSchema).min(1).describe('One item per offending field.'),
 });
 
 export const imageOutputSchema = z.object({

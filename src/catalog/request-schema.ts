@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { zodToJsonSchema } from 'zod-to-json-schema';
 import type { ValidationIssue } from '../errors.js';
+import { fieldName, storableString } from '../storable-text.js';
 import type { CatalogEntry } from './catalog-entry.js';
 import { parseImageInput } from './image-input.js';
 
@@ -95,7 +96,7 @@ export function buildRequestJsonSchema(entry: CatalogEntry): Record<string, unkn
 }
 
 function codePointString(min: number, max: number) {
-  return z.string().superRefine((value, ctx) => {
+  return storableString().superRefine((value, ctx) => {
     // A code point is one or two UTF-16 units, so the unit count bounds it cheaply first.
     const length = value.length > max * 2 ? value.length : [...value].length;
     if (length < min) {
@@ -129,11 +130,11 @@ function imageString(acceptsDataUris: boolean) {
 /** Turns zod's issues into the API's `issues` items: one per offending field. */
 export function toValidationIssues(error: z.ZodError): ValidationIssue[] {
   return error.issues.flatMap((issue): ValidationIssue[] => {
-    const field = issue.path.join('.');
+    const field = fieldName(issue.path);
     switch (issue.code) {
       case 'unrecognized_keys':
         return issue.keys.map((key) => ({
-          field: field ? `${field}.${key}` : key,
+          field: fieldName([...issue.path, key]),
           code: 'unknown_field',
           message: 'This model does not accept this field.',
         }));

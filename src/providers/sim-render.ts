@@ -5,7 +5,15 @@ import { MAX_IMAGE_PIXELS } from '../catalog/image-input.js';
 // Every picture is new: libvips' operation cache would only hold memory in a long-running worker.
 sharp.cache(false);
 
-const escapeXml = (text: string) => text.replace(/[<>&'"]/g, (c) => `&#${c.charCodeAt(0)};`);
+/**
+ * Text as SVG (XML 1.0) can carry it: markup characters escaped, and the characters XML 1.0 has no
+ * place for at all (most C0 controls, U+FFFE/U+FFFF, unpaired surrogates; not even as references)
+ * drawn as U+FFFD. Prompts may hold any of them; the picture must still render.
+ */
+const escapeXml = (text: string) =>
+  text
+    .replace(/[^\t\n\r\u0020-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/gu, '\uFFFD')
+    .replace(/[<>&'"]/g, (c) => `&#${c.charCodeAt(0)};`);
 
 /**
  * An SVG picture derived from the prompt: colours and shapes from its hash,
@@ -29,7 +37,7 @@ export function promptSvg(prompt: string, width: number, height: number, frame =
   for (const word of words) {
     const last = lines.at(-1);
     if (last !== undefined && (last + ' ' + word).length <= 28) lines[lines.length - 1] = `${last} ${word}`;
-    else lines.push(word.slice(0, 28));
+    else lines.push([...word].slice(0, 28).join('')); // whole characters: a pair is never split
     if (lines.length > 6) break;
   }
   const fontSize = Math.round(Math.min(width, height) / 14);

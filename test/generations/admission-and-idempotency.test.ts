@@ -68,9 +68,7 @@ describe('POST /v1/generations: admission, charging and the Idempotency-Key rule
         bad,
       );
       expect(response.statusCode, bad).toBe(400);
-      expect(response.json().error.issues).toContainEqual(
-        expect.objectContaining({ field: 'Idempotency-Key' }),
-      );
+      expect(response.json().issues).toContainEqual(expect.objectContaining({ field: 'Idempotency-Key' }));
     }
     expect(
       (await createGeneration(stack.api, account.key, { model: 'lumen-lite', prompt: 'p' }, '~'.repeat(128)))
@@ -186,7 +184,7 @@ describe('POST /v1/generations: admission, charging and the Idempotency-Key rule
       k,
     );
     expect(invalid.statusCode).toBe(400);
-    expect(invalid.json().error.issues).toEqual([
+    expect(invalid.json().issues).toEqual([
       expect.objectContaining({ field: 'prompt', code: 'too_small' }),
       expect.objectContaining({ field: 'extra', code: 'unknown_field' }),
     ]);
@@ -208,7 +206,7 @@ describe('POST /v1/generations: admission, charging and the Idempotency-Key rule
     expect(valid.statusCode).toBe(202);
     expect(valid.json().id).not.toBe(rejectedId);
     const unknownModel = await createGeneration(stack.api, account.key, { model: 'nope', prompt: 'x' });
-    expect(unknownModel.json().error.issues).toEqual([
+    expect(unknownModel.json().issues).toEqual([
       expect.objectContaining({ field: 'model', code: 'invalid_value' }),
     ]);
   });

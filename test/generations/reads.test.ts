@@ -106,9 +106,44 @@ describe('reads: GET /v1/generations/{id} and the list', () => {
   it('answers bad parameters with 400 naming each', async () => {
     const { status, body } = await list(stack.account.key, '?limit=0&status=done&cursor=garbage');
     expect(status).toBe(400);
-    expect(body.error.issues.map((i: { field: string }) => i.field)).toEqual(['limit', 'status', 'cursor']);
+    expect(body.issues.map((i: { field: string }) => i.field)).toEqual(['limit', 'cursor', 'status']);
     expect((await list(stack.account.key, '?limit=101')).status).toBe(400);
     expect((await list(stack.account.key, '?limit=100')).status).toBe(200);
+  });
+
+  it('a repeated parameter is a 400 naming it, not a 500', async () => {
+    for (const [query, field] of [
+      ['?status=queued&status=failed', 'status'],
+      ['?model=a&model=b', 'model'],
+      ['?limit=1&limit=2', 'limit'],
+      ['?cursor=a&cursor=b', 'cursor'],
+    ] as const) {
+      const { status, body } = await list(stack.account.key, query);
+      expect(status, query).toBe(400);
+      expect(body.error.code).toBe('invalid_request');
+      expect(body.issues.map((i: { field: string }) => i.field)).toEqual([field]);
+    }
+  });
+
+  it('parses each parameter exactly as the OpenAPI description states it', async () => {
+    for (const [query, expected] of [
+      ['?limit=', 400],
+      ['?limit=0x10', 400],
+      ['?limit=1e1', 400],
+      ['?limit=%2010', 400],
+      ['?limit=2.0', 400],
+      ['?limit=007', 200],
+      ['?status=', 400],
+      ['?status=queued,', 400],
+      ['?status=queued,%20failed%20', 200],
+      ['?status=queued,queued', 200],
+      ['?cursor=', 400],
+      ['?model=', 400],
+      ['?model=no-such-model', 200],
+      ['?unknown=ignored', 200],
+    ] as const) {
+      expect((await list(stack.account.key, query)).status, query).toBe(expected);
+    }
   });
 
   it('a cached record is dropped when what it shows changes, and not for bookkeeping', async () => {

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { renderImage } from '../../src/providers/sim-render.js';
 import { ChildProcessRenderer } from '../../src/providers/sim-renderer.js';
 import { frameColour } from '../support/media.js';
 import { pngBomb, selfSignedCertificate, startTestServer, type TestServer } from '../support/test-servers.js';
@@ -105,6 +106,28 @@ describe('ChildProcessRenderer', () => {
     } finally {
       fresh.close();
       delete process.env.DATABASE_URL;
+    }
+  });
+});
+
+describe('renderImage', () => {
+  it('draws a prompt holding any character: controls, unpaired surrogates, markup, emoji, right-to-left', async () => {
+    const controls = Array.from({ length: 32 }, (_, i) => String.fromCharCode(i)).join('');
+    for (const prompt of [
+      `tab\u0013stop`,
+      `all controls ${controls} end`,
+      'not\ufffe\uffff characters',
+      'half a pair \ud869 and \ude00',
+      '<svg> & "quotes" \'too\' ]]>',
+      '😀 🏳️‍🌈 שלום עולם مرحبا \u202eevil',
+      `${'😀'.repeat(40)}`,
+    ]) {
+      const png = await renderImage(prompt, 64, 48, 'png');
+      expect(await sharp(png).metadata(), JSON.stringify(prompt)).toMatchObject({
+        format: 'png',
+        width: 64,
+        height: 48,
+      });
     }
   });
 });

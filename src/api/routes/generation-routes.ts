@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
 import { createHash } from 'node:crypto';
 import type { CatalogCache } from '../../catalog/catalog-cache.js';
+import { toValidationIssues } from '../../catalog/request-schema.js';
 import {
   getGeneration,
   listGenerations,
@@ -12,8 +13,9 @@ import {
 import type { InvalidatedCache } from '../../db/invalidated-cache.js';
 import { ApiError, ValidationError, errorCodes, type ErrorCode, type ValidationIssue } from '../../errors.js';
 import { newId } from '../../ids.js';
+import { toStorableText } from '../../storable-text.js';
 import type { Storage } from '../../storage/storage.js';
-import type { Admission, GenerationStart, GenerationStatus } from '../../workflows/generation-types.js';
+import type { Admission, GenerationStart } from '../../workflows/generation-types.js';
 import { admitUpdate, generationWorkflow } from '../../workflows/generation-workflow.js';
 import {
   AccountId,
@@ -24,6 +26,7 @@ import {
 import { principalOf } from '../auth-plugin.js';
 import { checkBody, checkIdempotencyKey, fingerprint, storeInlineImages } from '../generation-request.js';
 import { toGeneration } from '../generation-view.js';
+import { encodeCursor, generationIdPattern, listGenerationsQuerySchema } from '../list-query.js';
 
 export interface GenerationRouteDeps {
   db: CommonQueryMethods;
@@ -38,15 +41,14 @@ export interface GenerationRouteDeps {
   timing: GenerationStart['timing'];
 }
 
-const statuses: GenerationStatus[] = ['queued', 'succeeded', 'failed', 'rejected'];
-
 /**
  * POST /v1/generations, GET /v1/generations/{id} and GET /v1/generations.
  * POST is one round trip to Temporal (update-with-start); reads come from the
  * PostgreSQL projection only, never from Temporal.
  */
 export function generationRoutes(app: FastifyInstance, deps: GenerationRouteDeps): void {
-  app.post('/v1/generations', async (request, reply) => {
+  // The body's text is checked by checkBody, so that the rejection is recorded like any other invalid request.
+  app.post('/v1/generations', { config: { checksOwnBody: true } }, async (request, reply) => {
     const principal = principalOf(request);
     const key = checkIdempotencyKey(request.headers['idempotency-key']);
     const body = checkBody(deps.catalog, request.body);
@@ -148,43 +150,23 @@ export function generationRoutes(app: FastifyInstance, deps: GenerationRouteDeps
   app.get<{ Params: { id: string } }>('/v1/generations/:id', async (request, reply) => {
     const { id } = request.params;
     const accountId = principalOf(request).accountId;
-    const row = /^gen_[A-Za-z0-9]{1,64}$/.test(id) ? await readGeneration(accountId, id) : null;
+    const row = generationIdPattern.test(id) ? await readGeneration(accountId, id) : null;
     if (!row) throw new ApiError('not_found', 'No generation with this id in this account.');
     reply.header('x-request-id', row.id);
     return toGeneration(row);
   });
 
-  app.get<{ Querystring: Record<string, string | undefined> }>('/v1/generations', async (request) => {
-    const query = request.query;
-    const issues: ValidationIssue[] = [];
-    const limit = query.limit === undefined ? 20 : Number(query.limit);
-    if (!Number.isInteger(limit) || limit < 1 || limit > 100)
-      issues.push({
-        field: 'limit',
-        code: 'invalid_value',
-        message: 'Must be a whole number from 1 to 100.',
-      });
-    let wanted: GenerationStatus[] | null = null;
-    if (query.status !== undefined) {
-      const parts = query.status.split(',').map((s) => s.trim());
-      if (parts.some((s) => !statuses.includes(s as GenerationStatus))) {
-        issues.push({
-          field: 'status',
-          code: 'invalid_value',
-          message: `A comma-separated subset of ${statuses.join(', ')}.`,
-        });
-      } else wanted = parts as GenerationStatus[];
-    }
-    const after = query.cursor === undefined ? null : decodeCursor(query.cursor);
-    if (after === undefined)
-      issues.push({ field: 'cursor', code: 'invalid_value', message: 'Not a cursor this API gave out.' });
-    if (issues.length > 0) throw new ValidationError(issues);
+  app.get('/v1/generations', async (request) => {
+    const parsed = listGenerationsQuerySchema.safeParse(request.query);
+    if (!parsed.success) throw new ValidationError(toValidationIssues(parsed.error));
+    const query = parsed.data;
+    const limit = query.limit ?? 20;
     const rows = await listGenerations(deps.db, {
       accountId: principalOf(request).accountId,
       limit: limit + 1,
-      statuses: wanted,
+      statuses: query.status ?? null,
       model: query.model ?? null,
-      after: after ?? null,
+      after: query.cursor ?? null,
     });
     const page = rows.slice(0, limit);
     const last = page.at(-1);
@@ -226,7 +208,11 @@ export function generationRoutes(app: FastifyInstance, deps: GenerationRouteDeps
       model: what.model,
       mediaType: what.mediaType,
       input: null,
-      error: { code: error.code, message: issues.map((i) => `${i.field || 'body'}: ${i.message}`).join(' ') },
+      // Issues never quote what was sent; toStorableText keeps it that way should a message ever do.
+      error: {
+        code: error.code,
+        message: toStorableText(issues.map((i) => `${i.field || 'body'}: ${i.message}`).join(' ')),
+      },
     });
     reply.header('x-request-id', id);
     throw error;
@@ -243,26 +229,4 @@ function admissionRefusal(
   const issues =
     code === 'invalid_request' ? [{ field: '', code: 'invalid_value', message: error.message }] : undefined;
   return new ApiError(code, error.message, { requestId, issues });
-}
-
-function encodeCursor(position: { createdAt: string; id: string }): string {
-  return Buffer.from(JSON.stringify([position.createdAt, position.id])).toString('base64url');
-}
-
-/** The position a cursor names; undefined when it is not one of ours. */
-function decodeCursor(cursor: string): { createdAt: string; id: string } | undefined {
-  try {
-    const [createdAt, id] = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown[];
-    if (
-      typeof createdAt === 'string' &&
-      !Number.isNaN(Date.parse(createdAt)) &&
-      typeof id === 'string' &&
-      id.startsWith('gen_')
-    ) {
-      return { createdAt, id };
-    }
-  } catch {
-    // fall through
-  }
-  return undefined;
 }
