@@ -1,4 +1,3 @@
-import { isIP } from 'node:net';
 import { z } from 'zod';
 import { isValidRange } from './net/address-policy.js';
 import type { StepHorizons } from './workflows/generation-types.js';
@@ -35,7 +34,7 @@ const trustProxy = z
       return z.NEVER;
     }
     const entries = value.split(',').map((entry) => entry.trim());
-    const bad = entries.filter((entry) => !isAddressOrCidr(entry));
+    const bad = entries.filter((entry) => !isValidRange(entry));
     if (bad.length > 0) {
       ctx.addIssue({
         code: z.ZodIssueCode.custom,
@@ -45,14 +44,6 @@ const trustProxy = z
     }
     return entries;
   });
-
-function isAddressOrCidr(entry: string): boolean {
-  const [address = '', prefix, ...rest] = entry.split('/');
-  const version = isIP(address);
-  if (version === 0 || rest.length > 0) return false;
-  if (prefix === undefined) return true;
-  return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (version === 4 ? 32 : 128);
-}
 
 const configSchema = z.object({
   DATABASE_URL: z

@@ -136,5 +136,5 @@ describe('admin command line', () => {
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain('no account nobody@example.test');
     expect((await runAdminCli(['frobnicate'], db.url)).code).toBe(2);
-  });
+  }, 90_000); // spawns the CLI several times, each a fresh tsx start
 });
