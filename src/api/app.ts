@@ -47,16 +47,18 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // the few lines logged per request name the request id themselves.
     childLoggerFactory: (logger) => logger,
     return503OnClosing: true,
+    // Errors raised before routing (a path that is not valid percent-encoding) in the envelope too.
+    frameworkErrors: (error, request, reply) => onFrameworkError(error, request, reply),
   });
   app.decorateRequest('errorCode', null);
   // JSON only: without this, Fastify would accept text/plain bodies as strings.
   app.removeContentTypeParser('text/plain');
-  const authenticate = registerAuth(app, {
+  const auth = registerAuth(app, {
     authenticator: deps.authenticator,
     requestLog: deps.requestLog,
     requestsPerMinutePerKey: deps.settings.requestsPerMinutePerKey,
   });
-  registerErrorHandling(app, authenticate);
+  const onFrameworkError = registerErrorHandling(app, auth);
   app.addHook('preValidation', refuseUnstorableText);
 
   creditsRoutes(app, { db: deps.db, balances: deps.balances });
