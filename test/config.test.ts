@@ -32,4 +32,12 @@ describe('configuration', () => {
     for (const name of ['DATABASE_URL', 'TEMPORAL_ADDRESS', 'API_PORT', 'TRUST_PROXY'])
       expect(message).toContain(name);
   });
+
+  it('HTTP timeouts: documented defaults, and the headers cannot be given longer than the whole request', () => {
+    expect(loadConfig(base)).toMatchObject({
+      API_REQUEST_TIMEOUT_MS: 60_000,
+      API_HEADERS_TIMEOUT_MS: 10_000,
+    });
+    expect(() => loadConfig({ ...base, API_HEADERS_TIMEOUT_MS: '61000' })).toThrow(/API_HEADERS_TIMEOUT_MS/);
+  });
 });

@@ -43,8 +43,10 @@ function rawExchange(port: number, head: string, body = '', waitMs = 3000): Prom
 describe('slow clients and large bodies', () => {
   let db: TestDatabase;
   let api: ApiService;
+  let slowApi: ApiService;
   let account: TestAccount;
   let port: number;
+  let slowPort: number;
 
   const listen = async (service: ApiService) => {
     await service.app.listen({ host: '127.0.0.1', port: 0 });
@@ -53,13 +55,16 @@ describe('slow clients and large bodies', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    // The default body limit (32 MiB).
+    // The default body limit (32 MiB) and timeouts; and one with short timeouts.
     api = await startTestApi(db.url);
+    slowApi = await startTestApi(db.url, { API_HEADERS_TIMEOUT_MS: '500', API_REQUEST_TIMEOUT_MS: '1000' });
     account = await createPaidAccount(db.pool);
     port = await listen(api);
+    slowPort = await listen(slowApi);
   });
   afterAll(async () => {
     await api?.close();
+    await slowApi?.close();
     await db?.drop();
   });
 
@@ -86,5 +91,32 @@ describe('slow clients and large bodies', () => {
       const outcome = await rawExchange(port, announce30MiB(method, path, key), '{"prompt":"xxxx"');
       expect(outcome.status, `${method} ${path} ${key ? 'with' : 'without'} a key`).toBe(status);
     }
+  });
+
+  it('a client that never finishes its headers is cut off after API_HEADERS_TIMEOUT_MS', async () => {
+    const outcome = await rawExchange(
+      slowPort,
+      'GET /v1/credits HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: 1\r\n',
+      '',
+      5000,
+    );
+    // Node answers 408 and closes; either way the socket is not held.
+    expect(outcome.status === 408 || outcome.closed, JSON.stringify(outcome)).toBe(true);
+    expect(outcome.elapsedMs).toBeLessThan(4000);
+  });
+
+  it('a client that sends its body too slowly is cut off after API_REQUEST_TIMEOUT_MS', async () => {
+    const head = [
+      'POST /v1/generations HTTP/1.1',
+      'Host: 127.0.0.1',
+      'Content-Type: application/json',
+      'Content-Length: 1000',
+      `Authorization: Bearer ${account.key}`,
+      '',
+      '',
+    ].join('\r\n');
+    const outcome = await rawExchange(slowPort, head, '{"model":"lumen-lite",', 5000);
+    expect(outcome.status === 408 || outcome.closed, JSON.stringify(outcome)).toBe(true);
+    expect(outcome.elapsedMs).toBeLessThan(4000);
   });
 });
