@@ -64,6 +64,14 @@ const configSchema = z.object({
   BODY_LIMIT_BYTES: int(32 * 1024 * 1024, 1024),
   /** Requests per minute per API key, replays included (429 rate_limited beyond it). */
   RATE_LIMIT_PER_MINUTE: int(600, 1),
+  /**
+   * How long a client may take to send a whole request, body included, and its headers alone
+   * (Node's requestTimeout and headersTimeout): a slow client cannot hold a socket or a buffer for
+   * long. Past either the connection is answered 408 and closed. Answering takes as long as it
+   * takes (admission has its own ADMISSION_TIMEOUT_MS).
+   */
+  API_REQUEST_TIMEOUT_MS: int(60_000, 100),
+  API_HEADERS_TIMEOUT_MS: int(10_000, 100),
   /** How long a resolved API key or a balance is trusted without asking PostgreSQL; changes are pushed at once by NOTIFY. */
   CACHE_TTL_MS: int(60_000),
   CATALOG_REFRESH_MS: int(30_000, 100),
@@ -152,6 +160,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
   }
   const c = parsed.data;
+  if (c.API_HEADERS_TIMEOUT_MS > c.API_REQUEST_TIMEOUT_MS) {
+    throw new ConfigError(
+      'Invalid configuration:\n  API_HEADERS_TIMEOUT_MS: must not exceed API_REQUEST_TIMEOUT_MS (the headers are part of the request)',
+    );
+  }
   const apiHost = c.API_HOST === '0.0.0.0' ? '127.0.0.1' : c.API_HOST;
   const resultHost = c.RESULT_HOST === '0.0.0.0' ? '127.0.0.1' : c.RESULT_HOST;
   return {

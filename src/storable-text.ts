@@ -80,11 +80,12 @@ export function unstorableTextIssues(value: unknown, path: Array<string | number
  * A zod string of storable text. The NUL rule is a pattern, so the published JSON Schema states it;
  * unpaired surrogates cannot be written as a JSON Schema pattern and are described instead.
  */
-// eslint-disable-next-line no-control-regex -- NUL is the point: this pattern is published as JSON Schema.
-const noNul = /^[^\u0000]*$/;
+/** "No NUL character", the part of the rule a JSON Schema pattern can state (its `source` is published). */
+// eslint-disable-next-line no-control-regex -- NUL is the point.
+export const noNulPattern = /^[^\u0000]*$/;
 
 export function storableString(base: z.ZodString = z.string()) {
   return base
-    .regex(noNul, message)
+    .regex(noNulPattern, message)
     .refine((text) => !unpairedSurrogate.test(text), { message, params: { reason: UNSTORABLE_TEXT } });
 }

@@ -81,4 +81,12 @@ describe('configuration', () => {
       }
     });
   });
+
+  it('HTTP timeouts: documented defaults, and the headers cannot be given longer than the whole request', () => {
+    expect(loadConfig(base)).toMatchObject({
+      API_REQUEST_TIMEOUT_MS: 60_000,
+      API_HEADERS_TIMEOUT_MS: 10_000,
+    });
+    expect(() => loadConfig({ ...base, API_HEADERS_TIMEOUT_MS: '61000' })).toThrow(/API_HEADERS_TIMEOUT_MS/);
+  });
 });

@@ -26,6 +26,9 @@ export interface AppDeps {
     bodyLimitBytes: number;
     trustProxy: TrustProxy;
     requestsPerMinutePerKey: number;
+    /** Longest a client may take to send a whole request, and its headers (see API_REQUEST_TIMEOUT_MS). */
+    requestTimeoutMs: number;
+    headersTimeoutMs: number;
   };
   generations: Omit<GenerationRouteDeps, 'db' | 'catalog'>;
   /** Adds routes before the app is sealed (embedding; tests add probe routes). */
@@ -48,16 +51,25 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // the few lines logged per request name the request id themselves.
     childLoggerFactory: (logger) => logger,
     return503OnClosing: true,
+    // Slow clients. Node enforces these timeouts when it checks its connections, every 30 s by default
+    // (longer than the timeouts themselves): here every second, or more often for shorter timeouts.
+    requestTimeout: deps.settings.requestTimeoutMs,
+    http: {
+      headersTimeout: deps.settings.headersTimeoutMs,
+      connectionsCheckingInterval: Math.min(1000, Math.ceil(deps.settings.headersTimeoutMs / 4)),
+    },
+    // Errors raised before routing (a path that is not valid percent-encoding) in the envelope too.
+    frameworkErrors: (error, request, reply) => onFrameworkError(error, request, reply),
   });
   app.decorateRequest('errorCode', null);
   // JSON only: without this, Fastify would accept text/plain bodies as strings.
   app.removeContentTypeParser('text/plain');
-  const authenticate = registerAuth(app, {
+  const auth = registerAuth(app, {
     authenticator: deps.authenticator,
     requestLog: deps.requestLog,
     requestsPerMinutePerKey: deps.settings.requestsPerMinutePerKey,
   });
-  registerErrorHandling(app, authenticate);
+  const onFrameworkError = registerErrorHandling(app, auth);
   app.addHook('preValidation', refuseUnstorableText);
 
   creditsRoutes(app, { db: deps.db, balances: deps.balances });

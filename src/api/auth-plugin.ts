@@ -15,14 +15,21 @@ export interface AuthPluginOptions {
 
 /**
  * Authenticates every route not marked `config: { public: true }` (and unknown
- * routes, through the returned hook), in the order
+ * routes, through the returned `authenticate`), in the order
  * the spec implies: an IP over its failed-authentication budget is refused
  * first (429, even with a good key, so guessing cannot go on); then the key
  * (401), the account (403), and the key's request budget (429). Every request
  * made with a recognised key is written to the request log, rejected ones too,
  * so the key is resolved even for a blocked IP.
  */
-export function registerAuth(app: FastifyInstance, options: AuthPluginOptions): onRequestHookHandler {
+export function registerAuth(
+  app: FastifyInstance,
+  options: AuthPluginOptions,
+): {
+  authenticate: onRequestHookHandler;
+  /** For answers given outside Fastify's hooks (errors raised before routing). */
+  logRequest: (request: FastifyRequest, reply: FastifyReply) => void;
+} {
   const failedAuth = new FixedWindowCounter(FAILED_AUTH_LIMIT_PER_MINUTE);
   const perKey = new FixedWindowCounter(options.requestsPerMinutePerKey);
   const limitHeader = String(perKey.limit);
@@ -84,7 +91,8 @@ export function registerAuth(app: FastifyInstance, options: AuthPluginOptions): 
     return undefined;
   }
 
-  app.addHook('onResponse', (request, reply, done) => {
+  /** Writes a request made with a recognised key to the request log, whatever its answer. */
+  const logRequest = (request: FastifyRequest, reply: FastifyReply) => {
     const key = request.recognisedKey;
     if (key) {
       options.requestLog.add({
@@ -101,9 +109,12 @@ export function registerAuth(app: FastifyInstance, options: AuthPluginOptions): 
         createdAtMs: Date.now(),
       });
     }
+  };
+  app.addHook('onResponse', (request, reply, done) => {
+    logRequest(request, reply);
     done();
   });
-  return authenticate;
+  return { authenticate, logRequest };
 }
 
 /** `Authorization: Bearer <key>` or `x-api-key: <key>`; anything else present is passed on to fail as malformed. */

@@ -3,8 +3,9 @@ import type {
   FastifyInstance,
   FastifyReply,
   FastifyRequest,
-  preHandlerHookHandler,
+  onRequestHookHandler,
 } from 'fastify';
+import FindMyWay from 'find-my-way';
 import { ServiceError } from '@temporalio/client';
 import { BackendTerminatedError, ConnectionError, StatementTimeoutError } from 'slonik';
 import { ApiError, errorCodes, type ErrorCode, type ValidationIssue } from '../errors.js';
@@ -23,21 +24,121 @@ export interface ErrorBody {
  * own body and content-type errors to their codes, lost dependencies to 503,
  * and anything else to a 500 whose message hides the internals (the log keeps
  * them, under the request id).
+ *
+ * Unknown paths (404) and methods a path does not have (405, with Allow) are
+ * answered as soon as the request is authenticated, before any body is read:
+ * a large body sent to a route that does not exist costs nothing. They are
+ * authenticated like any route, so requests made with a key are logged
+ * whatever their path. Returns the handler for the errors Fastify raises
+ * before routing (the `frameworkErrors` option), which answers in the same way.
  */
-export function registerErrorHandling(app: FastifyInstance, authenticate: preHandlerHookHandler): void {
-  app.setErrorHandler((error: FastifyError, request, reply) => {
+export function registerErrorHandling(
+  app: FastifyInstance,
+  auth: {
+    authenticate: onRequestHookHandler;
+    logRequest: (request: FastifyRequest, reply: FastifyReply) => void;
+  },
+): FrameworkErrorHandler {
+  const { authenticate } = auth;
+  const answerError = (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const apiError = toApiError(error);
     if (apiError.status >= 500) request.log.error({ err: error, request_id: request.id }, 'request failed');
     return sendError(request, reply, apiError);
+  };
+  app.setErrorHandler(answerError);
+
+  const paths = new KnownPaths();
+  app.addHook('onRoute', (route) => paths.add(route.method, route.url, route.config?.public === true));
+
+  /** Authenticates (unless the path is public), then answers with `error`. */
+  const answerAfterAuthentication = (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    isPublic: boolean,
+    error: () => ApiError,
+  ) => {
+    if (isPublic) return void sendError(request, reply, error());
+    authenticate.call(app, request, reply, (authError?: Error) => {
+      if (authError) return void answerError(authError as FastifyError, request, reply);
+      sendError(request, reply, error());
+    });
+  };
+
+  app.addHook('onRequest', (request, reply, done) => {
+    if (!request.is404) return done();
+    const path = request.url.split('?')[0]!;
+    const known = paths.find(request.url);
+    if (!known) {
+      return answerAfterAuthentication(
+        request,
+        reply,
+        false,
+        () => new ApiError('not_found', `No route ${request.method} ${path}.`),
+      );
+    }
+    answerAfterAuthentication(request, reply, known.isPublic, () => {
+      reply.header('allow', known.allow);
+      return new ApiError(
+        'method_not_allowed',
+        `${path} does not accept ${request.method}; it accepts ${known.allow}.`,
+      );
+    });
   });
-  // Unknown routes are authenticated too, so requests made with a key are logged whatever their path.
-  app.setNotFoundHandler({ preHandler: authenticate }, (request, reply) =>
+  // Reached only if a route calls reply.callNotFound(): every other unknown route is answered above.
+  app.setNotFoundHandler((request, reply) =>
     sendError(
       request,
       reply,
       new ApiError('not_found', `No route ${request.method} ${request.url.split('?')[0]}.`),
     ),
   );
+
+  return (error, request, reply) => {
+    // Fastify runs no hooks for these: the request id and the request log are seen to here.
+    reply.header('x-request-id', request.id);
+    reply.raw.once('finish', () => auth.logRequest(request, reply));
+    answerAfterAuthentication(request, reply, false, () =>
+      error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+        ? new ApiError('not_found', 'No such resource: a path segment is too long to name one.')
+        : new ApiError('invalid_request', 'The path is not valid percent-encoded UTF-8.', {
+            issues: [
+              { field: '', code: 'invalid_path', message: 'The path is not valid percent-encoded UTF-8.' },
+            ],
+          }),
+    );
+  };
+}
+
+export type FrameworkErrorHandler = (
+  error: FastifyError,
+  request: FastifyRequest,
+  reply: FastifyReply,
+) => void;
+
+/**
+ * The paths the app serves and the methods of each, matched the way Fastify's
+ * own router (find-my-way, with Fastify's default options) matches them.
+ */
+class KnownPaths {
+  private readonly router = FindMyWay();
+  private readonly byPattern = new Map<string, { methods: Set<string>; isPublic: boolean; allow: string }>();
+
+  add(method: string | string[], pattern: string, isPublic: boolean): void {
+    let entry = this.byPattern.get(pattern);
+    if (!entry) {
+      entry = { methods: new Set(), isPublic: true, allow: '' };
+      this.byPattern.set(pattern, entry);
+      // One tree is enough: the store carries the methods.
+      this.router.on('GET', pattern, () => undefined, entry);
+    }
+    for (const m of [method].flat()) entry.methods.add(m);
+    entry.isPublic &&= isPublic;
+    entry.allow = [...entry.methods].sort().join(', ');
+  }
+
+  find(url: string): { isPublic: boolean; allow: string } | null {
+    return (this.router.find('GET', url)?.store as { isPublic: boolean; allow: string } | undefined) ?? null;
+  }
 }
 
 export function sendError(request: FastifyRequest, reply: FastifyReply, error: ApiError): FastifyReply {

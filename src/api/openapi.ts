@@ -1,26 +1,54 @@
 import { zodToJsonSchema } from 'zod-to-json-schema';
-import type { ZodType } from 'zod';
+import { ZodOptional, type AnyZodObject, type ZodType } from 'zod';
 import type { CatalogCache } from '../catalog/catalog-cache.js';
 import { errorCodes, type ErrorCode } from '../errors.js';
+import { generationIdPattern, listGenerationsQuerySchema } from './list-query.js';
 import {
   creditBalanceSchema,
   errorBodySchema,
   generationListSchema,
   generationSchema,
   modelListSchema,
+  validationErrorBodySchema,
 } from './schemas.js';
 
-const toSchema = (schema: ZodType) => {
-  const json = zodToJsonSchema(schema, { target: 'jsonSchema2019-09', $refStrategy: 'none' }) as Record<
-    string,
-    unknown
-  >;
+/** `pipe: 'output'`: a query parameter parsed from text into a number is published as the number it is. */
+const toSchema = (schema: ZodType, pipeStrategy: 'input' | 'output' = 'input') => {
+  const json = zodToJsonSchema(schema, {
+    target: 'jsonSchema2019-09',
+    $refStrategy: 'none',
+    pipeStrategy,
+  }) as Record<string, unknown>;
   delete json.$schema;
   return json;
 };
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
+/**
+ * The query parameters of an operation, from the zod schema that parses them: what is published is
+ * what is checked. Repeating a parameter is a 400, so each is a single value (`explode` has no say).
+ */
+function queryParameters(schema: AnyZodObject) {
+  return Object.entries(schema.shape as Record<string, ZodType>).map(([name, field]) => ({
+    name,
+    in: 'query',
+    required: !field.isOptional(),
+    ...(field.description ? { description: field.description } : {}),
+    schema: toSchema(
+      field instanceof ZodOptional ? (field as ZodOptional<ZodType>).unwrap() : field,
+      'output',
+    ),
+  }));
+}
+
+const requestIdHeader = {
+  description:
+    'The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support.',
+  schema: { type: 'string' },
+};
+
+/** One response per status the codes answer with; a 400 always has its issues. */
 function errorResponses(...codes: ErrorCode[]) {
   const byStatus = new Map<number, ErrorCode[]>();
   for (const code of codes)
@@ -30,13 +58,20 @@ function errorResponses(...codes: ErrorCode[]) {
       String(status),
       {
         description: list.map((c) => `\`${c}\`: ${errorCodes[c].description}`).join(' '),
-        content: { 'application/json': { schema: ref('Error') } },
+        headers: { 'x-request-id': requestIdHeader },
+        content: { 'application/json': { schema: ref(status === 400 ? 'ValidationError' : 'Error') } },
       },
     ]),
   );
 }
 
-const authErrors: ErrorCode[] = [
+/**
+ * What any operation that needs a key can answer besides its own: 400 (any query or path
+ * parameter holding text that cannot be stored, a path that is not valid percent-encoding), the
+ * authentication answers, and the failures every request can meet.
+ */
+const everyOperation: ErrorCode[] = [
+  'invalid_request',
   'unauthorized',
   'payment_required',
   'api_access_disabled',
@@ -58,10 +93,6 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
       m.publicView.request_schema,
     ]),
   );
-  const xRequestId = {
-    description: 'The generation id, or a request id elsewhere; quote it to support.',
-    schema: { type: 'string' },
-  };
   const json = (schema: unknown) => ({ 'application/json': { schema } });
   return {
     openapi: '3.1.0',
@@ -80,6 +111,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
       },
       schemas: {
         Error: toSchema(errorBodySchema),
+        ValidationError: toSchema(validationErrorBodySchema),
         Generation: toSchema(generationSchema),
         GenerationList: toSchema(generationListSchema),
         CreditBalance: toSchema(creditBalanceSchema),
@@ -110,7 +142,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
           responses: {
             '202': {
               description: 'Accepted (or a replay).',
-              headers: { 'x-request-id': xRequestId },
+              headers: { 'x-request-id': requestIdHeader },
               content: json(ref('Generation')),
             },
             ...errorResponses(
@@ -120,35 +152,16 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
               'payload_too_large',
               'unsupported_media_type',
               'concurrency_limit_exceeded',
-              ...authErrors,
+              ...everyOperation,
             ),
           },
         },
         get: {
           summary: 'List generations, newest first',
-          parameters: [
-            {
-              name: 'limit',
-              in: 'query',
-              schema: { type: 'integer', minimum: 1, maximum: 100, default: 20 },
-            },
-            {
-              name: 'cursor',
-              in: 'query',
-              schema: { type: 'string' },
-              description: 'next_cursor of the previous page.',
-            },
-            {
-              name: 'status',
-              in: 'query',
-              schema: { type: 'string' },
-              description: 'Comma-separated subset of queued, succeeded, failed, rejected.',
-            },
-            { name: 'model', in: 'query', schema: { type: 'string' } },
-          ],
+          parameters: queryParameters(listGenerationsQuerySchema),
           responses: {
             '200': { description: 'A page.', content: json(ref('GenerationList')) },
-            ...errorResponses('invalid_request', ...authErrors),
+            ...errorResponses(...everyOperation),
           },
         },
       },
@@ -156,15 +169,21 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
         get: {
           summary: 'Get a generation',
           parameters: [
-            { name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: '^gen_' } },
+            {
+              name: 'id',
+              in: 'path',
+              required: true,
+              description: 'A generation id; anything else is 404 like an unknown one.',
+              schema: { type: 'string', pattern: generationIdPattern.source },
+            },
           ],
           responses: {
             '200': {
               description: 'The generation.',
-              headers: { 'x-request-id': xRequestId },
+              headers: { 'x-request-id': requestIdHeader },
               content: json(ref('Generation')),
             },
-            ...errorResponses('not_found', ...authErrors),
+            ...errorResponses('not_found', ...everyOperation),
           },
         },
       },
@@ -173,7 +192,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
           summary: 'Credit balance',
           responses: {
             '200': { description: 'The balance.', content: json(ref('CreditBalance')) },
-            ...errorResponses(...authErrors),
+            ...errorResponses(...everyOperation),
           },
         },
       },
@@ -182,7 +201,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
           summary: 'Model catalog with options and prices',
           responses: {
             '200': { description: 'The catalog.', content: json(ref('ModelList')) },
-            ...errorResponses(...authErrors),
+            ...errorResponses(...everyOperation),
           },
         },
       },
@@ -190,7 +209,10 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
         get: {
           summary: 'This document',
           security: [],
-          responses: { '200': { description: 'OpenAPI 3.1.', content: json({ type: 'object' }) } },
+          responses: {
+            '200': { description: 'OpenAPI 3.1.', content: json({ type: 'object' }) },
+            ...errorResponses('invalid_request', 'internal_error', 'service_unavailable'),
+          },
         },
       },
     },

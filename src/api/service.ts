@@ -73,6 +73,8 @@ export async function createApiService(
       bodyLimitBytes: config.BODY_LIMIT_BYTES,
       trustProxy: config.TRUST_PROXY,
       requestsPerMinutePerKey: config.RATE_LIMIT_PER_MINUTE,
+      requestTimeoutMs: config.API_REQUEST_TIMEOUT_MS,
+      headersTimeoutMs: config.API_HEADERS_TIMEOUT_MS,
     },
     generations: {
       cache: generationCache,

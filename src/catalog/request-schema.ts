@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import { zodToJsonSchema } from 'zod-to-json-schema';
 import type { ValidationIssue } from '../errors.js';
-import { fieldName, storableString } from '../storable-text.js';
+import { fieldName, noNulPattern, storableString } from '../storable-text.js';
 import type { CatalogEntry } from './catalog-entry.js';
-import { parseImageInput } from './image-input.js';
+import { MAX_DATA_URI_BYTES, MAX_IMAGE_URL_LENGTH, parseImageInput } from './image-input.js';
 
 /**
  * Builds the zod schema of a POST /v1/generations body for one catalog entry.
@@ -89,11 +89,58 @@ export function buildRequestJsonSchema(entry: CatalogEntry): Record<string, unkn
     minLength: entry.prompt.min_length,
     maxLength: entry.prompt.max_length,
   };
-  if (entry.unknown_fields === 'ignore') delete schema.additionalProperties;
-  else schema.additionalProperties = false;
-  delete (schema as Record<string, unknown>).$schema;
+  // Image fields: what a JSON Schema can say of them (see imageJsonSchema).
+  const image = imageJsonSchema(entry.accepts_data_uris);
+  for (const [name, option] of Object.entries(entry.options)) {
+    if (option.type === 'image') schema.properties[name] = { ...schema.properties[name], ...image };
+  }
+  const images = schema.properties.images as { items?: Record<string, unknown> } | undefined;
+  if (images?.items) images.items = { ...images.items, ...image };
+  const dependentRequired = Object.fromEntries(
+    Object.entries(entry.options).flatMap(([name, option]) =>
+      option.type === 'image' && option.requires ? [[name, [option.requires]]] : [],
+    ),
+  );
+  const out = schema as Record<string, unknown>;
+  if (Object.keys(dependentRequired).length > 0) out.dependentRequired = dependentRequired;
+  if (entry.unknown_fields === 'ignore') {
+    delete schema.additionalProperties;
+    out.propertyNames = { pattern: noNulPattern.source };
+    out.description =
+      'Fields this model does not define are ignored, but their text must be storable too: no NUL character and no unpaired surrogate in any key or string, at any depth, and arrays and objects nested at most 32 deep.';
+  } else schema.additionalProperties = false;
+  delete out.$schema;
   return schema;
 }
+
+/** A pattern matching `text` (letters, digits, `/`, `;`, `,`) in any letter case: JSON Schema patterns take no flags. */
+const anyCase = (text: string) => text.replace(/[a-z]/g, (c) => `[${c.toUpperCase()}${c}]`);
+
+/**
+ * What an image field accepts, as patterns: the same patterns are checked on every request (after
+ * parseImageInput, whose messages are more precise), so that what the published schema refuses the
+ * server refuses too. What a pattern cannot say (the URL must parse, with a host and no credentials;
+ * the data must decode to an image of the declared type, of at most 10 MiB) is in the description.
+ */
+const httpsImagePattern = '^https://[^\\u0000-\\u0020\\u007f]+$';
+const base64Data = '(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{4}|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{2}==)';
+const dataUriImagePattern = `^data:${anyCase('image/')}(?:${['png', 'jpeg', 'jpg', 'webp', 'gif'].map(anyCase).join('|')})${anyCase(';base64,')}${base64Data}$`;
+/** The longest data URI of at most MAX_DATA_URI_BYTES bytes: the longest header, then base64. */
+const maxDataUriLength = 'data:image/jpeg;base64,'.length + 4 * Math.ceil(MAX_DATA_URI_BYTES / 3);
+
+function imageJsonSchema(acceptsDataUris: boolean): Record<string, unknown> {
+  const url = { type: 'string', pattern: httpsImagePattern, maxLength: MAX_IMAGE_URL_LENGTH };
+  if (!acceptsDataUris) return url;
+  return {
+    type: 'string',
+    anyOf: [url, { pattern: dataUriImagePattern, maxLength: maxDataUriLength }],
+  };
+}
+
+const imagePatterns = {
+  urlOnly: new RegExp(httpsImagePattern),
+  urlOrData: new RegExp(`${httpsImagePattern}|${dataUriImagePattern}`),
+};
 
 function codePointString(min: number, max: number) {
   return storableString().superRefine((value, ctx) => {
@@ -120,10 +167,19 @@ function codePointString(min: number, max: number) {
 }
 
 function imageString(acceptsDataUris: boolean) {
+  const pattern = acceptsDataUris ? imagePatterns.urlOrData : imagePatterns.urlOnly;
   return z.string().superRefine((value, ctx) => {
     const parsed = parseImageInput(value, acceptsDataUris);
     if (!parsed.ok)
       ctx.addIssue({ code: 'custom', message: parsed.message, params: { reason: 'invalid_image' } });
+    else if (!pattern.test(value))
+      ctx.addIssue({
+        code: 'custom',
+        message: acceptsDataUris
+          ? 'Must be an HTTPS URL or an image data URI, without spaces or control characters.'
+          : 'Must be an HTTPS URL, without spaces or control characters.',
+        params: { reason: 'invalid_image' },
+      });
   });
 }
 

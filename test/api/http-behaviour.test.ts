@@ -88,6 +88,74 @@ describe('HTTP behaviour: the error envelope, limits, request ids, CORS', () => 
     }
   });
 
+  it('methods a path does not have are 405 method_not_allowed with Allow, after authentication', async () => {
+    for (const [method, url, allow] of [
+      ['TRACE', '/v1/credits', 'GET, HEAD'],
+      ['PUT', '/v1/credits', 'GET, HEAD'],
+      ['OPTIONS', '/v1/models', 'GET, HEAD'],
+      ['DELETE', '/v1/generations', 'GET, HEAD, POST'],
+      ['DELETE', '/v1/generations?status=queued', 'GET, HEAD, POST'],
+      ['PATCH', '/v1/generations/gen_abc', 'GET, HEAD'],
+      ['POST', '/v1/openapi.json', 'GET, HEAD'],
+    ] as const) {
+      // TRACE is a method Node serves though light-my-request's types do not list it.
+      const response = await api.app.inject({ method: method as 'GET', url, headers: bearer(account.key) });
+      expect(response.statusCode, `${method} ${url}`).toBe(405);
+      expect(response.headers.allow).toBe(allow);
+      expect(envelope(response.body).code).toBe('method_not_allowed');
+      expect(response.headers['x-request-id']).toMatch(/^req_/);
+    }
+    // Authenticated first, like an unknown route; the public document needs no key.
+    expect((await api.app.inject({ method: 'PUT', url: '/v1/credits' })).statusCode).toBe(401);
+    expect((await api.app.inject({ method: 'POST', url: '/v1/openapi.json' })).statusCode).toBe(405);
+    // Unknown paths stay 404, whatever the method.
+    for (const method of ['GET', 'PUT', 'TRACE'] as const) {
+      const response = await api.app.inject({
+        method: method as 'GET',
+        url: '/v1/nope',
+        headers: bearer(account.key),
+      });
+      expect(response.statusCode, method).toBe(404);
+      expect(response.headers.allow).toBeUndefined();
+    }
+  });
+
+  it('paths Fastify cannot route are answered in the envelope too, after authentication', async () => {
+    for (const [url, status, code] of [
+      ['/v1/generations/%zz', 400, 'invalid_request'],
+      ['/v1/generations/gen_%ED%A1%A9', 400, 'invalid_request'],
+      [`/v1/generations/gen_${'a'.repeat(200)}`, 404, 'not_found'],
+    ] as const) {
+      const response = await api.app.inject({ method: 'GET', url, headers: bearer(account.key) });
+      expect(response.statusCode, url).toBe(status);
+      expect(envelope(response.body).code).toBe(code);
+      expect(response.headers['x-request-id']).toMatch(/^req_/);
+      expect((await api.app.inject({ method: 'GET', url })).statusCode, url).toBe(401);
+    }
+  });
+
+  it('405s, unknown routes and unroutable paths made with a key are in the request log', async () => {
+    const logged = await createPaidAccount(db.pool);
+    for (const [method, url] of [
+      ['PUT', '/v1/credits'],
+      ['POST', '/v1/nope'],
+      ['GET', '/v1/generations/%zz'],
+    ] as const)
+      await api.app.inject({ method, url, headers: bearer(logged.key) });
+    const rows = await waitFor(async () => {
+      const found = await db.pool.any(
+        sql.type(z.object({ method: z.string(), path: z.string(), status_code: z.number() }))`
+          SELECT method, path, status_code FROM api_request_log WHERE api_key_id = ${logged.keyId} ORDER BY id`,
+      );
+      return found.length === 3 ? found : null;
+    });
+    expect(rows.map((r) => [r.method, r.path, r.status_code])).toEqual([
+      ['PUT', '/v1/credits', 405],
+      ['POST', '/v1/nope', 404],
+      ['GET', '/v1/generations/%zz', 400],
+    ]);
+  });
+
   it('a 5xx says nothing of internals', async () => {
     const response = await api.app.inject({
       method: 'GET',

@@ -1,3 +1,4 @@
+import Ajv2019 from 'ajv/dist/2019.js';
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ApiService } from '../../src/api/service.js';
@@ -149,5 +150,68 @@ describe('GET /v1/models, GET /v1/credits and GET /v1/openapi.json', () => {
         'expires_at',
       ]),
     );
+  });
+
+  it('openapi.json: every status an operation can answer is documented, a 400 with its issues', async () => {
+    const doc = (await api.app.inject({ method: 'GET', url: '/v1/openapi.json' })).json();
+    const statuses = (path: string, method: string) => Object.keys(doc.paths[path][method].responses).sort();
+    const everyOperation = ['400', '401', '403', '429', '500', '503'];
+    expect(statuses('/generations', 'post')).toEqual(
+      [...everyOperation, '202', '402', '409', '413', '415'].sort(),
+    );
+    expect(statuses('/generations', 'get')).toEqual([...everyOperation, '200'].sort());
+    expect(statuses('/generations/{id}', 'get')).toEqual([...everyOperation, '200', '404'].sort());
+    expect(statuses('/credits', 'get')).toEqual([...everyOperation, '200'].sort());
+    expect(statuses('/models', 'get')).toEqual([...everyOperation, '200'].sort());
+    expect(statuses('/openapi.json', 'get')).toEqual(['200', '400', '500', '503']);
+    expect(doc.paths['/credits'].get.responses['400'].content['application/json'].schema).toEqual({
+      $ref: '#/components/schemas/ValidationError',
+    });
+    expect(doc.components.schemas.ValidationError).toMatchObject({
+      required: expect.arrayContaining(['error', 'issues']),
+      properties: { issues: { type: 'array', minItems: 1 } },
+    });
+    expect(doc.components.schemas.Error.properties).toHaveProperty('issues');
+    expect(doc.components.schemas.Error.properties.error.properties).not.toHaveProperty('issues');
+  });
+
+  it('openapi.json: the list parameters are what the server accepts', async () => {
+    const doc = (await api.app.inject({ method: 'GET', url: '/v1/openapi.json' })).json();
+    const parameters: Array<{ name: string; required: boolean; schema: object }> =
+      doc.paths['/generations'].get.parameters;
+    expect(parameters.map((p) => [p.name, p.required])).toEqual([
+      ['limit', false],
+      ['cursor', false],
+      ['status', false],
+      ['model', false],
+    ]);
+    expect(parameters[0]!.schema).toMatchObject({ type: 'integer', minimum: 1, maximum: 100 });
+    const ajv = new Ajv2019.default({ strict: false, unicodeRegExp: true });
+    const schemaOf = (name: string) => parameters.find((p) => p.name === name)!.schema;
+    const cursor = Buffer.from(JSON.stringify(['2026-01-01T00:00:00.000Z', 'gen_abc'])).toString('base64url');
+    for (const [name, raw, value] of [
+      ['limit', '20', 20],
+      ['limit', '100', 100],
+      ['limit', '0', 0],
+      ['limit', '101', 101],
+      ['status', '', ''],
+      ['status', 'queued', 'queued'],
+      ['status', 'queued, failed', 'queued, failed'],
+      ['status', 'queued,', 'queued,'],
+      ['status', 'done', 'done'],
+      ['cursor', '', ''],
+      ['cursor', cursor, cursor],
+      ['model', '', ''],
+      ['model', 'lumen-lite', 'lumen-lite'],
+      ['model', '%00', '\u0000'],
+    ] as const) {
+      const published = ajv.validate(schemaOf(name), value);
+      const response = await api.app.inject({
+        method: 'GET',
+        url: `/v1/generations?${name}=${raw.includes('%') ? raw : encodeURIComponent(raw)}`,
+        headers: bearer(account.key),
+      });
+      expect([name, raw, response.statusCode === 200], response.body).toEqual([name, raw, published]);
+    }
   });
 });
