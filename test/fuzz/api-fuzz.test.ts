@@ -51,8 +51,8 @@ const isLoopback = (href: string) => {
  * The simulated provider's drawing, made cheap: a 4K picture or an 8 s 1080p video costs seconds of
  * CPU that a 2-core machine would take from the API under test. The same code draws the fuzzed
  * prompt and encodes the file, at most 256 px and 1 s (the generation still records the size it
- * asked for). Frames on other hosts are not fetched (one on loopback that cannot be had stands in:
- * the provider then draws the prompt, as when a frame cannot be fetched).
+ * asked for). Frames named by URL are not fetched (the provider then draws the prompt, as when a
+ * frame cannot be had); stored ones (data URIs) are drawn.
  */
 const fuzzRenderer: SimRenderer = {
   image: (prompt, width, height, format) => {
@@ -64,7 +64,8 @@ const fuzzRenderer: SimRenderer = {
       ...job,
       ...shrink(job.width, job.height),
       durationSeconds: Math.min(job.durationSeconds, 1),
-      frames: job.frames.map((frame) => (isLoopback(frame) ? frame : 'http://127.0.0.1:9/withheld-frame')),
+      // Fuzzed URLs name hosts on the internet: not even their names are looked up here.
+      frames: job.frames.map((frame) => ('url' in frame ? { missing: true as const } : frame)),
     }),
 };
 
