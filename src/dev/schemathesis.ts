@@ -1,9 +1,9 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { access, constants, mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { projectRoot } from './temporal-binaries.js';
+import { isExecutable, projectRoot } from './temporal-binaries.js';
 
 /**
  * Schemathesis (the API fuzzer the suite runs against /v1/openapi.json), pinned,
@@ -104,15 +104,6 @@ function onPath(name: string): boolean {
 
 async function exists(file: string): Promise<boolean> {
   return (await stat(file).catch(() => null)) !== null;
-}
-
-async function isExecutable(file: string): Promise<boolean> {
-  try {
-    await access(file, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 // `npm run st -- run <openapi url> …`: the pinned schemathesis CLI, fetched on first use.

@@ -133,7 +133,8 @@ function findOnPath(name: string, searchPath: string): string | undefined {
   return undefined;
 }
 
-async function isExecutable(file: string): Promise<boolean> {
+/** Whether this process may execute `file`. */
+export async function isExecutable(file: string): Promise<boolean> {
   try {
     await access(file, constants.X_OK);
     return true;

@@ -6,6 +6,7 @@ import { generateApiKey } from '../../src/auth/api-key.js';
 import { revokeApiKey } from '../../src/db/api-keys-repository.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
+import { waitFor } from '../support/wait.js';
 
 /**
  * Who the client is (TRUST_PROXY), as the failed-authentication limit (20 per minute per IP) and the
@@ -166,13 +167,3 @@ describe('the client address behind proxies, and the failed-authentication limit
     });
   });
 });
-
-async function waitFor<T>(probe: () => Promise<T | null | false>, timeoutMs = 5000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}

@@ -6,6 +6,7 @@ import { errorBodySchema, validationErrorBodySchema } from '../../src/api/schema
 import { ApiError } from '../../src/errors.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
+import { waitFor } from '../support/wait.js';
 
 describe('HTTP behaviour: the error envelope, limits, request ids, CORS', () => {
   let db: TestDatabase;
@@ -300,13 +301,3 @@ describe('per-key rate limit and the request log', () => {
     for (const row of rows) expect(row.request_id).toMatch(/^req_/);
   });
 });
-
-async function waitFor<T>(probe: () => Promise<T | null | false>, timeoutMs = 5000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
