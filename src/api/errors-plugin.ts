@@ -7,7 +7,7 @@ import type {
 } from 'fastify';
 import FindMyWay from 'find-my-way';
 import { ServiceError } from '@temporalio/client';
-import { BackendTerminatedError, ConnectionError, StatementTimeoutError } from 'slonik';
+import { causeChain, isDependencyFailure } from '../dependency-failures.js';
 import { ApiError, errorCodes, type ErrorCode, type ValidationIssue } from '../errors.js';
 
 /**
@@ -154,9 +154,6 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, error: A
   return reply.code(error.status).type('application/json; charset=utf-8').send(body);
 }
 
-/** Socket errors, and PostgreSQL's connection-exception (08) and operator-intervention (57P) classes. */
-const dependencyErrorCodes = /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|EPIPE|08...|57P0[1-4]|53300)$/;
-
 function toApiError(error: FastifyError): ApiError {
   if (error instanceof ApiError) return error;
   switch (error.code) {
@@ -172,7 +169,7 @@ function toApiError(error: FastifyError): ApiError {
       return invalidJson(error.message);
   }
   if (error instanceof SyntaxError && error.statusCode === 400) return invalidJson(error.message);
-  if (isDependencyFailure(error)) {
+  if (isUnavailable(error)) {
     return new ApiError(
       'service_unavailable',
       'The service is temporarily unavailable. Retry with the same Idempotency-Key and body.',
@@ -195,19 +192,9 @@ function invalidJson(detail: string): ApiError {
   });
 }
 
-function isDependencyFailure(error: unknown): boolean {
-  for (let e: unknown = error, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
-    if (
-      e instanceof ConnectionError ||
-      e instanceof BackendTerminatedError ||
-      e instanceof StatementTimeoutError
-    )
-      return true;
-    if (e instanceof ServiceError) return true; // Temporal unreachable or overloaded
-    const { code } = e as { code?: unknown };
-    if (typeof code === 'string' && dependencyErrorCodes.test(code)) return true;
-  }
-  return false;
+/** A lost dependency: PostgreSQL or a socket (see isDependencyFailure), or Temporal unreachable or overloaded. */
+function isUnavailable(error: unknown): boolean {
+  return isDependencyFailure(error) || [...causeChain(error)].some((e) => e instanceof ServiceError);
 }
 
 declare module 'fastify' {
