@@ -15,7 +15,7 @@ import { ApiError, ValidationError, errorCodes, type ErrorCode, type ValidationI
 import { newId } from '../../ids.js';
 import { toStorableText } from '../../storable-text.js';
 import type { Storage } from '../../storage/storage.js';
-import type { Admission, GenerationStart } from '../../workflows/generation-types.js';
+import type { GenerationError, GenerationStart } from '../../workflows/generation-types.js';
 import { admitUpdate, generationWorkflow } from '../../workflows/generation-workflow.js';
 import {
   AccountId,
@@ -140,7 +140,7 @@ export function generationRoutes(app: FastifyInstance, deps: GenerationRouteDeps
       );
     }
     const { admission } = admitted;
-    if (admission.outcome === 'rejected') throw admissionRefusal(admission, admitted.generationId);
+    if (admission.outcome === 'rejected') throw admissionRefusal(admission.error, admitted.generationId);
     // Through the cache: the client's first polls of a new generation are answered from memory.
     const row = await readGeneration(principal.accountId, admitted.generationId);
     if (!row) throw new Error(`admitted generation ${admitted.generationId} has no projection row`);
@@ -219,14 +219,11 @@ export function generationRoutes(app: FastifyInstance, deps: GenerationRouteDeps
   }
 }
 
-/** The API error a refused admission answers with: its code's status (400 for an unknown code), issues for a 400. */
-function admissionRefusal(
-  admission: Extract<Admission, { outcome: 'rejected' }>,
-  requestId: string,
-): ApiError {
-  const { error } = admission;
+/**
+ * The API error a refused admission answers with: its code's status, 400 for a code the API does
+ * not know (sendError gives every 400 its issues).
+ */
+function admissionRefusal(error: GenerationError, requestId: string): ApiError {
   const code: ErrorCode = error.code in errorCodes ? (error.code as ErrorCode) : 'invalid_request';
-  const issues =
-    code === 'invalid_request' ? [{ field: '', code: 'invalid_value', message: error.message }] : undefined;
-  return new ApiError(code, error.message, { requestId, issues });
+  return new ApiError(code, error.message, { requestId });
 }
