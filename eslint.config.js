@@ -12,7 +12,7 @@ export default tseslint.config(
   {
     languageOptions: {
       parserOptions: {
-        projectService: { allowDefaultProject: ['*.js'] },
+        projectService: { allowDefaultProject: ['*.js', '.dependency-cruiser.cjs'] },
         tsconfigRootDir: import.meta.dirname,
       },
     },
@@ -60,5 +60,6 @@ export default tseslint.config(
       '@typescript-eslint/no-explicit-any': 'off',
     },
   },
-  { files: ['*.js'], ...tseslint.configs.disableTypeChecked },
+  { files: ['*.js', '*.cjs'], ...tseslint.configs.disableTypeChecked },
+  { files: ['*.cjs'], languageOptions: { sourceType: 'commonjs', globals: { module: 'writable' } } },
 );

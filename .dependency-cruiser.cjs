@@ -1,0 +1,107 @@
+// @ts-check
+/**
+ * The house plan of src/: every room sits on a floor, and a file may import only from its own room
+ * or from rooms on lower floors. No arrow runs up a floor or sideways between rooms on one floor,
+ * so no two folders can ever form a loop. `npm run lint:deps` checks it (part of `npm run lint`);
+ * `npm run deps:graph` draws it.
+ *
+ * Top to bottom:
+ *   dev         the local launcher (`npm start`): embedded PostgreSQL, the Temporal dev server
+ *   admin       the support and operator CLI (`npm run admin`)
+ *   api, worker, result-host   the processes: composition and HTTP
+ *   runtime     config.ts, process.ts, dev-state.ts: reading the environment, process lifecycle
+ *   activities, temporal       the workflow's I/O; Temporal client-side set-up (schedules, search attributes)
+ *   providers   the provider interface and each adapter (simulated/, and the real ones)
+ *   catalog, auth              models, prices and request schemas; API keys
+ *   db, workflows              PostgreSQL repositories; the deterministic workflow code
+ *   net, storage               outbound HTTP and its address policy; result storage
+ *   foundation  src/*.ts: errors, ids, logger, the generation vocabulary, small utilities
+ */
+
+/** Rooms, lowest floor first; rooms in one inner array share a floor. */
+const floors = [
+  // Every file directly in src/ except the runtime's three.
+  [{ name: 'foundation', path: '^src/(?!(config|process|dev-state)\\.ts$)[^/]+\\.ts$' }],
+  [
+    { name: 'net', path: '^src/net/' },
+    { name: 'storage', path: '^src/storage/' },
+  ],
+  [
+    { name: 'db', path: '^src/db/' },
+    { name: 'workflows', path: '^src/workflows/' },
+  ],
+  [
+    { name: 'catalog', path: '^src/catalog/' },
+    { name: 'auth', path: '^src/auth/' },
+  ],
+  [{ name: 'providers', path: '^src/providers/' }],
+  [
+    { name: 'activities', path: '^src/activities/' },
+    { name: 'temporal', path: '^src/temporal/' },
+  ],
+  [{ name: 'runtime', path: '^src/(config|process|dev-state)\\.ts$' }],
+  [
+    { name: 'api', path: '^src/api/' },
+    { name: 'worker', path: '^src/worker/' },
+    { name: 'result-host', path: '^src/result-host/' },
+  ],
+  [{ name: 'admin', path: '^src/admin/' }],
+  [{ name: 'dev', path: '^src/dev/' }],
+];
+
+/** @type {import('dependency-cruiser').IForbiddenRuleType[]} */
+const upwardOrSideways = floors.flatMap((floor, level) =>
+  floor.map((room) => {
+    const notBelow = floors
+      .slice(level)
+      .flat()
+      .filter((other) => other.name !== room.name)
+      .map((other) => other.path);
+    return {
+      name: `${room.name}-imports-only-below`,
+      comment: `${room.name} may import its own room and rooms on lower floors only (see the plan at the top of this file).`,
+      severity: 'error',
+      from: { path: room.path },
+      to: { path: notBelow.length ? notBelow : ['^$'] },
+    };
+  }),
+);
+
+const everyRoom = floors.flat().map((room) => room.path);
+
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    ...upwardOrSideways,
+    {
+      name: 'room-unknown',
+      comment: 'Every file in src/ belongs to a room on the plan; add a new folder to the floors above.',
+      severity: 'error',
+      from: { path: '^src/', pathNot: everyRoom },
+      to: {},
+    },
+    {
+      name: 'no-circular',
+      comment: 'No file reaches itself through its imports, within a room or across rooms.',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { circular: true },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    includeOnly: '^src/',
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: {
+      exportsFields: ['exports'],
+      conditionNames: ['import', 'require', 'node', 'default', 'types'],
+      extensions: ['.ts', '.js'],
+    },
+    reporterOptions: {
+      dot: {
+        collapsePattern: '^src/[^/]+/',
+      },
+    },
+  },
+};
