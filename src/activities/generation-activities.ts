@@ -26,12 +26,8 @@ import {
 } from '../providers/provider.js';
 import type { Storage } from '../storage/storage.js';
 import { PermanentError } from '../errors.js';
-import {
-  errorTypes,
-  type Admission,
-  type GenerationError,
-  type GenerationStart,
-} from '../workflows/generation-types.js';
+import type { GenerationError } from '../generation.js';
+import { errorTypes, type Admission, type GenerationStart } from '../workflows/generation-types.js';
 
 export interface GenerationActivityDeps {
   db: CommonQueryMethods;

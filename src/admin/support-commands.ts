@@ -7,7 +7,7 @@ import {
 } from '../db/generations-repository.js';
 import { NotFound } from '../db/accounts-repository.js';
 import { listReconciliations } from '../db/reconciliation-repository.js';
-import type { GenerationStatus } from '../workflows/generation-types.js';
+import type { GenerationStatus } from '../generation.js';
 import { progressQuery, resolveUpdate } from '../workflows/generation-workflow.js';
 import { optional, positiveInt, str, UsageError, type Command } from './command.js';
 

@@ -1,11 +1,10 @@
 import { z } from 'zod';
 import { storableString } from '../storable-text.js';
-import type { GenerationStatus } from '../workflows/generation-types.js';
+import { generationStatuses as statuses, type GenerationStatus } from '../generation.js';
 
 /** What a generation id can look like; anything else is no generation of ours. */
 export const generationIdPattern = /^gen_[A-Za-z0-9]{1,64}$/;
 
-const statuses = ['queued', 'succeeded', 'failed', 'rejected'] as const satisfies readonly GenerationStatus[];
 const oneStatus = `(?:${statuses.join('|')})`;
 
 /** A position in the list: the last item of the previous page. */

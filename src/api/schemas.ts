@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { errorCodes } from '../errors.js';
+import { generationStatuses } from '../generation.js';
 
 /**
  * Response shapes of the v1 API, as zod schemas. They document the contract
@@ -48,7 +49,7 @@ export const imageOutputSchema = z.object({
 
 export const generationSchema = z.object({
   id: z.string().regex(/^gen_/),
-  status: z.enum(['queued', 'succeeded', 'failed', 'rejected']),
+  status: z.enum(generationStatuses),
   model: z.string(),
   media_type: z.string(),
   credits: z.number().int().nonnegative(),

@@ -3,12 +3,8 @@ import { z } from 'zod';
 import { quotePrice, resolveOptions } from '../catalog/pricing.js';
 import type { CatalogEntry } from '../catalog/catalog-entry.js';
 import { catalogEntryOf } from './catalog-repository.js';
-import type {
-  Admission,
-  GenerationError,
-  GenerationStart,
-  GenerationStatus,
-} from '../workflows/generation-types.js';
+import { generationStatuses, type GenerationError, type GenerationStatus } from '../generation.js';
+import type { Admission, GenerationStart } from '../workflows/generation-types.js';
 
 /**
  * The generations projection and the credit movements tied to it. Every
@@ -20,7 +16,7 @@ const jsonObject = z.record(z.unknown());
 export const generationRow = z.object({
   id: z.string(),
   account_id: z.string(),
-  status: z.enum(['queued', 'succeeded', 'failed', 'rejected']),
+  status: z.enum(generationStatuses),
   model: z.string(),
   media_type: z.string(),
   credits: z.number(),

@@ -1,4 +1,4 @@
-import type { GenerationError } from './generation-types.js';
+import type { GenerationError } from '../generation.js';
 
 /**
  * The errors a generation record can end with after its debit, as the client reads them

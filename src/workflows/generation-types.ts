@@ -1,11 +1,6 @@
 // Types shared by the API, the generation workflow and its activities. Pure data: no I/O.
 
-export type GenerationStatus = 'queued' | 'succeeded' | 'failed' | 'rejected';
-
-export interface GenerationError {
-  code: string;
-  message: string;
-}
+import type { GenerationError } from '../generation.js';
 
 /** Everything the workflow is started with. Large inputs are references (URLs), never bytes. */
 export interface GenerationStart {

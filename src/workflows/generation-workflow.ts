@@ -17,12 +17,11 @@ import {
   errorTypes,
   type Admission,
   type AdmitResult,
-  type GenerationError,
   type GenerationProgress,
   type GenerationStart,
-  type GenerationStatus,
   type Resolution,
 } from './generation-types.js';
+import type { GenerationError, GenerationStatus } from '../generation.js';
 import { GenerationStatus as GenerationStatusKey, NeedsReview } from './search-attributes.js';
 import { failureType, isPermanent, isSettled } from './step-failures.js';
 

@@ -15,7 +15,8 @@ import { ApiError, ValidationError, errorCodes, type ErrorCode, type ValidationI
 import { newId } from '../../ids.js';
 import { toStorableText } from '../../storable-text.js';
 import type { Storage } from '../../storage/storage.js';
-import type { GenerationError, GenerationStart } from '../../workflows/generation-types.js';
+import type { GenerationError } from '../../generation.js';
+import type { GenerationStart } from '../../workflows/generation-types.js';
 import { admitUpdate, generationWorkflow } from '../../workflows/generation-workflow.js';
 import {
   AccountId,
