@@ -1,5 +1,4 @@
 import { ApplicationFailure, Context, heartbeat, sleep } from '@temporalio/activity';
-import type { CommonQueryMethods } from 'slonik';
 import { randomBase62 } from '../ids.js';
 import {
   admitGeneration,
@@ -24,20 +23,15 @@ import {
   type Provider,
   type ProviderResult,
 } from '../providers/provider.js';
-import type { Storage } from '../storage/storage.js';
 import { PermanentError } from '../errors.js';
 import type { GenerationError } from '../generation.js';
 import { errorTypes, type Admission, type GenerationStart } from '../workflows/generation-types.js';
+import type { ActivityDeps } from './activity-deps.js';
 
-export interface GenerationActivityDeps {
-  db: CommonQueryMethods;
-  /** The provider serving a model. */
-  providerFor: (model: string) => Provider;
-  storage: Storage;
-  concurrencyLimit: number;
-  /** How often persistResults says it is alive while it copies (default 30 s; its heartbeat timeout is 2 minutes). */
-  persistHeartbeatMs?: number;
-}
+type GenerationActivityDeps = Pick<
+  ActivityDeps,
+  'db' | 'providerFor' | 'storage' | 'concurrencyLimit' | 'persistHeartbeatMs'
+>;
 
 const extensionOf: Record<string, string> = {
   'image/png': 'png',

@@ -1,6 +1,6 @@
 import type { CommonQueryMethods } from 'slonik';
 import { stepHorizons, type Config } from '../config.js';
-import type { ActivityDeps } from '../activities/index.js';
+import type { ActivityDeps } from '../activities/activity-deps.js';
 import type { ReconciliationOptions } from '../workflows/reconciliation-workflow.js';
 import { ChildProcessRenderer } from '../providers/sim-renderer.js';
 import { SimulatedProvider } from '../providers/simulated-provider.js';
