@@ -26,6 +26,7 @@ import {
 import { PermanentError } from '../errors.js';
 import type { GenerationError } from '../generation.js';
 import { errorTypes, type Admission, type GenerationStart } from '../workflows/generation-types.js';
+import type { GenerationActivities } from '../workflows/generation-activity-contract.js';
 import type { ActivityDeps } from './activity-deps.js';
 
 type GenerationActivityDeps = Pick<
@@ -46,7 +47,9 @@ const extensionOf: Record<string, string> = {
  * retries, crashes or resets happen, a generation is debited, submitted and
  * refunded at most once.
  */
-export function createGenerationActivities(deps: GenerationActivityDeps) {
+export function createGenerationActivities(
+  deps: GenerationActivityDeps,
+): GenerationActivities<ProviderResult, StoredOutput> {
   const { db, storage } = deps;
 
   return {
@@ -222,8 +225,6 @@ export function createGenerationActivities(deps: GenerationActivityDeps) {
     };
   }
 }
-
-export type GenerationActivities = ReturnType<typeof createGenerationActivities>;
 
 function settledFailure(generationId: string): ApplicationFailure {
   return ApplicationFailure.nonRetryable(

@@ -9,7 +9,11 @@ import {
 } from '../db/reconciliation-repository.js';
 import { generationErrors } from '../workflows/generation-errors.js';
 import { progressQuery } from '../workflows/generation-workflow.js';
-import type { ReconciliationOptions, ReconciliationReport } from '../workflows/reconciliation-workflow.js';
+import type {
+  ReconciliationActivities,
+  ReconciliationOptions,
+  ReconciliationReport,
+} from '../workflows/reconciliation-workflow.js';
 import type { ActivityDeps } from './activity-deps.js';
 
 /**
@@ -20,7 +24,9 @@ import type { ActivityDeps } from './activity-deps.js';
  * review when the provider may have run the job. A generation whose workflow still runs past
  * every step's horizon is reported once and marked for support (its status stays queued).
  */
-export function createReconciliationActivities(deps: Pick<ActivityDeps, 'db' | 'temporal'>) {
+export function createReconciliationActivities(
+  deps: Pick<ActivityDeps, 'db' | 'temporal'>,
+): ReconciliationActivities {
   return {
     async reconcileGenerations(options: ReconciliationOptions): Promise<ReconciliationReport> {
       const { log } = Context.current();
@@ -103,5 +109,3 @@ async function workflowOf(client: Client, row: StaleGeneration): Promise<'runnin
     return 'unknown';
   }
 }
-
-export type ReconciliationActivities = ReturnType<typeof createReconciliationActivities>;
