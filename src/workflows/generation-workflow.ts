@@ -9,7 +9,6 @@ import {
   setCurrentDetails,
   setHandler,
   sleep,
-  upsertSearchAttributes,
 } from '@temporalio/workflow';
 import { admissionErrors, generationErrors } from './generation-errors.js';
 import { generationSteps } from './generation-steps.js';
@@ -21,8 +20,8 @@ import {
   type GenerationStart,
   type Resolution,
 } from './generation-types.js';
-import type { GenerationError, GenerationStatus } from '../generation.js';
-import { GenerationStatus as GenerationStatusKey, NeedsReview } from './search-attributes.js';
+import type { GenerationError } from '../generation.js';
+import { trackProgress } from './generation-progress.js';
 import { failureType, isPermanent, isSettled } from './step-failures.js';
 
 /** POST /v1/generations: answers once admission is decided and an accepted job handed over (at once, for a repeat). */
@@ -44,17 +43,7 @@ export const progressQuery = defineQuery<GenerationProgress>('progress');
  * workflow only decides; every read and write happens in an activity.
  */
 export async function generationWorkflow(start: GenerationStart): Promise<GenerationProgress> {
-  // What the API indexed at start (queued, not needing review); upserted again only when it changes.
-  const indexed: { status: GenerationStatus; needsReview: boolean } = {
-    status: 'queued',
-    needsReview: false,
-  };
-  const progress: GenerationProgress = {
-    generationId: start.generationId,
-    step: 'admitting',
-    providerJobId: null,
-    expiresAt: null,
-  };
+  const { progress, enter } = trackProgress(start.generationId);
   const steps = generationSteps(start.timing);
   // Without an Idempotency-Key there is no key to hold: the run ends with the generation's story.
   // (Runs started before this rule held the key; they keep doing so when replayed.)
@@ -270,8 +259,7 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
   async function expire(): Promise<void> {
     try {
       await steps.expireContent(start.generationId);
-      progress.step = 'expired';
-      setCurrentDetails('content expired; holding the idempotency key');
+      enter('expired', 'succeeded', 'content expired; holding the idempotency key');
     } catch (error) {
       if (isCancellation(error)) throw error;
       enter('expiry_failed', 'succeeded', `content expiry failed; its files remain: ${String(error)}`, true);
@@ -281,24 +269,5 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
   async function holdKeyUntilHorizon(): Promise<void> {
     const wait = horizon - Date.now();
     if (wait > 0) await sleep(wait);
-  }
-
-  function enter(
-    step: GenerationProgress['step'],
-    status: GenerationStatus,
-    details: string,
-    needsReview = false,
-  ): void {
-    progress.step = step;
-    // Search attributes change with the status only (each upsert is a visibility write), not with every step.
-    if (status !== indexed.status || needsReview !== indexed.needsReview) {
-      upsertSearchAttributes([
-        { key: GenerationStatusKey, value: status },
-        { key: NeedsReview, value: needsReview },
-      ]);
-      indexed.status = status;
-      indexed.needsReview = needsReview;
-    }
-    setCurrentDetails(details);
   }
 }
