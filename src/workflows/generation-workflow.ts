@@ -10,7 +10,7 @@ import {
   setHandler,
   sleep,
 } from '@temporalio/workflow';
-import { admissionErrors, generationErrors } from './generation-errors.js';
+import { admissionErrors, generationErrors, whatFailed } from './generation-errors.js';
 import { generationSteps } from './generation-steps.js';
 import {
   errorTypes,
@@ -22,7 +22,7 @@ import {
 } from './generation-types.js';
 import type { GenerationError } from '../generation.js';
 import { trackProgress } from './generation-progress.js';
-import { failureType, isPermanent, isSettled } from './step-failures.js';
+import { admissionRefusal, failureType, isPermanent, isSettled } from './step-failures.js';
 
 /** POST /v1/generations: answers once admission is decided and an accepted job handed over (at once, for a repeat). */
 export const admitUpdate = defineUpdate<AdmitResult>('admit');
@@ -112,24 +112,15 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
   await condition(allHandlersFinished);
   return progress;
 
-  /**
-   * Admission's decision, or a refusal when it could not complete: bad data (400), a dependency
-   * down past the admission horizon (503), or a bug (500). None of these claims the key.
-   */
+  /** Admission's decision, or a refusal when it could not complete (see admissionRefusal). */
   async function admit(): Promise<Admission> {
     try {
       return await steps.admit(start);
     } catch (error) {
       if (isCancellation(error)) throw error;
-      const type = failureType(error);
-      let refusal: GenerationError;
-      if (type === errorTypes.invalidInput) refusal = admissionErrors.invalidInput;
-      else if (type === errorTypes.dependencyUnavailable || type === 'timeout')
-        refusal = admissionErrors.unavailable;
-      else {
-        refusal = admissionErrors.internal;
+      const refusal = admissionRefusal(error);
+      if (refusal === admissionErrors.internal)
         admissionBroke = error instanceof Error ? error.message : String(error);
-      }
       return { outcome: 'rejected', error: refusal, claimsKey: false };
     }
   }
@@ -145,9 +136,9 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
     try {
       outcome = await steps.waitForProvider({ model: start.model, jobId }, start.timing.pollIntervalMs);
     } catch (error) {
-      return giveUp(error, 'The provider did not finish this generation in time.');
+      return giveUp(error, whatFailed.providerWait);
     }
-    if (outcome.state === 'failed') return fail({ code: 'generation_failed', message: outcome.message });
+    if (outcome.state === 'failed') return fail(generationErrors.providerFailed(outcome.message));
 
     enter('persisting', 'queued', 'persisting results');
     try {
@@ -157,7 +148,7 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
       );
       progress.expiresAt = expiresAt;
     } catch (error) {
-      return giveUp(error, 'The result could not be copied from the provider.');
+      return giveUp(error, whatFailed.persist);
     }
     enter('succeeded', 'succeeded', 'succeeded');
     return true;
@@ -184,16 +175,14 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
           return waitForSupport();
       }
       if (isPermanent(error)) {
-        await fail(
-          generationErrors.cannotComplete('This generation could not be submitted to the provider.'),
-        );
+        await fail(generationErrors.cannotComplete(whatFailed.submit));
         return null;
       }
       // The submit horizon: a job the provider may have is not ours to refund.
       const state = await steps.submissionState(start.generationId);
       if (state.jobId) return state.jobId;
       if (state.mayHaveReachedProvider) return waitForSupport();
-      await fail(generationErrors.timedOut('The provider did not accept this generation in time.'));
+      await fail(generationErrors.timedOut(whatFailed.acceptance));
       return null;
     }
   }
