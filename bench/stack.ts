@@ -244,7 +244,7 @@ export const stackProcesses = {
   worker: 'src/worker/main.ts',
   'bare worker': 'bench/bare-worker.ts',
   // The simulated provider's drawing, a child of the worker (a real provider's own machines).
-  'sim renderer': 'sim-render-child',
+  'sim renderer': 'providers/simulated/renderer-child',
   temporal: 'server start-dev',
   postgres: 'postgres',
 };

@@ -1,5 +1,4 @@
 import { ApplicationFailure, Context, heartbeat, sleep } from '@temporalio/activity';
-import type { CommonQueryMethods } from 'slonik';
 import { randomBase62 } from '../ids.js';
 import {
   admitGeneration,
@@ -24,20 +23,16 @@ import {
   type Provider,
   type ProviderResult,
 } from '../providers/provider.js';
-import type { Storage } from '../storage/storage.js';
 import { PermanentError } from '../errors.js';
 import type { GenerationError } from '../generation.js';
 import { errorTypes, type Admission, type GenerationStart } from '../workflows/generation-types.js';
+import type { GenerationActivities } from '../workflows/generation-activity-contract.js';
+import type { ActivityDeps } from './activity-deps.js';
 
-export interface GenerationActivityDeps {
-  db: CommonQueryMethods;
-  /** The provider serving a model. */
-  providerFor: (model: string) => Provider;
-  storage: Storage;
-  concurrencyLimit: number;
-  /** How often persistResults says it is alive while it copies (default 30 s; its heartbeat timeout is 2 minutes). */
-  persistHeartbeatMs?: number;
-}
+type GenerationActivityDeps = Pick<
+  ActivityDeps,
+  'db' | 'providerFor' | 'storage' | 'concurrencyLimit' | 'persistHeartbeatMs'
+>;
 
 const extensionOf: Record<string, string> = {
   'image/png': 'png',
@@ -52,7 +47,9 @@ const extensionOf: Record<string, string> = {
  * retries, crashes or resets happen, a generation is debited, submitted and
  * refunded at most once.
  */
-export function createGenerationActivities(deps: GenerationActivityDeps) {
+export function createGenerationActivities(
+  deps: GenerationActivityDeps,
+): GenerationActivities<ProviderResult, StoredOutput> {
   const { db, storage } = deps;
 
   return {
@@ -228,8 +225,6 @@ export function createGenerationActivities(deps: GenerationActivityDeps) {
     };
   }
 }
-
-export type GenerationActivities = ReturnType<typeof createGenerationActivities>;
 
 function settledFailure(generationId: string): ApplicationFailure {
   return ApplicationFailure.nonRetryable(

@@ -1,6 +1,5 @@
 import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
-import type { CommonQueryMethods } from 'slonik';
 import { markNeedsReview, refundGeneration } from '../db/generations-repository.js';
 import {
   claimStaleQueued,
@@ -10,13 +9,12 @@ import {
 } from '../db/reconciliation-repository.js';
 import { generationErrors } from '../workflows/generation-errors.js';
 import { progressQuery } from '../workflows/generation-workflow.js';
-import type { ReconciliationOptions, ReconciliationReport } from '../workflows/reconciliation-workflow.js';
-
-export interface ReconciliationActivityDeps {
-  db: CommonQueryMethods;
-  /** A Temporal client, to ask whether a generation's workflow still runs. */
-  temporal: () => Promise<Client>;
-}
+import type {
+  ReconciliationActivities,
+  ReconciliationOptions,
+  ReconciliationReport,
+} from '../workflows/reconciliation-workflow.js';
+import type { ActivityDeps } from './activity-deps.js';
 
 /**
  * The sweep behind the reconciliation schedule: a generation must not keep its debit silently
@@ -26,7 +24,9 @@ export interface ReconciliationActivityDeps {
  * review when the provider may have run the job. A generation whose workflow still runs past
  * every step's horizon is reported once and marked for support (its status stays queued).
  */
-export function createReconciliationActivities(deps: ReconciliationActivityDeps) {
+export function createReconciliationActivities(
+  deps: Pick<ActivityDeps, 'db' | 'temporal'>,
+): ReconciliationActivities {
   return {
     async reconcileGenerations(options: ReconciliationOptions): Promise<ReconciliationReport> {
       const { log } = Context.current();
@@ -109,5 +109,3 @@ async function workflowOf(client: Client, row: StaleGeneration): Promise<'runnin
     return 'unknown';
   }
 }
-
-export type ReconciliationActivities = ReturnType<typeof createReconciliationActivities>;

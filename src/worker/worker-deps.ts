@@ -1,9 +1,9 @@
 import type { CommonQueryMethods } from 'slonik';
 import { stepHorizons, type Config } from '../config.js';
-import type { ActivityDeps } from '../activities/index.js';
+import type { ActivityDeps } from '../activities/activity-deps.js';
 import type { ReconciliationOptions } from '../workflows/reconciliation-workflow.js';
-import { ChildProcessRenderer } from '../providers/sim-renderer.js';
-import { SimulatedProvider } from '../providers/simulated-provider.js';
+import { ChildProcessRenderer } from '../providers/simulated/renderer.js';
+import { SimulatedProvider } from '../providers/simulated/simulated-provider.js';
 import { LocalStorage } from '../storage/storage.js';
 
 /** The activities' dependencies from configuration: storage, and the simulated provider for every model. */

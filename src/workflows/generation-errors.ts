@@ -28,6 +28,8 @@ export const generationErrors = {
     code: 'generation_timed_out',
     message: `${what} The credits were refunded.`,
   }),
+  /** The provider ran the job and reports that it failed, in its own words. */
+  providerFailed: (message: string): GenerationError => ({ code: 'generation_failed', message }),
   /** Reconciliation found the generation's workflow gone before the provider had it. */
   interrupted: {
     code: 'generation_interrupted',
@@ -41,6 +43,14 @@ export const generationErrors = {
       'Processing of this generation stopped after it was sent to the provider, which may have run it. Nothing was refunded yet. Contact support with this id before starting another generation.',
   },
 } as const satisfies Record<string, GenerationError | ((what: string) => GenerationError)>;
+
+/** What went wrong at a step that gave up after the debit: the `what` of cannotComplete and timedOut. */
+export const whatFailed = {
+  submit: 'This generation could not be submitted to the provider.',
+  acceptance: 'The provider did not accept this generation in time.',
+  providerWait: 'The provider did not finish this generation in time.',
+  persist: 'The result could not be copied from the provider.',
+} as const;
 
 /** What an admission that could not complete answers the POST with (no key is claimed, nothing is charged). */
 export const admissionErrors = {

@@ -1,5 +1,4 @@
 import { proxyActivities, proxyLocalActivities, workflowInfo } from '@temporalio/workflow';
-import type { GenerationActivities } from '../activities/generation-activities.js';
 import {
   defaultStepHorizons,
   errorTypes,
@@ -7,6 +6,7 @@ import {
   providerWaitQueue,
   type GenerationStart,
 } from './generation-types.js';
+import type { GenerationActivities } from './generation-activity-contract.js';
 
 /**
  * The generation workflow's steps and how each is retried. Every step retries what may pass

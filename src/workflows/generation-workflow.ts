@@ -9,9 +9,8 @@ import {
   setCurrentDetails,
   setHandler,
   sleep,
-  upsertSearchAttributes,
 } from '@temporalio/workflow';
-import { admissionErrors, generationErrors } from './generation-errors.js';
+import { admissionErrors, generationErrors, whatFailed } from './generation-errors.js';
 import { generationSteps } from './generation-steps.js';
 import {
   errorTypes,
@@ -21,9 +20,9 @@ import {
   type GenerationStart,
   type Resolution,
 } from './generation-types.js';
-import type { GenerationError, GenerationStatus } from '../generation.js';
-import { GenerationStatus as GenerationStatusKey, NeedsReview } from './search-attributes.js';
-import { failureType, isPermanent, isSettled } from './step-failures.js';
+import type { GenerationError } from '../generation.js';
+import { trackProgress } from './generation-progress.js';
+import { admissionRefusal, failureType, isPermanent, isSettled } from './step-failures.js';
 
 /** POST /v1/generations: answers once admission is decided and an accepted job handed over (at once, for a repeat). */
 export const admitUpdate = defineUpdate<AdmitResult>('admit');
@@ -44,17 +43,7 @@ export const progressQuery = defineQuery<GenerationProgress>('progress');
  * workflow only decides; every read and write happens in an activity.
  */
 export async function generationWorkflow(start: GenerationStart): Promise<GenerationProgress> {
-  // What the API indexed at start (queued, not needing review); upserted again only when it changes.
-  const indexed: { status: GenerationStatus; needsReview: boolean } = {
-    status: 'queued',
-    needsReview: false,
-  };
-  const progress: GenerationProgress = {
-    generationId: start.generationId,
-    step: 'admitting',
-    providerJobId: null,
-    expiresAt: null,
-  };
+  const { progress, enter } = trackProgress(start.generationId);
   const steps = generationSteps(start.timing);
   // Without an Idempotency-Key there is no key to hold: the run ends with the generation's story.
   // (Runs started before this rule held the key; they keep doing so when replayed.)
@@ -123,24 +112,15 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
   await condition(allHandlersFinished);
   return progress;
 
-  /**
-   * Admission's decision, or a refusal when it could not complete: bad data (400), a dependency
-   * down past the admission horizon (503), or a bug (500). None of these claims the key.
-   */
+  /** Admission's decision, or a refusal when it could not complete (see admissionRefusal). */
   async function admit(): Promise<Admission> {
     try {
       return await steps.admit(start);
     } catch (error) {
       if (isCancellation(error)) throw error;
-      const type = failureType(error);
-      let refusal: GenerationError;
-      if (type === errorTypes.invalidInput) refusal = admissionErrors.invalidInput;
-      else if (type === errorTypes.dependencyUnavailable || type === 'timeout')
-        refusal = admissionErrors.unavailable;
-      else {
-        refusal = admissionErrors.internal;
+      const refusal = admissionRefusal(error);
+      if (refusal === admissionErrors.internal)
         admissionBroke = error instanceof Error ? error.message : String(error);
-      }
       return { outcome: 'rejected', error: refusal, claimsKey: false };
     }
   }
@@ -156,9 +136,9 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
     try {
       outcome = await steps.waitForProvider({ model: start.model, jobId }, start.timing.pollIntervalMs);
     } catch (error) {
-      return giveUp(error, 'The provider did not finish this generation in time.');
+      return giveUp(error, whatFailed.providerWait);
     }
-    if (outcome.state === 'failed') return fail({ code: 'generation_failed', message: outcome.message });
+    if (outcome.state === 'failed') return fail(generationErrors.providerFailed(outcome.message));
 
     enter('persisting', 'queued', 'persisting results');
     try {
@@ -168,7 +148,7 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
       );
       progress.expiresAt = expiresAt;
     } catch (error) {
-      return giveUp(error, 'The result could not be copied from the provider.');
+      return giveUp(error, whatFailed.persist);
     }
     enter('succeeded', 'succeeded', 'succeeded');
     return true;
@@ -195,16 +175,14 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
           return waitForSupport();
       }
       if (isPermanent(error)) {
-        await fail(
-          generationErrors.cannotComplete('This generation could not be submitted to the provider.'),
-        );
+        await fail(generationErrors.cannotComplete(whatFailed.submit));
         return null;
       }
       // The submit horizon: a job the provider may have is not ours to refund.
       const state = await steps.submissionState(start.generationId);
       if (state.jobId) return state.jobId;
       if (state.mayHaveReachedProvider) return waitForSupport();
-      await fail(generationErrors.timedOut('The provider did not accept this generation in time.'));
+      await fail(generationErrors.timedOut(whatFailed.acceptance));
       return null;
     }
   }
@@ -270,8 +248,7 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
   async function expire(): Promise<void> {
     try {
       await steps.expireContent(start.generationId);
-      progress.step = 'expired';
-      setCurrentDetails('content expired; holding the idempotency key');
+      enter('expired', 'succeeded', 'content expired; holding the idempotency key');
     } catch (error) {
       if (isCancellation(error)) throw error;
       enter('expiry_failed', 'succeeded', `content expiry failed; its files remain: ${String(error)}`, true);
@@ -281,24 +258,5 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
   async function holdKeyUntilHorizon(): Promise<void> {
     const wait = horizon - Date.now();
     if (wait > 0) await sleep(wait);
-  }
-
-  function enter(
-    step: GenerationProgress['step'],
-    status: GenerationStatus,
-    details: string,
-    needsReview = false,
-  ): void {
-    progress.step = step;
-    // Search attributes change with the status only (each upsert is a visibility write), not with every step.
-    if (status !== indexed.status || needsReview !== indexed.needsReview) {
-      upsertSearchAttributes([
-        { key: GenerationStatusKey, value: status },
-        { key: NeedsReview, value: needsReview },
-      ]);
-      indexed.status = status;
-      indexed.needsReview = needsReview;
-    }
-    setCurrentDetails(details);
   }
 }

@@ -1,4 +1,3 @@
 // Every workflow the worker runs. This file is the bundle's entry point: keep it free of I/O.
-export { healthCheckWorkflow } from './health-check.js';
 export { generationWorkflow } from './generation-workflow.js';
 export { reconciliationWorkflow } from './reconciliation-workflow.js';

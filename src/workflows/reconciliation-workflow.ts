@@ -1,5 +1,4 @@
 import { proxyActivities, setCurrentDetails } from '@temporalio/workflow';
-import type { ReconciliationActivities } from '../activities/reconciliation-activities.js';
 
 export interface ReconciliationOptions {
   /** A queued generation untouched this long is looked at. */
@@ -18,6 +17,11 @@ export interface ReconciliationReport {
   runningPastHorizon: string[];
   /** Temporal did not say whether their workflow runs; looked at again next time. */
   undecided: string[];
+}
+
+/** The activity the sweep runs; src/activities/reconciliation-activities.ts implements it. */
+export interface ReconciliationActivities {
+  reconcileGenerations: (options: ReconciliationOptions) => Promise<ReconciliationReport>;
 }
 
 const { reconcileGenerations } = proxyActivities<ReconciliationActivities>({

@@ -1,4 +1,6 @@
 import { ActivityFailure, ApplicationFailure, TimeoutFailure } from '@temporalio/workflow';
+import type { GenerationError } from '../generation.js';
+import { admissionErrors } from './generation-errors.js';
 import { errorTypes, nonRetryableTypes } from './generation-types.js';
 
 /**
@@ -36,3 +38,14 @@ export function isPermanent(error: unknown): boolean {
 
 /** Whether the generation was already refunded (a reset re-ran it): nothing more may happen to it. */
 export const isSettled = (error: unknown): boolean => failureType(error) === errorTypes.generationSettled;
+
+/**
+ * What the POST answers when admission could not complete: bad data (400), a dependency down past
+ * the admission horizon (503), or a bug (500). None of these claims the key.
+ */
+export function admissionRefusal(error: unknown): GenerationError {
+  const type = failureType(error);
+  if (type === errorTypes.invalidInput) return admissionErrors.invalidInput;
+  if (type === errorTypes.dependencyUnavailable || type === 'timeout') return admissionErrors.unavailable;
+  return admissionErrors.internal;
+}

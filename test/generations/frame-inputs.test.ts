@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { FrameFetchPolicy } from '../../src/providers/sim-video.js';
+import type { FrameFetchPolicy } from '../../src/providers/simulated/video-drawing.js';
 import { bearer } from '../support/api.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { frameColour } from '../support/media.js';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Provider } from '../../src/providers/provider.js';
-import { SimulatedProvider } from '../../src/providers/simulated-provider.js';
+import { SimulatedProvider } from '../../src/providers/simulated/simulated-provider.js';
 import { useGenerationStack } from '../support/stack.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { chargesOf, workflowIdOf } from '../support/ledger.js';

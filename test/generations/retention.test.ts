@@ -9,7 +9,7 @@ import { inject } from 'vitest';
 import { createActivities } from '../../src/activities/index.js';
 import { getGeneration } from '../../src/db/generations-repository.js';
 import { newId, randomBase62 } from '../../src/ids.js';
-import { SimulatedProvider } from '../../src/providers/simulated-provider.js';
+import { SimulatedProvider } from '../../src/providers/simulated/simulated-provider.js';
 import { LocalStorage } from '../../src/storage/storage.js';
 import { ensureSearchAttributes } from '../../src/temporal/search-attributes-setup.js';
 import { createWorker } from '../../src/worker/create-worker.js';

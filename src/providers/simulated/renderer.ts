@@ -1,7 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { VideoJob } from './sim-video.js';
+import type { VideoJob } from './video-drawing.js';
 
 /** What the simulated provider needs drawn: a picture, or a video with its audio. */
 export interface SimRenderer {
@@ -12,11 +12,11 @@ export interface SimRenderer {
 /** Draws in the calling process (sharp and ffmpeg loaded on first use): for tests and scripts. */
 export const inProcessRenderer: SimRenderer = {
   async image(prompt, width, height, format) {
-    const { renderImage } = await import('./sim-render.js');
+    const { renderImage } = await import('./image-drawing.js');
     return renderImage(prompt, width, height, format);
   },
   async video(job) {
-    const { renderVideo } = await import('./sim-video.js');
+    const { renderVideo } = await import('./video-drawing.js');
     return renderVideo(job);
   },
 };
@@ -83,7 +83,7 @@ export class ChildProcessRenderer implements SimRenderer {
     // The child module sits beside this one, as TypeScript (run through tsx) or as compiled JavaScript.
     const self = fileURLToPath(import.meta.url);
     const extension = path.extname(self);
-    const child = fork(path.join(path.dirname(self), `sim-render-child${extension}`), [], {
+    const child = fork(path.join(path.dirname(self), `renderer-child${extension}`), [], {
       execArgv: extension === '.ts' ? ['--import', 'tsx'] : [],
       env: rendererEnvironment(process.env),
       serialization: 'advanced',

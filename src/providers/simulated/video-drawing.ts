@@ -5,9 +5,13 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
-import { imageDimensionsProblem, MAX_FETCHED_IMAGE_BYTES, MAX_IMAGE_PIXELS } from '../catalog/image-input.js';
-import { outboundFetch, OutboundFetchError } from '../net/outbound-fetch.js';
-import { promptSvg, renderImage } from './sim-render.js';
+import {
+  imageDimensionsProblem,
+  MAX_FETCHED_IMAGE_BYTES,
+  MAX_IMAGE_PIXELS,
+} from '../../catalog/image-input.js';
+import { outboundFetch, OutboundFetchError } from '../../net/outbound-fetch.js';
+import { promptSvg, renderImage } from './image-drawing.js';
 
 /**
  * An input frame: a URL the renderer fetches (through the outbound fetcher,

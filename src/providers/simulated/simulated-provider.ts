@@ -1,6 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import { randomBase62 } from '../ids.js';
+import { randomBase62 } from '../../ids.js';
 import {
   ProviderRejection,
   ProviderTransientError,
@@ -9,12 +9,12 @@ import {
   type ProviderJob,
   type ProviderResult,
   type ProviderStatus,
-} from './provider.js';
-import { parseSimDirectives, stripSimDirectives, type SimDirectives } from './sim-directives.js';
-import type { Storage } from '../storage/storage.js';
-import { inProcessRenderer, type SimRenderer } from './sim-renderer.js';
-import { outputSize } from './sim-size.js';
-import type { FrameFetchPolicy, FrameSource } from './sim-video.js';
+} from '../provider.js';
+import { parseSimDirectives, stripSimDirectives, type SimDirectives } from './prompt-directives.js';
+import type { Storage } from '../../storage/storage.js';
+import { inProcessRenderer, type SimRenderer } from './renderer.js';
+import { outputSize } from './output-size.js';
+import type { FrameFetchPolicy, FrameSource } from './video-drawing.js';
 
 const jobRow = z.object({
   job_id: z.string(),
@@ -33,14 +33,14 @@ const jobColumns = sql.fragment`job_id, media_type, prompt, options, images, lon
  * The embedded default provider: it makes real image files (and, for video
  * models, real MP4 files) after a realistic delay, and
  * keeps its jobs in its own table like an external service would. Prompt
- * directives (see sim-directives.ts) drive every failure path.
+ * directives (see prompt-directives.ts) drive every failure path.
  */
 export class SimulatedProvider implements Provider {
   constructor(
     private readonly db: CommonQueryMethods,
     private readonly options: {
       delayMs: number;
-      /** Makes the pictures and videos; by default in this process (see sim-renderer.ts). */
+      /** Makes the pictures and videos; by default in this process (see renderer.ts). */
       renderer?: SimRenderer;
       /** Our storage: input images on our result host are read from it, not fetched. */
       storage?: Storage;

@@ -4,10 +4,15 @@ import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { renderImage } from '../../src/providers/sim-render.js';
-import { ChildProcessRenderer } from '../../src/providers/sim-renderer.js';
-import { frameColour } from '../support/media.js';
-import { pngBomb, selfSignedCertificate, startTestServer, type TestServer } from '../support/test-servers.js';
+import { renderImage } from '../../../src/providers/simulated/image-drawing.js';
+import { ChildProcessRenderer } from '../../../src/providers/simulated/renderer.js';
+import { frameColour } from '../../support/media.js';
+import {
+  pngBomb,
+  selfSignedCertificate,
+  startTestServer,
+  type TestServer,
+} from '../../support/test-servers.js';
 
 /** The worker's renderer: the simulated provider's drawing, in a child process of its own. */
 describe('ChildProcessRenderer', () => {

@@ -1,7 +1,7 @@
 // The simulated provider's renderer process (see ChildProcessRenderer): answers render requests over IPC.
-import type { RenderReply, RenderRequest } from './sim-renderer.js';
-import { renderImage } from './sim-render.js';
-import { renderVideo } from './sim-video.js';
+import type { RenderReply, RenderRequest } from './renderer.js';
+import { renderImage } from './image-drawing.js';
+import { renderVideo } from './video-drawing.js';
 
 process.on('message', (request: RenderRequest) => {
   const render =

@@ -3,15 +3,19 @@ import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { renderVideo, runFfmpeg, type FrameFetchPolicy } from '../../src/providers/sim-video.js';
-import { frameColour } from '../support/media.js';
+import {
+  renderVideo,
+  runFfmpeg,
+  type FrameFetchPolicy,
+} from '../../../src/providers/simulated/video-drawing.js';
+import { frameColour } from '../../support/media.js';
 import {
   pngBomb,
   pngClaiming,
   selfSignedCertificate,
   startTestServer,
   type TestServer,
-} from '../support/test-servers.js';
+} from '../../support/test-servers.js';
 
 interface Probe {
   durationSeconds: number;

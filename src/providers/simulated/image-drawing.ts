@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import sharp from 'sharp';
-import { MAX_IMAGE_PIXELS } from '../catalog/image-input.js';
+import { MAX_IMAGE_PIXELS } from '../../catalog/image-input.js';
 
 // Every picture is new: libvips' operation cache would only hold memory in a long-running worker.
 sharp.cache(false);

@@ -1,12 +1,16 @@
+// A workflow for worker-smoke.test.ts only, bundled by that test: one round trip through a worker and PostgreSQL.
 import { proxyActivities, workflowInfo } from '@temporalio/workflow';
-import type { HealthActivities } from '../activities/health-activities.js';
+
+export interface HealthActivities {
+  /** PostgreSQL's clock, as the worker's activity reads it. */
+  databaseTime: () => Promise<string>;
+}
 
 const { databaseTime } = proxyActivities<HealthActivities>({
   startToCloseTimeout: '10 seconds',
   retry: { maximumAttempts: 3 },
 });
 
-/** A round trip through a worker and PostgreSQL: what `npm run admin -- doctor` and the smoke test run. */
 export async function healthCheckWorkflow(): Promise<{ workflowId: string; databaseTime: string }> {
   return { workflowId: workflowInfo().workflowId, databaseTime: await databaseTime() };
 }

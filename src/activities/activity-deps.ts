@@ -1,0 +1,18 @@
+import type { Client } from '@temporalio/client';
+import type { CommonQueryMethods } from 'slonik';
+import type { Provider } from '../providers/provider.js';
+import type { Storage } from '../storage/storage.js';
+
+/** The worker's resources every activity factory is built from; each factory picks the ones it uses. */
+export interface ActivityDeps {
+  db: CommonQueryMethods;
+  /** The provider serving a model. */
+  providerFor: (model: string) => Provider;
+  storage: Storage;
+  /** Generations an account may have in flight at once. */
+  concurrencyLimit: number;
+  /** A Temporal client (connected on first use), for the reconciliation sweep. */
+  temporal: () => Promise<Client>;
+  /** How often persistResults says it is alive while it copies (default 30 s; its heartbeat timeout is 2 minutes). */
+  persistHeartbeatMs?: number;
+}

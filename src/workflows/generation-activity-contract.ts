@@ -1,0 +1,36 @@
+import type { GenerationError } from '../generation.js';
+import type { Admission, GenerationStart } from './generation-types.js';
+
+/**
+ * The activities the generation workflow runs, as it needs them; src/activities/generation-activities.ts
+ * implements them. Each is idempotent on the generation id. The workflow carries the provider's
+ * results from the wait to persisting without reading them, so their shape (`Result`) and that of a
+ * stored output (`Output`) are the implementation's.
+ */
+export interface GenerationActivities<Result = unknown, Output = unknown> {
+  /** Concurrency slot, price quote and debit in one transaction. */
+  admit: (start: GenerationStart) => Promise<Admission>;
+  /** Hands the job to the provider, once: a later attempt asks the provider instead of sending it again. */
+  submit: (start: GenerationStart) => Promise<{ jobId: string }>;
+  /** Where submission stands when its horizon passes: a recorded job, or whether the provider may have one. */
+  submissionState: (
+    generationId: string,
+  ) => Promise<{ jobId: string | null; mayHaveReachedProvider: boolean }>;
+  /** Polls the provider until the job ends. */
+  waitForProvider: (
+    generation: { model: string; jobId: string },
+    pollIntervalMs: number,
+  ) => Promise<{ state: 'succeeded'; results: Result[] } | { state: 'failed'; message: string }>;
+  /** Copies each result into our storage and marks the generation succeeded. */
+  persistResults: (
+    generation: { generationId: string; model: string; jobId: string; results: Result[] },
+    retentionMs: number,
+  ) => Promise<{ expiresAt: string; outputs: Output[] }>;
+  /** Returns the debit and marks the generation failed. */
+  refund: (generationId: string, error: GenerationError) => Promise<void>;
+  markNeedsReview: (generationId: string, error: GenerationError) => Promise<void>;
+  /** Support resolved an uncertain submission with the provider's job id. */
+  recordProviderJob: (generationId: string, jobId: string) => Promise<void>;
+  /** Deletes stored files and nulls input and output. */
+  expireContent: (generationId: string) => Promise<void>;
+}

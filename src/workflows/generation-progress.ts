@@ -1,0 +1,50 @@
+import { setCurrentDetails, upsertSearchAttributes } from '@temporalio/workflow';
+import type { GenerationStatus } from '../generation.js';
+import type { GenerationProgress } from './generation-types.js';
+import { GenerationStatus as GenerationStatusKey, NeedsReview } from './search-attributes.js';
+
+/** A generation's progress as its workflow sees it, and the one way it moves on (`enter`). */
+export interface ProgressTracker {
+  /** What the progress query answers: the same object, kept current. */
+  progress: GenerationProgress;
+  /**
+   * Every step change: the step, the status and review flag operators search by, and the line the
+   * Temporal UI shows for the run.
+   */
+  enter: (
+    step: GenerationProgress['step'],
+    status: GenerationStatus,
+    details: string,
+    needsReview?: boolean,
+  ) => void;
+}
+
+export function trackProgress(generationId: string): ProgressTracker {
+  // What the API indexed at start (queued, not needing review); upserted again only when it changes.
+  const indexed: { status: GenerationStatus; needsReview: boolean } = {
+    status: 'queued',
+    needsReview: false,
+  };
+  const progress: GenerationProgress = {
+    generationId,
+    step: 'admitting',
+    providerJobId: null,
+    expiresAt: null,
+  };
+  return {
+    progress,
+    enter(step, status, details, needsReview = false) {
+      progress.step = step;
+      // Search attributes change with the status only (each upsert is a visibility write), not with every step.
+      if (status !== indexed.status || needsReview !== indexed.needsReview) {
+        upsertSearchAttributes([
+          { key: GenerationStatusKey, value: status },
+          { key: NeedsReview, value: needsReview },
+        ]);
+        indexed.status = status;
+        indexed.needsReview = needsReview;
+      }
+      setCurrentDetails(details);
+    },
+  };
+}
