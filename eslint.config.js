@@ -39,9 +39,9 @@ export default tseslint.config(
           ),
           patterns: [
             {
-              group: ['**/db/**', '**/api/**', '**/providers/**'],
-              message: 'Workflows import activity types only.',
-              allowTypeImports: true,
+              group: ['**/db/**', '**/api/**', '**/providers/**', '**/activities/**'],
+              message:
+                'Workflows declare the activities they need (generation-activity-contract.ts); they import no activity code.',
             },
           ],
         },
