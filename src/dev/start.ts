@@ -2,18 +2,18 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, open, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
-import { loadConfig, type Config } from '../config.js';
+import { loadConfig, loadLauncherConfig, type Config } from '../config.js';
 import { createAccount, findAccount, recordPurchase } from '../db/accounts-repository.js';
 import { createApiKey, listApiKeys } from '../db/api-keys-repository.js';
 import { grantCredits } from '../db/credits-repository.js';
 import { migrate } from '../db/migrate.js';
 import { createDatabasePool } from '../db/pool.js';
-import { exitOnConfigError } from '../process.js';
+import { writeDevState } from '../dev-state.js';
+import { exitOnConfigError, loadOrExit } from '../process.js';
+import { projectRoot } from '../project-root.js';
 import { ensureSearchAttributes } from '../temporal/search-attributes-setup.js';
-import { dataDir, writeDevState } from './dev-state.js';
 import { startEmbeddedPostgres, type RunningPostgres } from './embedded-postgres.js';
 import { startTemporalDevServer, stopChild, type RunningDevServer } from './temporal-dev-server.js';
-import { projectRoot } from './temporal-binaries.js';
 
 /**
  * `npm start`: the whole service on one machine. Without DATABASE_URL it runs
@@ -27,6 +27,8 @@ import { projectRoot } from './temporal-binaries.js';
 const DEV_EMAIL = 'developer@localhost';
 const say = (line = '') => process.stdout.write(`${line}\n`);
 
+const launcher = loadOrExit(() => loadLauncherConfig());
+const dataDir = launcher.DATA_DIR;
 const lockFile = path.join(dataDir, 'service.lock');
 await mkdir(dataDir, { recursive: true });
 await takeLock();
@@ -63,7 +65,7 @@ async function main(): Promise<void> {
 
   let postgres: RunningPostgres | null = null;
   if (!env.DATABASE_URL) {
-    const port = Number(env.EMBEDDED_POSTGRES_PORT ?? 54329);
+    const port = launcher.EMBEDDED_POSTGRES_PORT;
     say(
       `Starting embedded PostgreSQL on 127.0.0.1:${port} (data in ${path.relative(projectRoot, dataDir) || dataDir}/postgres)...`,
     );
@@ -85,8 +87,8 @@ async function main(): Promise<void> {
 
   let temporal: RunningDevServer | null = null;
   if (!env.TEMPORAL_ADDRESS) {
-    const port = Number(env.TEMPORAL_DEV_PORT ?? 7233);
-    const uiPort = Number(env.TEMPORAL_UI_PORT ?? 8233);
+    const port = launcher.TEMPORAL_DEV_PORT;
+    const uiPort = launcher.TEMPORAL_UI_PORT;
     say(
       `Starting the Temporal dev server on 127.0.0.1:${port}, web UI on ${uiPort} (state in ${path.relative(projectRoot, dataDir) || dataDir}/temporal.db)...`,
     );
@@ -94,16 +96,14 @@ async function main(): Promise<void> {
       port,
       uiPort,
       dbFile: path.join(dataDir, 'temporal.db'),
-      namespace: env.TEMPORAL_NAMESPACE,
+      namespace: launcher.TEMPORAL_NAMESPACE,
     });
     const running = temporal;
     cleanups.push(() => running.stop());
     env.TEMPORAL_ADDRESS = temporal.address;
   } else {
     const connection = await Connection.connect({ address: env.TEMPORAL_ADDRESS });
-    await ensureSearchAttributes(connection, env.TEMPORAL_NAMESPACE ?? 'default').finally(() =>
-      connection.close(),
-    );
+    await ensureSearchAttributes(connection, launcher.TEMPORAL_NAMESPACE).finally(() => connection.close());
   }
 
   env.STORAGE_DIR ??= path.join(dataDir, 'results');
@@ -120,7 +120,7 @@ async function main(): Promise<void> {
     spawnChild('results', entry('result-host/main.ts'), env),
   ]);
 
-  await writeDevState({
+  await writeDevState(dataDir, {
     pid: process.pid,
     databaseUrl: config.DATABASE_URL,
     temporalAddress: config.TEMPORAL_ADDRESS,
