@@ -6,7 +6,8 @@ import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { imageDimensionsProblem, MAX_FETCHED_IMAGE_BYTES, MAX_IMAGE_PIXELS } from '../catalog/image-input.js';
-import { outboundFetch, OutboundFetchError } from '../net/outbound-fetch.js';
+import { outboundFetch } from '../net/outbound-fetch.js';
+import { OutboundFetchError } from '../net/outbound-fetch-error.js';
 import { promptSvg, renderImage } from './sim-render.js';
 
 /**
