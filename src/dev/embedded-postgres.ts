@@ -207,21 +207,12 @@ function exited(child: ChildProcess): Promise<string | null> {
   });
 }
 
-export async function createDatabaseIfMissing(
-  adminUrl: string,
-  database: string,
-  template?: string,
-): Promise<void> {
+async function createDatabaseIfMissing(adminUrl: string, database: string): Promise<void> {
   const client = new pg.Client({ connectionString: adminUrl });
   await client.connect();
   try {
     const exists = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]);
-    if (exists.rowCount === 0) {
-      const ident = (name: string) => `"${name.replaceAll('"', '""')}"`;
-      await client.query(
-        `CREATE DATABASE ${ident(database)}${template ? ` TEMPLATE ${ident(template)}` : ''}`,
-      );
-    }
+    if (exists.rowCount === 0) await client.query(`CREATE DATABASE "${database.replaceAll('"', '""')}"`);
   } finally {
     await client.end();
   }
