@@ -1,17 +1,9 @@
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { createDatabasePool } from '../src/db/pool.js';
-import { stopChild } from '../src/dev/temporal-dev-server.js';
-import {
-  benchDatabase,
-  cpuMs,
-  load,
-  median,
-  medianRun,
-  printTable,
-  startServerProcess,
-  type LoadResult,
-} from './support.js';
+import { startScript, stopChild } from '../src/dev/child-processes.js';
+import type { AuthServers } from './auth-servers.js';
+import { benchDatabase, cpuMs, load, median, medianRun, printTable, type LoadResult } from './support.js';
 
 /**
  * npm run bench:auth — authenticated GET /v1/credits (key check, per-key rate
@@ -29,12 +21,10 @@ const seconds = Number(process.env.BENCH_SECONDS ?? 10);
 const rounds = Number(process.env.BENCH_ROUNDS ?? 5);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 64);
 const database = await benchDatabase();
-const { info, child } = await startServerProcess<{
-  apiPort: number;
-  barePort: number;
-  key: string;
-  accountId: string;
-}>('bench/auth-servers.ts', { DATABASE_URL: database.url });
+const { child, ready } = startScript<AuthServers>('bench/auth-servers.ts', {
+  env: { ...process.env, DATABASE_URL: database.url },
+});
+const info = await ready;
 try {
   const targets = {
     bare: { label: 'bare Fastify GET /bare', url: `http://127.0.0.1:${info.barePort}/bare`, headers: {} },

@@ -1,8 +1,9 @@
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker } from '@temporalio/worker';
+import { reportReady } from '../src/process.js';
 import * as activities from './bare-activities.js';
 
-/** The worker for bench/bare-workflows.ts, in its own process like ours. Prints one JSON line when running. */
+/** The worker for bench/bare-workflows.ts, in its own process like ours. Reports ready as ours do. */
 const connection = await NativeConnection.connect({ address: process.env.TEMPORAL_ADDRESS! });
 const taskQueue = process.env.TASK_QUEUE ?? 'bare';
 const workers = [
@@ -21,5 +22,5 @@ const workers = [
   }),
 ];
 const running = Promise.all(workers.map((worker) => worker.run()));
-console.log(JSON.stringify({ ready: true }));
+reportReady();
 await running;

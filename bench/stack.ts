@@ -1,16 +1,15 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, chmod } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { createAccount, recordPurchase } from '../src/db/accounts-repository.js';
-import { createApiKey } from '../src/db/api-keys-repository.js';
-import { grantCredits } from '../src/db/credits-repository.js';
 import { createDatabasePool, type DatabasePool } from '../src/db/pool.js';
+import { startScript, stopChild } from '../src/dev/child-processes.js';
 import { freePort } from '../src/dev/free-port.js';
-import { startTemporalDevServer, stopChild } from '../src/dev/temporal-dev-server.js';
+import { createFundedAccount } from '../src/dev/funded-account.js';
+import { startTemporalDevServer } from '../src/dev/temporal-dev-server.js';
 import { randomBase62 } from '../src/ids.js';
 import { buildWorkflowBundle } from '../src/worker/workflow-bundle.js';
-import { benchDatabase, cpuMs, printColumns, startServerProcess } from './support.js';
+import { benchDatabase, cpuMs, printColumns } from './support.js';
 
 export interface Stack {
   apiUrl: string;
@@ -54,33 +53,25 @@ export async function startStack(env: NodeJS.ProcessEnv = {}): Promise<Stack> {
   const profileDir = process.env.BENCH_CPU_PROFILE_DIR;
   const profiling = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
   const children: ChildProcess[] = [];
-  const start = (file: string) =>
-    new Promise<ChildProcess>((resolve, reject) => {
-      const child = spawn(process.execPath, [...profiling, '--import', 'tsx', file], {
-        env: common,
-        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-      });
-      children.push(child);
-      child.once('message', () => resolve(child));
-      child.once('exit', (code) => reject(new Error(`${file} exited (${code})`)));
-    });
+  const start = async (file: string) => {
+    const { child, ready } = startScript(file, { env: common, nodeOptions: profiling });
+    children.push(child);
+    await ready;
+    return child;
+  };
   const [worker] = await Promise.all([start('src/worker/main.ts'), start('src/api/main.ts')]);
 
   const pool = await createDatabasePool(database.url, { maximumPoolSize: 4 });
-  const account = await createAccount(pool, { email: `bench-${randomBase62(6)}@example.test` });
-  await recordPurchase(pool, { accountId: account.id, kind: 'credit_pack', status: 'completed' });
-  await grantCredits(pool, {
-    accountId: account.id,
-    pool: 'one_time',
-    amount: 1_000_000_000,
+  const { accountId, key } = await createFundedAccount(pool, {
+    email: `bench-${randomBase62(6)}@example.test`,
+    oneTime: 1_000_000_000,
     reason: 'bench',
   });
-  const { key } = await createApiKey(pool, { accountId: account.id });
 
   return {
     apiUrl: `http://127.0.0.1:${apiPort}/v1`,
     key,
-    accountId: account.id,
+    accountId,
     temporalAddress: temporal.address,
     pool,
     workerPid: worker.pid!,
@@ -100,10 +91,10 @@ export async function startBareWorker(
   temporalAddress: string,
   taskQueue: string,
 ): Promise<{ stop(): Promise<void> }> {
-  const { child } = await startServerProcess<{ ready: boolean }>('bench/bare-worker.ts', {
-    TEMPORAL_ADDRESS: temporalAddress,
-    TASK_QUEUE: taskQueue,
+  const { child, ready } = startScript('bench/bare-worker.ts', {
+    env: { ...process.env, TEMPORAL_ADDRESS: temporalAddress, TASK_QUEUE: taskQueue },
   });
+  await ready;
   return { stop: () => stopChild(child, 5000) };
 }
 

@@ -1,11 +1,11 @@
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
 import { migrate } from '../src/db/migrate.js';
-import { startEmbeddedPostgres } from '../src/dev/embedded-postgres.js';
 import { freePort } from '../src/dev/free-port.js';
+import { startMigratedPostgres } from '../src/dev/migrated-postgres.js';
 
 /** DATABASE_URL if set, else a throw-away embedded PostgreSQL; migrated either way. */
 export async function benchDatabase(): Promise<{ url: string; embedded: boolean; stop(): Promise<void> }> {
@@ -15,13 +15,12 @@ export async function benchDatabase(): Promise<{ url: string; embedded: boolean;
   }
   const dir = await mkdtemp(path.join(os.tmpdir(), 'bench-pg-'));
   await chmod(dir, 0o755); // run as root, PostgreSQL runs as `postgres` and must reach its data here
-  const postgres = await startEmbeddedPostgres({
+  const postgres = await startMigratedPostgres({
     dataDir: path.join(dir, 'pg'),
     port: await freePort(),
     database: 'bench',
     persistent: false,
   });
-  await migrate(postgres.url);
   return {
     url: postgres.url,
     embedded: true,
@@ -30,27 +29,6 @@ export async function benchDatabase(): Promise<{ url: string; embedded: boolean;
       await rm(dir, { recursive: true, force: true });
     },
   };
-}
-
-/** Runs a TypeScript file in its own Node process (so the load generator and the server do not share an event loop); resolves with the first JSON line it prints. */
-export async function startServerProcess<T>(
-  file: string,
-  env: NodeJS.ProcessEnv,
-): Promise<{ info: T; child: ChildProcess }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', file], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const info = await new Promise<T>((resolve, reject) => {
-    let buffered = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      buffered += chunk.toString('utf8');
-      const line = buffered.split('\n').find((l) => l.startsWith('{'));
-      if (line) resolve(JSON.parse(line) as T);
-    });
-    child.once('exit', (code) => reject(new Error(`${file} exited (${code}) before it was ready`)));
-  });
-  return { info, child };
 }
 
 /** CPU time (user + system, ms) used so far by the processes whose command line matches `pattern`. */

@@ -1,5 +1,7 @@
+import path from 'node:path';
 import { z } from 'zod';
 import { isValidRange } from './net/address-policy.js';
+import { projectRoot } from './project-root.js';
 import type { StepHorizons } from './workflows/generation-types.js';
 
 /**
@@ -139,6 +141,8 @@ const configSchema = z.object({
   /** The {result_host} of the spec: the public base URL of stored results. */
   RESULT_BASE_URL: z.string().url().optional(),
   STORAGE_DIR: z.string().default('.data/results'),
+  /** A workflow bundle built ahead (bundleWorkflowCode) starts the worker faster; without one it bundles src/workflows. */
+  WORKFLOW_BUNDLE_PATH: z.string().optional(),
 
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
@@ -154,12 +158,7 @@ export class ConfigError extends Error {
 
 /** Parses the environment; throws a ConfigError naming every bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const parsed = configSchema.safeParse(env);
-  if (!parsed.success) {
-    const lines = parsed.error.issues.map((issue) => `  ${issue.path.join('.')}: ${issue.message}`);
-    throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
-  }
-  const c = parsed.data;
+  const c = parseEnv(configSchema, env);
   if (c.API_HEADERS_TIMEOUT_MS > c.API_REQUEST_TIMEOUT_MS) {
     throw new ConfigError(
       'Invalid configuration:\n  API_HEADERS_TIMEOUT_MS: must not exceed API_REQUEST_TIMEOUT_MS (the headers are part of the request)',
@@ -172,6 +171,51 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     API_PUBLIC_URL: (c.API_PUBLIC_URL ?? `http://${apiHost}:${c.API_PORT}/v1`).replace(/\/$/, ''),
     RESULT_BASE_URL: (c.RESULT_BASE_URL ?? `http://${resultHost}:${c.RESULT_PORT}`).replace(/\/$/, ''),
   };
+}
+
+/** Where `npm start` keeps its embedded servers' data and its dev-state file: DATA_DIR, or .data/ (git-ignored). */
+const dataDir = z
+  .string()
+  .optional()
+  .transform((dir) => path.resolve(dir ?? path.join(projectRoot, '.data')));
+
+/**
+ * `npm start`'s own settings, read before it has filled in the service's configuration: its data
+ * folder, and the ports and namespace of the embedded servers it runs.
+ */
+const launcherSchema = configSchema.pick({ TEMPORAL_NAMESPACE: true }).extend({
+  DATA_DIR: dataDir,
+  EMBEDDED_POSTGRES_PORT: int(54329),
+  TEMPORAL_DEV_PORT: int(7233),
+  TEMPORAL_UI_PORT: int(8233),
+});
+export type LauncherConfig = z.infer<typeof launcherSchema>;
+
+export function loadLauncherConfig(env: NodeJS.ProcessEnv = process.env): LauncherConfig {
+  return parseEnv(launcherSchema, env);
+}
+
+/**
+ * What `npm run admin` reads. Without DATABASE_URL or TEMPORAL_ADDRESS it uses those of the
+ * development service a running `npm start` recorded under DATA_DIR.
+ */
+const adminSchema = configSchema
+  .pick({ DATABASE_URL: true, TEMPORAL_ADDRESS: true, TEMPORAL_NAMESPACE: true })
+  .partial({ DATABASE_URL: true, TEMPORAL_ADDRESS: true })
+  .extend({ DATA_DIR: dataDir });
+export type AdminConfig = z.infer<typeof adminSchema>;
+
+export function loadAdminConfig(env: NodeJS.ProcessEnv = process.env): AdminConfig {
+  return parseEnv(adminSchema, env);
+}
+
+function parseEnv<Schema extends z.ZodTypeAny>(schema: Schema, env: NodeJS.ProcessEnv): z.output<Schema> {
+  const parsed = schema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((issue) => `  ${issue.path.join('.')}: ${issue.message}`);
+    throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
+  }
+  return parsed.data as z.output<Schema>;
 }
 
 /** The step horizons a generation's workflow is started with. */

@@ -1,7 +1,10 @@
-import { pino, type Logger } from 'pino';
+import { pino, type LevelWithSilent, type Logger } from 'pino';
 
-/** JSON logs on stdout; `name` says which process wrote the line. Keys and tokens never reach a log. */
-export function createLogger(name: string, level = process.env.LOG_LEVEL ?? 'info'): Logger {
+/**
+ * JSON logs on stdout; `name` says which process wrote the line, `level` comes from the
+ * configuration (LOG_LEVEL). Keys and tokens never reach a log.
+ */
+export function createLogger(name: string, level: LevelWithSilent): Logger {
   return pino({
     name,
     level,

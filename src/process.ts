@@ -31,8 +31,13 @@ export function exitOnConfigError(error: unknown): never {
 
 /** loadConfig for entry points: a bad variable ends the process with a readable message. */
 export function loadConfigOrExit(): Config {
+  return loadOrExit(loadConfig);
+}
+
+/** Any of config.ts's loaders, for an entry point: a bad variable ends the process with a readable message. */
+export function loadOrExit<T>(load: () => T): T {
   try {
-    return loadConfig();
+    return load();
   } catch (error) {
     return exitOnConfigError(error);
   }

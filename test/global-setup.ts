@@ -2,9 +2,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { migrate } from '../src/db/migrate.js';
-import { createDatabaseIfMissing, startEmbeddedPostgres } from '../src/dev/embedded-postgres.js';
 import { freePort } from '../src/dev/free-port.js';
+import { startMigratedPostgres } from '../src/dev/migrated-postgres.js';
 import { startTemporalDevServer } from '../src/dev/temporal-dev-server.js';
 import { temporalTestServerPath } from '../src/dev/temporal-binaries.js';
 import { buildWorkflowBundle } from '../src/worker/workflow-bundle.js';
@@ -19,15 +18,12 @@ export const TEMPLATE_DATABASE = 'template_app';
  */
 export default async function setup(project: TestProject) {
   const scratch = await mkdtemp(path.join(os.tmpdir(), 'generation-service-test-'));
-  const postgres = await startEmbeddedPostgres({
+  const postgres = await startMigratedPostgres({
     dataDir: path.join(process.cwd(), '.data', `test-postgres-${process.pid}`),
     port: await freePort(),
-    database: 'postgres',
+    database: TEMPLATE_DATABASE,
     persistent: false,
   });
-  const templateUrl = postgres.adminUrl.replace(/\/postgres$/, `/${TEMPLATE_DATABASE}`);
-  await createDatabaseIfMissing(postgres.adminUrl, TEMPLATE_DATABASE);
-  await migrate(templateUrl);
 
   const temporal = await startTemporalDevServer({ port: await freePort(), uiPort: null, dbFile: null });
   const bundlePath = path.join(scratch, 'workflow-bundle.js');

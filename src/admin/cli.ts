@@ -1,7 +1,9 @@
 import { KeyCreationRefused } from '../db/api-keys-repository.js';
 import { NotFound } from '../db/accounts-repository.js';
 import { createDatabasePool } from '../db/pool.js';
-import { readDevState } from '../dev/dev-state.js';
+import { loadAdminConfig } from '../config.js';
+import { readDevState } from '../dev-state.js';
+import { loadOrExit } from '../process.js';
 import { Client, Connection, WorkflowUpdateFailedError } from '@temporalio/client';
 import type { AdminContext } from './command.js';
 import { runAdminCommand, UsageError, usage } from './commands.js';
@@ -16,7 +18,8 @@ if (argv.length === 0 || argv[0] === 'help' || argv[0] === '--help') {
   process.stdout.write(`${usage()}\n`);
   process.exit(0);
 }
-const databaseUrl = process.env.DATABASE_URL ?? readDevState()?.databaseUrl;
+const config = loadOrExit(() => loadAdminConfig());
+const databaseUrl = config.DATABASE_URL ?? readDevState(config.DATA_DIR)?.databaseUrl;
 if (!databaseUrl) {
   process.stderr.write('No database: set DATABASE_URL, or start the development service with `npm start`.\n');
   process.exit(2);
@@ -26,7 +29,7 @@ let temporal: { connection: Connection; client: Client } | null = null;
 const context: AdminContext = {
   db: pool,
   async temporal() {
-    const address = process.env.TEMPORAL_ADDRESS ?? readDevState()?.temporalAddress;
+    const address = config.TEMPORAL_ADDRESS ?? readDevState(config.DATA_DIR)?.temporalAddress;
     if (!address)
       throw new UsageError(
         'No Temporal: set TEMPORAL_ADDRESS, or start the development service with `npm start`.',
@@ -35,7 +38,7 @@ const context: AdminContext = {
       const connection = await Connection.connect({ address });
       temporal = {
         connection,
-        client: new Client({ connection, namespace: process.env.TEMPORAL_NAMESPACE ?? 'default' }),
+        client: new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }),
       };
     }
     return temporal.client;

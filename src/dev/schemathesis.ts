@@ -3,7 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { isExecutable, projectRoot } from './temporal-binaries.js';
+import { projectRoot } from '../project-root.js';
+import { isExecutable } from './temporal-binaries.js';
 
 /**
  * Schemathesis (the API fuzzer the suite runs against /v1/openapi.json), pinned,

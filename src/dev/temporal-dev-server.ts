@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { Connection } from '@temporalio/client';
 import { ensureSearchAttributes } from '../temporal/search-attributes-setup.js';
+import { stopChild } from './child-processes.js';
 import { waitForPort } from './free-port.js';
 import { temporalCliPath } from './temporal-binaries.js';
 
@@ -86,17 +87,4 @@ async function waitForNamespace(connection: Connection, namespace: string): Prom
       await new Promise((r) => setTimeout(r, 200));
     }
   }
-}
-
-/** SIGTERM, then SIGKILL if the child has not exited within `graceMs`. */
-export function stopChild(child: ChildProcess, graceMs = 10_000): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    child.kill('SIGTERM');
-  });
 }

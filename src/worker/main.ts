@@ -24,7 +24,7 @@ const worker = await createWorker({
   taskQueue: config.TEMPORAL_TASK_QUEUE,
   activities: createActivities(activityDeps(config, pool, { temporal: () => Promise.resolve(client) })),
   // A bundle built ahead (bundleWorkflowCode) starts the worker faster; without one it bundles src/workflows now.
-  workflowBundlePath: process.env.WORKFLOW_BUNDLE_PATH,
+  workflowBundlePath: config.WORKFLOW_BUNDLE_PATH,
   maxCachedWorkflows: config.WORKER_MAX_CACHED_WORKFLOWS,
   maxConcurrentActivities: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
   maxProviderWaits: config.WORKER_MAX_PROVIDER_WAITS,

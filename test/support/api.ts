@@ -2,10 +2,9 @@ import type { FastifyInstance } from 'fastify';
 import { inject } from 'vitest';
 import { createApiService, type ApiService } from '../../src/api/service.js';
 import { loadConfig } from '../../src/config.js';
-import { createAccount, recordPurchase, type PurchaseKind } from '../../src/db/accounts-repository.js';
-import { createApiKey } from '../../src/db/api-keys-repository.js';
-import { grantCredits } from '../../src/db/credits-repository.js';
+import type { PurchaseKind } from '../../src/db/accounts-repository.js';
 import type { DatabasePool } from '../../src/db/pool.js';
+import { createFundedAccount, type FundedAccount } from '../../src/dev/funded-account.js';
 import { createLogger } from '../../src/logger.js';
 import { randomBase62 } from '../../src/ids.js';
 
@@ -26,36 +25,20 @@ export async function startTestApi(
   return createApiService(config, createLogger('api-test', 'silent'), configure);
 }
 
-export interface TestAccount {
-  accountId: string;
-  keyId: string;
-  key: string;
-}
+export type TestAccount = FundedAccount;
 
-/** An account that may use the API: a completed purchase, credits, one key. */
+/** An account that may use the API: a completed purchase, credits (100 one-time unless told), one key. */
 export async function createPaidAccount(
   pool: DatabasePool,
   options: { subscription?: number; oneTime?: number; kind?: PurchaseKind } = {},
 ): Promise<TestAccount> {
-  const account = await createAccount(pool, { email: `${randomBase62(10)}@example.test` });
-  await recordPurchase(pool, {
-    accountId: account.id,
-    kind: options.kind ?? 'credit_pack',
-    status: 'completed',
+  return createFundedAccount(pool, {
+    email: `${randomBase62(10)}@example.test`,
+    kind: options.kind,
+    oneTime: options.oneTime ?? (options.subscription === undefined ? 100 : 0),
+    subscription: options.subscription,
+    reason: 'test',
   });
-  const oneTime = options.oneTime ?? (options.subscription === undefined ? 100 : 0);
-  if (oneTime > 0)
-    await grantCredits(pool, { accountId: account.id, pool: 'one_time', amount: oneTime, reason: 'test' });
-  if (options.subscription) {
-    await grantCredits(pool, {
-      accountId: account.id,
-      pool: 'subscription',
-      amount: options.subscription,
-      reason: 'test',
-    });
-  }
-  const { key, record } = await createApiKey(pool, { accountId: account.id });
-  return { accountId: account.id, keyId: record.id, key };
 }
 
 export const bearer = (key: string) => ({ authorization: `Bearer ${key}` });

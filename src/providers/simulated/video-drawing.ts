@@ -10,7 +10,8 @@ import {
   MAX_FETCHED_IMAGE_BYTES,
   MAX_IMAGE_PIXELS,
 } from '../../catalog/image-input.js';
-import { outboundFetch, OutboundFetchError } from '../../net/outbound-fetch.js';
+import { outboundFetch } from '../../net/outbound-fetch.js';
+import { OutboundFetchError } from '../../net/outbound-fetch-error.js';
 import { promptSvg, renderImage } from './image-drawing.js';
 
 /**

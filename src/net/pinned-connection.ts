@@ -1,0 +1,81 @@
+import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
+import http from 'node:http';
+import https from 'node:https';
+import type { AddressPolicy } from './address-policy.js';
+import { forbidden } from './outbound-fetch-error.js';
+
+/**
+ * One GET on a connection of its own whose address the AddressPolicy has allowed: the name is
+ * resolved by our own lookup, which refuses the connection unless every address the name resolves
+ * to is allowed, and the socket connects to exactly those addresses, so a name that changes its
+ * answer between a check and the connection (DNS rebinding) gains nothing. Resolves with the
+ * response, unread.
+ */
+export function pinnedGet(
+  url: URL,
+  context: {
+    policy: AddressPolicy;
+    signal: AbortSignal;
+    ca: string[] | undefined;
+    accept?: readonly string[];
+  },
+): Promise<http.IncomingMessage> {
+  const transport = url.protocol === 'https:' ? https : http;
+  return new Promise((resolve, reject) => {
+    const request = transport.request({
+      protocol: url.protocol,
+      hostname: bareHost(url),
+      port: url.port || undefined,
+      path: `${url.pathname}${url.search}`,
+      method: 'GET',
+      headers: {
+        accept: context.accept?.join(', ') ?? '*/*',
+        'accept-encoding': 'identity',
+        'user-agent': 'generation-service',
+      },
+      // A connection of its own: nothing is pooled across fetches or hops.
+      agent: false,
+      lookup: guardedLookup(url, context.policy),
+      signal: context.signal,
+      ...(context.ca ? { ca: context.ca } : {}),
+    });
+    request.once('response', resolve);
+    request.on('error', reject);
+    request.end();
+  });
+}
+
+type LookupCallback = (
+  error: NodeJS.ErrnoException | null,
+  address: string | LookupAddress[],
+  family?: number,
+) => void;
+
+/**
+ * The resolver the socket connects through: it resolves the name once, and
+ * hands the socket those addresses only when every one of them is allowed.
+ */
+function guardedLookup(url: URL, policy: AddressPolicy) {
+  return (hostname: string, options: LookupOptions, callback: LookupCallback): void => {
+    dnsLookup(hostname, { all: true, family: options.family ?? 0 }, (error, addresses) => {
+      if (error) return callback(error, []);
+      if (addresses.length === 0) {
+        const none: NodeJS.ErrnoException = new Error(`${hostname} has no address`);
+        none.code = 'ENOTFOUND';
+        return callback(none, []);
+      }
+      for (const { address } of addresses) {
+        const verdict = policy.check(address);
+        if (!verdict.allowed) return callback(forbidden(url, address, verdict.range), []);
+      }
+      if (options.all) return callback(null, addresses);
+      const [first] = addresses;
+      return callback(null, first!.address, first!.family);
+    });
+  };
+}
+
+/** The host without the brackets of an IPv6 literal. */
+export function bareHost(url: URL): string {
+  return url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+}
