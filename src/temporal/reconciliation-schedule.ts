@@ -1,7 +1,12 @@
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client } from '@temporalio/client';
 import { reconciliationWorkflow, type ReconciliationOptions } from '../workflows/reconciliation-workflow.js';
 
-export const RECONCILIATION_SCHEDULE_ID = 'generation-reconciliation';
+/**
+ * One sweep per task queue: the workers of a task queue share one database, so each deployment
+ * sharing a Temporal namespace sweeps its own (and a worker of one never re-points another's).
+ */
+export const reconciliationScheduleId = (taskQueue: string): string =>
+  `generation-reconciliation.${taskQueue}`;
 
 /**
  * The schedule that runs the reconciliation sweep every `intervalMs` on the generation task queue.
@@ -12,17 +17,18 @@ export async function ensureReconciliationSchedule(
   client: Client,
   settings: { taskQueue: string; intervalMs: number; options: ReconciliationOptions },
 ): Promise<'created' | 'updated'> {
+  const scheduleId = reconciliationScheduleId(settings.taskQueue);
   const spec = { intervals: [{ every: settings.intervalMs }] };
   const action = {
     type: 'startWorkflow' as const,
     workflowType: reconciliationWorkflow,
-    workflowId: RECONCILIATION_SCHEDULE_ID,
+    workflowId: scheduleId,
     taskQueue: settings.taskQueue,
     args: [settings.options] as [ReconciliationOptions],
   };
   try {
     await client.schedule.create({
-      scheduleId: RECONCILIATION_SCHEDULE_ID,
+      scheduleId,
       spec,
       action,
       policies: { overlap: ScheduleOverlapPolicy.SKIP },
@@ -32,8 +38,6 @@ export async function ensureReconciliationSchedule(
   } catch (error) {
     if (!(error instanceof ScheduleAlreadyRunning)) throw error;
   }
-  await client.schedule
-    .getHandle(RECONCILIATION_SCHEDULE_ID)
-    .update((previous) => ({ ...previous, spec, action }));
+  await client.schedule.getHandle(scheduleId).update((previous) => ({ ...previous, spec, action }));
   return 'updated';
 }

@@ -31,7 +31,7 @@ const { reconcileGenerations } = proxyActivities<ReconciliationActivities>({
 });
 
 /**
- * Started by the `generation-reconciliation` schedule: finds generations whose debit would
+ * Started by the `generation-reconciliation.<task queue>` schedule: finds generations whose debit would
  * otherwise be held silently (their workflow terminated or failed from outside) and finishes them
  * through the refund path, or flags them for review. The run's result says what it did.
  */

@@ -5,7 +5,7 @@ import { runAdminCommand } from '../../src/admin/commands.js';
 import { listReconciliations } from '../../src/db/reconciliation-repository.js';
 import {
   ensureReconciliationSchedule,
-  RECONCILIATION_SCHEDULE_ID,
+  reconciliationScheduleId,
 } from '../../src/temporal/reconciliation-schedule.js';
 import {
   reconciliationWorkflow,
@@ -115,7 +115,7 @@ describe('reconciliation of generations left without a workflow', () => {
       intervalMs: 3_600_000,
       options: { graceMs: 60_000, overdueMs: 3_600_000, limit: 10 },
     };
-    const handle = stack.client.schedule.getHandle(RECONCILIATION_SCHEDULE_ID);
+    const handle = stack.client.schedule.getHandle(reconciliationScheduleId(stack.worker.taskQueue));
     // 'created', or 'updated' when a create retried under load found its own first attempt.
     expect(await ensureReconciliationSchedule(stack.client, settings)).toMatch(/created|updated/);
     try {
