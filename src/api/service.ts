@@ -6,7 +6,7 @@ import { CatalogCache } from '../catalog/catalog-cache.js';
 import { stepHorizons, type Config } from '../config.js';
 import type { CreditBalance } from '../db/credits-repository.js';
 import type { GenerationRow } from '../db/generations-repository.js';
-import { InvalidatedCache } from '../db/invalidated-cache.js';
+import { InvalidatedCache } from '../invalidated-cache.js';
 import { NotificationListener } from '../db/notifications.js';
 import { createDatabasePool, type DatabasePool } from '../db/pool.js';
 import { LocalStorage } from '../storage/storage.js';

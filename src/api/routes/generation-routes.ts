@@ -10,7 +10,7 @@ import {
   recordRejectedRequest,
   type GenerationRow,
 } from '../../db/generations-repository.js';
-import type { InvalidatedCache } from '../../db/invalidated-cache.js';
+import type { InvalidatedCache } from '../../invalidated-cache.js';
 import { ApiError, ValidationError, errorCodes, type ErrorCode, type ValidationIssue } from '../../errors.js';
 import { newId } from '../../ids.js';
 import { toStorableText } from '../../storable-text.js';
