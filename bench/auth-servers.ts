@@ -2,7 +2,7 @@ import Fastify from 'fastify';
 import { createApiService } from '../src/api/service.js';
 import { loadConfig } from '../src/config.js';
 import { createAccount, recordPurchase } from '../src/db/accounts-repository.js';
-import { createApiKey } from '../src/db/api-keys-repository.js';
+import { createApiKey } from '../src/auth/api-key-issuer.js';
 import { grantCredits } from '../src/db/credits-repository.js';
 import { freePort } from '../src/dev/free-port.js';
 import { createLogger } from '../src/logger.js';

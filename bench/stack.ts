@@ -3,7 +3,7 @@ import { mkdtemp, rm, chmod } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { createAccount, recordPurchase } from '../src/db/accounts-repository.js';
-import { createApiKey } from '../src/db/api-keys-repository.js';
+import { createApiKey } from '../src/auth/api-key-issuer.js';
 import { grantCredits } from '../src/db/credits-repository.js';
 import { createDatabasePool, type DatabasePool } from '../src/db/pool.js';
 import { freePort } from '../src/dev/free-port.js';

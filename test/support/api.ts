@@ -3,7 +3,7 @@ import { inject } from 'vitest';
 import { createApiService, type ApiService } from '../../src/api/service.js';
 import { loadConfig } from '../../src/config.js';
 import { createAccount, recordPurchase, type PurchaseKind } from '../../src/db/accounts-repository.js';
-import { createApiKey } from '../../src/db/api-keys-repository.js';
+import { createApiKey } from '../../src/auth/api-key-issuer.js';
 import { grantCredits } from '../../src/db/credits-repository.js';
 import type { DatabasePool } from '../../src/db/pool.js';
 import { createLogger } from '../../src/logger.js';
