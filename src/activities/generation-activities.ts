@@ -15,7 +15,7 @@ import {
   submissionState,
   type StoredOutput,
 } from '../db/generations-repository.js';
-import { catalogEntryOf } from '../db/catalog-repository.js';
+import { catalogEntryOf } from '../catalog/catalog-entry.js';
 import { resolveOptions } from '../catalog/pricing.js';
 import {
   ProviderRejection,

@@ -1,8 +1,7 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { quotePrice, resolveOptions } from '../catalog/pricing.js';
-import type { CatalogEntry } from '../catalog/catalog-entry.js';
-import { catalogEntryOf } from './catalog-repository.js';
+import { catalogEntryOf, type CatalogEntry } from '../catalog/catalog-entry.js';
 import { generationStatuses, type GenerationError, type GenerationStatus } from '../generation.js';
 import type { Admission, GenerationStart } from '../workflows/generation-types.js';
 
