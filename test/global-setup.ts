@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { migrate } from '../src/db/migrate.js';
+import { migrate } from '../src/admin/migrate.js';
 import { createDatabaseIfMissing, startEmbeddedPostgres } from '../src/dev/embedded-postgres.js';
 import { freePort } from '../src/dev/free-port.js';
 import { startTemporalDevServer } from '../src/dev/temporal-dev-server.js';

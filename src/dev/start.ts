@@ -7,7 +7,7 @@ import { loadConfig, type Config } from '../config.js';
 import { createAccount, findAccount, recordPurchase } from '../db/accounts-repository.js';
 import { listApiKeys } from '../db/api-keys-repository.js';
 import { grantCredits } from '../db/credits-repository.js';
-import { migrate } from '../db/migrate.js';
+import { migrate } from '../admin/migrate.js';
 import { createDatabasePool } from '../db/pool.js';
 import { exitOnConfigError } from '../process.js';
 import { ensureSearchAttributes } from '../temporal/search-attributes-setup.js';
