@@ -5,7 +5,7 @@ import { Authenticator } from '../auth/authenticator.js';
 import { CatalogCache } from '../catalog/catalog-cache.js';
 import { stepHorizons, type Config } from '../config.js';
 import type { CreditBalance } from '../db/credits-repository.js';
-import type { GenerationRow } from '../db/generations-repository.js';
+import type { GenerationRow } from '../db/generation-reads.js';
 import { InvalidatedCache } from '../invalidated-cache.js';
 import { NotificationListener } from '../db/notifications.js';
 import { createDatabasePool, type DatabasePool } from '../db/pool.js';

@@ -2,7 +2,7 @@ import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { quotePrice, resolveOptions } from '../catalog/pricing.js';
 import { catalogEntryOf, type CatalogEntry } from '../catalog/catalog-entry.js';
-import { generationStatuses, type GenerationError, type GenerationStatus } from '../generation.js';
+import type { GenerationError } from '../generation.js';
 import type { Admission, GenerationStart } from '../workflows/generation-types.js';
 
 /**
@@ -10,31 +10,6 @@ import type { Admission, GenerationStart } from '../workflows/generation-types.j
  * write here is idempotent on the generation id, so an activity retried after
  * a crash, or re-run after a support reset, changes nothing the second time.
  */
-
-const jsonObject = z.record(z.unknown());
-export const generationRow = z.object({
-  id: z.string(),
-  account_id: z.string(),
-  status: z.enum(generationStatuses),
-  model: z.string(),
-  media_type: z.string(),
-  credits: z.number(),
-  credits_refunded: z.boolean(),
-  input: jsonObject.nullable(),
-  output: jsonObject.nullable(),
-  error: z.object({ code: z.string(), message: z.string() }).nullable(),
-  needs_review: z.boolean(),
-  content_expired: z.boolean(),
-  created_at: z.string(),
-  completed_at: z.string().nullable(),
-  expires_at: z.string().nullable(),
-});
-export type GenerationRow = z.infer<typeof generationRow>;
-
-// What reads show. The generations_changed trigger (migration 0006) announces a change to exactly these
-// columns, so API processes drop their cached copy: keep the two in step.
-const columns = sql.fragment`id, account_id, status, model, media_type, credits, credits_refunded, input, output, error,
-  needs_review, content_expired, created_at, completed_at, expires_at`;
 
 export const concurrencyLimitError = (limit: number): GenerationError => ({
   code: 'concurrency_limit_exceeded',
@@ -371,82 +346,4 @@ export async function expireGeneration(db: CommonQueryMethods, generationId: str
       UPDATE generations SET input = NULL, output = NULL, content_expired = true, updated_at = now() WHERE id = ${generationId}`);
     await tx.query(sql.unsafe`DELETE FROM gallery_images WHERE generation_id = ${generationId}`);
   });
-}
-
-export async function getGeneration(
-  db: CommonQueryMethods,
-  accountId: string,
-  id: string,
-): Promise<GenerationRow | null> {
-  return db.maybeOne(
-    sql.type(
-      generationRow,
-    )`SELECT ${columns} FROM generations WHERE id = ${id} AND account_id = ${accountId}`,
-  );
-}
-
-export interface ListFilter {
-  accountId: string;
-  limit: number;
-  statuses: GenerationStatus[] | null;
-  model: string | null;
-  /** Exclusive position to continue after (newest first). */
-  after: { createdAt: string; id: string } | null;
-}
-
-export async function listGenerations(
-  db: CommonQueryMethods,
-  filter: ListFilter,
-): Promise<readonly GenerationRow[]> {
-  const conditions = [sql.fragment`account_id = ${filter.accountId}`];
-  if (filter.statuses) conditions.push(sql.fragment`status = ANY(${sql.array(filter.statuses, 'text')})`);
-  if (filter.model !== null) conditions.push(sql.fragment`model = ${filter.model}`);
-  if (filter.after) {
-    conditions.push(
-      sql.fragment`(created_at, id) < (${filter.after.createdAt}::timestamptz, ${filter.after.id})`,
-    );
-  }
-  return db.any(sql.type(generationRow)`
-    SELECT ${columns} FROM generations WHERE ${sql.join(conditions, sql.fragment` AND `)}
-    ORDER BY created_at DESC, id DESC LIMIT ${filter.limit}`);
-}
-
-const supportRow = generationRow.extend({
-  workflow_id: z.string().nullable(),
-  provider_job_id: z.string().nullable(),
-  updated_at: z.string(),
-});
-export type SupportGenerationRow = z.infer<typeof supportRow>;
-
-/** For support: generations across accounts that need review, or have been queued longer than a while. */
-export async function findGenerationsForSupport(
-  db: CommonQueryMethods,
-  filter: {
-    accountId?: string;
-    needsReview?: boolean;
-    queuedOverMinutes?: number;
-    statuses?: GenerationStatus[];
-    limit: number;
-  },
-): Promise<readonly SupportGenerationRow[]> {
-  const conditions = [sql.fragment`true`];
-  if (filter.accountId) conditions.push(sql.fragment`account_id = ${filter.accountId}`);
-  if (filter.needsReview) conditions.push(sql.fragment`needs_review`);
-  if (filter.queuedOverMinutes !== undefined) {
-    conditions.push(
-      sql.fragment`status = 'queued' AND created_at < now() - ${sql.interval({ minutes: filter.queuedOverMinutes })}`,
-    );
-  }
-  if (filter.statuses) conditions.push(sql.fragment`status = ANY(${sql.array(filter.statuses, 'text')})`);
-  return db.any(sql.type(supportRow)`
-    SELECT ${columns}, workflow_id, provider_job_id, updated_at FROM generations
-    WHERE ${sql.join(conditions, sql.fragment` AND `)} ORDER BY created_at DESC, id DESC LIMIT ${filter.limit}`);
-}
-
-export async function getGenerationForSupport(
-  db: CommonQueryMethods,
-  id: string,
-): Promise<SupportGenerationRow | null> {
-  return db.maybeOne(sql.type(supportRow)`
-    SELECT ${columns}, workflow_id, provider_job_id, updated_at FROM generations WHERE id = ${id}`);
 }
