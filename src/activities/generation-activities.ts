@@ -10,11 +10,11 @@ import {
   expireGeneration,
   markNeedsReview,
   recordProviderJob,
-  refundGeneration,
   releaseSubmitClaim,
   submissionState,
   type StoredOutput,
 } from '../db/generations-repository.js';
+import { refundGeneration } from '../db/credits-repository.js';
 import { catalogEntryOf } from '../catalog/catalog-entry.js';
 import { resolveOptions } from '../catalog/pricing.js';
 import {

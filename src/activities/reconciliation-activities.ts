@@ -1,7 +1,8 @@
 import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { CommonQueryMethods } from 'slonik';
-import { markNeedsReview, refundGeneration } from '../db/generations-repository.js';
+import { refundGeneration } from '../db/credits-repository.js';
+import { markNeedsReview } from '../db/generations-repository.js';
 import {
   claimStaleQueued,
   flagQueuedForReview,
