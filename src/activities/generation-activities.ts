@@ -2,7 +2,6 @@ import { ApplicationFailure, Context, heartbeat, sleep } from '@temporalio/activ
 import type { CommonQueryMethods } from 'slonik';
 import { randomBase62 } from '../ids.js';
 import {
-  admitGeneration,
   claimSubmit,
   claimOutputPrefix,
   completeGeneration,
@@ -15,6 +14,7 @@ import {
   type StoredOutput,
 } from '../db/generations-repository.js';
 import { refundGeneration } from '../db/credits-repository.js';
+import { admitGeneration } from './admission.js';
 import { catalogEntryOf } from '../catalog/catalog-entry.js';
 import { resolveOptions } from '../catalog/pricing.js';
 import {

@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import type { CatalogCache } from '../../catalog/catalog-cache.js';
 import { toValidationIssues } from '../../catalog/request-schema.js';
 import { getGeneration, listGenerations, type GenerationRow } from '../../db/generation-reads.js';
-import { recordRejectedRequest } from '../../db/generations-repository.js';
+import { recordRejectedRequest } from '../../db/admission-repository.js';
 import type { InvalidatedCache } from '../../invalidated-cache.js';
 import { ApiError, ValidationError, errorCodes, type ErrorCode, type ValidationIssue } from '../../errors.js';
 import { newId } from '../../ids.js';
