@@ -3,16 +3,18 @@ import type { CommonQueryMethods } from 'slonik';
 import { randomBase62 } from '../ids.js';
 import {
   claimSubmit,
-  claimOutputPrefix,
-  completeGeneration,
-  contentPrefixes,
-  expireGeneration,
   markNeedsReview,
   recordProviderJob,
   releaseSubmitClaim,
   submissionState,
+} from '../db/provider-submissions.js';
+import {
+  claimOutputPrefix,
+  completeGeneration,
+  contentPrefixes,
+  expireGeneration,
   type StoredOutput,
-} from '../db/generations-repository.js';
+} from '../db/generation-results.js';
 import { refundGeneration } from '../db/credits-repository.js';
 import { admitGeneration } from './admission.js';
 import { catalogEntryOf } from '../catalog/catalog-entry.js';

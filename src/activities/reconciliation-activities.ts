@@ -2,7 +2,7 @@ import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { CommonQueryMethods } from 'slonik';
 import { refundGeneration } from '../db/credits-repository.js';
-import { markNeedsReview } from '../db/generations-repository.js';
+import { markNeedsReview } from '../db/provider-submissions.js';
 import {
   claimStaleQueued,
   flagQueuedForReview,
