@@ -21,6 +21,25 @@ export interface QuotedEntry {
 const lastQuoted = new Map<string, QuotedEntry>();
 
 /**
+ * The catalog entry a submission builds the provider's job from: the one admission last quoted
+ * the model from while the stored definition is still that one (`quoted`, whose digest the claim
+ * was asked about: no second read or parse), else the stored definition the claim returned.
+ */
+export function entryToSubmit(
+  model: string,
+  stored: { digest: string | null; definition?: unknown },
+  quoted: QuotedEntry | undefined,
+): CatalogEntry | null {
+  if (quoted && stored.digest !== null && stored.digest === quoted.digest) return quoted.entry;
+  return catalogEntryOf(model, stored.definition);
+}
+
+/** The entry this process last quoted `model` from, if any (see entryToSubmit). */
+export function lastQuotedEntry(model: string): QuotedEntry | undefined {
+  return lastQuoted.get(model);
+}
+
+/**
  * Admission: the concurrency slot, the price quote from the catalog, and the debit (subscription
  * credits first) with its ledger row and the projection row, decided atomically by the
  * admit_generation() function (migration 0007), usually in one round trip. A second call for

@@ -9,26 +9,30 @@ import type { GenerationError } from '../generation.js';
  */
 
 /**
- * What a submit attempt needs, in one round trip: the provider job already
- * recorded (if any), the provider token, the model's definition, and whether
- * this is the first attempt to submit (claimed now: false means an earlier
- * attempt may already have reached the provider).
+ * What a submit attempt needs, in one round trip: the provider job already recorded (if any), the
+ * provider token, whether this is the first attempt to submit (claimed now: false means an earlier
+ * attempt may already have reached the provider), and the model's stored definition with its
+ * digest (md5, as admit_generation() computes it). The definition is left out (null) when its
+ * digest is `knownDigest`: the caller holds that one already.
  */
-export async function claimSubmit(db: CommonQueryMethods, generationId: string) {
+export async function claimSubmit(db: CommonQueryMethods, generationId: string, knownDigest: string | null) {
   return db.one(sql.type(
     z.object({
       provider_job_id: z.string().nullable(),
       provider_token: z.string().nullable(),
       first: z.boolean(),
       refunded: z.boolean(),
+      digest: z.string().nullable(),
       definition: z.unknown(),
     }),
   )`
-    WITH before AS (SELECT id, submit_attempted_at FROM generations WHERE id = ${generationId} FOR UPDATE)
+    WITH before AS (SELECT id, model, submit_attempted_at FROM generations WHERE id = ${generationId} FOR UPDATE)
     UPDATE generations g SET submit_attempted_at = coalesce(before.submit_attempted_at, now())
-    FROM before WHERE g.id = before.id
+    FROM before LEFT JOIN (SELECT id, definition, md5(definition::text) AS digest FROM models) m ON m.id = before.model
+    WHERE g.id = before.id
     RETURNING g.provider_job_id, g.provider_token, before.submit_attempted_at IS NULL AS first,
-      g.credits_refunded AS refunded, (SELECT definition FROM models m WHERE m.id = g.model) AS definition`);
+      g.credits_refunded AS refunded, m.digest,
+      CASE WHEN m.digest = ${knownDigest} THEN NULL ELSE m.definition END AS definition`);
 }
 
 /** Nothing reached the provider after all (it refused the connection, say): the next attempt is a first one again. */
