@@ -3,7 +3,7 @@ import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
-import { migrate } from '../src/db/migrate.js';
+import { migrate } from '../src/admin/migrate.js';
 import { freePort } from '../src/dev/free-port.js';
 import { startMigratedPostgres } from '../src/dev/migrated-postgres.js';
 

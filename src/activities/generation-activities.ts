@@ -1,20 +1,22 @@
 import { ApplicationFailure, Context, heartbeat, sleep } from '@temporalio/activity';
 import { randomBase62 } from '../ids.js';
 import {
-  admitGeneration,
   claimSubmit,
+  markNeedsReview,
+  recordProviderJob,
+  releaseSubmitClaim,
+  submissionState,
+} from '../db/provider-submissions.js';
+import {
   claimOutputPrefix,
   completeGeneration,
   contentPrefixes,
   expireGeneration,
-  markNeedsReview,
-  recordProviderJob,
-  refundGeneration,
-  releaseSubmitClaim,
-  submissionState,
   type StoredOutput,
-} from '../db/generations-repository.js';
-import { catalogEntryOf } from '../db/catalog-repository.js';
+} from '../db/generation-results.js';
+import { refundGeneration } from '../db/credits-repository.js';
+import { admitGeneration, entryToSubmit, lastQuotedEntry } from './admission.js';
+import type { CatalogEntry } from '../catalog/catalog-entry.js';
 import { resolveOptions } from '../catalog/pricing.js';
 import {
   ProviderRejection,
@@ -66,7 +68,8 @@ export function createGenerationActivities(
      */
     async submit(start: GenerationStart): Promise<{ jobId: string }> {
       const provider = deps.providerFor(start.model);
-      const claim = await claimSubmit(db, start.generationId);
+      const quoted = lastQuotedEntry(start.model);
+      const claim = await claimSubmit(db, start.generationId, quoted?.digest ?? null);
       // Refunded already (support refunded it, then reset the workflow): it must never run unpaid.
       if (claim.refunded) throw settledFailure(start.generationId);
       if (claim.provider_job_id) return { jobId: claim.provider_job_id };
@@ -96,7 +99,7 @@ export function createGenerationActivities(
       }
       let sent = false;
       try {
-        const job = providerJob(start, token, claim.definition);
+        const job = providerJob(start, token, entryToSubmit(start.model, claim, quoted));
         sent = true;
         const accepted = await provider.submit(job);
         await recordProviderJob(db, start.generationId, accepted.jobId);
@@ -207,9 +210,8 @@ export function createGenerationActivities(
     },
   };
 
-  function providerJob(start: GenerationStart, token: string, definition: unknown) {
+  function providerJob(start: GenerationStart, token: string, entry: CatalogEntry | null) {
     // Admission checked the model was active; it may have been retired since, and still runs.
-    const entry = catalogEntryOf(start.model, definition);
     if (!entry) throw new PermanentError(`model ${start.model} has no readable catalog entry`);
     const options = resolveOptions(entry, start.input);
     const sizeBy = entry.output_size ? String(options[entry.output_size.by]) : '';

@@ -1,6 +1,7 @@
 import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
-import { markNeedsReview, refundGeneration } from '../db/generations-repository.js';
+import { refundGeneration } from '../db/credits-repository.js';
+import { markNeedsReview } from '../db/provider-submissions.js';
 import {
   claimStaleQueued,
   flagQueuedForReview,

@@ -11,7 +11,8 @@ import {
   type PurchaseKind,
   type PurchaseStatus,
 } from '../db/accounts-repository.js';
-import { createApiKey, listApiKeys, revokeApiKey } from '../db/api-keys-repository.js';
+import { createApiKey } from '../auth/api-key-issuer.js';
+import { listApiKeys, revokeApiKey } from '../db/api-keys-repository.js';
 import { getBalance, grantCredits, type CreditPool } from '../db/credits-repository.js';
 import { listRequestLog } from '../db/request-log-repository.js';
 import { supportCommands } from './support-commands.js';

@@ -4,7 +4,7 @@ import {
   findGenerationsForSupport,
   getGenerationForSupport,
   type SupportGenerationRow,
-} from '../db/generations-repository.js';
+} from '../db/support-queries.js';
 import { NotFound } from '../db/accounts-repository.js';
 import { listReconciliations } from '../db/reconciliation-repository.js';
 import type { GenerationStatus } from '../generation.js';

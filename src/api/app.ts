@@ -4,7 +4,7 @@ import type { Authenticator } from '../auth/authenticator.js';
 import type { CatalogCache } from '../catalog/catalog-cache.js';
 import type { TrustProxy } from '../config.js';
 import type { CreditBalance } from '../db/credits-repository.js';
-import type { InvalidatedCache } from '../db/invalidated-cache.js';
+import type { InvalidatedCache } from '../invalidated-cache.js';
 import { newId } from '../ids.js';
 import { registerAuth } from './auth-plugin.js';
 import { registerErrorHandling } from './errors-plugin.js';

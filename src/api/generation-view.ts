@@ -1,4 +1,4 @@
-import type { GenerationRow } from '../db/generations-repository.js';
+import type { GenerationRow } from '../db/generation-reads.js';
 
 /** The spec's Generation object, the same at every stage (create, get, list item, replay). */
 export function toGeneration(row: GenerationRow) {

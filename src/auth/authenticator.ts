@@ -1,7 +1,7 @@
 import type { CommonQueryMethods } from 'slonik';
 import { ApiError } from '../errors.js';
 import { findKeyPrincipal, type KeyPrincipal } from '../db/api-keys-repository.js';
-import { InvalidatedCache } from '../db/invalidated-cache.js';
+import { InvalidatedCache } from '../invalidated-cache.js';
 import { hashApiKey, isWellFormedApiKey } from './api-key.js';
 
 /** Who is calling: the result of a successful authentication. */

@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
 import type { CommonQueryMethods } from 'slonik';
 import type { z } from 'zod';
-import { listCatalog } from '../db/catalog-repository.js';
-import type { CatalogEntry } from './catalog-entry.js';
+import { listActiveModels } from '../db/catalog-repository.js';
+import { modelDefinitionSchema, type CatalogEntry } from './catalog-entry.js';
 import { quotePrice, resolveOptions } from './pricing.js';
 import { buildRequestJsonSchema, buildRequestSchema } from './request-schema.js';
 
@@ -76,19 +76,25 @@ export class CatalogCache {
     this.timer.unref();
   }
 
+  /**
+   * Reads the active models. An entry whose definition does not parse, or cannot be compiled, is
+   * logged and left out, so one bad edit in the web app cannot take the whole catalog down.
+   */
   async reload(): Promise<void> {
-    const entries = await listCatalog(this.db, (id, error) =>
-      this.log.error({ model: id, issues: error.issues }, 'catalog entry is invalid and is left out'),
-    );
     const next = new Map<string, CompiledModel>();
-    for (const entry of entries) {
-      try {
-        next.set(entry.id, compileModel(entry));
-      } catch (error) {
+    for (const row of await listActiveModels(this.db)) {
+      const parsed = modelDefinitionSchema.safeParse(row.definition);
+      if (!parsed.success) {
         this.log.error(
-          { model: entry.id, err: error },
-          'catalog entry could not be compiled and is left out',
+          { model: row.id, issues: parsed.error.issues },
+          'catalog entry is invalid and is left out',
         );
+        continue;
+      }
+      try {
+        next.set(row.id, compileModel({ id: row.id, ...parsed.data }));
+      } catch (error) {
+        this.log.error({ model: row.id, err: error }, 'catalog entry could not be compiled and is left out');
       }
     }
     this.models = next;

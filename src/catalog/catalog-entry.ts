@@ -128,3 +128,9 @@ export type ModelDefinition = z.infer<typeof modelDefinitionSchema>;
 export interface CatalogEntry extends ModelDefinition {
   id: string;
 }
+
+/** A model's stored definition as a catalog entry; null when there is none or it does not parse. */
+export function catalogEntryOf(id: string, definition: unknown): CatalogEntry | null {
+  const parsed = modelDefinitionSchema.safeParse(definition);
+  return parsed.success ? { id, ...parsed.data } : null;
+}

@@ -1,6 +1,5 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import { displayPrefix, generateApiKey, hashApiKey } from '../auth/api-key.js';
 import { newId } from '../ids.js';
 import { NotFound, qualifyingPurchaseSql } from './accounts-repository.js';
 
@@ -28,14 +27,14 @@ export class KeyCreationRefused extends Error {
 }
 
 /**
- * Creates a key for an account that may have one: a completed paid purchase,
- * a positive balance and fewer than 5 active keys. Returns the plaintext,
- * which is never stored and cannot be shown again.
+ * Stores a new key for an account that may have one: a completed paid purchase, a positive
+ * balance and fewer than 5 active keys. Only the key's hash and display prefix are given (the
+ * key is minted by auth, and its plaintext never reaches the database).
  */
-export async function createApiKey(
+export async function storeApiKey(
   db: CommonQueryMethods,
-  input: { accountId: string; name?: string },
-): Promise<{ key: string; record: ApiKeyRecord }> {
+  input: { accountId: string; name?: string; keySha256: string; displayPrefix: string },
+): Promise<ApiKeyRecord> {
   return db.transaction(async (tx) => {
     const account = await tx.maybeOne(sql.type(
       z.object({
@@ -67,12 +66,10 @@ export async function createApiKey(
         `An account has at most ${MAX_ACTIVE_KEYS} active keys; revoke one first.`,
       );
     }
-    const key = generateApiKey();
-    const record = await tx.one(sql.type(apiKeyRow)`
+    return tx.one(sql.type(apiKeyRow)`
       INSERT INTO api_keys (id, account_id, key_sha256, display_prefix, name)
-      VALUES (${newId('key')}, ${input.accountId}, ${hashApiKey(key)}, ${displayPrefix(key)}, ${input.name ?? null})
+      VALUES (${newId('key')}, ${input.accountId}, ${input.keySha256}, ${input.displayPrefix}, ${input.name ?? null})
       RETURNING id, account_id, display_prefix, name, created_at, revoked_at`);
-    return { key, record };
   });
 }
 

@@ -1,5 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
+import type { GenerationError } from '../generation.js';
 
 const balanceRow = z.object({ subscription_credits: z.number(), one_time_credits: z.number() });
 
@@ -41,5 +42,47 @@ export async function grantCredits(
       INSERT INTO credit_ledger (account_id, kind, subscription_delta, one_time_delta, reason)
       VALUES (${input.accountId}, 'grant', ${subscription}, ${oneTime}, ${input.reason})`);
     return getBalance(tx, input.accountId);
+  });
+}
+
+/**
+ * Returns a generation's debit, once: ledger row, balances (to the pools it
+ * came from) and the projection (failed, credits_refunded) in one
+ * transaction. `credits` keeps the original debit. Refunding twice is a no-op, record included.
+ */
+export async function refundGeneration(
+  db: CommonQueryMethods,
+  generationId: string,
+  error: GenerationError,
+): Promise<void> {
+  await db.transaction(async (tx) => {
+    const debit = await tx.maybeOne(sql.type(
+      z.object({
+        id: z.number(),
+        account_id: z.string(),
+        subscription_delta: z.number(),
+        one_time_delta: z.number(),
+      }),
+    )`
+      SELECT id, account_id, subscription_delta, one_time_delta FROM credit_ledger
+      WHERE generation_id = ${generationId} AND kind = 'debit'`);
+    const refunded = await tx.exists(
+      sql.unsafe`SELECT 1 FROM credit_ledger WHERE generation_id = ${generationId} AND kind = 'refund'`,
+    );
+    // Refunded before (a retry, a support reset): the record keeps the outcome it was refunded with.
+    if (refunded) return;
+    if (debit) {
+      await tx.query(sql.unsafe`
+        UPDATE credit_balances SET subscription_credits = subscription_credits + ${-debit.subscription_delta},
+          one_time_credits = one_time_credits + ${-debit.one_time_delta}, updated_at = now()
+        WHERE account_id = ${debit.account_id}`);
+      await tx.query(sql.unsafe`
+        INSERT INTO credit_ledger (account_id, kind, generation_id, refund_of, subscription_delta, one_time_delta, reason)
+        VALUES (${debit.account_id}, 'refund', ${generationId}, ${debit.id}, ${-debit.subscription_delta}, ${-debit.one_time_delta}, ${error.code})`);
+    }
+    await tx.query(sql.unsafe`
+      UPDATE generations SET status = 'failed', credits_refunded = ${debit !== null}, error = ${sql.jsonb(error as never)},
+        needs_review = false, completed_at = COALESCE(completed_at, now()), updated_at = now()
+      WHERE id = ${generationId}`);
   });
 }

@@ -2,12 +2,18 @@ import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { defaultCatalog } from '../catalog/default-catalog.js';
-import { modelDefinitionSchema } from '../catalog/catalog-entry.js';
 
 const migrationsDir = fileURLToPath(new URL('./migrations/', import.meta.url));
 /** An arbitrary constant: the advisory lock every migrating process takes, so two starts never interleave. */
 const MIGRATION_LOCK = 7_413_001;
+
+/** A model to insert when it is missing. Plain data: the caller has checked the definition, stored as given. */
+export interface ModelSeed {
+  id: string;
+  media_type: string;
+  definition: unknown;
+  sort_order: number;
+}
 
 export interface MigrationResult {
   applied: string[];
@@ -17,11 +23,14 @@ export interface MigrationResult {
 
 /**
  * Applies every `migrations/*.sql` file not applied yet, in name order, each in
- * its own transaction, then inserts the default catalog's models that are
- * missing (existing rows, and prices edited in them, are left alone). Safe to
- * run at every start and from several processes at once.
+ * its own transaction, then inserts the given models that are missing
+ * (existing rows, and prices edited in them, are left alone). Safe to run at
+ * every start and from several processes at once.
  */
-export async function migrate(databaseUrl: string): Promise<MigrationResult> {
+export async function applyMigrations(
+  databaseUrl: string,
+  models: readonly ModelSeed[],
+): Promise<MigrationResult> {
   const files = (await readdir(migrationsDir)).filter((f) => f.endsWith('.sql')).sort();
   const result: MigrationResult = { applied: [], skipped: [], seededModels: [] };
   const client = new pg.Client({ connectionString: databaseUrl });
@@ -55,12 +64,11 @@ export async function migrate(databaseUrl: string): Promise<MigrationResult> {
       }
       result.applied.push(file);
     }
-    for (const model of defaultCatalog) {
-      const definition = modelDefinitionSchema.parse(model.definition);
+    for (const model of models) {
       const inserted = await client.query(
         `INSERT INTO models (id, media_type, definition, sort_order) VALUES ($1, $2, $3, $4)
          ON CONFLICT (id) DO NOTHING`,
-        [model.id, definition.media_type, JSON.stringify(definition), model.sort_order],
+        [model.id, model.media_type, JSON.stringify(model.definition), model.sort_order],
       );
       if (inserted.rowCount === 1) result.seededModels.push(model.id);
     }

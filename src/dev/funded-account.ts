@@ -1,6 +1,6 @@
 import type { CommonQueryMethods } from 'slonik';
 import { createAccount, recordPurchase, type PurchaseKind } from '../db/accounts-repository.js';
-import { createApiKey } from '../db/api-keys-repository.js';
+import { createApiKey } from '../auth/api-key-issuer.js';
 import { grantCredits } from '../db/credits-repository.js';
 
 export interface FundedAccountOptions {

@@ -1,4 +1,5 @@
-import { migrate, type MigrationResult } from '../db/migrate.js';
+import { migrate } from '../admin/migrate.js';
+import type { MigrationResult } from '../db/migrate.js';
 import {
   startEmbeddedPostgres,
   type EmbeddedPostgresOptions,

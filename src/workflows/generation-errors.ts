@@ -69,3 +69,19 @@ export const admissionErrors = {
       'Admission failed unexpectedly. Retry with the same Idempotency-Key, or quote the x-request-id to support.',
   },
 } as const satisfies Record<string, GenerationError>;
+
+/** Why admission refused a request: the POST's answer and the rejected record's error. Nothing is charged. */
+export const admissionRefusals = {
+  concurrencyLimit: (limit: number): GenerationError => ({
+    code: 'concurrency_limit_exceeded',
+    message: `At most ${limit} generations may be in progress at once; wait for one to finish. Nothing was charged.`,
+  }),
+  unavailable: (model: string): GenerationError => ({
+    code: 'invalid_request',
+    message: `Model ${model} is not available.`,
+  }),
+  insufficientCredits: (price: number, available: number): GenerationError => ({
+    code: 'insufficient_credits',
+    message: `This generation costs ${price} credits; the balance is ${available}.`,
+  }),
+} as const;

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGenerationActivities } from '../../src/activities/generation-activities.js';
-import { admitGeneration } from '../../src/db/generations-repository.js';
+import { admitGeneration } from '../../src/activities/admission.js';
 import { inProcessRenderer, type SimRenderer } from '../../src/providers/simulated/renderer.js';
 import { SimulatedProvider } from '../../src/providers/simulated/simulated-provider.js';
 import { LocalStorage } from '../../src/storage/storage.js';

@@ -1,9 +1,10 @@
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ApiService } from '../../src/api/service.js';
+import { createApiKey } from '../../src/auth/api-key-issuer.js';
 import { API_KEY_LENGTH, API_KEY_PREFIX, generateApiKey } from '../../src/auth/api-key.js';
 import { createAccount, recordPurchase } from '../../src/db/accounts-repository.js';
-import { createApiKey, revokeApiKey } from '../../src/db/api-keys-repository.js';
+import { revokeApiKey } from '../../src/db/api-keys-repository.js';
 import { grantCredits } from '../../src/db/credits-repository.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';

@@ -4,7 +4,7 @@ import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { z } from 'zod';
-import { migrate } from '../../src/db/migrate.js';
+import { migrate } from '../../src/admin/migrate.js';
 import { createDatabasePool } from '../../src/db/pool.js';
 import { randomBase62 } from '../../src/ids.js';
 import { createAccount } from '../../src/db/accounts-repository.js';

@@ -1,7 +1,7 @@
 import { sql } from 'slonik';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createApiKey } from '../../src/db/api-keys-repository.js';
+import { createApiKey } from '../../src/auth/api-key-issuer.js';
 import { grantCredits } from '../../src/db/credits-repository.js';
 import { useGenerationStack } from '../support/stack.js';
 import { bearer, createPaidAccount } from '../support/api.js';

@@ -7,7 +7,7 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { createActivities } from '../../src/activities/index.js';
-import { getGeneration } from '../../src/db/generations-repository.js';
+import { getGeneration } from '../../src/db/generation-reads.js';
 import { newId, randomBase62 } from '../../src/ids.js';
 import { SimulatedProvider } from '../../src/providers/simulated/simulated-provider.js';
 import { LocalStorage } from '../../src/storage/storage.js';

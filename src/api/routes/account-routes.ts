@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
 import type { CatalogCache } from '../../catalog/catalog-cache.js';
 import { getBalance, type CreditBalance } from '../../db/credits-repository.js';
-import type { InvalidatedCache } from '../../db/invalidated-cache.js';
+import type { InvalidatedCache } from '../../invalidated-cache.js';
 import { principalOf } from '../auth-plugin.js';
 import { buildOpenApiDocument } from '../openapi.js';
 

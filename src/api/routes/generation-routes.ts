@@ -4,13 +4,9 @@ import type { CommonQueryMethods } from 'slonik';
 import { createHash } from 'node:crypto';
 import type { CatalogCache } from '../../catalog/catalog-cache.js';
 import { toValidationIssues } from '../../catalog/request-schema.js';
-import {
-  getGeneration,
-  listGenerations,
-  recordRejectedRequest,
-  type GenerationRow,
-} from '../../db/generations-repository.js';
-import type { InvalidatedCache } from '../../db/invalidated-cache.js';
+import { getGeneration, listGenerations, type GenerationRow } from '../../db/generation-reads.js';
+import { recordRejectedRequest } from '../../db/admission-repository.js';
+import type { InvalidatedCache } from '../../invalidated-cache.js';
 import { ApiError, ValidationError, errorCodes, type ErrorCode, type ValidationIssue } from '../../errors.js';
 import { newId } from '../../ids.js';
 import { toStorableText } from '../../storable-text.js';

@@ -2,7 +2,7 @@ import { sql, type CommonQueryMethods } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { grantCredits } from '../../src/db/credits-repository.js';
-import { admitGeneration } from '../../src/db/generations-repository.js';
+import { admitGeneration } from '../../src/activities/admission.js';
 import { createPaidAccount, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { generationStart } from '../support/generations.js';

@@ -1,0 +1,126 @@
+import type { CommonQueryMethods } from 'slonik';
+import { catalogEntryOf, type CatalogEntry } from '../catalog/catalog-entry.js';
+import { quotePrice, resolveOptions } from '../catalog/pricing.js';
+import { decideAdmission, recordRefusal, type AdmissionRecord } from '../db/admission-repository.js';
+import type { GenerationError } from '../generation.js';
+import { admissionRefusals } from '../workflows/generation-errors.js';
+import type { Admission, GenerationStart } from '../workflows/generation-types.js';
+
+/** A model's catalog entry as last seen, with the digest admission checks it against (null: no active model). */
+export interface QuotedEntry {
+  /** md5 of the stored definition, as admit_generation() and claimSubmit compute it. */
+  digest: string | null;
+  entry: CatalogEntry | null;
+}
+
+/**
+ * The catalog entry each model had at its last admission in this process. Catalog changes are
+ * rare, so the price is quoted from here and admit_generation() confirms, under the account's
+ * lock, that the entry is still the model's; if not, it hands over the current one to quote again.
+ */
+const lastQuoted = new Map<string, QuotedEntry>();
+
+/**
+ * The catalog entry a submission builds the provider's job from: the one admission last quoted
+ * the model from while the stored definition is still that one (`quoted`, whose digest the claim
+ * was asked about: no second read or parse), else the stored definition the claim returned.
+ */
+export function entryToSubmit(
+  model: string,
+  stored: { digest: string | null; definition?: unknown },
+  quoted: QuotedEntry | undefined,
+): CatalogEntry | null {
+  if (quoted && stored.digest !== null && stored.digest === quoted.digest) return quoted.entry;
+  return catalogEntryOf(model, stored.definition);
+}
+
+/** The entry this process last quoted `model` from, if any (see entryToSubmit). */
+export function lastQuotedEntry(model: string): QuotedEntry | undefined {
+  return lastQuoted.get(model);
+}
+
+/**
+ * Admission: the concurrency slot, the price quote from the catalog, and the debit (subscription
+ * credits first) with its ledger row and the projection row, decided atomically by the
+ * admit_generation() function (migration 0007), usually in one round trip. A second call for
+ * the same generation returns what the first decided.
+ */
+export async function admitGeneration(
+  db: CommonQueryMethods,
+  start: GenerationStart,
+  concurrencyLimit: number,
+): Promise<Admission> {
+  // The generation's row, as admit_generation() inserts it when accepted and recordRefusal when not.
+  const record: AdmissionRecord = {
+    id: start.generationId,
+    account_id: start.accountId,
+    api_key_id: start.apiKeyId,
+    workflow_id: start.workflowId,
+    model: start.model,
+    media_type: start.mediaType,
+    input: start.input,
+    fingerprint: start.fingerprint,
+    idempotency_key: start.idempotencyKey,
+    provider_token: `tok_${start.generationId}`,
+    input_prefix: start.inputPrefix,
+    created_at: start.createdAt,
+  };
+  const unknown: QuotedEntry = { digest: null, entry: null };
+  let quoted = lastQuoted.get(start.model) ?? unknown;
+  // Quoting from this process's memory rather than from the entry admit_generation() just handed back.
+  let remembered = quoted !== unknown;
+  // A few rounds at most: a requote when the catalog changed, a replay when another attempt decided first.
+  for (let round = 1; round <= 4; round++) {
+    let price: number | null;
+    try {
+      price = quoted.entry ? quotePrice(quoted.entry, resolveOptions(quoted.entry, start.input)) : null;
+    } catch (error) {
+      // The entry this process last saw cannot price the request (a price added since, say): ask for
+      // the current one. The current one failing is the catalog's fault, and retried as such.
+      if (!remembered) throw error;
+      lastQuoted.delete(start.model);
+      [quoted, remembered] = [unknown, false];
+      continue;
+    }
+    const decision = await decideAdmission(db, record, { price, digest: quoted.digest }, concurrencyLimit);
+    let refusal: GenerationError;
+    switch (decision.outcome) {
+      case 'existing':
+        return decision.status === 'rejected' && decision.error
+          ? { outcome: 'rejected', error: decision.error, claimsKey: claimsKey(decision.error) }
+          : { outcome: 'accepted', credits: decision.credits };
+      case 'accepted':
+        return { outcome: 'accepted', credits: decision.credits };
+      case 'requote':
+        quoted = { digest: decision.digest, entry: catalogEntryOf(start.model, decision.definition) };
+        remembered = false;
+        lastQuoted.set(start.model, quoted);
+        continue;
+      case 'concurrency_limit':
+        refusal = admissionRefusals.concurrencyLimit(concurrencyLimit);
+        break;
+      case 'unavailable':
+        refusal = admissionRefusals.unavailable(start.model);
+        break;
+      case 'insufficient_credits':
+        // admit_generation() compares only a quoted price with the balance (no price: unavailable).
+        refusal = admissionRefusals.insufficientCredits(price!, decision.available);
+        break;
+    }
+    // Recorded (listed, named by x-request-id) unless another attempt wrote the row first: then its decision stands.
+    if (await recordRefusal(db, record, refusal))
+      return { outcome: 'rejected', error: refusal, claimsKey: claimsKey(refusal) };
+  }
+  throw new Error(
+    `admission of ${start.generationId} did not settle (the catalog entry of ${start.model} kept changing)`,
+  );
+}
+
+/**
+ * Whether a refusal holds the Idempotency-Key (a retry with it gets the same answer): only
+ * insufficient credits. A retry after the concurrency limit, or after a model became
+ * unavailable, is a new request.
+ */
+function claimsKey(error: GenerationError): boolean {
+  return error.code === 'insufficient_credits';
+}

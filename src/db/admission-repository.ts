@@ -1,0 +1,93 @@
+import { sql, type CommonQueryMethods } from 'slonik';
+import { z } from 'zod';
+import type { GenerationError } from '../generation.js';
+
+/**
+ * The generation's row as admission writes it, accepted or refused: columns of `generations`.
+ * Admission's decisions (the quote, the wording of a refusal) are the caller's; see
+ * src/activities/admission.ts.
+ */
+export interface AdmissionRecord {
+  id: string;
+  account_id: string;
+  api_key_id: string;
+  workflow_id: string;
+  model: string;
+  media_type: string;
+  input: Record<string, unknown>;
+  fingerprint: string;
+  idempotency_key: string | null;
+  provider_token: string;
+  input_prefix: string | null;
+  created_at: string;
+}
+
+const generationError = z.object({ code: z.string(), message: z.string() });
+const admissionDecision = z.discriminatedUnion('outcome', [
+  z.object({
+    outcome: z.literal('existing'),
+    status: z.string(),
+    credits: z.number(),
+    error: generationError.nullable(),
+  }),
+  z.object({ outcome: z.literal('concurrency_limit') }),
+  z.object({ outcome: z.literal('requote'), definition: z.unknown(), digest: z.string().nullable() }),
+  z.object({ outcome: z.literal('unavailable') }),
+  z.object({ outcome: z.literal('insufficient_credits'), available: z.number() }),
+  z.object({ outcome: z.literal('accepted'), credits: z.number() }),
+]);
+/** What admit_generation() decided (its outcomes are listed in migration 0007). */
+export type AdmissionDecision = z.infer<typeof admissionDecision>;
+
+/**
+ * One call to admit_generation() (migration 0007): under the account's lock, the concurrency
+ * slot, the check that `quote` was made from the model's current catalog entry, the balance, and
+ * the debit with its ledger row and the generation's row. A refusal writes nothing.
+ */
+export async function decideAdmission(
+  db: CommonQueryMethods,
+  record: AdmissionRecord,
+  quote: { price: number | null; digest: string | null },
+  concurrencyLimit: number,
+): Promise<AdmissionDecision> {
+  return db.oneFirst(sql.type(z.object({ decision: admissionDecision }))`
+    SELECT admit_generation(${jsonbOf(record)}, ${quote.price}, ${quote.digest}, ${concurrencyLimit}) AS decision`);
+}
+
+/** Writes the generation's row, refused; false when the row exists: another attempt decided first. */
+export async function recordRefusal(
+  db: CommonQueryMethods,
+  record: AdmissionRecord,
+  error: GenerationError,
+): Promise<boolean> {
+  const id = await db.maybeOneFirst(sql.type(z.object({ id: z.string() }))`
+    INSERT INTO generations (id, account_id, api_key_id, workflow_id, status, model, media_type, credits, input, error,
+                             fingerprint, idempotency_key, provider_token, input_prefix, created_at)
+    SELECT r.id, r.account_id, r.api_key_id, r.workflow_id, 'rejected', r.model, r.media_type, 0, r.input,
+           ${sql.jsonb(error as never)}, r.fingerprint, r.idempotency_key, r.provider_token, r.input_prefix, r.created_at
+    FROM jsonb_populate_record(NULL::generations, ${jsonbOf(record)}) r
+    ON CONFLICT (id) DO NOTHING RETURNING id`);
+  return id !== null;
+}
+
+const jsonbOf = (record: AdmissionRecord) => sql.jsonb({ ...record, input: record.input as never });
+
+/** A request rejected before it became a generation (validation): recorded for the list, never changed again. */
+export async function recordRejectedRequest(
+  db: CommonQueryMethods,
+  record: {
+    id: string;
+    accountId: string;
+    apiKeyId: string;
+    model: string;
+    mediaType: string;
+    input: Record<string, unknown> | null;
+    error: GenerationError;
+  },
+): Promise<void> {
+  await db.query(sql.unsafe`
+    INSERT INTO generations (id, account_id, api_key_id, status, model, media_type, credits, input, error, created_at, completed_at)
+    VALUES (${record.id}, ${record.accountId}, ${record.apiKeyId}, 'rejected', ${record.model}, ${record.mediaType}, 0,
+            ${record.input ? sql.jsonb(record.input as never) : null}, ${sql.jsonb(record.error as never)},
+            date_trunc('milliseconds', now()), date_trunc('milliseconds', now()))`);
+}

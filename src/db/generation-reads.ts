@@ -1,0 +1,68 @@
+import { sql, type CommonQueryMethods } from 'slonik';
+import { z } from 'zod';
+import { generationStatuses, type GenerationStatus } from '../generation.js';
+
+/** The generations projection as clients read it: one generation, or a page of an account's. */
+
+const jsonObject = z.record(z.unknown());
+export const generationRow = z.object({
+  id: z.string(),
+  account_id: z.string(),
+  status: z.enum(generationStatuses),
+  model: z.string(),
+  media_type: z.string(),
+  credits: z.number(),
+  credits_refunded: z.boolean(),
+  input: jsonObject.nullable(),
+  output: jsonObject.nullable(),
+  error: z.object({ code: z.string(), message: z.string() }).nullable(),
+  needs_review: z.boolean(),
+  content_expired: z.boolean(),
+  created_at: z.string(),
+  completed_at: z.string().nullable(),
+  expires_at: z.string().nullable(),
+});
+export type GenerationRow = z.infer<typeof generationRow>;
+
+// What reads show. The generations_changed trigger (migration 0006) announces a change to exactly these
+// columns, so API processes drop their cached copy: keep the two in step.
+export const generationColumns = sql.fragment`id, account_id, status, model, media_type, credits, credits_refunded, input, output, error,
+  needs_review, content_expired, created_at, completed_at, expires_at`;
+
+export async function getGeneration(
+  db: CommonQueryMethods,
+  accountId: string,
+  id: string,
+): Promise<GenerationRow | null> {
+  return db.maybeOne(
+    sql.type(
+      generationRow,
+    )`SELECT ${generationColumns} FROM generations WHERE id = ${id} AND account_id = ${accountId}`,
+  );
+}
+
+export interface ListFilter {
+  accountId: string;
+  limit: number;
+  statuses: GenerationStatus[] | null;
+  model: string | null;
+  /** Exclusive position to continue after (newest first). */
+  after: { createdAt: string; id: string } | null;
+}
+
+export async function listGenerations(
+  db: CommonQueryMethods,
+  filter: ListFilter,
+): Promise<readonly GenerationRow[]> {
+  const conditions = [sql.fragment`account_id = ${filter.accountId}`];
+  if (filter.statuses) conditions.push(sql.fragment`status = ANY(${sql.array(filter.statuses, 'text')})`);
+  if (filter.model !== null) conditions.push(sql.fragment`model = ${filter.model}`);
+  if (filter.after) {
+    conditions.push(
+      sql.fragment`(created_at, id) < (${filter.after.createdAt}::timestamptz, ${filter.after.id})`,
+    );
+  }
+  return db.any(sql.type(generationRow)`
+    SELECT ${generationColumns} FROM generations WHERE ${sql.join(conditions, sql.fragment` AND `)}
+    ORDER BY created_at DESC, id DESC LIMIT ${filter.limit}`);
+}

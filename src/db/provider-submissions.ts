@@ -1,0 +1,75 @@
+import { sql, type CommonQueryMethods } from 'slonik';
+import { z } from 'zod';
+import type { GenerationError } from '../generation.js';
+
+/**
+ * Handing a generation to its provider, once: the claim a submit attempt takes, the provider's
+ * job recorded, and the review mark when nobody can tell whether the provider has the job. Every
+ * write is idempotent on the generation id.
+ */
+
+/**
+ * What a submit attempt needs, in one round trip: the provider job already recorded (if any), the
+ * provider token, whether this is the first attempt to submit (claimed now: false means an earlier
+ * attempt may already have reached the provider), and the model's stored definition with its
+ * digest (md5, as admit_generation() computes it). The definition is left out (null) when its
+ * digest is `knownDigest`: the caller holds that one already.
+ */
+export async function claimSubmit(db: CommonQueryMethods, generationId: string, knownDigest: string | null) {
+  return db.one(sql.type(
+    z.object({
+      provider_job_id: z.string().nullable(),
+      provider_token: z.string().nullable(),
+      first: z.boolean(),
+      refunded: z.boolean(),
+      digest: z.string().nullable(),
+      definition: z.unknown(),
+    }),
+  )`
+    WITH before AS (SELECT id, model, submit_attempted_at FROM generations WHERE id = ${generationId} FOR UPDATE)
+    UPDATE generations g SET submit_attempted_at = coalesce(before.submit_attempted_at, now())
+    FROM before LEFT JOIN (SELECT id, definition, md5(definition::text) AS digest FROM models) m ON m.id = before.model
+    WHERE g.id = before.id
+    RETURNING g.provider_job_id, g.provider_token, before.submit_attempted_at IS NULL AS first,
+      g.credits_refunded AS refunded, m.digest,
+      CASE WHEN m.digest = ${knownDigest} THEN NULL ELSE m.definition END AS definition`);
+}
+
+/** Nothing reached the provider after all (it refused the connection, say): the next attempt is a first one again. */
+export async function releaseSubmitClaim(db: CommonQueryMethods, generationId: string): Promise<void> {
+  await db.query(sql.unsafe`
+    UPDATE generations SET submit_attempted_at = NULL WHERE id = ${generationId} AND provider_job_id IS NULL`);
+}
+
+/** Where submission stands: the provider's job, if recorded, and whether a submit may have reached the provider. */
+export async function submissionState(
+  db: CommonQueryMethods,
+  generationId: string,
+): Promise<{ jobId: string | null; mayHaveReachedProvider: boolean }> {
+  const row = await db.one(sql.type(
+    z.object({ provider_job_id: z.string().nullable(), claimed: z.boolean() }),
+  )`
+    SELECT provider_job_id, submit_attempted_at IS NOT NULL AS claimed FROM generations WHERE id = ${generationId}`);
+  return { jobId: row.provider_job_id, mayHaveReachedProvider: row.claimed };
+}
+
+export async function recordProviderJob(
+  db: CommonQueryMethods,
+  generationId: string,
+  jobId: string,
+): Promise<void> {
+  await db.query(sql.unsafe`
+    UPDATE generations SET provider_job_id = ${jobId}, needs_review = false, status = 'queued', error = NULL, updated_at = now()
+    WHERE id = ${generationId} AND status IN ('queued', 'failed') AND NOT credits_refunded`);
+}
+
+/** Listed as failed and needing review: the provider may or may not have the job. Nothing is refunded. */
+export async function markNeedsReview(
+  db: CommonQueryMethods,
+  generationId: string,
+  error: GenerationError,
+): Promise<void> {
+  await db.query(sql.unsafe`
+    UPDATE generations SET status = 'failed', needs_review = true, error = ${sql.jsonb(error as never)}, updated_at = now()
+    WHERE id = ${generationId} AND NOT credits_refunded`);
+}
