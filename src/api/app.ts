@@ -10,8 +10,10 @@ import { registerAuth } from './auth-plugin.js';
 import { registerErrorHandling } from './errors-plugin.js';
 import type { RequestLogWriter } from './request-log-writer.js';
 import { refuseUnstorableText } from './storable-text-hook.js';
-import { creditsRoutes, modelsRoutes, openApiRoutes } from './routes/account-routes.js';
+import { creditsRoutes } from './routes/credits-routes.js';
 import { generationRoutes, type GenerationRouteDeps } from './routes/generation-routes.js';
+import { modelsRoutes } from './routes/models-routes.js';
+import { openApiRoutes } from './routes/openapi-routes.js';
 
 export interface AppDeps {
   db: CommonQueryMethods;
