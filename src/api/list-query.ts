@@ -47,9 +47,9 @@ const cursorPositionSchema = z
 const notACursor = 'Not a cursor this API gave out.';
 
 /**
- * The query of GET /v1/generations. It parses the query as Fastify gives it (a repeated parameter
- * is an array: 400), and its JSON Schema is what the OpenAPI description publishes for each
- * parameter (`openApiQueryParameters`), so the two cannot disagree.
+ * The query of GET /v1/generations, which Fastify validates it with (src/api/route-schemas.ts).
+ * It parses the query as Fastify gives it (a repeated parameter is an array: 400), and its JSON
+ * Schema is what the OpenAPI description publishes for each parameter, so the two cannot disagree.
  */
 export const listGenerationsQuerySchema = z.object({
   limit: z
@@ -83,5 +83,3 @@ export const listGenerationsQuerySchema = z.object({
     .optional()
     .describe('Only generations of this model id.'),
 });
-
-export type ListGenerationsQuery = z.infer<typeof listGenerationsQuerySchema>;

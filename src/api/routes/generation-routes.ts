@@ -1,7 +1,6 @@
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyReply } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
 import type { CatalogCache } from '../../catalog/catalog-cache.js';
-import { toValidationIssues } from '../../catalog/request-schema.js';
 import {
   getGeneration,
   listGenerations,
@@ -21,8 +20,10 @@ import {
   type IdempotencyKeyCheck,
 } from '../generation-request.js';
 import { toGeneration } from '../generation-view.js';
-import { encodeCursor, generationIdPattern, listGenerationsQuerySchema } from '../list-query.js';
+import { encodeCursor } from '../list-query.js';
+import { routeSchemas } from '../route-schemas.js';
 import { startGeneration, type StartGenerationDeps, type StartOutcome } from '../start-generation.js';
+import type { ZodApp } from '../zod-schemas.js';
 
 export interface GenerationRouteDeps extends StartGenerationDeps {
   db: CommonQueryMethods;
@@ -36,43 +37,45 @@ export interface GenerationRouteDeps extends StartGenerationDeps {
  * POST is one round trip to Temporal (update-with-start); reads come from the
  * PostgreSQL projection only, never from Temporal.
  */
-export function generationRoutes(app: FastifyInstance, deps: GenerationRouteDeps): void {
+export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
   // The body's text is checked by checkBody, so that the rejection is recorded like any other invalid request.
-  app.post('/v1/generations', { config: { checksOwnBody: true } }, async (request, reply) => {
-    const principal = principalOf(request);
-    const key = checkIdempotencyKey(request.headers['idempotency-key']);
-    const body = checkBody(deps.catalog, request.body);
-    if (!key.ok || !body.ok) return reject(reply, principal, key, body);
+  app.post(
+    '/v1/generations',
+    { schema: routeSchemas.createGeneration, config: { checksOwnBody: true } },
+    async (request, reply) => {
+      const principal = principalOf(request);
+      const key = checkIdempotencyKey(request.headers['idempotency-key']);
+      const body = checkBody(deps.catalog, request.body);
+      if (!key.ok || !body.ok) return reject(reply, principal, key, body);
 
-    const started = await startGeneration(deps, {
-      accountId: principal.accountId,
-      apiKeyId: principal.keyId,
-      idempotencyKey: key.key,
-      model: body.model.entry,
-      input: body.input,
-      fingerprint: fingerprint(request.body),
-    });
-    reply.header('x-request-id', started.generationId);
-    if (started.outcome !== 'admitted') throw await refusal(started);
-    // Through the cache: the client's first polls of a new generation are answered from memory.
-    const row = await readGeneration(principal.accountId, started.generationId);
-    if (!row) throw new Error(`admitted generation ${started.generationId} has no projection row`);
-    return reply.code(202).send(toGeneration(row));
-  });
+      const started = await startGeneration(deps, {
+        accountId: principal.accountId,
+        apiKeyId: principal.keyId,
+        idempotencyKey: key.key,
+        model: body.model.entry,
+        input: body.input,
+        fingerprint: fingerprint(request.body),
+      });
+      reply.header('x-request-id', started.generationId);
+      if (started.outcome !== 'admitted') throw await refusal(started);
+      // Through the cache: the client's first polls of a new generation are answered from memory.
+      const row = await readGeneration(principal.accountId, started.generationId);
+      if (!row) throw new Error(`admitted generation ${started.generationId} has no projection row`);
+      return reply.code(202).send(toGeneration(row));
+    },
+  );
 
-  app.get<{ Params: { id: string } }>('/v1/generations/:id', async (request, reply) => {
-    const { id } = request.params;
+  app.get('/v1/generations/:id', { schema: routeSchemas.getGeneration }, async (request, reply) => {
+    const { id } = request.params; // empty when it cannot name a generation
     const accountId = principalOf(request).accountId;
-    const row = generationIdPattern.test(id) ? await readGeneration(accountId, id) : null;
+    const row = id ? await readGeneration(accountId, id) : null;
     if (!row) throw new ApiError('not_found', 'No generation with this id in this account.');
     reply.header('x-request-id', row.id);
     return toGeneration(row);
   });
 
-  app.get('/v1/generations', async (request) => {
-    const parsed = listGenerationsQuerySchema.safeParse(request.query);
-    if (!parsed.success) throw new ValidationError(toValidationIssues(parsed.error));
-    const query = parsed.data;
+  app.get('/v1/generations', { schema: routeSchemas.listGenerations }, async (request) => {
+    const { query } = request;
     const limit = query.limit ?? 20;
     const rows = await listGenerations(deps.db, {
       accountId: principalOf(request).accountId,
