@@ -1,3 +1,5 @@
+import type { GenerationError } from './generation.js';
+
 /**
  * Every error code the API can answer with, and its HTTP status: the one table
  * the error handler, the OpenAPI description and the README are built from.
@@ -62,6 +64,24 @@ export class ValidationError extends ApiError {
   constructor(issues: ValidationIssue[], message = 'The request is invalid.') {
     super('invalid_request', message, { issues });
   }
+}
+
+/**
+ * The API error a refused admission answers with: the refusal's own code and message, at that
+ * code's status; a code the API does not know answers 400 (sendError gives every 400 its issues).
+ */
+export function admissionRefusal(error: GenerationError, requestId: string): ApiError {
+  const code: ErrorCode = error.code in errorCodes ? (error.code as ErrorCode) : 'invalid_request';
+  return new ApiError(code, error.message, { requestId });
+}
+
+/** A retry whose Idempotency-Key names a generation made from another body. */
+export function idempotencyConflict(requestId: string): ApiError {
+  return new ApiError(
+    'idempotency_conflict',
+    'This Idempotency-Key was used with a different request body. Use a new key for a new generation.',
+    { requestId },
+  );
 }
 
 /**

@@ -10,8 +10,11 @@ import { registerAuth } from './auth-plugin.js';
 import { registerErrorHandling } from './errors-plugin.js';
 import type { RequestLogWriter } from './request-log-writer.js';
 import { refuseUnstorableText } from './storable-text-hook.js';
-import { creditsRoutes, modelsRoutes, openApiRoutes } from './routes/account-routes.js';
+import { useZodSchemas } from './zod-schemas.js';
+import { creditsRoutes } from './routes/credits-routes.js';
 import { generationRoutes, type GenerationRouteDeps } from './routes/generation-routes.js';
+import { modelsRoutes } from './routes/models-routes.js';
+import { openApiRoutes } from './routes/openapi-routes.js';
 
 export interface AppDeps {
   db: CommonQueryMethods;
@@ -72,10 +75,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const onFrameworkError = registerErrorHandling(app, auth);
   app.addHook('preValidation', refuseUnstorableText);
 
-  creditsRoutes(app, { db: deps.db, balances: deps.balances });
-  modelsRoutes(app, { catalog: deps.catalog });
-  generationRoutes(app, { db: deps.db, catalog: deps.catalog, ...deps.generations });
-  openApiRoutes(app, { catalog: deps.catalog, publicUrl: deps.settings.publicUrl });
+  const routes = useZodSchemas(app);
+  creditsRoutes(routes, { db: deps.db, balances: deps.balances });
+  modelsRoutes(routes, { catalog: deps.catalog });
+  generationRoutes(routes, { db: deps.db, catalog: deps.catalog, ...deps.generations });
+  openApiRoutes(routes, { catalog: deps.catalog, publicUrl: deps.settings.publicUrl });
   deps.configure?.(app);
   await app.ready();
   return app;

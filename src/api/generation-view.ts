@@ -1,7 +1,12 @@
+import type { z } from 'zod';
 import type { GenerationRow } from '../db/generation-reads.js';
+import type { generationSchema } from './schemas.js';
 
 /** The spec's Generation object, the same at every stage (create, get, list item, replay). */
-export function toGeneration(row: GenerationRow) {
+type Generation = z.infer<typeof generationSchema>;
+
+/** A generation's projection row as the API shows it; content past its retention shows as null. */
+export function toGeneration(row: GenerationRow): Generation {
   return {
     id: row.id,
     status: row.status,
@@ -18,5 +23,3 @@ export function toGeneration(row: GenerationRow) {
     content_expired: row.content_expired,
   };
 }
-
-export type Generation = ReturnType<typeof toGeneration>;

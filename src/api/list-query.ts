@@ -13,6 +13,7 @@ export interface ListPosition {
   id: string;
 }
 
+/** A cursor is the position as base64url JSON, `[created_at, id]`: opaque to clients. */
 export function encodeCursor(position: ListPosition): string {
   return Buffer.from(JSON.stringify([position.createdAt, position.id])).toString('base64url');
 }
@@ -20,28 +21,35 @@ export function encodeCursor(position: ListPosition): string {
 /** The latest instant a cursor can name: created_at as the list shows it, in years 1970 to 9999. */
 const lastInstant = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
 
-/** The position a cursor names; undefined when it is not one this API gave out. */
-export function decodeCursor(cursor: string): ListPosition | undefined {
-  try {
-    const decoded: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (!Array.isArray(decoded) || decoded.length !== 2) return undefined;
-    const [createdAt, id] = decoded as unknown[];
-    // Exactly what the list gives out, so PostgreSQL never sees a value it would refuse (a 500).
-    if (typeof id !== 'string' || !generationIdPattern.test(id) || typeof createdAt !== 'string')
-      return undefined;
-    const instant = Date.parse(createdAt);
-    if (!(instant >= 0 && instant <= lastInstant) || new Date(instant).toISOString() !== createdAt)
-      return undefined;
-    return { createdAt, id };
-  } catch {
-    return undefined;
-  }
-}
+/**
+ * created_at exactly as the list gives it out (ISO 8601, milliseconds, Z; years 1970 to 9999), so
+ * PostgreSQL never sees a value it would refuse (a 500).
+ */
+const listedInstant = z.string().refine((value) => {
+  const instant = Date.parse(value);
+  return instant >= 0 && instant <= lastInstant && new Date(instant).toISOString() === value;
+});
+
+/** The position a cursor names, from its text: exactly what encodeCursor gives out, nothing else. */
+const cursorPositionSchema = z
+  .string()
+  .transform((cursor, ctx): unknown => {
+    try {
+      return JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    } catch {
+      ctx.addIssue({ code: 'custom', message: 'Not JSON.' });
+      return z.NEVER;
+    }
+  })
+  .pipe(z.tuple([listedInstant, z.string().regex(generationIdPattern)]))
+  .transform(([createdAt, id]): ListPosition => ({ createdAt, id }));
+
+const notACursor = 'Not a cursor this API gave out.';
 
 /**
- * The query of GET /v1/generations. It parses the query as Fastify gives it (a repeated parameter
- * is an array: 400), and its JSON Schema is what the OpenAPI description publishes for each
- * parameter (`openApiQueryParameters`), so the two cannot disagree.
+ * The query of GET /v1/generations, which Fastify validates it with (src/api/route-schemas.ts).
+ * It parses the query as Fastify gives it (a repeated parameter is an array: 400), and its JSON
+ * Schema is what the OpenAPI description publishes for each parameter, so the two cannot disagree.
  */
 export const listGenerationsQuerySchema = z.object({
   limit: z
@@ -52,11 +60,13 @@ export const listGenerationsQuerySchema = z.object({
     .describe('Page size, 1 to 100; 20 when absent.'),
   cursor: z
     .string()
-    .regex(/^[A-Za-z0-9_-]+$/, 'Not a cursor this API gave out.')
+    .regex(/^[A-Za-z0-9_-]+$/, notACursor)
+    // One issue for the field whatever is wrong inside; a pipe would name the cursor's parts, and
+    // the published parameter (the schema's output side) would become the decoded tuple.
     .transform((value, ctx) => {
-      const position = decodeCursor(value);
-      if (!position) ctx.addIssue({ code: 'custom', message: 'Not a cursor this API gave out.' });
-      return position ?? z.NEVER;
+      const position = cursorPositionSchema.safeParse(value);
+      if (!position.success) ctx.addIssue({ code: 'custom', message: notACursor });
+      return position.success ? position.data : z.NEVER;
     })
     .optional()
     .describe('The next_cursor of the previous page, as it was given.'),
@@ -73,5 +83,3 @@ export const listGenerationsQuerySchema = z.object({
     .optional()
     .describe('Only generations of this model id.'),
 });
-
-export type ListGenerationsQuery = z.infer<typeof listGenerationsQuerySchema>;

@@ -1,8 +1,8 @@
 import { zodToJsonSchema } from 'zod-to-json-schema';
-import { ZodOptional, type AnyZodObject, type ZodType } from 'zod';
+import { ZodCatch, ZodOptional, type AnyZodObject, type ZodType } from 'zod';
 import type { CatalogCache } from '../catalog/catalog-cache.js';
 import { errorCodes, type ErrorCode } from '../errors.js';
-import { generationIdPattern, listGenerationsQuerySchema } from './list-query.js';
+import { routeSchemas } from './route-schemas.js';
 import {
   creditBalanceSchema,
   errorBodySchema,
@@ -25,6 +25,23 @@ const toSchema = (schema: ZodType, pipeStrategy: 'input' | 'output' = 'input') =
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
+/** The response bodies the document names as components, each under its name. */
+const components = new Map<ZodType, string>([
+  [errorBodySchema, 'Error'],
+  [validationErrorBodySchema, 'ValidationError'],
+  [generationSchema, 'Generation'],
+  [generationListSchema, 'GenerationList'],
+  [creditBalanceSchema, 'CreditBalance'],
+  [modelListSchema, 'ModelList'],
+]);
+
+/** A reference to the component of a route's response schema. */
+function refTo(schema: ZodType) {
+  const name = components.get(schema);
+  if (!name) throw new Error('a route answers with a schema that is not a component of the document');
+  return ref(name);
+}
+
 /**
  * The query parameters of an operation, from the zod schema that parses them: what is published is
  * what is checked. Repeating a parameter is a 400, so each is a single value (`explode` has no say).
@@ -39,6 +56,20 @@ function queryParameters(schema: AnyZodObject) {
       field instanceof ZodOptional ? (field as ZodOptional<ZodType>).unwrap() : field,
       'output',
     ),
+  }));
+}
+
+/**
+ * The path parameters of an operation, from the zod schema its route validates them with. A
+ * parameter that reads what it does not accept as "none" (a catch) publishes what it accepts.
+ */
+function pathParameters(schema: AnyZodObject) {
+  return Object.entries(schema.shape as Record<string, ZodType>).map(([name, field]) => ({
+    name,
+    in: 'path',
+    required: true,
+    ...(field.description ? { description: field.description } : {}),
+    schema: toSchema(field instanceof ZodCatch ? (field as ZodCatch<ZodType>).removeCatch() : field),
   }));
 }
 
@@ -110,12 +141,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
         apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key' },
       },
       schemas: {
-        Error: toSchema(errorBodySchema),
-        ValidationError: toSchema(validationErrorBodySchema),
-        Generation: toSchema(generationSchema),
-        GenerationList: toSchema(generationListSchema),
-        CreditBalance: toSchema(creditBalanceSchema),
-        ModelList: toSchema(modelListSchema),
+        ...Object.fromEntries([...components].map(([schema, name]) => [name, toSchema(schema)])),
         ...requestSchemas,
       },
     },
@@ -143,7 +169,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
             '202': {
               description: 'Accepted (or a replay).',
               headers: { 'x-request-id': requestIdHeader },
-              content: json(ref('Generation')),
+              content: json(refTo(routeSchemas.createGeneration.response[202])),
             },
             ...errorResponses(
               'invalid_request',
@@ -158,9 +184,12 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
         },
         get: {
           summary: 'List generations, newest first',
-          parameters: queryParameters(listGenerationsQuerySchema),
+          parameters: queryParameters(routeSchemas.listGenerations.querystring),
           responses: {
-            '200': { description: 'A page.', content: json(ref('GenerationList')) },
+            '200': {
+              description: 'A page.',
+              content: json(refTo(routeSchemas.listGenerations.response[200])),
+            },
             ...errorResponses(...everyOperation),
           },
         },
@@ -168,20 +197,12 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
       '/generations/{id}': {
         get: {
           summary: 'Get a generation',
-          parameters: [
-            {
-              name: 'id',
-              in: 'path',
-              required: true,
-              description: 'A generation id; anything else is 404 like an unknown one.',
-              schema: { type: 'string', pattern: generationIdPattern.source },
-            },
-          ],
+          parameters: pathParameters(routeSchemas.getGeneration.params),
           responses: {
             '200': {
               description: 'The generation.',
               headers: { 'x-request-id': requestIdHeader },
-              content: json(ref('Generation')),
+              content: json(refTo(routeSchemas.getGeneration.response[200])),
             },
             ...errorResponses('not_found', ...everyOperation),
           },
@@ -191,7 +212,10 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
         get: {
           summary: 'Credit balance',
           responses: {
-            '200': { description: 'The balance.', content: json(ref('CreditBalance')) },
+            '200': {
+              description: 'The balance.',
+              content: json(refTo(routeSchemas.getCredits.response[200])),
+            },
             ...errorResponses(...everyOperation),
           },
         },
@@ -200,7 +224,10 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
         get: {
           summary: 'Model catalog with options and prices',
           responses: {
-            '200': { description: 'The catalog.', content: json(ref('ModelList')) },
+            '200': {
+              description: 'The catalog.',
+              content: json(refTo(routeSchemas.listModels.response[200])),
+            },
             ...errorResponses(...everyOperation),
           },
         },

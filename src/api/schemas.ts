@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { publicModelSchema } from '../catalog/public-model.js';
 import { errorCodes } from '../errors.js';
 import { generationStatuses } from '../generation.js';
 
@@ -87,48 +88,4 @@ export const creditBalanceSchema = z.object({
   one_time_credits: z.number().int(),
 });
 
-const optionSchema = z.object({
-  type: z.enum(['enum', 'integer_enum', 'boolean', 'image']),
-  values: z.array(z.union([z.string(), z.number()])).optional(),
-  default: z.union([z.string(), z.number(), z.boolean()]).optional(),
-  descriptions: z.record(z.string()).optional(),
-  unit: z.string().optional(),
-  requires: z.string().optional(),
-  description: z.string(),
-});
-
-export const modelSchema = z.object({
-  id: z.string(),
-  name: z.string(),
-  description: z.string(),
-  media_type: z.enum(['image', 'video']),
-  max_images: z.number().int().describe('Most reference images accepted in `images` (0: not accepted).'),
-  accepts_data_uris: z
-    .boolean()
-    .describe('Whether image inputs may be data:image/<type>;base64 URIs as well as HTTPS URLs.'),
-  unknown_fields: z
-    .enum(['reject', 'ignore'])
-    .describe('What the model does with body fields it does not define.'),
-  prompt: z
-    .object({ min_length: z.number().int(), max_length: z.number().int() })
-    .describe('Length in characters.'),
-  options: z
-    .record(optionSchema)
-    .describe('Request fields besides model, prompt and images, keyed by field name.'),
-  pricing: z
-    .object({
-      unit: z.enum(['generation', 'second']),
-      by: z.string().nullable(),
-      credits: z.record(z.number().int()),
-      surcharges: z.record(z.record(z.number().int())),
-    })
-    .describe(
-      'price = (credits[value of `by`, or "*"] + each matching surcharge) × (duration if unit is "second", else 1).',
-    ),
-  default_price: z.number().int().describe('Credits for a request that sets no option.'),
-  request_schema: z
-    .record(z.unknown())
-    .describe('JSON Schema of the POST /v1/generations body for this model.'),
-});
-
-export const modelListSchema = z.object({ data: z.array(modelSchema) });
+export const modelListSchema = z.object({ data: z.array(publicModelSchema) });

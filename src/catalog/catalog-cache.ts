@@ -3,6 +3,7 @@ import type { CommonQueryMethods } from 'slonik';
 import type { z } from 'zod';
 import { listActiveModels } from '../db/catalog-repository.js';
 import { modelDefinitionSchema, type CatalogEntry } from './catalog-entry.js';
+import type { PublicModel } from './public-model.js';
 import { quotePrice, resolveOptions } from './pricing.js';
 import { buildRequestJsonSchema, buildRequestSchema } from './request-schema.js';
 
@@ -12,22 +13,6 @@ export interface CompiledModel {
   requestSchema: z.ZodTypeAny;
   /** The entry as GET /v1/models shows it. */
   publicView: PublicModel;
-}
-
-export interface PublicModel {
-  id: string;
-  name: string;
-  description: string;
-  media_type: 'image' | 'video';
-  max_images: number;
-  accepts_data_uris: boolean;
-  unknown_fields: 'reject' | 'ignore';
-  prompt: { min_length: number; max_length: number };
-  options: CatalogEntry['options'];
-  pricing: CatalogEntry['pricing'];
-  /** The price of a request that sets no option (every default). */
-  default_price: number;
-  request_schema: Record<string, unknown>;
 }
 
 export function compileModel(entry: CatalogEntry): CompiledModel {

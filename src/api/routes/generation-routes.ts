@@ -1,41 +1,31 @@
-import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyReply } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
-import { createHash } from 'node:crypto';
 import type { CatalogCache } from '../../catalog/catalog-cache.js';
-import { toValidationIssues } from '../../catalog/request-schema.js';
 import { getGeneration, listGenerations, type GenerationRow } from '../../db/generation-reads.js';
 import { recordRejectedRequest } from '../../db/admission-repository.js';
 import type { InvalidatedCache } from '../../invalidated-cache.js';
-import { ApiError, ValidationError, errorCodes, type ErrorCode, type ValidationIssue } from '../../errors.js';
+import { ApiError, ValidationError, admissionRefusal, idempotencyConflict } from '../../errors.js';
 import { newId } from '../../ids.js';
 import { toStorableText } from '../../storable-text.js';
-import type { Storage } from '../../storage/storage.js';
-import type { GenerationError } from '../../generation.js';
-import type { GenerationStart } from '../../workflows/generation-types.js';
-import { admitUpdate, generationWorkflow } from '../../workflows/generation-workflow.js';
-import {
-  AccountId,
-  GenerationStatus as GenerationStatusKey,
-  Model,
-  NeedsReview,
-} from '../../workflows/search-attributes.js';
 import { principalOf } from '../auth-plugin.js';
-import { checkBody, checkIdempotencyKey, fingerprint, storeInlineImages } from '../generation-request.js';
+import {
+  checkBody,
+  checkIdempotencyKey,
+  fingerprint,
+  type BodyCheck,
+  type IdempotencyKeyCheck,
+} from '../generation-request.js';
 import { toGeneration } from '../generation-view.js';
-import { encodeCursor, generationIdPattern, listGenerationsQuerySchema } from '../list-query.js';
+import { encodeCursor } from '../list-query.js';
+import { routeSchemas } from '../route-schemas.js';
+import { startGeneration, type StartGenerationDeps, type StartOutcome } from '../start-generation.js';
+import type { ZodApp } from '../zod-schemas.js';
 
-export interface GenerationRouteDeps {
+export interface GenerationRouteDeps extends StartGenerationDeps {
   db: CommonQueryMethods;
   /** Generation records by id, dropped when PostgreSQL announces a change: polling costs no query. */
   cache: InvalidatedCache<string, GenerationRow | null>;
   catalog: CatalogCache;
-  temporal: Client;
-  taskQueue: string;
-  storage: Storage;
-  /** How long POST waits for admission and handover before answering 503 (the key stays claimed; a retry gets the outcome). */
-  admissionTimeoutMs: number;
-  timing: GenerationStart['timing'];
 }
 
 /**
@@ -43,120 +33,45 @@ export interface GenerationRouteDeps {
  * POST is one round trip to Temporal (update-with-start); reads come from the
  * PostgreSQL projection only, never from Temporal.
  */
-export function generationRoutes(app: FastifyInstance, deps: GenerationRouteDeps): void {
+export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
   // The body's text is checked by checkBody, so that the rejection is recorded like any other invalid request.
-  app.post('/v1/generations', { config: { checksOwnBody: true } }, async (request, reply) => {
-    const principal = principalOf(request);
-    const key = checkIdempotencyKey(request.headers['idempotency-key']);
-    const body = checkBody(deps.catalog, request.body);
-    if (!key.ok || !body.ok) {
-      const issues = [...(key.ok ? [] : [key.issue]), ...(body.ok ? [] : body.issues)];
-      return reject(
-        reply,
-        principal,
-        body.ok ? { model: body.model.entry.id, mediaType: body.model.entry.media_type } : body,
-        issues,
-      );
-    }
+  app.post(
+    '/v1/generations',
+    { schema: routeSchemas.createGeneration, config: { checksOwnBody: true } },
+    async (request, reply) => {
+      const principal = principalOf(request);
+      const key = checkIdempotencyKey(request.headers['idempotency-key']);
+      const body = checkBody(deps.catalog, request.body);
+      if (!key.ok || !body.ok) return reject(reply, principal, key, body);
 
-    const generationId = newId('gen');
-    const workflowId = key.key
-      ? `generation-${createHash('sha256').update(`${principal.keyId}\u0000${key.key}`).digest('hex').slice(0, 40)}`
-      : `generation-${generationId}`;
-    const requestFingerprint = fingerprint(request.body);
-    const stored = await storeInlineImages(
-      deps.storage,
-      body.input,
-      key.key ? `${workflowId}:${requestFingerprint}` : null,
-    );
-    const start: GenerationStart = {
-      generationId,
-      workflowId,
-      accountId: principal.accountId,
-      apiKeyId: principal.keyId,
-      model: body.model.entry.id,
-      mediaType: body.model.entry.media_type,
-      input: stored.input,
-      fingerprint: requestFingerprint,
-      idempotencyKey: key.key,
-      inputPrefix: stored.prefix,
-      createdAt: new Date().toISOString(),
-      timing: deps.timing,
-    };
-    const admit = (updateId: string) =>
-      deps.temporal.connection
-        .withDeadline(Date.now() + deps.admissionTimeoutMs, () =>
-          deps.temporal.workflow.executeUpdateWithStart(admitUpdate, {
-            updateId,
-            startWorkflowOperation: new WithStartWorkflowOperation(generationWorkflow, {
-              workflowId,
-              taskQueue: deps.taskQueue,
-              args: [start],
-              workflowIdConflictPolicy: 'USE_EXISTING',
-              staticSummary: `${start.model} for ${start.accountId}: ${String(start.input.prompt).slice(0, 80)}`,
-              typedSearchAttributes: [
-                { key: GenerationStatusKey, value: 'queued' },
-                { key: AccountId, value: start.accountId },
-                { key: Model, value: start.model },
-                { key: NeedsReview, value: false },
-              ],
-            }),
-          }),
-        )
-        .catch((error: unknown) => {
-          throw new ApiError(
-            'service_unavailable',
-            'Admission did not complete in time. Retry with the same Idempotency-Key and body.',
-            {
-              requestId: key.key ? undefined : generationId,
-              cause: error,
-            },
-          );
-        });
-    let admitted = await admit(`admit-${workflowId}`);
-    if (admitted.generationId !== generationId && Date.parse(admitted.keyHeldUntil) <= Date.now()) {
-      // The outcome is an earlier generation's that no longer holds this key: it passed its horizon, or was
-      // rejected without claiming the key (the concurrency limit). Temporal answers a repeated update id with
-      // that old outcome even after its run closed, so this request asks again under an update id of its
-      // own, which starts a new run.
-      admitted = await admit(`admit-${workflowId}-${generationId}`);
-    }
-    reply.header('x-request-id', admitted.generationId);
-    const conflict = admitted.fingerprint !== requestFingerprint;
-    // Inline images of a request that will never run are not kept: a conflict's are its own (another
-    // fingerprint, another folder), and a rejected generation's are never read.
-    if (stored.prefix && (conflict || admitted.admission.outcome === 'rejected'))
-      await deps.storage.deletePrefix(stored.prefix);
-    if (conflict) {
-      throw new ApiError(
-        'idempotency_conflict',
-        'This Idempotency-Key was used with a different request body. Use a new key for a new generation.',
-        {
-          requestId: admitted.generationId,
-        },
-      );
-    }
-    const { admission } = admitted;
-    if (admission.outcome === 'rejected') throw admissionRefusal(admission.error, admitted.generationId);
-    // Through the cache: the client's first polls of a new generation are answered from memory.
-    const row = await readGeneration(principal.accountId, admitted.generationId);
-    if (!row) throw new Error(`admitted generation ${admitted.generationId} has no projection row`);
-    return reply.code(202).send(toGeneration(row));
-  });
+      const started = await startGeneration(deps, {
+        accountId: principal.accountId,
+        apiKeyId: principal.keyId,
+        idempotencyKey: key.key,
+        model: body.model.entry,
+        input: body.input,
+        fingerprint: fingerprint(request.body),
+      });
+      reply.header('x-request-id', started.generationId);
+      if (started.outcome !== 'admitted') throw await refusal(started);
+      // Through the cache: the client's first polls of a new generation are answered from memory.
+      const row = await readGeneration(principal.accountId, started.generationId);
+      if (!row) throw new Error(`admitted generation ${started.generationId} has no projection row`);
+      return reply.code(202).send(toGeneration(row));
+    },
+  );
 
-  app.get<{ Params: { id: string } }>('/v1/generations/:id', async (request, reply) => {
-    const { id } = request.params;
+  app.get('/v1/generations/:id', { schema: routeSchemas.getGeneration }, async (request, reply) => {
+    const { id } = request.params; // empty when it cannot name a generation
     const accountId = principalOf(request).accountId;
-    const row = generationIdPattern.test(id) ? await readGeneration(accountId, id) : null;
+    const row = id ? await readGeneration(accountId, id) : null;
     if (!row) throw new ApiError('not_found', 'No generation with this id in this account.');
     reply.header('x-request-id', row.id);
     return toGeneration(row);
   });
 
-  app.get('/v1/generations', async (request) => {
-    const parsed = listGenerationsQuerySchema.safeParse(request.query);
-    if (!parsed.success) throw new ValidationError(toValidationIssues(parsed.error));
-    const query = parsed.data;
+  app.get('/v1/generations', { schema: routeSchemas.listGenerations }, async (request) => {
+    const { query } = request;
     const limit = query.limit ?? 20;
     const rows = await listGenerations(deps.db, {
       accountId: principalOf(request).accountId,
@@ -193,9 +108,11 @@ export function generationRoutes(app: FastifyInstance, deps: GenerationRouteDeps
   async function reject(
     reply: FastifyReply,
     principal: { accountId: string; keyId: string },
-    what: { model: string; mediaType: string },
-    issues: ValidationIssue[],
+    key: IdempotencyKeyCheck,
+    body: BodyCheck,
   ): Promise<never> {
+    const issues = [...(key.ok ? [] : [key.issue]), ...(body.ok ? [] : body.issues)];
+    const what = body.ok ? { model: body.model.entry.id, mediaType: body.model.entry.media_type } : body;
     const id = newId('gen');
     const error = new ValidationError(issues, 'The request is invalid.');
     await recordRejectedRequest(deps.db, {
@@ -214,13 +131,15 @@ export function generationRoutes(app: FastifyInstance, deps: GenerationRouteDeps
     reply.header('x-request-id', id);
     throw error;
   }
-}
 
-/**
- * The API error a refused admission answers with: its code's status, 400 for a code the API does
- * not know (sendError gives every 400 its issues).
- */
-function admissionRefusal(error: GenerationError, requestId: string): ApiError {
-  const code: ErrorCode = error.code in errorCodes ? (error.code as ErrorCode) : 'invalid_request';
-  return new ApiError(code, error.message, { requestId });
+  /**
+   * The error a request that will not run answers with. Its inline images are not kept: a
+   * conflict's are its own (another fingerprint, another folder), a rejected generation's are never read.
+   */
+  async function refusal(refused: Exclude<StartOutcome, { outcome: 'admitted' }>): Promise<ApiError> {
+    if (refused.inputPrefix) await deps.storage.deletePrefix(refused.inputPrefix);
+    return refused.outcome === 'conflict'
+      ? idempotencyConflict(refused.generationId)
+      : admissionRefusal(refused.error, refused.generationId);
+  }
 }

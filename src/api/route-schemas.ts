@@ -1,0 +1,28 @@
+import { z } from 'zod';
+import { generationIdPattern, listGenerationsQuerySchema } from './list-query.js';
+import { creditBalanceSchema, generationListSchema, generationSchema, modelListSchema } from './schemas.js';
+
+/**
+ * The path of GET /v1/generations/{id}. A path that cannot name a generation of ours reads as an
+ * empty id, answered 404 like an unknown one rather than refused (the catch); the published
+ * parameter is the pattern it is held to.
+ */
+export const generationPathSchema = z.object({
+  id: z
+    .string()
+    .regex(generationIdPattern)
+    .catch('')
+    .describe('A generation id; anything else is 404 like an unknown one.'),
+});
+
+/**
+ * What each operation validates and answers with, as the routes hand them to Fastify and the
+ * OpenAPI description publishes them: one object for both, so they cannot drift apart.
+ */
+export const routeSchemas = {
+  createGeneration: { response: { 202: generationSchema } },
+  getGeneration: { params: generationPathSchema, response: { 200: generationSchema } },
+  listGenerations: { querystring: listGenerationsQuerySchema, response: { 200: generationListSchema } },
+  getCredits: { response: { 200: creditBalanceSchema } },
+  listModels: { response: { 200: modelListSchema } },
+} as const;
