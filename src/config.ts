@@ -189,7 +189,7 @@ const launcherSchema = configSchema.pick({ TEMPORAL_NAMESPACE: true }).extend({
   TEMPORAL_DEV_PORT: int(7233),
   TEMPORAL_UI_PORT: int(8233),
 });
-export type LauncherConfig = z.infer<typeof launcherSchema>;
+type LauncherConfig = z.infer<typeof launcherSchema>;
 
 export function loadLauncherConfig(env: NodeJS.ProcessEnv = process.env): LauncherConfig {
   return parseEnv(launcherSchema, env);
@@ -203,7 +203,7 @@ const adminSchema = configSchema
   .pick({ DATABASE_URL: true, TEMPORAL_ADDRESS: true, TEMPORAL_NAMESPACE: true })
   .partial({ DATABASE_URL: true, TEMPORAL_ADDRESS: true })
   .extend({ DATA_DIR: dataDir });
-export type AdminConfig = z.infer<typeof adminSchema>;
+type AdminConfig = z.infer<typeof adminSchema>;
 
 export function loadAdminConfig(env: NodeJS.ProcessEnv = process.env): AdminConfig {
   return parseEnv(adminSchema, env);

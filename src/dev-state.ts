@@ -3,7 +3,7 @@ import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 
 /** What a running `npm start` tells other local commands (the admin CLI, benchmarks). */
-export interface DevState {
+interface DevState {
   pid: number;
   databaseUrl: string;
   temporalAddress: string;

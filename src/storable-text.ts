@@ -12,16 +12,16 @@ const unpairedSurrogate = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff
 const unstorable = new RegExp(`\\u0000|${unpairedSurrogate.source}`);
 const unstorableEverywhere = new RegExp(unstorable.source, 'g');
 
-export const UNSTORABLE_TEXT = 'unstorable_text';
+const UNSTORABLE_TEXT = 'unstorable_text';
 const message = 'Contains a NUL character or an unpaired surrogate, which cannot be stored.';
 const keyMessage = 'This field name contains a NUL character or an unpaired surrogate.';
 
 /** Most issues reported for one input: the answer (and the recorded rejection) stay small. */
 export const MAX_ISSUES = 20;
 /** Deepest nesting of arrays and objects accepted in a body. */
-export const MAX_NESTING = 32;
+const MAX_NESTING = 32;
 
-export function isStorableText(text: string): boolean {
+function isStorableText(text: string): boolean {
   return !unstorable.test(text);
 }
 

@@ -7,7 +7,7 @@ import { admissionRefusals } from '../workflows/generation-errors.js';
 import type { Admission, GenerationStart } from '../workflows/generation-types.js';
 
 /** A model's catalog entry as last seen, with the digest admission checks it against (null: no active model). */
-export interface QuotedEntry {
+interface QuotedEntry {
   /** md5 of the stored definition, as admit_generation() and claimSubmit compute it. */
   digest: string | null;
   entry: CatalogEntry | null;

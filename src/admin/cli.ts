@@ -6,7 +6,8 @@ import { readDevState } from '../dev-state.js';
 import { loadOrExit } from '../process.js';
 import { Client, Connection, WorkflowUpdateFailedError } from '@temporalio/client';
 import type { AdminContext } from './command.js';
-import { runAdminCommand, UsageError, usage } from './commands.js';
+import { UsageError } from './command.js';
+import { runAdminCommand, usage } from './commands.js';
 
 /**
  * `npm run admin -- <command>`. Uses DATABASE_URL, or the database of the

@@ -27,8 +27,6 @@ import {
   type CommandResult,
 } from './command.js';
 
-export { UsageError, type CommandResult };
-
 const creditPoolForPurchase: Record<PurchaseKind, CreditPool> = {
   credit_pack: 'one_time',
   gift: 'one_time',
@@ -36,7 +34,7 @@ const creditPoolForPurchase: Record<PurchaseKind, CreditPool> = {
   yearly_subscription: 'subscription',
 };
 
-export const commands: Record<string, Command> = {
+const commands: Record<string, Command> = {
   'create-account': {
     summary: 'Create an account (no purchase, no credits, no keys).',
     usage: '--email EMAIL [--name NAME]',

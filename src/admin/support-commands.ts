@@ -140,7 +140,7 @@ async function find(db: Parameters<Command['run']>[0]['db'], id: string): Promis
 }
 
 /** Resets the current run to its first completed workflow task: the story runs again from admission. */
-export async function resetToStart(client: Client, workflowId: string, reason: string): Promise<string> {
+async function resetToStart(client: Client, workflowId: string, reason: string): Promise<string> {
   const { workflowService } = client.connection;
   const namespace = client.options.namespace;
   const description = await client.workflow.getHandle(workflowId).describe();

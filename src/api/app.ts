@@ -16,7 +16,7 @@ import { generationRoutes, type GenerationRouteDeps } from './routes/generation-
 import { modelsRoutes } from './routes/models-routes.js';
 import { openApiRoutes } from './routes/openapi-routes.js';
 
-export interface AppDeps {
+interface AppDeps {
   db: CommonQueryMethods;
   logger: FastifyBaseLogger;
   authenticator: Authenticator;

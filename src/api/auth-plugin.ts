@@ -5,9 +5,9 @@ import { FixedWindowCounter } from './rate-limit.js';
 import type { RequestLogWriter } from './request-log-writer.js';
 
 /** The spec's limit on failed authentications: 20 per minute per IP. */
-export const FAILED_AUTH_LIMIT_PER_MINUTE = 20;
+const FAILED_AUTH_LIMIT_PER_MINUTE = 20;
 
-export interface AuthPluginOptions {
+interface AuthPluginOptions {
   authenticator: Authenticator;
   requestLog: RequestLogWriter;
   requestsPerMinutePerKey: number;

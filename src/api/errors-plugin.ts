@@ -14,7 +14,7 @@ import { ApiError, errorCodes, type ErrorCode, type ValidationIssue } from '../e
  * The spec's error envelope. A 400 `invalid_request` also has `issues` beside `error` (the spec: "the
  * response has an issues array that names each offending field"), one item per offending field.
  */
-export interface ErrorBody {
+interface ErrorBody {
   error: { code: ErrorCode; message: string };
   issues?: ValidationIssue[];
 }
@@ -109,11 +109,7 @@ export function registerErrorHandling(
   };
 }
 
-export type FrameworkErrorHandler = (
-  error: FastifyError,
-  request: FastifyRequest,
-  reply: FastifyReply,
-) => void;
+type FrameworkErrorHandler = (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => void;
 
 /**
  * The paths the app serves and the methods of each, matched the way Fastify's
@@ -141,7 +137,7 @@ class KnownPaths {
   }
 }
 
-export function sendError(request: FastifyRequest, reply: FastifyReply, error: ApiError): FastifyReply {
+function sendError(request: FastifyRequest, reply: FastifyReply, error: ApiError): FastifyReply {
   request.errorCode = error.code;
   if (error.extra.retryAfterSeconds !== undefined)
     reply.header('retry-after', String(error.extra.retryAfterSeconds));

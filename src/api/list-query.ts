@@ -8,7 +8,7 @@ export const generationIdPattern = /^gen_[A-Za-z0-9]{1,64}$/;
 const oneStatus = `(?:${statuses.join('|')})`;
 
 /** A position in the list: the last item of the previous page. */
-export interface ListPosition {
+interface ListPosition {
   createdAt: string;
   id: string;
 }

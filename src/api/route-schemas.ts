@@ -7,7 +7,7 @@ import { creditBalanceSchema, generationListSchema, generationSchema, modelListS
  * empty id, answered 404 like an unknown one rather than refused (the catch); the published
  * parameter is the pattern it is held to.
  */
-export const generationPathSchema = z.object({
+const generationPathSchema = z.object({
   id: z
     .string()
     .regex(generationIdPattern)

@@ -11,12 +11,12 @@ import { generationStatuses } from '../generation.js';
 
 const timestamp = z.string().datetime({ precision: 3 }).describe('UTC, ISO 8601 with milliseconds and Z.');
 
-export const errorSchema = z.object({
+const errorSchema = z.object({
   code: z.enum(Object.keys(errorCodes) as [keyof typeof errorCodes, ...Array<keyof typeof errorCodes>]),
   message: z.string(),
 });
 
-export const validationIssueSchema = z.object({
+const validationIssueSchema = z.object({
   field: z
     .string()
     .describe('Dotted path of the offending field, e.g. `images.1`; empty for the body itself.'),
@@ -42,7 +42,7 @@ export const validationErrorBodySchema = z.object({
   issues: z.array(validationIssueSchema).min(1).describe('One item per offending field.'),
 });
 
-export const imageOutputSchema = z.object({
+const imageOutputSchema = z.object({
   url: z.string().url(),
   width: z.number().int(),
   height: z.number().int(),

@@ -25,7 +25,7 @@ export interface StartGenerationDeps {
 }
 
 /** A request that passed validation, from an authenticated key. */
-export interface CheckedRequest {
+interface CheckedRequest {
   accountId: string;
   apiKeyId: string;
   idempotencyKey: string | null;
@@ -51,7 +51,7 @@ export type StartOutcome =
  * Idempotency-Key, so that a retry meets the first request's workflow; without one it is the new
  * generation's own.
  */
-export function generationWorkflowId(keyId: string, key: string | null, generationId: string): string {
+function generationWorkflowId(keyId: string, key: string | null, generationId: string): string {
   if (key === null) return `generation-${generationId}`;
   const digest = createHash('sha256').update(`${keyId}\u0000${key}`).digest('hex');
   return `generation-${digest.slice(0, 40)}`;

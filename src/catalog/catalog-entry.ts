@@ -38,15 +38,14 @@ const imageOption = z.object({
   description: z.string(),
 });
 
-export const modelOptionSchema = z.discriminatedUnion('type', [
+const modelOptionSchema = z.discriminatedUnion('type', [
   enumOption,
   integerOption,
   booleanOption,
   imageOption,
 ]);
-export type ModelOption = z.infer<typeof modelOptionSchema>;
 
-export const pricingSchema = z.object({
+const pricingSchema = z.object({
   /** `generation`: one price per request; `second`: multiplied by the `duration` option. */
   unit: z.enum(['generation', 'second']),
   /** The option whose value selects the base price, or null for a flat price. */
@@ -56,7 +55,6 @@ export const pricingSchema = z.object({
   /** Extra credits per unit added when an option has a given value, e.g. `{ generate_audio: { "true": 2 } }`. */
   surcharges: z.record(z.record(z.number().int().nonnegative())).default({}),
 });
-export type Pricing = z.infer<typeof pricingSchema>;
 
 export const modelDefinitionSchema = z
   .object({

@@ -33,10 +33,10 @@ const signatures: Record<string, (b: Buffer) => boolean> = {
     b.subarray(0, 6).toString('latin1') === 'GIF87a' || b.subarray(0, 6).toString('latin1') === 'GIF89a',
 };
 
-export type ImageInput =
+type ImageInput =
   { kind: 'url'; url: string } | { kind: 'data'; mediaType: `image/${string}`; bytes: Buffer };
 
-export type ImageInputResult = { ok: true; image: ImageInput } | { ok: false; message: string };
+type ImageInputResult = { ok: true; image: ImageInput } | { ok: false; message: string };
 
 /** Parses one image input; `acceptsDataUris` is the model's catalog flag. */
 export function parseImageInput(value: string, acceptsDataUris: boolean): ImageInputResult {

@@ -2,7 +2,7 @@ import { PermanentError } from '../errors.js';
 import type { CatalogEntry } from './catalog-entry.js';
 
 /** Input after validation, with every option's default filled in. */
-export type ResolvedOptions = Record<string, string | number | boolean | undefined>;
+type ResolvedOptions = Record<string, string | number | boolean | undefined>;
 
 /**
  * The full quoted price of a request, in credits. `options` must hold every

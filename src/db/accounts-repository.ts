@@ -20,7 +20,7 @@ const accountRow = z.object({
   has_paid_purchase: z.boolean(),
   created_at: z.string(),
 });
-export type Account = z.infer<typeof accountRow>;
+type Account = z.infer<typeof accountRow>;
 
 const purchaseRow = z.object({
   id: z.string(),
@@ -31,7 +31,7 @@ const purchaseRow = z.object({
   created_at: z.string(),
   completed_at: z.string().nullable(),
 });
-export type Purchase = z.infer<typeof purchaseRow>;
+type Purchase = z.infer<typeof purchaseRow>;
 
 export async function createAccount(
   db: CommonQueryMethods,

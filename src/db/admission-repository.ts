@@ -37,7 +37,7 @@ const admissionDecision = z.discriminatedUnion('outcome', [
   z.object({ outcome: z.literal('accepted'), credits: z.number() }),
 ]);
 /** What admit_generation() decided (its outcomes are listed in migration 0007). */
-export type AdmissionDecision = z.infer<typeof admissionDecision>;
+type AdmissionDecision = z.infer<typeof admissionDecision>;
 
 /**
  * One call to admit_generation() (migration 0007): under the account's lock, the concurrency

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { newId } from '../ids.js';
 import { NotFound, qualifyingPurchaseSql } from './accounts-repository.js';
 
-export const MAX_ACTIVE_KEYS = 5;
+const MAX_ACTIVE_KEYS = 5;
 
 const apiKeyRow = z.object({
   id: z.string(),

@@ -3,7 +3,7 @@ import { z } from 'zod';
 
 const modelRow = z.object({ id: z.string(), definition: z.unknown() });
 /** A stored model: its id and its definition as stored JSON, unchecked (src/catalog reads it). */
-export type ModelRow = z.infer<typeof modelRow>;
+type ModelRow = z.infer<typeof modelRow>;
 
 /** The active models, in catalog order. */
 export async function listActiveModels(db: CommonQueryMethods): Promise<readonly ModelRow[]> {

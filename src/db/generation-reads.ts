@@ -41,7 +41,7 @@ export async function getGeneration(
   );
 }
 
-export interface ListFilter {
+interface ListFilter {
   accountId: string;
   limit: number;
   statuses: GenerationStatus[] | null;

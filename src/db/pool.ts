@@ -29,7 +29,7 @@ const resultParser: Interceptor = {
   },
 };
 
-export interface PoolOptions {
+interface PoolOptions {
   maximumPoolSize?: number;
   statementTimeoutMs?: number;
 }

@@ -33,7 +33,7 @@ export async function claimStaleQueued(
     RETURNING g.id, g.workflow_id, g.provider_job_id, g.submit_attempted_at IS NOT NULL AS submitted, g.created_at`);
 }
 
-export type ReconciliationAction = 'refunded' | 'flagged_for_review' | 'running_past_horizon';
+type ReconciliationAction = 'refunded' | 'flagged_for_review' | 'running_past_horizon';
 
 /** Records what the sweep did; false when that action was recorded for the generation before. */
 export async function recordReconciliation(

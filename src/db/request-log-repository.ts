@@ -71,7 +71,7 @@ const logRow = z.object({
   duration_ms: z.number(),
   created_at: z.string(),
 });
-export type RequestLogRow = z.infer<typeof logRow>;
+type RequestLogRow = z.infer<typeof logRow>;
 
 export async function listRequestLog(
   db: CommonQueryMethods,

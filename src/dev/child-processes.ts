@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 
-export interface ScriptOptions {
+interface ScriptOptions {
   env: NodeJS.ProcessEnv;
   /** Names it in errors; default the file. */
   name?: string;
@@ -14,7 +14,7 @@ export interface ScriptOptions {
   readyTimeoutMs?: number;
 }
 
-export interface RunningScript<Ready> {
+interface RunningScript<Ready> {
   child: ChildProcess;
   /** The first message the script sends; rejects if it exits before, or is not ready in time. */
   ready: Promise<Ready>;

@@ -3,7 +3,7 @@ import { createAccount, recordPurchase, type PurchaseKind } from '../db/accounts
 import { createApiKey } from '../auth/api-key-issuer.js';
 import { grantCredits } from '../db/credits-repository.js';
 
-export interface FundedAccountOptions {
+interface FundedAccountOptions {
   email: string;
   name?: string;
   /** The completed purchase that lets the account hold keys; default a credit pack. */

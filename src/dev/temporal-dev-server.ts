@@ -5,7 +5,7 @@ import { stopChild } from './child-processes.js';
 import { waitForPort } from './free-port.js';
 import { temporalCliPath } from './temporal-binaries.js';
 
-export interface DevServerOptions {
+interface DevServerOptions {
   port: number;
   /** null: no web UI. */
   uiPort: number | null;

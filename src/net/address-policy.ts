@@ -28,7 +28,7 @@ const metadataAddresses: readonly Address[] = [
   '100.100.100.200',
 ].map((a) => ipaddr.parse(a));
 
-export type AddressVerdict = { allowed: true } | { allowed: false; range: string };
+type AddressVerdict = { allowed: true } | { allowed: false; range: string };
 
 export class AddressPolicy {
   private readonly allowed: readonly Range[];

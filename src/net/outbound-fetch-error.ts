@@ -3,9 +3,9 @@
  * forbidden address, too large, wrong type, a 4xx, a bad certificate).
  * `transient`: it may work later (timeout, 5xx, 408, 429, a reset or refused connection, DNS).
  */
-export type OutboundFetchErrorKind = 'refused' | 'transient';
+type OutboundFetchErrorKind = 'refused' | 'transient';
 
-export type OutboundFetchErrorCode =
+type OutboundFetchErrorCode =
   | 'invalid_url'
   | 'scheme_not_allowed'
   | 'credentials_in_url'

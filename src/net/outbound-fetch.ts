@@ -41,7 +41,7 @@ export interface OutboundFetchOptions {
   signal?: AbortSignal;
 }
 
-export interface FetchedBody {
+interface FetchedBody {
   bytes: Buffer;
   /** The declared media type, lower case, without parameters. */
   contentType: string;

@@ -13,7 +13,7 @@ import type { Activities } from '../activities/index.js';
 import { providerWaitQueue } from '../workflows/generation-types.js';
 import { bundleWorkflows } from './workflow-bundle.js';
 
-export interface WorkerOptions {
+interface WorkerOptions {
   connection: NativeConnection;
   namespace: string;
   taskQueue: string;
@@ -28,7 +28,7 @@ export interface WorkerOptions {
 }
 
 /** A generation worker: one or more Temporal workers that start, run and stop together. */
-export interface GenerationWorker {
+interface GenerationWorker {
   /** Runs until shutdown() or a shutdown signal (SIGINT, SIGTERM); tasks in flight finish first. */
   run(): Promise<void>;
   /** Runs until `work` settles, then shuts down. */

@@ -4,7 +4,7 @@ import type { GenerationProgress } from './generation-types.js';
 import { GenerationStatus as GenerationStatusKey, NeedsReview } from './search-attributes.js';
 
 /** A generation's progress as its workflow sees it, and the one way it moves on (`enter`). */
-export interface ProgressTracker {
+interface ProgressTracker {
   /** What the progress query answers: the same object, kept current. */
   progress: GenerationProgress;
   /**

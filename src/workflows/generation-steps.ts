@@ -123,7 +123,7 @@ export function generationSteps(timing: GenerationStart['timing']) {
 }
 
 /** How many attempts fit in `horizonMs` when each waits the doubling backoff (capped) before it. */
-export function attemptsWithin(horizonMs: number, backoff: { initialMs: number; maximumMs: number }): number {
+function attemptsWithin(horizonMs: number, backoff: { initialMs: number; maximumMs: number }): number {
   let attempts = 1;
   for (let waited = 0, delay = backoff.initialMs; waited + delay <= horizonMs; attempts++) {
     waited += delay;

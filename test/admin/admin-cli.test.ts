@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashApiKey } from '../../src/auth/api-key.js';
-import { runAdminCommand, UsageError } from '../../src/admin/commands.js';
+import { UsageError } from '../../src/admin/command.js';
+import { runAdminCommand } from '../../src/admin/commands.js';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';

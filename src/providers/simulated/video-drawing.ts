@@ -51,7 +51,7 @@ const ffmpegTimeoutMs = 100_000;
 let ffmpegPath: string | undefined;
 
 /** The static ffmpeg shipped by @ffmpeg-installer (resolved on first use, so a missing binary only fails video jobs). */
-export function ffmpegBinary(): string {
+function ffmpegBinary(): string {
   if (ffmpegPath === undefined) {
     try {
       const installer = createRequire(import.meta.url)('@ffmpeg-installer/ffmpeg') as { path: string };
