@@ -209,6 +209,13 @@ export function loadAdminConfig(env: NodeJS.ProcessEnv = process.env): AdminConf
   return parseEnv(adminSchema, env);
 }
 
+/** What `npm run migrate` reads: only the database, which it never guesses. */
+const migrateSchema = configSchema.pick({ DATABASE_URL: true });
+
+export function loadMigrateConfig(env: NodeJS.ProcessEnv = process.env): z.infer<typeof migrateSchema> {
+  return parseEnv(migrateSchema, env);
+}
+
 function parseEnv<Schema extends z.ZodTypeAny>(schema: Schema, env: NodeJS.ProcessEnv): z.output<Schema> {
   const parsed = schema.safeParse(env);
   if (!parsed.success) {
