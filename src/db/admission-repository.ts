@@ -1,6 +1,7 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import type { GenerationError } from '../generation.js';
+import { generationErrorColumn } from './generation-reads.js';
 
 /**
  * The generation's row as admission writes it, accepted or refused: columns of `generations`.
@@ -22,13 +23,12 @@ export interface AdmissionRecord {
   created_at: string;
 }
 
-const generationError = z.object({ code: z.string(), message: z.string() });
 const admissionDecision = z.discriminatedUnion('outcome', [
   z.object({
     outcome: z.literal('existing'),
     status: z.string(),
     credits: z.number(),
-    error: generationError.nullable(),
+    error: generationErrorColumn.nullable(),
   }),
   z.object({ outcome: z.literal('concurrency_limit') }),
   z.object({ outcome: z.literal('requote'), definition: z.unknown(), digest: z.string().nullable() }),

@@ -5,6 +5,9 @@ import { generationStatuses, type GenerationStatus } from '../generation.js';
 /** The generations projection as clients read it: one generation, or a page of an account's. */
 
 const jsonObject = z.record(z.unknown());
+/** The error column: a generation's `{ code, message }`. */
+export const generationErrorColumn = z.object({ code: z.string(), message: z.string() });
+
 export const generationRow = z.object({
   id: z.string(),
   account_id: z.string(),
@@ -15,7 +18,7 @@ export const generationRow = z.object({
   credits_refunded: z.boolean(),
   input: jsonObject.nullable(),
   output: jsonObject.nullable(),
-  error: z.object({ code: z.string(), message: z.string() }).nullable(),
+  error: generationErrorColumn.nullable(),
   needs_review: z.boolean(),
   content_expired: z.boolean(),
   created_at: z.string(),
