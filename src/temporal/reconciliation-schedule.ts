@@ -1,4 +1,9 @@
-import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client } from '@temporalio/client';
+import {
+  ScheduleAlreadyRunning,
+  ScheduleNotFoundError,
+  ScheduleOverlapPolicy,
+  type Client,
+} from '@temporalio/client';
 import { reconciliationWorkflow, type ReconciliationOptions } from '../workflows/reconciliation-workflow.js';
 
 /**
@@ -7,6 +12,9 @@ import { reconciliationWorkflow, type ReconciliationOptions } from '../workflows
  */
 export const reconciliationScheduleId = (taskQueue: string): string =>
   `generation-reconciliation.${taskQueue}`;
+
+/** The one namespace-wide schedule earlier versions created; replaced by each task queue's own. */
+export const LEGACY_RECONCILIATION_SCHEDULE_ID = 'generation-reconciliation';
 
 /**
  * The schedule that runs the reconciliation sweep every `intervalMs` on the generation task queue.
@@ -40,4 +48,25 @@ export async function ensureReconciliationSchedule(
   }
   await client.schedule.getHandle(scheduleId).update((previous) => ({ ...previous, spec, action }));
   return 'updated';
+}
+
+/**
+ * Deletes the namespace-wide schedule of earlier versions when it sweeps this task queue, so an
+ * upgraded deployment does not sweep twice per interval. One that sweeps another queue belongs to
+ * another deployment, not yet upgraded: left alone.
+ */
+export async function removeLegacyReconciliationSchedule(
+  client: Client,
+  taskQueue: string,
+): Promise<boolean> {
+  const legacy = client.schedule.getHandle(LEGACY_RECONCILIATION_SCHEDULE_ID);
+  try {
+    const { action } = await legacy.describe();
+    if (action.type !== 'startWorkflow' || action.taskQueue !== taskQueue) return false;
+    await legacy.delete();
+    return true;
+  } catch (error) {
+    if (error instanceof ScheduleNotFoundError) return false;
+    throw error;
+  }
 }

@@ -1,7 +1,10 @@
 import { Client, Connection } from '@temporalio/client';
 import { createActivities } from '../activities/index.js';
 import { ensureSearchAttributes } from '../temporal/search-attributes-setup.js';
-import { ensureReconciliationSchedule } from '../temporal/reconciliation-schedule.js';
+import {
+  ensureReconciliationSchedule,
+  removeLegacyReconciliationSchedule,
+} from '../temporal/reconciliation-schedule.js';
 import { createDatabasePool } from '../db/pool.js';
 import { createLogger } from '../logger.js';
 import { loadConfigOrExit, reportReady } from '../process.js';
@@ -34,11 +37,13 @@ const schedule = await ensureReconciliationSchedule(client, {
   intervalMs: config.RECONCILE_INTERVAL_MS,
   options: reconciliationOptions(config),
 });
+const legacyScheduleRemoved = await removeLegacyReconciliationSchedule(client, config.TEMPORAL_TASK_QUEUE);
 logger.info(
   {
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     namespace: config.TEMPORAL_NAMESPACE,
     reconciliationSchedule: schedule,
+    legacyScheduleRemoved,
   },
   'worker running',
 );

@@ -3,9 +3,12 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { runAdminCommand } from '../../src/admin/commands.js';
 import { listReconciliations } from '../../src/db/reconciliation-repository.js';
+import { ScheduleNotFoundError } from '@temporalio/client';
 import {
   ensureReconciliationSchedule,
+  LEGACY_RECONCILIATION_SCHEDULE_ID,
   reconciliationScheduleId,
+  removeLegacyReconciliationSchedule,
 } from '../../src/temporal/reconciliation-schedule.js';
 import {
   reconciliationWorkflow,
@@ -135,6 +138,34 @@ describe('reconciliation of generations left without a workflow', () => {
       expect(result).toMatchObject({ examined: expect.any(Number), refunded: [] });
     } finally {
       await handle.delete();
+    }
+  });
+
+  it("removes the earlier versions' namespace-wide schedule when it sweeps this task queue, and only then", async () => {
+    const legacy = stack.client.schedule.getHandle(LEGACY_RECONCILIATION_SCHEDULE_ID);
+    const action = (taskQueue: string) => ({
+      type: 'startWorkflow' as const,
+      workflowType: reconciliationWorkflow,
+      workflowId: LEGACY_RECONCILIATION_SCHEDULE_ID,
+      taskQueue,
+      args: [{ graceMs: 60_000, overdueMs: 3_600_000, limit: 10 }] as [ReconciliationOptions],
+    });
+    await stack.client.schedule.create({
+      scheduleId: LEGACY_RECONCILIATION_SCHEDULE_ID,
+      spec: { intervals: [{ every: 3_600_000 }] },
+      action: action('another-deployment'),
+      state: { paused: true },
+    });
+    try {
+      expect(await removeLegacyReconciliationSchedule(stack.client, stack.worker.taskQueue)).toBe(false);
+      expect((await legacy.describe()).action).toMatchObject({ taskQueue: 'another-deployment' });
+
+      await legacy.update((previous) => ({ ...previous, action: action(stack.worker.taskQueue) }));
+      expect(await removeLegacyReconciliationSchedule(stack.client, stack.worker.taskQueue)).toBe(true);
+      await expect(legacy.describe()).rejects.toBeInstanceOf(ScheduleNotFoundError);
+      expect(await removeLegacyReconciliationSchedule(stack.client, stack.worker.taskQueue)).toBe(false);
+    } finally {
+      await legacy.delete().catch(() => undefined);
     }
   });
 });
