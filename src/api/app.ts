@@ -10,7 +10,7 @@ import { registerAuth } from './auth-plugin.js';
 import { registerErrorHandling } from './errors-plugin.js';
 import type { RequestLogWriter } from './request-log-writer.js';
 import { refuseUnstorableText } from './storable-text-hook.js';
-import { useZodSchemas } from './zod-schemas.js';
+import { useZodSchemas } from './zod-type-provider.js';
 import { creditsRoutes } from './routes/credits-routes.js';
 import { generationRoutes, type GenerationRouteDeps } from './routes/generation-routes.js';
 import { modelsRoutes } from './routes/models-routes.js';

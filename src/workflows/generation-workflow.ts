@@ -22,7 +22,7 @@ import {
 } from './generation-types.js';
 import type { GenerationError } from '../generation.js';
 import { trackProgress } from './generation-progress.js';
-import { admissionRefusal, failureType, isPermanent, isSettled } from './step-failures.js';
+import { admissionFailure, failureType, isPermanent, isSettled } from './step-failures.js';
 
 /** POST /v1/generations: answers once admission is decided and an accepted job handed over (at once, for a repeat). */
 export const admitUpdate = defineUpdate<AdmitResult>('admit');
@@ -112,13 +112,13 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
   await condition(allHandlersFinished);
   return progress;
 
-  /** Admission's decision, or a refusal when it could not complete (see admissionRefusal). */
+  /** Admission's decision, or a refusal when it could not complete (see admissionFailure). */
   async function admit(): Promise<Admission> {
     try {
       return await steps.admit(start);
     } catch (error) {
       if (isCancellation(error)) throw error;
-      const refusal = admissionRefusal(error);
+      const refusal = admissionFailure(error);
       if (refusal === admissionErrors.internal)
         admissionBroke = error instanceof Error ? error.message : String(error);
       return { outcome: 'rejected', error: refusal, claimsKey: false };

@@ -43,7 +43,7 @@ export const isSettled = (error: unknown): boolean => failureType(error) === err
  * What the POST answers when admission could not complete: bad data (400), a dependency down past
  * the admission horizon (503), or a bug (500). None of these claims the key.
  */
-export function admissionRefusal(error: unknown): GenerationError {
+export function admissionFailure(error: unknown): GenerationError {
   const type = failureType(error);
   if (type === errorTypes.invalidInput) return admissionErrors.invalidInput;
   if (type === errorTypes.dependencyUnavailable || type === 'timeout') return admissionErrors.unavailable;

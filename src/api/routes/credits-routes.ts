@@ -3,7 +3,7 @@ import { getBalance, type CreditBalance } from '../../db/credits-repository.js';
 import type { InvalidatedCache } from '../../invalidated-cache.js';
 import { principalOf } from '../auth-plugin.js';
 import { routeSchemas } from '../route-schemas.js';
-import type { ZodApp } from '../zod-schemas.js';
+import type { ZodApp } from '../zod-type-provider.js';
 
 /** GET /v1/credits: the balance; works at zero. Served from a cache that every balance change invalidates. */
 export function creditsRoutes(

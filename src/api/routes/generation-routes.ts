@@ -19,7 +19,7 @@ import { toGeneration } from '../generation-view.js';
 import { encodeCursor } from '../list-query.js';
 import { routeSchemas } from '../route-schemas.js';
 import { startGeneration, type StartGenerationDeps, type StartOutcome } from '../start-generation.js';
-import type { ZodApp } from '../zod-schemas.js';
+import type { ZodApp } from '../zod-type-provider.js';
 
 export interface GenerationRouteDeps extends StartGenerationDeps {
   db: CommonQueryMethods;
@@ -30,7 +30,7 @@ export interface GenerationRouteDeps extends StartGenerationDeps {
 
 /**
  * POST /v1/generations, GET /v1/generations/{id} and GET /v1/generations.
- * POST is one round trip to Temporal (update-with-start); reads come from the
+ * POST starts the generation with update-with-start (startGeneration); reads come from the
  * PostgreSQL projection only, never from Temporal.
  */
 export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {

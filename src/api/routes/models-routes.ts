@@ -1,6 +1,6 @@
 import type { CatalogCache } from '../../catalog/catalog-cache.js';
 import { routeSchemas } from '../route-schemas.js';
-import type { ZodApp } from '../zod-schemas.js';
+import type { ZodApp } from '../zod-type-provider.js';
 
 /** GET /v1/models: the live catalog, everything a client needs to build a request and know its price. */
 export function modelsRoutes(app: ZodApp, deps: { catalog: CatalogCache }): void {
