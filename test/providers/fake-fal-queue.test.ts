@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FalQueueServer, falRequestError } from '../support/providers/fal-queue-server.js';
 import { promptContains } from '../support/providers/fake-http.js';
 import { call, download, outcomeWithin } from '../support/providers/plain-fetch.js';
+import { probeVideo } from '../support/providers/probe-video.js';
 
 // The fal fake, exercised with plain fetch, so that an adapter test failing later points at the
 // adapter and not at the fake.
@@ -204,5 +205,27 @@ describe('fal queue fake', () => {
     expect((await download(url)).status).toBe(200);
     fal.files.expire(url);
     expect((await download(url)).status).toBe(403);
+  });
+
+  it('answers a video model with a real MP4 of the scripted size and duration', async () => {
+    fal.script({
+      pollsInQueue: 0,
+      pollsInProgress: 0,
+      video: { width: 320, height: 240, durationSeconds: 1 },
+    });
+    const submit = await call(`${fal.origin}/fal-ai/kling-video/v2/text-to-video`, {
+      method: 'POST',
+      headers: key,
+      json: { prompt: 'waves' },
+    });
+    expect(submit.body.status_url).toBe(
+      `${fal.origin}/fal-ai/kling-video/requests/${submit.body.request_id}/status`,
+    );
+    expect((await call(submit.body.status_url, { headers: key })).body.status).toBe('COMPLETED');
+    const { video } = (await call(submit.body.response_url, { headers: key })).body;
+    expect(video.content_type).toBe('video/mp4');
+    const bytes = Buffer.from(await (await fetch(video.url)).arrayBuffer());
+    expect(bytes.length).toBe(video.file_size);
+    expect(await probeVideo(bytes)).toEqual({ width: 320, height: 240, seconds: 1 });
   });
 });

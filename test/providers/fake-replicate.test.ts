@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { promptContains } from '../support/providers/fake-http.js';
 import { call, download, outcomeWithin } from '../support/providers/plain-fetch.js';
+import { probeVideo } from '../support/providers/probe-video.js';
 import { ReplicateServer } from '../support/providers/replicate-server.js';
 
 // The Replicate fake, exercised with plain fetch, so that an adapter test failing later points at
@@ -175,5 +176,17 @@ describe('Replicate fake', () => {
     expect((await download(url)).status).toBe(200);
     replicate.files.expire();
     expect((await download(url)).status).toBe(404);
+  });
+
+  it('answers a video model with the URL of a real MP4 of the scripted size and duration', async () => {
+    replicate.script({ video: { width: 256, height: 144, durationSeconds: 2 } }, promptContains('clip'));
+    const created = await create(
+      { prompt: 'clip', start_image: 'data:image/png;base64,AAAA' },
+      { prefer: 'wait' },
+    );
+    expect(created.body.status).toBe('succeeded');
+    expect(typeof created.body.output).toBe('string');
+    const bytes = Buffer.from(await (await fetch(created.body.output)).arrayBuffer());
+    expect(await probeVideo(bytes)).toEqual({ width: 256, height: 144, seconds: 2 });
   });
 });

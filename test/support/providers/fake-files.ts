@@ -1,6 +1,7 @@
 import type http from 'node:http';
 import { randomUUID } from 'node:crypto';
 import sharp from 'sharp';
+import { renderVideo } from '../../../src/providers/simulated/video-drawing.js';
 
 export type ImageFormat = 'png' | 'jpeg' | 'webp';
 
@@ -42,10 +43,26 @@ export class FileStore {
   /** Draws an image and returns its public URL and what the provider says about it. */
   async addImage(width: number, height: number, format: ImageFormat = 'png') {
     const bytes = await drawImage(width, height, format);
-    const name = `${randomUUID()}.${format === 'jpeg' ? 'jpg' : format}`;
-    const contentType = contentTypes[format];
+    return { ...this.put(bytes, format === 'jpeg' ? 'jpg' : format, contentTypes[format]), width, height };
+  }
+
+  /** A real MP4 (H.264, no audio) of exactly width × height and the duration, drawn by the simulated provider's renderer. */
+  async addVideo(width: number, height: number, durationSeconds: number) {
+    const bytes = await renderVideo({
+      prompt: 'fake provider',
+      width,
+      height,
+      durationSeconds,
+      audio: false,
+      frames: [],
+    });
+    return { ...this.put(bytes, 'mp4', 'video/mp4'), width, height, durationSeconds };
+  }
+
+  private put(bytes: Buffer, extension: string, contentType: string) {
+    const name = `${randomUUID()}.${extension}`;
     this.files.set(name, { bytes, contentType, expiresAt: Date.now() + this.ttlMs });
-    return { url: `${this.origin()}/files/${name}`, width, height, contentType, size: bytes.length };
+    return { url: `${this.origin()}/files/${name}`, name, contentType, size: bytes.length };
   }
 
   /** Expires one file (by URL) or every file now. */

@@ -20,10 +20,9 @@ import {
  *   `IN_PROGRESS` (HTTP 202), `COMPLETED` (HTTP 200, with `metrics.inference_time`);
  * - `GET /{owner}/{app}/requests/{id}` → the model's output, or, for a request COMPLETED with an
  *   error, that error's status and body (`{ detail, error_type }` and `X-Fal-Error-Type`);
- * - `PUT /{owner}/{app}/requests/{id}/cancel` → 202 `CANCELLATION_REQUESTED`,
- *   400 `ALREADY_COMPLETED` or 404 `NOT_FOUND`.
- * Status, result and cancel live under owner/app only (never the subpath), so a client must use
- * the URLs the submit returned. Result images are PNGs this server serves at `/files/…`.
+ * - `PUT …/requests/{id}/cancel` → 202 `CANCELLATION_REQUESTED`, 400 `ALREADY_COMPLETED`, 404 `NOT_FOUND`.
+ * Status, result and cancel live under owner/app only (never the subpath): a client must use the
+ * URLs the submit returned. Result files (PNG, or MP4 for video) are served here at `/files/…`.
  */
 
 export interface FalOutcome {
@@ -37,11 +36,13 @@ export interface FalOutcome {
   error?: { status: number; body: unknown };
   /** Output size; default: from the input's `image_size`. */
   size?: { width: number; height: number };
+  /** A video model: the result is `{ video: { url, content_type, file_name, file_size } }`. */
+  video?: { width: number; height: number; durationSeconds: number };
 }
 
 export type FalStatus = 'IN_QUEUE' | 'IN_PROGRESS' | 'COMPLETED';
 
-interface FalJob {
+export interface FalJob {
   id: string;
   app: string;
   endpoint: string;
@@ -64,11 +65,10 @@ const presets: Record<string, { width: number; height: number }> = {
 };
 
 /** The error bodies fal documents for request failures (request-errors page). */
-export const falRequestError = (
-  errorType: string,
-  status: number,
-  detail = errorType,
-): { status: number; body: unknown } => ({ status, body: { detail, error_type: errorType } });
+export const falRequestError = (errorType: string, status: number, detail = errorType) => ({
+  status,
+  body: { detail, error_type: errorType } as unknown,
+});
 
 /** A model validation error as fal documents it (errors page): 422 with a `detail` array. */
 export const falValidationError = (field: string, msg: string, type = 'value_error') => ({
@@ -131,13 +131,8 @@ export class FalQueueServer {
     this.job(requestId).released = true;
   }
   /** The requests fal holds (accepted creates), oldest first. */
-  accepted(): Array<{ id: string; endpoint: string; input: Record<string, unknown>; cancelled: boolean }> {
-    return [...this.jobs.values()].map(({ id, endpoint, input, cancelled }) => ({
-      id,
-      endpoint,
-      input,
-      cancelled,
-    }));
+  accepted(): Array<Readonly<FalJob>> {
+    return [...this.jobs.values()].map((job) => ({ ...job }));
   }
   close(): Promise<void> {
     return this.server!.close();
@@ -263,6 +258,13 @@ export class FalQueueServer {
   }
 
   private async output(job: FalJob) {
+    const { video } = job.outcome;
+    if (video) {
+      const file = await this.files.addVideo(video.width, video.height, video.durationSeconds);
+      return {
+        video: { url: file.url, content_type: file.contentType, file_name: file.name, file_size: file.size },
+      };
+    }
     const requested = job.input.image_size;
     const size =
       job.outcome.size ??

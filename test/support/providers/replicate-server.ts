@@ -40,6 +40,8 @@ export interface ReplicateOutcome {
   size?: { width: number; height: number };
   /** Output one URL instead of an array of URLs (models differ). */
   outputAsString?: boolean;
+  /** A video model: the output is the URL of an MP4 of this size and duration. */
+  video?: { width: number; height: number; durationSeconds: number };
 }
 
 interface Prediction {
@@ -253,6 +255,8 @@ export class ReplicateServer {
   }
 
   private async output(p: Prediction): Promise<string | string[]> {
+    const { video } = p.outcome;
+    if (video) return (await this.files.addVideo(video.width, video.height, video.durationSeconds)).url;
     const { width, height, aspect_ratio: ratio, num_outputs: count } = p.input;
     let size = p.outcome.size;
     if (!size && typeof width === 'number' && typeof height === 'number') size = { width, height };
