@@ -1,0 +1,296 @@
+import type http from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { FileStore } from './fake-files.js';
+import {
+  credential,
+  faultAccepts,
+  playFault,
+  Script,
+  sendJson,
+  startFakeHttp,
+  type Fault,
+  type RecordedRequest,
+} from './fake-http.js';
+
+/**
+ * A local fal queue (https://queue.fal.run) as fal documents it:
+ * - `POST /{owner}/{app}[/{subpath}]` with `Authorization: Key …` and the model's input as JSON
+ *   → `{ request_id, status_url, response_url, cancel_url, queue_position }`;
+ * - `GET /{owner}/{app}/requests/{id}/status[?logs=1]` → `IN_QUEUE` (with `queue_position`) or
+ *   `IN_PROGRESS` (HTTP 202), `COMPLETED` (HTTP 200, with `metrics.inference_time`);
+ * - `GET /{owner}/{app}/requests/{id}` → the model's output, or, for a request COMPLETED with an
+ *   error, that error's status and body (`{ detail, error_type }` and `X-Fal-Error-Type`);
+ * - `PUT …/requests/{id}/cancel` → 202 `CANCELLATION_REQUESTED`, 400 `ALREADY_COMPLETED`, 404 `NOT_FOUND`.
+ * Status, result and cancel live under owner/app only (never the subpath): a client must use the
+ * URLs the submit returned. Result files (PNG, or MP4 for video) are served here at `/files/…`.
+ */
+
+export interface FalOutcome {
+  /** Status calls answered IN_QUEUE before the runner picks the request up (default 1). */
+  pollsInQueue?: number;
+  /** Status calls answered IN_PROGRESS before it completes (default 1). */
+  pollsInProgress?: number;
+  /** Stay IN_PROGRESS until `release(requestId)`. */
+  hold?: boolean;
+  /** COMPLETED, but the result is this error (fal reports no separate FAILED status). */
+  error?: { status: number; body: unknown };
+  /** Output size; default: from the input's `image_size`. */
+  size?: { width: number; height: number };
+  /** A video model: the result is `{ video: { url, content_type, file_name, file_size } }`. */
+  video?: { width: number; height: number; durationSeconds: number };
+}
+
+export type FalStatus = 'IN_QUEUE' | 'IN_PROGRESS' | 'COMPLETED';
+
+export interface FalJob {
+  id: string;
+  app: string;
+  endpoint: string;
+  input: Record<string, unknown>;
+  outcome: FalOutcome;
+  polls: number;
+  cancelled: boolean;
+  released: boolean;
+  result?: { status: number; body: unknown };
+}
+
+/** fal's documented `image_size` presets. */
+const presets: Record<string, { width: number; height: number }> = {
+  square_hd: { width: 1024, height: 1024 },
+  square: { width: 512, height: 512 },
+  portrait_4_3: { width: 768, height: 1024 },
+  portrait_16_9: { width: 576, height: 1024 },
+  landscape_4_3: { width: 1024, height: 768 },
+  landscape_16_9: { width: 1024, height: 576 },
+};
+
+/** The error bodies fal documents for request failures (request-errors page). */
+export const falRequestError = (errorType: string, status: number, detail = errorType) => ({
+  status,
+  body: { detail, error_type: errorType } as unknown,
+});
+
+/** A model validation error as fal documents it (errors page): 422 with a `detail` array. */
+export const falValidationError = (field: string, msg: string, type = 'value_error') => ({
+  status: 422,
+  body: { detail: [{ loc: ['body', field], msg, type, url: `https://docs.fal.ai/errors#${type}` }] },
+});
+
+function errorBody(status: number): unknown {
+  if (status === 422) return falValidationError('prompt', 'Invalid input').body;
+  return { detail: status === 429 ? 'Too many concurrent requests' : `Upstream error ${status}` };
+}
+
+export class FalQueueServer {
+  readonly files: FileStore;
+  /** Create requests that passed auth and were read whole, answered or not. */
+  creates = 0;
+  private jobs = new Map<string, FalJob>();
+  private outcomes = new Script<unknown, FalOutcome>();
+  private createFaults = new Script<unknown, Fault>();
+  private pollFaults: Fault[] = [];
+
+  private constructor(
+    private server: Awaited<ReturnType<typeof startFakeHttp>> | undefined,
+    readonly key: string,
+    expiredStatus: 403 | 404,
+  ) {
+    this.files = new FileStore(() => this.origin, expiredStatus);
+  }
+
+  static async start(options: { key?: string; expiredStatus?: 403 | 404 } = {}): Promise<FalQueueServer> {
+    const fake = new FalQueueServer(undefined, options.key ?? 'fal-test-key', options.expiredStatus ?? 403);
+    fake.server = await startFakeHttp((request, body, response) => fake.handle(request, body, response));
+    return fake;
+  }
+
+  get origin(): string {
+    return this.server!.origin;
+  }
+  get requests(): RecordedRequest[] {
+    return this.server!.requests;
+  }
+  /** The variables an adapter reads, pointed at this server. */
+  env(): Record<string, string> {
+    return { FAL_KEY: this.key, FAL_QUEUE_URL: this.origin };
+  }
+
+  /** The next request whose input `match`es (default: any) ends this way. */
+  script(outcome: FalOutcome, match?: (input: unknown) => boolean): void {
+    this.outcomes.add(outcome, match);
+  }
+  /** The next create whose input `match`es gets this fault instead of its answer. */
+  failCreate(fault: Fault, match?: (input: unknown) => boolean): void {
+    this.createFaults.add(fault, match);
+  }
+  /** The next status or result calls (any request) get these faults, in order. */
+  failPolls(...faults: Fault[]): void {
+    this.pollFaults.push(...faults);
+  }
+  release(requestId: string): void {
+    this.job(requestId).released = true;
+  }
+  /** The requests fal holds (accepted creates), oldest first. */
+  accepted(): Array<Readonly<FalJob>> {
+    return [...this.jobs.values()].map((job) => ({ ...job }));
+  }
+  close(): Promise<void> {
+    return this.server!.close();
+  }
+
+  private job(id: string): FalJob {
+    const job = this.jobs.get(id);
+    if (!job) throw new Error(`no fal request ${id}`);
+    return job;
+  }
+
+  private async handle(request: http.IncomingMessage, body: Buffer, response: http.ServerResponse) {
+    const path = (request.url ?? '/').split('?')[0]!;
+    if (request.method === 'GET' && this.files.serve(path, response)) return;
+    const key = credential(request, 'Key');
+    if (key === undefined) return sendJson(response, 401, { detail: 'Missing authorization header' });
+    if (key !== this.key) return sendJson(response, 401, { detail: 'No user found for Key ID and Secret' });
+
+    const route = /^\/([^/]+)\/([^/]+)\/requests\/([^/]+)(\/status|\/cancel)?$/.exec(path);
+    if (route) {
+      const [, owner, app, id, action] = route as unknown as [string, string, string, string, string?];
+      const job = this.jobs.get(id);
+      if (!job || job.app !== `${owner}/${app}`) {
+        return request.method === 'PUT' && action === '/cancel'
+          ? sendJson(response, 404, { status: 'NOT_FOUND' })
+          : sendJson(response, 404, { detail: `Request ${id} not found` });
+      }
+      if (request.method === 'GET' && action === '/status') return this.status(job, request, response);
+      if (request.method === 'GET' && action === undefined) return this.result(job, response);
+      if (request.method === 'PUT' && action === '/cancel') return this.cancel(job, response);
+      return sendJson(response, 405, { detail: 'Method Not Allowed' });
+    }
+    if (request.method === 'POST' && path.split('/').length >= 3)
+      return this.create(path.slice(1), body, response);
+    sendJson(response, 404, { detail: 'Not Found' });
+  }
+
+  private create(endpoint: string, body: Buffer, response: http.ServerResponse) {
+    this.creates++;
+    let input: unknown;
+    try {
+      input = JSON.parse(body.toString('utf8'));
+    } catch {
+      input = undefined;
+    }
+    const fault = this.createFaults.take(input);
+    const valid =
+      typeof input === 'object' &&
+      input !== null &&
+      typeof (input as { prompt?: unknown }).prompt === 'string';
+    if (!fault && !valid) {
+      const error = falValidationError('prompt', 'Field required', 'missing');
+      return sendJson(response, error.status, error.body);
+    }
+    const job =
+      valid && (!fault || faultAccepts(fault))
+        ? this.accept(endpoint, input as Record<string, unknown>)
+        : undefined;
+    if (fault) return playFault(response, fault, errorBody);
+    sendJson(response, 200, { ...this.urls(job!), queue_position: 0 });
+  }
+
+  private accept(endpoint: string, input: Record<string, unknown>): FalJob {
+    const [owner, app] = endpoint.split('/');
+    const job: FalJob = {
+      id: randomUUID(),
+      app: `${owner}/${app}`,
+      endpoint,
+      input,
+      outcome: this.outcomes.take(input) ?? {},
+      polls: 0,
+      cancelled: false,
+      released: false,
+    };
+    this.jobs.set(job.id, job);
+    return job;
+  }
+
+  private urls(job: FalJob) {
+    const base = `${this.origin}/${job.app}/requests/${job.id}`;
+    return {
+      request_id: job.id,
+      response_url: base,
+      status_url: `${base}/status`,
+      cancel_url: `${base}/cancel`,
+    };
+  }
+
+  /** The state without counting a poll. */
+  statusOf(id: string): FalStatus {
+    const job = this.job(id);
+    const { pollsInQueue = 1, pollsInProgress = 1, hold } = job.outcome;
+    if (job.cancelled) return 'COMPLETED';
+    if (job.polls <= pollsInQueue) return 'IN_QUEUE';
+    if (hold && !job.released) return 'IN_PROGRESS';
+    if (hold || job.polls > pollsInQueue + pollsInProgress) return 'COMPLETED';
+    return 'IN_PROGRESS';
+  }
+
+  private status(job: FalJob, request: http.IncomingMessage, response: http.ServerResponse) {
+    const fault = this.pollFaults.shift();
+    if (fault) return playFault(response, fault, errorBody);
+    job.polls++;
+    const status = this.statusOf(job.id);
+    const logs = /[?&]logs=1/.test(request.url ?? '') ? [] : null;
+    const body: Record<string, unknown> = { status, ...this.urls(job), logs };
+    if (status === 'IN_QUEUE') body.queue_position = (job.outcome.pollsInQueue ?? 1) - job.polls;
+    if (status === 'COMPLETED') body.metrics = { inference_time: 0.5 };
+    sendJson(response, status === 'COMPLETED' ? 200 : 202, body);
+  }
+
+  private async result(job: FalJob, response: http.ServerResponse) {
+    const fault = this.pollFaults.shift();
+    if (fault) return playFault(response, fault, errorBody);
+    if (this.statusOf(job.id) !== 'COMPLETED')
+      return sendJson(response, 400, { detail: 'Request is still in progress' });
+    job.result ??= job.cancelled
+      ? falRequestError('client_cancelled', 499, 'Request cancelled')
+      : (job.outcome.error ?? { status: 200, body: await this.output(job) });
+    const { status, body } = job.result;
+    const errorType = (body as { error_type?: unknown }).error_type;
+    sendJson(response, status, body, typeof errorType === 'string' ? { 'x-fal-error-type': errorType } : {});
+  }
+
+  private async output(job: FalJob) {
+    const { video } = job.outcome;
+    if (video) {
+      const file = await this.files.addVideo(video.width, video.height, video.durationSeconds);
+      return {
+        video: { url: file.url, content_type: file.contentType, file_name: file.name, file_size: file.size },
+      };
+    }
+    const requested = job.input.image_size;
+    const size =
+      job.outcome.size ??
+      (typeof requested === 'string'
+        ? presets[requested]
+        : (requested as { width: number; height: number } | undefined)) ??
+      presets.landscape_4_3!;
+    const count = typeof job.input.num_images === 'number' ? job.input.num_images : 1;
+    const images = [];
+    for (let i = 0; i < count; i++) {
+      const file = await this.files.addImage(size.width, size.height);
+      images.push({ url: file.url, width: file.width, height: file.height, content_type: file.contentType });
+    }
+    return {
+      images,
+      timings: { inference: 0.5 },
+      seed: 42,
+      has_nsfw_concepts: images.map(() => false),
+      prompt: job.input.prompt,
+    };
+  }
+
+  private cancel(job: FalJob, response: http.ServerResponse) {
+    if (this.statusOf(job.id) === 'COMPLETED')
+      return sendJson(response, 400, { status: 'ALREADY_COMPLETED' });
+    job.cancelled = true;
+    sendJson(response, 202, { status: 'CANCELLATION_REQUESTED' });
+  }
+}
