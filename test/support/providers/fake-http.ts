@@ -165,6 +165,43 @@ export class Script<Input, Outcome> {
   }
 }
 
+/**
+ * What the three fakes share around their own protocol: the server they listen on, the creates
+ * counted, and the script of outcomes by input. A subclass answers in `handle` and starts with
+ * `listen()`.
+ */
+export abstract class FakeProvider<Outcome> {
+  /** Creates (or, for OpenAI, calls) that passed auth and were read whole, answered or not. */
+  creates = 0;
+  protected readonly outcomes = new Script<unknown, Outcome>();
+  private server: FakeHttpServer | undefined;
+
+  protected abstract handle(
+    request: http.IncomingMessage,
+    body: Buffer,
+    response: http.ServerResponse,
+  ): Promise<void> | void;
+
+  protected async listen(): Promise<this> {
+    this.server = await startFakeHttp((request, body, response) => this.handle(request, body, response));
+    return this;
+  }
+
+  get origin(): string {
+    return this.server!.origin;
+  }
+  get requests(): RecordedRequest[] {
+    return this.server!.requests;
+  }
+  /** The next request whose input `match`es (default: any) ends this way. */
+  script(outcome: Outcome, match?: (input: unknown) => boolean): void {
+    this.outcomes.add(outcome, match);
+  }
+  close(): Promise<void> {
+    return this.server!.close();
+  }
+}
+
 /** Matches inputs whose `prompt` contains `text`. */
 export const promptContains =
   (text: string) =>

@@ -2,14 +2,13 @@ import type http from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { FileStore } from './fake-files.js';
 import {
+  FakeProvider,
   credential,
   faultAccepts,
   playFault,
   Script,
   sendJson,
-  startFakeHttp,
   type Fault,
-  type RecordedRequest,
 } from './fake-http.js';
 
 /**
@@ -81,44 +80,29 @@ function errorBody(status: number): unknown {
   return { detail: status === 429 ? 'Too many concurrent requests' : `Upstream error ${status}` };
 }
 
-export class FalQueueServer {
+export class FalQueueServer extends FakeProvider<FalOutcome> {
   readonly files: FileStore;
-  /** Create requests that passed auth and were read whole, answered or not. */
-  creates = 0;
   private jobs = new Map<string, FalJob>();
-  private outcomes = new Script<unknown, FalOutcome>();
   private createFaults = new Script<unknown, Fault>();
   private pollFaults: Fault[] = [];
 
   private constructor(
-    private server: Awaited<ReturnType<typeof startFakeHttp>> | undefined,
     readonly key: string,
     expiredStatus: 403 | 404,
   ) {
+    super();
     this.files = new FileStore(() => this.origin, expiredStatus);
   }
 
   static async start(options: { key?: string; expiredStatus?: 403 | 404 } = {}): Promise<FalQueueServer> {
-    const fake = new FalQueueServer(undefined, options.key ?? 'fal-test-key', options.expiredStatus ?? 403);
-    fake.server = await startFakeHttp((request, body, response) => fake.handle(request, body, response));
-    return fake;
+    return new FalQueueServer(options.key ?? 'fal-test-key', options.expiredStatus ?? 403).listen();
   }
 
-  get origin(): string {
-    return this.server!.origin;
-  }
-  get requests(): RecordedRequest[] {
-    return this.server!.requests;
-  }
   /** The variables an adapter reads, pointed at this server. */
   env(): Record<string, string> {
     return { FAL_KEY: this.key, FAL_QUEUE_URL: this.origin };
   }
 
-  /** The next request whose input `match`es (default: any) ends this way. */
-  script(outcome: FalOutcome, match?: (input: unknown) => boolean): void {
-    this.outcomes.add(outcome, match);
-  }
   /** The next create whose input `match`es gets this fault instead of its answer. */
   failCreate(fault: Fault, match?: (input: unknown) => boolean): void {
     this.createFaults.add(fault, match);
@@ -134,9 +118,6 @@ export class FalQueueServer {
   accepted(): Array<Readonly<FalJob>> {
     return [...this.jobs.values()].map((job) => ({ ...job }));
   }
-  close(): Promise<void> {
-    return this.server!.close();
-  }
 
   private job(id: string): FalJob {
     const job = this.jobs.get(id);
@@ -144,7 +125,7 @@ export class FalQueueServer {
     return job;
   }
 
-  private async handle(request: http.IncomingMessage, body: Buffer, response: http.ServerResponse) {
+  protected async handle(request: http.IncomingMessage, body: Buffer, response: http.ServerResponse) {
     const path = (request.url ?? '/').split('?')[0]!;
     if (request.method === 'GET' && this.files.serve(path, response)) return;
     const key = credential(request, 'Key');

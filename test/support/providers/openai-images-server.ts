@@ -1,16 +1,7 @@
 import type http from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { drawImage, type ImageFormat } from './fake-files.js';
-import {
-  credential,
-  faultAccepts,
-  playFault,
-  Script,
-  sendJson,
-  startFakeHttp,
-  type Fault,
-  type RecordedRequest,
-} from './fake-http.js';
+import { FakeProvider, credential, faultAccepts, playFault, sendJson, type Fault } from './fake-http.js';
 
 /**
  * A local OpenAI Images API (https://api.openai.com/v1) as OpenAI documents it for GPT image models:
@@ -69,44 +60,27 @@ export interface OpenAiCall {
   images: Array<{ name: string; type: string; size: number }>;
 }
 
-export class OpenAiImagesServer {
-  /** Calls that passed auth and were read whole, answered or not. */
-  creates = 0;
+export class OpenAiImagesServer extends FakeProvider<OpenAiOutcome> {
   models = ['gpt-image-1', 'gpt-image-1-mini', 'gpt-image-1.5'];
   private billed: OpenAiCall[] = [];
-  private outcomes = new Script<unknown, OpenAiOutcome>();
-  private server: Awaited<ReturnType<typeof startFakeHttp>> | undefined;
 
-  private constructor(readonly key: string) {}
+  private constructor(readonly key: string) {
+    super();
+  }
 
   static async start(options: { key?: string } = {}): Promise<OpenAiImagesServer> {
-    const fake = new OpenAiImagesServer(options.key ?? 'sk-test-key');
-    fake.server = await startFakeHttp((request, body, response) => fake.handle(request, body, response));
-    return fake;
+    return new OpenAiImagesServer(options.key ?? 'sk-test-key').listen();
   }
 
-  get origin(): string {
-    return this.server!.origin;
-  }
-  get requests(): RecordedRequest[] {
-    return this.server!.requests;
-  }
   env(): Record<string, string> {
     return { OPENAI_API_KEY: this.key, OPENAI_BASE_URL: `${this.origin}/v1` };
-  }
-  /** The next call whose input `match`es (default: any) ends this way. */
-  script(outcome: OpenAiOutcome, match?: (input: unknown) => boolean): void {
-    this.outcomes.add(outcome, match);
   }
   /** Calls OpenAI ran (and would bill): answered ones, and lost answers the fault says were accepted. */
   accepted(): OpenAiCall[] {
     return [...this.billed];
   }
-  close(): Promise<void> {
-    return this.server!.close();
-  }
 
-  private async handle(request: http.IncomingMessage, body: Buffer, response: http.ServerResponse) {
+  protected async handle(request: http.IncomingMessage, body: Buffer, response: http.ServerResponse) {
     const path = (request.url ?? '/').split('?')[0]!;
     const key = credential(request, 'Bearer');
     if (key === undefined) {

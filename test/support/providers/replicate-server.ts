@@ -2,14 +2,13 @@ import type http from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { FileStore } from './fake-files.js';
 import {
+  FakeProvider,
   credential,
   faultAccepts,
   playFault,
   Script,
   sendJson,
-  startFakeHttp,
   type Fault,
-  type RecordedRequest,
 } from './fake-http.js';
 
 /**
@@ -67,39 +66,25 @@ function errorBody(status: number): unknown {
   return problem(status, 'Internal Server Error', `Upstream error ${status}`);
 }
 
-export class ReplicateServer {
+export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
   readonly files: FileStore;
-  /** Create requests that passed auth and were read whole, answered or not. */
-  creates = 0;
   /** Page size of GET /v1/predictions. */
   pageSize = 100;
   private predictions = new Map<string, Prediction>();
-  private outcomes = new Script<unknown, ReplicateOutcome>();
   private createFaults = new Script<unknown, Fault>();
   private pollFaults: Fault[] = [];
-  private server: Awaited<ReturnType<typeof startFakeHttp>> | undefined;
 
   private constructor(readonly token: string) {
+    super();
     this.files = new FileStore(() => this.origin, 404);
   }
 
   static async start(options: { token?: string } = {}): Promise<ReplicateServer> {
-    const fake = new ReplicateServer(options.token ?? 'r8_test_token');
-    fake.server = await startFakeHttp((request, body, response) => fake.handle(request, body, response));
-    return fake;
+    return new ReplicateServer(options.token ?? 'r8_test_token').listen();
   }
 
-  get origin(): string {
-    return this.server!.origin;
-  }
-  get requests(): RecordedRequest[] {
-    return this.server!.requests;
-  }
   env(): Record<string, string> {
     return { REPLICATE_API_TOKEN: this.token, REPLICATE_API_URL: `${this.origin}/v1` };
-  }
-  script(outcome: ReplicateOutcome, match?: (input: unknown) => boolean): void {
-    this.outcomes.add(outcome, match);
   }
   failCreate(fault: Fault, match?: (input: unknown) => boolean): void {
     this.createFaults.add(fault, match);
@@ -120,9 +105,6 @@ export class ReplicateServer {
       canceled,
     }));
   }
-  close(): Promise<void> {
-    return this.server!.close();
-  }
 
   private find(id: string): Prediction {
     const prediction = this.predictions.get(id);
@@ -140,7 +122,7 @@ export class ReplicateServer {
     return p.polls <= pollsStarting ? 'starting' : 'processing';
   }
 
-  private async handle(request: http.IncomingMessage, body: Buffer, response: http.ServerResponse) {
+  protected async handle(request: http.IncomingMessage, body: Buffer, response: http.ServerResponse) {
     const [path, query = ''] = (request.url ?? '/').split('?') as [string, string?];
     if (request.method === 'GET' && this.files.serve(path, response)) return;
     const token = credential(request, 'Bearer') ?? credential(request, 'Token');
