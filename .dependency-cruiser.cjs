@@ -14,7 +14,7 @@
  *   providers   the provider interface and each adapter (simulated/, and the real ones)
  *   catalog, auth              models, prices and request schemas; API keys
  *   db, workflows              PostgreSQL repositories; the deterministic workflow code
- *   net, storage               outbound HTTP and its address policy; result storage
+ *   net, storage, media        outbound HTTP and its address policy; result storage; measuring media (ffmpeg)
  *   foundation  src/*.ts: errors, ids, logger, the generation vocabulary, small utilities
  */
 
@@ -25,6 +25,7 @@ const floors = [
   [
     { name: 'net', path: '^src/net/' },
     { name: 'storage', path: '^src/storage/' },
+    { name: 'media', path: '^src/media/' },
   ],
   [
     { name: 'db', path: '^src/db/' },

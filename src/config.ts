@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
+import type { ProviderName } from './catalog/provider-mapping.js';
 import { isValidRange } from './net/address-policy.js';
 import { projectRoot } from './project-root.js';
 import type { StepHorizons } from './workflows/generation-types.js';
@@ -46,6 +47,19 @@ const trustProxy = z
     }
     return entries;
   });
+
+/** A credential: absent when unset or blank. */
+const secret = z
+  .string()
+  .optional()
+  .transform((value) => (value?.trim() ? value.trim() : undefined));
+/** A provider's base URL, without a trailing slash. */
+const baseUrl = (fallback: string) =>
+  z
+    .string()
+    .url()
+    .default(fallback)
+    .transform((url) => url.replace(/\/+$/, ''));
 
 const configSchema = z.object({
   DATABASE_URL: z
@@ -135,6 +149,18 @@ const configSchema = z.object({
     .refine((ranges) => ranges.every(isValidRange), {
       message: 'must be comma-separated CIDRs or addresses, such as 10.20.0.0/16,fd12::/64',
     }),
+
+  /**
+   * Real providers. A provider without its key is not offered: its catalog models are left out of
+   * GET /v1/models and refused as unknown at POST. The URLs may point anywhere speaking the same
+   * protocol (a proxy, a regional endpoint, a test server). Keys never reach a log line.
+   */
+  FAL_KEY: secret,
+  FAL_QUEUE_URL: baseUrl('https://queue.fal.run'),
+  REPLICATE_API_TOKEN: secret,
+  REPLICATE_API_URL: baseUrl('https://api.replicate.com/v1'),
+  OPENAI_API_KEY: secret,
+  OPENAI_BASE_URL: baseUrl('https://api.openai.com/v1'),
 
   RESULT_HOST: z.string().default('127.0.0.1'),
   RESULT_PORT: int(8081),
@@ -235,3 +261,20 @@ export function stepHorizons(config: Config): StepHorizons {
     bookkeepingMs: config.BOOKKEEPING_HORIZON_MS,
   };
 }
+
+/** The providers this process has credentials for (the simulated one needs none). */
+export function providersWithCredentials(config: Config): Set<ProviderName> {
+  const names = new Set<ProviderName>(['simulated']);
+  if (config.FAL_KEY) names.add('fal');
+  if (config.REPLICATE_API_TOKEN) names.add('replicate');
+  if (config.OPENAI_API_KEY) names.add('openai');
+  return names;
+}
+
+/** The variable that would give each provider its credentials. */
+export const providerCredentialVariables: Record<ProviderName, string | null> = {
+  simulated: null,
+  fal: 'FAL_KEY',
+  replicate: 'REPLICATE_API_TOKEN',
+  openai: 'OPENAI_API_KEY',
+};

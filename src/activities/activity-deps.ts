@@ -1,13 +1,14 @@
 import type { Client } from '@temporalio/client';
 import type { CommonQueryMethods } from 'slonik';
+import type { ProviderName } from '../catalog/provider-mapping.js';
 import type { Provider } from '../providers/provider.js';
 import type { Storage } from '../storage/storage.js';
 
 /** The worker's resources every activity factory is built from; each factory picks the ones it uses. */
 export interface ActivityDeps {
   db: CommonQueryMethods;
-  /** The provider serving a model. */
-  providerFor: (model: string) => Provider;
+  /** A provider by name (a catalog entry's `provider.name`, or `simulated`). */
+  providerFor: (name: ProviderName) => Provider;
   storage: Storage;
   /** Generations an account may have in flight at once. */
   concurrencyLimit: number;

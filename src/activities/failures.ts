@@ -2,6 +2,7 @@ import { ApplicationFailure } from '@temporalio/activity';
 import { DataIntegrityError, NotFoundError, SchemaValidationError } from 'slonik';
 import { isDependencyFailure, sqlStateOf } from '../dependency-failures.js';
 import { PermanentError } from '../errors.js';
+import { ProviderResultGone, ProviderTransientError } from '../providers/provider.js';
 import { errorTypes } from '../workflows/generation-types.js';
 
 /**
@@ -26,7 +27,15 @@ export function classifyFailure(error: unknown): unknown {
       message: error instanceof Error ? error.message : String(error),
       cause: error instanceof Error ? error : undefined,
     });
-  if (error instanceof PermanentError) return failure(errorTypes.permanent);
+  if (error instanceof PermanentError || error instanceof ProviderResultGone)
+    return failure(errorTypes.permanent);
+  if (error instanceof ProviderTransientError && error.retryAfterMs !== undefined)
+    // The provider said when to come back (429 Retry-After): the next attempt waits that long.
+    return ApplicationFailure.create({
+      type: error.name,
+      message: error.message,
+      nextRetryDelay: error.retryAfterMs,
+    });
   if (isDependencyFailure(error)) return failure(errorTypes.dependencyUnavailable);
   const state = sqlStateOf(error);
   if (state?.startsWith('22')) return failure(errorTypes.invalidInput);

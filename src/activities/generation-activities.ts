@@ -23,8 +23,12 @@ import {
   ProviderTransientError,
   ProviderUncertainError,
   type Provider,
+  type ProviderJob,
   type ProviderResult,
 } from '../providers/provider.js';
+import { jobReference, parseJobReference } from '../providers/job-reference.js';
+import { buildProviderInput } from '../catalog/provider-mapping.js';
+import { measureMedia } from '../media/measure-media.js';
 import { PermanentError } from '../errors.js';
 import type { GenerationError } from '../generation.js';
 import { errorTypes, type Admission, type GenerationStart } from '../workflows/generation-types.js';
@@ -67,12 +71,19 @@ export function createGenerationActivities(
      * again, and gives up as uncertain when the provider cannot tell.
      */
     async submit(start: GenerationStart): Promise<{ jobId: string }> {
-      const provider = deps.providerFor(start.model);
       const quoted = lastQuotedEntry(start.model);
       const claim = await claimSubmit(db, start.generationId, quoted?.digest ?? null);
       // Refunded already (support refunded it, then reset the workflow): it must never run unpaid.
       if (claim.refunded) throw settledFailure(start.generationId);
       if (claim.provider_job_id) return { jobId: claim.provider_job_id };
+      const entry = entryToSubmit(start.model, claim, quoted);
+      if (!entry) {
+        // Admission checked the model was active; its entry has since become unreadable.
+        if (claim.first) await releaseSubmitClaim(db, start.generationId);
+        throw new PermanentError(`model ${start.model} has no readable catalog entry`);
+      }
+      const providerName = entry.provider?.name ?? 'simulated';
+      const provider = deps.providerFor(providerName);
       const token = claim.provider_token ?? `tok_${start.generationId}`;
       if (!claim.first) {
         let found: Awaited<ReturnType<Provider['lookup']>>;
@@ -86,8 +97,9 @@ export function createGenerationActivities(
           );
         }
         if (found.found === true) {
-          await recordProviderJob(db, start.generationId, found.jobId);
-          return { jobId: found.jobId };
+          const jobId = jobReference(providerName, found.jobId);
+          await recordProviderJob(db, start.generationId, jobId);
+          return { jobId };
         }
         if (found.found === 'unknown') {
           throw ApplicationFailure.nonRetryable(
@@ -99,11 +111,12 @@ export function createGenerationActivities(
       }
       let sent = false;
       try {
-        const job = providerJob(start, token, entryToSubmit(start.model, claim, quoted));
+        const job = providerJob(start, token, entry);
         sent = true;
         const accepted = await provider.submit(job);
-        await recordProviderJob(db, start.generationId, accepted.jobId);
-        return accepted;
+        const jobId = jobReference(providerName, accepted.jobId);
+        await recordProviderJob(db, start.generationId, jobId);
+        return { jobId };
       } catch (error) {
         // Nothing reached the provider: the claim goes, so the next attempt (or the horizon) knows.
         if (!sent || error instanceof ProviderTransientError)
@@ -123,20 +136,45 @@ export function createGenerationActivities(
       return submissionState(db, generationId);
     },
 
-    /** Polls the provider until the job ends; heartbeats progress so a lost worker is noticed in seconds. */
+    /**
+     * Polls the provider until the job ends; heartbeats so a lost worker is noticed in seconds. A
+     * synchronous provider makes its one call inside `status`, which can take a minute: the worker
+     * says it is alive on a clock meanwhile (every 5 s, under the shortest heartbeat timeout of 10 s).
+     */
     async waitForProvider(
       generation: { model: string; jobId: string },
       pollIntervalMs: number,
-    ): Promise<{ state: 'succeeded'; results: ProviderResult[] } | { state: 'failed'; message: string }> {
-      const provider = deps.providerFor(generation.model);
-      for (let polls = 1; ; polls++) {
-        const status = await provider.status(generation.jobId);
-        if (status.state !== 'running') return status;
-        await sleep(pollIntervalMs);
-        // Alive after each wait: the heartbeat timeout is three poll intervals, and a wait that has
-        // just started needs no heartbeat (one RPC less for every generation).
-        heartbeat({ polls, progress: status.progress ?? null });
+    ): Promise<
+      | { state: 'succeeded'; results: ProviderResult[] }
+      | { state: 'failed'; message: string; rejected?: boolean }
+    > {
+      const { provider, jobId } = providerOfJob(generation.jobId);
+      const context = Context.current();
+      let polls = 0;
+      let progress: number | null = null;
+      const alive = setInterval(() => context.heartbeat({ polls, progress }), 5_000);
+      try {
+        for (;;) {
+          const status = await provider.status(jobId);
+          if (status.state !== 'running') return status;
+          progress = status.progress ?? null;
+          await sleep(pollIntervalMs);
+          polls += 1;
+          heartbeat({ polls, progress });
+        }
+      } catch (error) {
+        if (error instanceof ProviderUncertainError)
+          throw ApplicationFailure.nonRetryable(error.message, errorTypes.providerUncertain);
+        throw error;
+      } finally {
+        clearInterval(alive);
       }
+    },
+
+    /** Asks the provider to stop a job we gave up on; a job it no longer has is fine. */
+    async cancelJob(reference: string): Promise<void> {
+      const { provider, jobId } = providerOfJob(reference);
+      await provider.cancel(jobId);
     },
 
     /** Copies each result from the provider into our storage ("persistence recovery" is this activity's retries). */
@@ -144,7 +182,7 @@ export function createGenerationActivities(
       generation: { generationId: string; model: string; jobId: string; results: ProviderResult[] },
       retentionMs: number,
     ): Promise<{ expiresAt: string; outputs: StoredOutput[] }> {
-      const provider = deps.providerFor(generation.model);
+      const { provider, jobId } = providerOfJob(generation.jobId);
       const outputs: StoredOutput[] = [];
       // Alive while it copies, on a clock rather than between results: one large video can take
       // longer to download than the heartbeat timeout, and would otherwise be retried forever.
@@ -162,20 +200,17 @@ export function createGenerationActivities(
         );
         if (refunded) throw settledFailure(generation.generationId);
         for (const [index, result] of generation.results.entries()) {
-          const { bytes, contentType } = await provider.fetchResult(generation.jobId, index);
+          const { bytes } = await provider.fetchResult(jobId, index, result);
+          // What the file is, from its bytes: a provider's own figures may be rounded, or absent.
+          const media = await measureMedia(bytes).catch((error: unknown) => {
+            throw new PermanentError(`result ${index} of job ${generation.jobId}: ${messageOf(error)}`);
+          });
           const url = await storage.put(
             prefix,
-            `output-${index}.${extensionOf[contentType] ?? 'bin'}`,
+            `output-${index}.${extensionOf[media.contentType] ?? 'bin'}`,
             bytes,
           );
-          outputs.push({
-            url,
-            width: result.width,
-            height: result.height,
-            contentType,
-            durationSeconds: result.durationSeconds,
-            hasAudio: result.hasAudio,
-          });
+          outputs.push({ url, ...media });
         }
         const completed = await completeGeneration(db, generation.generationId, outputs, retentionMs);
         if (!completed) {
@@ -210,20 +245,33 @@ export function createGenerationActivities(
     },
   };
 
-  function providerJob(start: GenerationStart, token: string, entry: CatalogEntry | null) {
-    // Admission checked the model was active; it may have been retired since, and still runs.
-    if (!entry) throw new PermanentError(`model ${start.model} has no readable catalog entry`);
+  /** The provider holding a recorded job, and its own id for it. */
+  function providerOfJob(reference: string): { provider: Provider; jobId: string } {
+    const { provider, jobId } = parseJobReference(reference);
+    return { provider: deps.providerFor(provider), jobId };
+  }
+
+  /** The job for the provider, built from the request and the catalog entry (a retired model still runs). */
+  function providerJob(start: GenerationStart, token: string, entry: CatalogEntry): ProviderJob {
     const options = resolveOptions(entry, start.input);
     const sizeBy = entry.output_size ? String(options[entry.output_size.by]) : '';
     const longEdgePx = entry.output_size?.long_edge_px[sizeBy] ?? 1024;
+    const prompt = typeof start.input.prompt === 'string' ? start.input.prompt : '';
+    const images = Array.isArray(start.input.images) ? (start.input.images as string[]) : [];
+    const target = entry.provider && {
+      model: entry.provider.model,
+      version: entry.provider.version,
+      input: buildProviderInput(entry.provider, { prompt, images, options }),
+    };
     return {
       token,
       model: start.model,
       mediaType: start.mediaType,
-      prompt: typeof start.input.prompt === 'string' ? start.input.prompt : '',
+      prompt,
       options,
-      images: Array.isArray(start.input.images) ? (start.input.images as string[]) : [],
+      images,
       longEdgePx,
+      target,
     };
   }
 }

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { Authenticator } from '../auth/authenticator.js';
 import { CatalogCache } from '../catalog/catalog-cache.js';
-import { stepHorizons, type Config } from '../config.js';
+import { providersWithCredentials, stepHorizons, type Config } from '../config.js';
 import type { CreditBalance } from '../db/credits-repository.js';
 import type { GenerationRow } from '../db/generation-reads.js';
 import { InvalidatedCache } from '../invalidated-cache.js';
@@ -41,7 +41,11 @@ export async function createApiService(
     ttlMs: config.CACHE_TTL_MS,
     enabled: cacheEnabled,
   });
-  const catalog = new CatalogCache(pool, logger.child({ component: 'catalog' }));
+  const catalog = new CatalogCache(
+    pool,
+    logger.child({ component: 'catalog' }),
+    providersWithCredentials(config),
+  );
   const reloadCatalog = () =>
     void catalog.reload().catch((error: unknown) => logger.warn({ err: error }, 'catalog reload failed'));
   listener

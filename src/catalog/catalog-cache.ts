@@ -3,6 +3,7 @@ import type { CommonQueryMethods } from 'slonik';
 import type { z } from 'zod';
 import { listActiveModels } from '../db/catalog-repository.js';
 import { modelDefinitionSchema, type CatalogEntry } from './catalog-entry.js';
+import type { ProviderName } from './provider-mapping.js';
 import type { PublicModel } from './public-model.js';
 import { quotePrice, resolveOptions } from './pricing.js';
 import { buildRequestJsonSchema, buildRequestSchema } from './request-schema.js';
@@ -46,9 +47,14 @@ export class CatalogCache {
   /** Bumped on every reload; lets derived documents (OpenAPI) know when to rebuild. */
   version = 0;
 
+  /**
+   * `offered`: the providers whose models are served (those with credentials); a model of another
+   * provider is left out, as if it were not in the catalog.
+   */
   constructor(
     private readonly db: CommonQueryMethods,
     private readonly log: Logger,
+    private readonly offered: ReadonlySet<ProviderName> = new Set(['simulated']),
   ) {}
 
   async start(refreshMs: number): Promise<void> {
@@ -76,6 +82,7 @@ export class CatalogCache {
         );
         continue;
       }
+      if (!this.offered.has(parsed.data.provider?.name ?? 'simulated')) continue;
       try {
         next.set(row.id, compileModel({ id: row.id, ...parsed.data }));
       } catch (error) {

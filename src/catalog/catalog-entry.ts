@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { providerBlockIssues, providerBlockSchema } from './provider-mapping.js';
 
 /**
  * The shape of one model in the catalog (the `models` table). The stored
@@ -72,6 +73,8 @@ export const modelDefinitionSchema = z
     /** Output long edge in pixels, keyed by the value of the option that sets the size. */
     output_size: z.object({ by: z.string(), long_edge_px: z.record(z.number().int().positive()) }).optional(),
     pricing: pricingSchema,
+    /** Which provider runs the model and how the request maps onto its input; absent: the simulated provider. */
+    provider: providerBlockSchema.optional(),
   })
   .superRefine((def, ctx) => {
     for (const [name, option] of Object.entries(def.options)) {
@@ -118,6 +121,10 @@ export const modelDefinitionSchema = z
     for (const name of Object.keys(def.pricing.surcharges)) {
       if (!def.options[name])
         ctx.addIssue({ code: 'custom', path: ['pricing', 'surcharges', name], message: 'no such option' });
+    }
+    if (def.provider) {
+      for (const issue of providerBlockIssues(def.provider, def.options))
+        ctx.addIssue({ code: 'custom', path: ['provider', ...issue.path], message: issue.message });
     }
   });
 

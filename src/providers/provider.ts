@@ -11,13 +11,19 @@ export interface Provider {
   submit(job: ProviderJob): Promise<{ jobId: string }>;
   /** Where the job stands. */
   status(jobId: string): Promise<ProviderStatus>;
-  /** The bytes of one result (`index` into the succeeded status's results). */
-  fetchResult(jobId: string, index: number): Promise<{ bytes: Buffer; contentType: string }>;
+  /** The bytes of one result (`index` into the succeeded status's results, which `result` is). */
+  fetchResult(
+    jobId: string,
+    index: number,
+    result: ProviderResult,
+  ): Promise<{ bytes: Buffer; contentType: string }>;
   /**
    * Whether the provider accepted a job with this token, for when a submit's
    * answer was lost. `unknown`: the provider cannot tell (or cannot be asked).
    */
   lookup(token: string): Promise<{ found: true; jobId: string } | { found: false } | { found: 'unknown' }>;
+  /** Asks the provider to stop a job we gave up on; best effort (a finished or unknown job is fine). */
+  cancel(jobId: string): Promise<void>;
 }
 
 export interface ProviderJob {
@@ -32,12 +38,24 @@ export interface ProviderJob {
   images: string[];
   /** Output long edge in pixels, from the catalog. */
   longEdgePx: number;
+  /** For a catalog entry with a `provider` block: the provider's model and its input, built by the mapping. */
+  target?: ProviderTarget;
+}
+
+/** The provider's side of a job: its model id (and Replicate version) and the input it is sent. */
+export interface ProviderTarget {
+  model: string;
+  version?: string;
+  input: Record<string, unknown>;
 }
 
 export interface ProviderResult {
+  /** What the provider says; persisting measures the stored bytes, which win. */
   width: number;
   height: number;
   contentType: string;
+  /** Where the provider serves it, when it does (short-lived: copied at once). */
+  url?: string;
   /** For videos. */
   durationSeconds?: number;
   hasAudio?: boolean;
@@ -46,16 +64,28 @@ export interface ProviderResult {
 export type ProviderStatus =
   | { state: 'running'; progress?: number }
   | { state: 'succeeded'; results: ProviderResult[] }
-  | { state: 'failed'; message: string };
+  /** `rejected`: the provider refused the input (nothing ran), as opposed to a job that failed. */
+  | { state: 'failed'; message: string; rejected?: boolean };
 
 /** The provider refused the job outright; nothing ran, so the debit is refunded. */
 export class ProviderRejection extends Error {
   override readonly name = 'ProviderRejection';
 }
 
-/** A failure that says nothing about the job; the same call may be tried again. */
+/** A failure that says nothing about the job; the same call may be tried again (after `retryAfterMs`, when the provider said). */
 export class ProviderTransientError extends Error {
   override readonly name = 'ProviderTransientError';
+  constructor(
+    message: string,
+    readonly retryAfterMs?: number,
+  ) {
+    super(message);
+  }
+}
+
+/** A result the provider no longer serves (its URL expired): copying it cannot succeed later. */
+export class ProviderResultGone extends Error {
+  override readonly name = 'ProviderResultGone';
 }
 
 /** A submit was sent but its answer was lost: the provider may or may not have the job. */

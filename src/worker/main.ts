@@ -10,6 +10,7 @@ import { createLogger } from '../logger.js';
 import { loadConfigOrExit, reportReady } from '../process.js';
 import { createWorker, installTemporalRuntime, NativeConnection } from './create-worker.js';
 import { activityDeps, reconciliationOptions } from './worker-deps.js';
+import { logUnconfiguredProviders } from './provider-registry.js';
 
 /** `npm run worker`: runs generation workflows and their activities. Configured by environment variables only. */
 const config = loadConfigOrExit();
@@ -21,6 +22,7 @@ const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADD
 const clientConnection = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
 const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
 await registerSearchAttributes();
+await logUnconfiguredProviders(config, pool, logger);
 const worker = await createWorker({
   connection,
   namespace: config.TEMPORAL_NAMESPACE,

@@ -5,23 +5,27 @@ import type { ReconciliationOptions } from '../workflows/reconciliation-workflow
 import { ChildProcessRenderer } from '../providers/simulated/renderer.js';
 import { SimulatedProvider } from '../providers/simulated/simulated-provider.js';
 import { LocalStorage } from '../storage/storage.js';
+import { providerRegistry } from './provider-registry.js';
 
-/** The activities' dependencies from configuration: storage, and the simulated provider for every model. */
+/** The activities' dependencies from configuration: storage, and the providers with credentials. */
 export function activityDeps(
   config: Config,
   db: CommonQueryMethods,
   overrides: Partial<ActivityDeps> & Pick<ActivityDeps, 'temporal'>,
 ): ActivityDeps {
   const storage = new LocalStorage(config.STORAGE_DIR, config.RESULT_BASE_URL);
-  const provider = new SimulatedProvider(db, {
-    delayMs: config.SIM_PROVIDER_DELAY_MS,
-    renderer: new ChildProcessRenderer(),
-    storage,
-    frameFetch: { allowCidrs: config.OUTBOUND_ALLOW_CIDRS },
+  const providerFor = providerRegistry(config, {
+    simulated: () =>
+      new SimulatedProvider(db, {
+        delayMs: config.SIM_PROVIDER_DELAY_MS,
+        renderer: new ChildProcessRenderer(),
+        storage,
+        frameFetch: { allowCidrs: config.OUTBOUND_ALLOW_CIDRS },
+      }),
   });
   return {
     db,
-    providerFor: () => provider,
+    providerFor,
     storage,
     concurrencyLimit: config.CONCURRENT_GENERATIONS_PER_ACCOUNT,
     ...overrides,

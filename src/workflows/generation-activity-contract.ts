@@ -16,11 +16,18 @@ export interface GenerationActivities<Result = unknown, Output = unknown> {
   submissionState: (
     generationId: string,
   ) => Promise<{ jobId: string | null; mayHaveReachedProvider: boolean }>;
-  /** Polls the provider until the job ends. */
+  /**
+   * Polls the provider until the job ends (for a synchronous provider, makes its one call). Fails
+   * as `ProviderUncertain` when the job's fate cannot be known: a call whose answer was lost.
+   */
   waitForProvider: (
     generation: { model: string; jobId: string },
     pollIntervalMs: number,
-  ) => Promise<{ state: 'succeeded'; results: Result[] } | { state: 'failed'; message: string }>;
+  ) => Promise<
+    { state: 'succeeded'; results: Result[] } | { state: 'failed'; message: string; rejected?: boolean }
+  >;
+  /** Asks the provider to stop a job we gave up on (best effort: a finished job is fine). */
+  cancelJob: (jobId: string) => Promise<void>;
   /** Copies each result into our storage and marks the generation succeeded. */
   persistResults: (
     generation: { generationId: string; model: string; jobId: string; results: Result[] },

@@ -108,8 +108,16 @@ export function generationSteps(timing: GenerationStart['timing']) {
       },
     });
 
+  /** Stopping a job we gave up on: best effort, a few attempts; the refund does not wait on it. */
+  const { cancelJob } = proxyActivities<GenerationActivities>({
+    startToCloseTimeout: '30 seconds',
+    retry: { initialInterval: '1 second', maximumAttempts: 5, nonRetryableErrorTypes: nonRetryableTypes },
+    summary: 'Cancel the job at the provider',
+  });
+
   return {
     admit,
+    cancelJob,
     handOver,
     submitInBackground,
     waitForProvider,

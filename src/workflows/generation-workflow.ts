@@ -128,17 +128,33 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
   /** Submit, wait, persist. True when the generation succeeded; false when it ended failed (and refunded). */
   async function generate(): Promise<boolean> {
     enter('submitting', 'queued', 'submitting to the provider');
-    const jobId = await submit();
+    let jobId = await submit();
     if (jobId === null) return false;
-    progress.providerJobId = jobId;
-    enter('generating', 'queued', `generating (provider job ${jobId})`);
     let outcome: Awaited<ReturnType<typeof steps.waitForProvider>>;
-    try {
-      outcome = await steps.waitForProvider({ model: start.model, jobId }, start.timing.pollIntervalMs);
-    } catch (error) {
-      return giveUp(error, whatFailed.providerWait);
+    for (;;) {
+      progress.providerJobId = jobId;
+      enter('generating', 'queued', `generating (provider job ${jobId})`);
+      try {
+        outcome = await steps.waitForProvider({ model: start.model, jobId }, start.timing.pollIntervalMs);
+        break;
+      } catch (error) {
+        // A synchronous provider's call whose answer was lost: it may have run (and billed).
+        if (failureType(error) === errorTypes.providerUncertain && patched('uncertain-wait-to-review')) {
+          jobId = await waitForSupport();
+          if (jobId === null) return false;
+          continue;
+        }
+        const gaveUp = await giveUp(error, whatFailed.providerWait);
+        if (!isSettled(error) && patched('cancel-at-provider-on-give-up')) await cancelAtProvider(jobId);
+        return gaveUp;
+      }
     }
-    if (outcome.state === 'failed') return fail(generationErrors.providerFailed(outcome.message));
+    if (outcome.state === 'failed')
+      return fail(
+        outcome.rejected
+          ? generationErrors.providerRejected
+          : generationErrors.providerFailed(outcome.message),
+      );
 
     enter('persisting', 'queued', 'persisting results');
     try {
@@ -152,6 +168,16 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
     }
     enter('succeeded', 'succeeded', 'succeeded');
     return true;
+  }
+
+  /** A job we gave up on is stopped at the provider, so it neither runs on nor bills; best effort. */
+  async function cancelAtProvider(jobId: string): Promise<void> {
+    try {
+      await steps.cancelJob(jobId);
+    } catch (error) {
+      if (isCancellation(error)) throw error;
+      setCurrentDetails(`could not cancel provider job ${jobId}: ${String(error)}`);
+    }
   }
 
   /**
@@ -236,6 +262,7 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
     );
     await condition(() => resolution !== undefined);
     const decision = resolution!;
+    resolution = undefined;
     if (decision.action === 'refund') {
       await fail(generationErrors.refundedBySupport);
       return null;

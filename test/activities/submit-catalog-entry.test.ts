@@ -28,6 +28,7 @@ describe('the catalog entry a submission uses', () => {
     status: () => Promise.resolve({ state: 'running' }),
     fetchResult: () => Promise.reject(new Error('not used')),
     lookup: () => Promise.resolve({ found: false }),
+    cancel: () => Promise.resolve(),
   };
   beforeAll(async () => {
     db = await createTestDatabase();

@@ -27,6 +27,7 @@ describe('a provider too slow to accept within the POST', () => {
     status: (jobId) => simulated.status(jobId),
     fetchResult: (jobId, index) => simulated.fetchResult(jobId, index),
     lookup: (token) => simulated.lookup(token),
+    cancel: () => simulated.cancel(),
   };
   const stack = useGenerationStack({
     worker: { overrides: { providerFor: () => unresponsive } },

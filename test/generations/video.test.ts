@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runFfmpeg } from '../../src/providers/simulated/video-drawing.js';
+import { runFfmpeg } from '../../src/media/ffmpeg.js';
 import { useGenerationStack } from '../support/stack.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { frameColour } from '../support/media.js';

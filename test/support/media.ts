@@ -1,6 +1,6 @@
 import path from 'node:path';
 import sharp from 'sharp';
-import { runFfmpeg } from '../../src/providers/simulated/video-drawing.js';
+import { runFfmpeg } from '../../src/media/ffmpeg.js';
 
 /** Mean red, green and blue of one decoded frame of a video (`n`: frame number), written as a PNG into `dir`. */
 export async function frameColour(file: string, n: number, dir: string) {

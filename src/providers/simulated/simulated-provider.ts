@@ -84,6 +84,9 @@ export class SimulatedProvider implements Provider {
     return { found: true, jobId: row.job_id };
   }
 
+  /** The simulated provider's jobs end on their own and cost nothing: there is nothing to stop. */
+  async cancel(): Promise<void> {}
+
   async status(jobId: string): Promise<ProviderStatus> {
     const job = await this.job(jobId);
     if (!job.ready) return { state: 'running' };

@@ -1,7 +1,5 @@
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
@@ -10,6 +8,7 @@ import {
   MAX_FETCHED_IMAGE_BYTES,
   MAX_IMAGE_PIXELS,
 } from '../../catalog/image-input.js';
+import { runFfmpeg } from '../../media/ffmpeg.js';
 import { outboundFetch } from '../../net/outbound-fetch.js';
 import { OutboundFetchError } from '../../net/outbound-fetch-error.js';
 import { promptSvg, renderImage } from './image-drawing.js';
@@ -45,25 +44,6 @@ export interface VideoJob {
 const fps = 24;
 /** Longest an input frame download may take before the prompt-derived frame is used instead. */
 const frameFetchTimeoutMs = 15_000;
-/** Longest one ffmpeg run may take (the persisting activity's heartbeat timeout is 2 minutes). */
-const ffmpegTimeoutMs = 100_000;
-
-let ffmpegPath: string | undefined;
-
-/** The static ffmpeg shipped by @ffmpeg-installer (resolved on first use, so a missing binary only fails video jobs). */
-function ffmpegBinary(): string {
-  if (ffmpegPath === undefined) {
-    try {
-      const installer = createRequire(import.meta.url)('@ffmpeg-installer/ffmpeg') as { path: string };
-      ffmpegPath = installer.path;
-    } catch (error) {
-      // The installer throws a bare string when its platform package is missing.
-      throw new Error(`ffmpeg is not available: ${error instanceof Error ? error.message : String(error)}`);
-    }
-  }
-  return ffmpegPath;
-}
-
 /**
  * A real MP4 for the simulated video model: H.264 (yuv420p, faststart),
  * exactly width×height at 24 fps for the requested duration, with an AAC
@@ -170,43 +150,6 @@ export async function renderVideo(job: VideoJob): Promise<Buffer> {
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
-}
-
-/**
- * Runs ffmpeg (no shell) and resolves with what it wrote on stderr (where
- * ffmpeg reports, stream descriptions included); rejects with the end of
- * that output when it fails.
- */
-export function runFfmpeg(args: string[]): Promise<string> {
-  const binary = ffmpegBinary();
-  return new Promise((resolve, reject) => {
-    const child = spawn(binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      child.kill('SIGKILL');
-    }, ffmpegTimeoutMs);
-    let stderr = '';
-    child.stderr.setEncoding('utf8');
-    child.stderr.on('data', (chunk: string) => {
-      stderr += chunk;
-      if (stderr.length > 1_000_000) stderr = stderr.slice(-500_000);
-    });
-    child.on('error', (error) => {
-      clearTimeout(timer);
-      reject(new Error(`could not run ffmpeg (${binary}): ${error.message}`));
-    });
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      if (code === 0) return resolve(stderr);
-      const why = timedOut
-        ? `took longer than ${ffmpegTimeoutMs} ms and was stopped`
-        : signal
-          ? `was killed by ${signal}`
-          : `exited with code ${code}`;
-      reject(new Error(`ffmpeg ${why}: ${stderr.trim().slice(-4000) || '(no output)'}`));
-    });
-  });
 }
 
 /**

@@ -3,11 +3,8 @@ import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  renderVideo,
-  runFfmpeg,
-  type FrameFetchPolicy,
-} from '../../../src/providers/simulated/video-drawing.js';
+import { runFfmpeg } from '../../../src/media/ffmpeg.js';
+import { renderVideo, type FrameFetchPolicy } from '../../../src/providers/simulated/video-drawing.js';
 import { frameColour } from '../../support/media.js';
 import {
   pngBomb,

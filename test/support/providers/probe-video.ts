@@ -1,7 +1,7 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { runFfmpeg } from '../../../src/providers/simulated/video-drawing.js';
+import { runFfmpeg } from '../../../src/media/ffmpeg.js';
 
 /** Width, height and duration (s) of a video, as ffmpeg reads them. */
 export async function probeVideo(bytes: Buffer): Promise<{ width: number; height: number; seconds: number }> {

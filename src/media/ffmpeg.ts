@@ -1,0 +1,58 @@
+import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+
+/** Longest one ffmpeg run may take (the persisting activity's heartbeat timeout is 2 minutes). */
+const ffmpegTimeoutMs = 100_000;
+
+let ffmpegPath: string | undefined;
+
+/** The static ffmpeg shipped by @ffmpeg-installer (resolved on first use, so a missing binary only fails video jobs). */
+function ffmpegBinary(): string {
+  if (ffmpegPath === undefined) {
+    try {
+      const installer = createRequire(import.meta.url)('@ffmpeg-installer/ffmpeg') as { path: string };
+      ffmpegPath = installer.path;
+    } catch (error) {
+      // The installer throws a bare string when its platform package is missing.
+      throw new Error(`ffmpeg is not available: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+  return ffmpegPath;
+}
+
+/**
+ * Runs ffmpeg (no shell) and resolves with what it wrote on stderr (where
+ * ffmpeg reports, stream descriptions included); rejects with the end of
+ * that output when it fails.
+ */
+export function runFfmpeg(args: string[]): Promise<string> {
+  const binary = ffmpegBinary();
+  return new Promise((resolve, reject) => {
+    const child = spawn(binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill('SIGKILL');
+    }, ffmpegTimeoutMs);
+    let stderr = '';
+    child.stderr.setEncoding('utf8');
+    child.stderr.on('data', (chunk: string) => {
+      stderr += chunk;
+      if (stderr.length > 1_000_000) stderr = stderr.slice(-500_000);
+    });
+    child.on('error', (error) => {
+      clearTimeout(timer);
+      reject(new Error(`could not run ffmpeg (${binary}): ${error.message}`));
+    });
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      if (code === 0) return resolve(stderr);
+      const why = timedOut
+        ? `took longer than ${ffmpegTimeoutMs} ms and was stopped`
+        : signal
+          ? `was killed by ${signal}`
+          : `exited with code ${code}`;
+      reject(new Error(`ffmpeg ${why}: ${stderr.trim().slice(-4000) || '(no output)'}`));
+    });
+  });
+}
