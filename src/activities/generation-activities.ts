@@ -58,6 +58,8 @@ export function createGenerationActivities(
   deps: GenerationActivityDeps,
 ): GenerationActivities<ProviderResult, StoredOutput> {
   const { db, storage } = deps;
+  /** Generations whose create this process has sent and not heard back about yet. */
+  const createsAwaitingAnswer = new Set<string>();
 
   return {
     /** Concurrency slot, price quote and debit in one transaction (run as a local activity). */
@@ -87,6 +89,14 @@ export function createGenerationActivities(
       const provider = deps.providerFor(providerName);
       const token = claim.provider_token ?? `tok_${start.generationId}`;
       if (!claim.first) {
+        // The attempt the POST's deadline abandoned may still be waiting for the provider's answer
+        // in this process: wait for it (it records the job) rather than take its silence for a loss.
+        if (createsAwaitingAnswer.has(start.generationId))
+          throw ApplicationFailure.create({
+            type: errorTypes.providerBusy,
+            message: 'an earlier submit of this generation is still waiting for the provider to answer',
+            nextRetryDelay: '1 second',
+          });
         let found: Awaited<ReturnType<Provider['lookup']>>;
         try {
           found = await provider.lookup(token);
@@ -115,7 +125,10 @@ export function createGenerationActivities(
         const job = providerJob(start, token, entry);
         await takeInFlightPlace(start.generationId, providerName);
         sent = true;
-        const accepted = await provider.submit(job);
+        createsAwaitingAnswer.add(start.generationId);
+        const accepted = await provider
+          .submit(job)
+          .finally(() => createsAwaitingAnswer.delete(start.generationId));
         const jobId = jobReference(providerName, accepted.jobId);
         await recordProviderJob(db, start.generationId, jobId);
         return { jobId };
