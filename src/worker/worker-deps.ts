@@ -2,6 +2,7 @@ import type { CommonQueryMethods } from 'slonik';
 import { stepHorizons, type Config } from '../config.js';
 import type { ActivityDeps } from '../activities/activity-deps.js';
 import type { ReconciliationOptions } from '../workflows/reconciliation-workflow.js';
+import { FalQueueProvider } from '../providers/fal/fal-queue-provider.js';
 import { ChildProcessRenderer } from '../providers/simulated/renderer.js';
 import { SimulatedProvider } from '../providers/simulated/simulated-provider.js';
 import { LocalStorage } from '../storage/storage.js';
@@ -14,6 +15,11 @@ export function activityDeps(
   overrides: Partial<ActivityDeps> & Pick<ActivityDeps, 'temporal'>,
 ): ActivityDeps {
   const storage = new LocalStorage(config.STORAGE_DIR, config.RESULT_BASE_URL);
+  /** How a provider's result files are fetched: plain http only when its API is a local stand-in on http. */
+  const downloadPolicy = (apiUrl: string) => ({
+    allowCidrs: config.OUTBOUND_ALLOW_CIDRS,
+    allowHttp: new URL(apiUrl).protocol === 'http:',
+  });
   const providerFor = providerRegistry(config, {
     simulated: () =>
       new SimulatedProvider(db, {
@@ -21,6 +27,13 @@ export function activityDeps(
         renderer: new ChildProcessRenderer(),
         storage,
         frameFetch: { allowCidrs: config.OUTBOUND_ALLOW_CIDRS },
+      }),
+    fal: () =>
+      new FalQueueProvider({
+        key: config.FAL_KEY!,
+        queueUrl: config.FAL_QUEUE_URL,
+        storage,
+        download: downloadPolicy(config.FAL_QUEUE_URL),
       }),
   });
   return {
