@@ -42,7 +42,7 @@ import {
  * fal cannot be asked whether it holds a request made with a token of ours: `lookup` answers
  * `unknown`, and a create whose answer was lost goes to review.
  */
-export interface FalQueueOptions {
+interface FalQueueOptions {
   /** FAL_KEY. Sent in the Authorization header only; never in a message. */
   key: string;
   /** FAL_QUEUE_URL, without a trailing slash. */
