@@ -426,14 +426,12 @@ describe('generations on fal', () => {
   });
 });
 
-/** A history as text, its payloads (bytes) decoded, so that a string inside them can be searched for. */
-function readable(value: unknown): string {
-  return JSON.stringify(value, (_key, item: unknown) => {
-    if (item instanceof Uint8Array) return Buffer.from(item).toString('utf8');
-    // A Buffer reaches the replacer already through its toJSON.
-    const serialized = item as { type?: unknown; data?: unknown } | null;
-    if (serialized?.type === 'Buffer' && Array.isArray(serialized.data))
-      return Buffer.from(serialized.data as number[]).toString('utf8');
-    return item;
-  });
+/**
+ * A history as text with its payloads decoded, so that a string inside them can be searched for:
+ * serialized, a history's payload bytes are base64.
+ */
+function readable(history: unknown): string {
+  return JSON.stringify(JSON.parse(JSON.stringify(history)), (key, item: unknown) =>
+    key === 'data' && typeof item === 'string' ? Buffer.from(item, 'base64').toString('utf8') : item,
+  );
 }
