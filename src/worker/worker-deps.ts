@@ -6,6 +6,7 @@ import type { Provider } from '../providers/provider.js';
 import { trackHealth, type HealthPolicy } from './provider-health-tracker.js';
 import type { ActivityDeps } from '../activities/activity-deps.js';
 import type { ReconciliationOptions } from '../workflows/reconciliation-workflow.js';
+import { FalQueueProvider } from '../providers/fal/fal-queue-provider.js';
 import { ChildProcessRenderer } from '../providers/simulated/renderer.js';
 import { SimulatedProvider } from '../providers/simulated/simulated-provider.js';
 import { LocalStorage } from '../storage/storage.js';
@@ -20,6 +21,11 @@ export function activityDeps(
 ): { deps: ActivityDeps; providers: ReadonlyMap<ProviderName, Provider> } {
   const storage = new LocalStorage(config.STORAGE_DIR, config.RESULT_BASE_URL);
   const healthLog = logger.child({ component: 'provider-health' });
+  /** How a provider's result files are fetched: plain http only when its API is a local stand-in on http. */
+  const downloadPolicy = (apiUrl: string) => ({
+    allowCidrs: config.OUTBOUND_ALLOW_CIDRS,
+    allowHttp: new URL(apiUrl).protocol === 'http:',
+  });
   const { providerFor, providers } = providerRegistry(
     config,
     {
@@ -29,6 +35,13 @@ export function activityDeps(
           renderer: new ChildProcessRenderer(),
           storage,
           frameFetch: { allowCidrs: config.OUTBOUND_ALLOW_CIDRS },
+        }),
+      fal: () =>
+        new FalQueueProvider({
+          key: config.FAL_KEY!,
+          queueUrl: config.FAL_QUEUE_URL,
+          storage,
+          download: downloadPolicy(config.FAL_QUEUE_URL),
         }),
     },
     (name, provider) => trackHealth(name, provider, db, healthPolicy(config), healthLog),

@@ -1,0 +1,258 @@
+import { PermanentError } from '../../errors.js';
+import type { Storage } from '../../storage/storage.js';
+import {
+  ProviderRejection,
+  ProviderResultGone,
+  ProviderTransientError,
+  ProviderUncertainError,
+  type Provider,
+  type ProviderJob,
+  type ProviderResult,
+  type ProviderStatus,
+} from '../provider.js';
+import {
+  callProvider,
+  dataUri,
+  downloadResult,
+  readReferenceImage,
+  safeProviderMessage,
+  type DownloadPolicy,
+  type ProviderAnswer,
+} from '../provider-http.js';
+
+/**
+ * fal's queue (https://queue.fal.run), over plain HTTP:
+ *
+ * - submit: `POST {queue}/{model}` with `Authorization: Key …` and the catalog-built input as the
+ *   JSON body, once (fal takes no idempotency key; a resent create is a second, billed request);
+ * - status: `GET {queue}/{owner}/{app}/requests/{id}/status`: `IN_QUEUE`, `IN_PROGRESS`, `COMPLETED`;
+ * - result: `GET {queue}/{owner}/{app}/requests/{id}`: the model's output, or, for a request that
+ *   completed with an error (fal has no FAILED status), that error;
+ * - cancel: `PUT {queue}/{owner}/{app}/requests/{id}/cancel`.
+ *
+ * Status, result and cancel live under the model id's owner/app only (`fal-ai/flux/dev` →
+ * `fal-ai/flux`), so the job id this adapter hands out carries the model id: `{model}::{request_id}`
+ * (`fal-ai/flux/dev::764cabcf-…`). Every URL is built on FAL_QUEUE_URL: the key is never sent to
+ * a host named in an answer.
+ *
+ * Reference images of ours (inline images the API stored) go to fal as base64 data URIs, which
+ * fal accepts wherever a model takes a file URL, so fal never has to reach our result host. Other
+ * URLs pass through for fal to fetch.
+ *
+ * fal cannot be asked whether it holds a request made with a token of ours: `lookup` answers
+ * `unknown`, and a create whose answer was lost goes to review.
+ */
+interface FalQueueOptions {
+  /** FAL_KEY. Sent in the Authorization header only; never in a message. */
+  key: string;
+  /** FAL_QUEUE_URL, without a trailing slash. */
+  queueUrl: string;
+  /** Our storage: reference images on our result host are read from it and inlined. */
+  storage: Storage;
+  /** How result files are downloaded (OUTBOUND_ALLOW_CIDRS; plain http only for a local stand-in). */
+  download: DownloadPolicy;
+  /** Deadline of the create call (default 20 s). */
+  createTimeoutMs?: number;
+  /** Deadline of each status, result or cancel call (default 30 s). */
+  readTimeoutMs?: number;
+}
+
+const provider = 'fal';
+/** Separates the model id from fal's request id in our job id. */
+const jobIdSeparator = '::';
+/** A fal model id: owner/app, then an optional subpath. */
+const modelIdPattern = /^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)+$/;
+
+export class FalQueueProvider implements Provider {
+  constructor(private readonly options: FalQueueOptions) {}
+
+  async submit(job: ProviderJob): Promise<{ jobId: string }> {
+    const target = job.target;
+    if (!target) throw new PermanentError(`model ${job.model} has no provider block: fal needs its model id`);
+    if (!modelIdPattern.test(target.model))
+      throw new PermanentError(`${JSON.stringify(target.model)} is not a fal model id (owner/app[/path])`);
+    const input = await this.inlineOurImages(target.input);
+    const answer = await callProvider(provider, 'create', {
+      method: 'POST',
+      url: `${this.options.queueUrl}/${target.model}`,
+      headers: this.auth(),
+      json: input,
+      timeoutMs: this.options.createTimeoutMs ?? 20_000,
+    });
+    const requestId = (answer.body as { request_id?: unknown } | undefined)?.request_id;
+    // A 2xx means fal queued the request; without its id we cannot follow it, nor know it is not there.
+    if (typeof requestId !== 'string' || requestId === '')
+      throw new ProviderUncertainError(
+        `fal accepted the request (HTTP ${answer.status}) without a request_id`,
+      );
+    return { jobId: `${target.model}${jobIdSeparator}${requestId}` };
+  }
+
+  async status(jobId: string): Promise<ProviderStatus> {
+    const request = this.requestUrl(jobId);
+    const answer = await this.read('GET', `${request}/status`, [404]);
+    if (answer.status === 404) return { state: 'failed', message: 'fal no longer knows this request.' };
+    const status = (answer.body as { status?: unknown } | undefined)?.status;
+    if (status === 'IN_QUEUE' || status === 'IN_PROGRESS') return { state: 'running' };
+    if (status !== 'COMPLETED')
+      throw new ProviderTransientError(`fal answered an unknown request status ${JSON.stringify(status)}`);
+    return this.outcome(await this.read('GET', request, errorStatuses));
+  }
+
+  async fetchResult(
+    _jobId: string,
+    index: number,
+    result: ProviderResult,
+  ): Promise<{ bytes: Buffer; contentType: string }> {
+    if (!result.url) throw new ProviderResultGone(`fal's result ${index} has no URL`);
+    if (result.url.startsWith('data:')) return decodeDataUri(result.url, index);
+    // An expired URL is ProviderResultGone: persisting gives up at once and the generation is refunded.
+    return downloadResult(result.url, this.options.download);
+  }
+
+  lookup(_token: string): Promise<{ found: 'unknown' }> {
+    // fal lists no requests by anything we could have sent with the create.
+    return Promise.resolve({ found: 'unknown' });
+  }
+
+  async cancel(jobId: string): Promise<void> {
+    // CANCELLATION_REQUESTED (202), ALREADY_COMPLETED (400) and NOT_FOUND (404) all leave nothing running.
+    await this.read('PUT', `${this.requestUrl(jobId)}/cancel`, [400, 404]);
+  }
+
+  /** What a COMPLETED request's result says: its files, or the error it completed with. */
+  private outcome(answer: ProviderAnswer): ProviderStatus {
+    if (answer.status >= 200 && answer.status < 300) return resultsOf(answer.body);
+    const body = (answer.body ?? {}) as { detail?: unknown; error_type?: unknown };
+    const errorType = safeProviderMessage(
+      typeof body.error_type === 'string' ? body.error_type : (answer.headers.get('x-fal-error-type') ?? ''),
+    );
+    const detail = describeDetail(body.detail);
+    // fal's model errors (a `detail` list of typed errors, 422) say the input was refused.
+    if (answer.status === 422)
+      return {
+        state: 'failed',
+        rejected: true,
+        message: `fal refused the input${detail ? `: ${detail}` : ''}.`,
+      };
+    // A request error (`error_type`, X-Fal-Error-Type), a model's error list, or a refusal of the
+    // request itself: the request ended this way, and reading it again gives the same answer.
+    if (errorType || Array.isArray(body.detail) || answer.status < 500) {
+      const what = [errorType, detail].filter(Boolean).join(': ');
+      return {
+        state: 'failed',
+        message: `The provider failed this generation (${what || `HTTP ${answer.status}`}).`,
+      };
+    }
+    // A 5xx without fal's error shape is a failure to read the result, not the result.
+    throw new ProviderTransientError(`fal answered HTTP ${answer.status} for the result`);
+  }
+
+  /** The input with every stored image of ours (a URL on our result host) replaced by a data URI. */
+  private async inlineOurImages(input: Record<string, unknown>): Promise<Record<string, unknown>> {
+    try {
+      return (await this.inline(input)) as Record<string, unknown>;
+    } catch (error) {
+      if (error instanceof ProviderRejection) throw error;
+      // Nothing was sent: a storage hiccup must not read as a create that may have reached fal.
+      throw new ProviderTransientError(
+        `a reference image could not be read: ${error instanceof Error ? error.message : String(error)}`,
+      );
+    }
+  }
+
+  private async inline(value: unknown): Promise<unknown> {
+    if (typeof value === 'string') {
+      if (!this.options.storage.keyOf(value)) return value;
+      return dataUri(await readReferenceImage(value, this.options.storage, this.options.download));
+    }
+    if (Array.isArray(value)) return Promise.all(value.map((item) => this.inline(item)));
+    if (value && typeof value === 'object') {
+      const entries = await Promise.all(
+        Object.entries(value).map(async ([field, item]) => [field, await this.inline(item)] as const),
+      );
+      return Object.fromEntries(entries);
+    }
+    return value;
+  }
+
+  /** `{queue}/{owner}/{app}/requests/{id}` for one of our job ids. */
+  private requestUrl(jobId: string): string {
+    const separator = jobId.indexOf(jobIdSeparator);
+    const model = separator > 0 ? jobId.slice(0, separator) : '';
+    const requestId = separator > 0 ? jobId.slice(separator + jobIdSeparator.length) : '';
+    if (!modelIdPattern.test(model) || requestId === '')
+      throw new PermanentError(`${JSON.stringify(jobId)} is not a fal job id ({model}::{request_id})`);
+    const [owner, app] = model.split('/');
+    return `${this.options.queueUrl}/${owner}/${app}/requests/${encodeURIComponent(requestId)}`;
+  }
+
+  private read(method: 'GET' | 'PUT', url: string, acceptStatuses: readonly number[]) {
+    return callProvider(
+      provider,
+      'read',
+      { method, url, headers: this.auth(), timeoutMs: this.options.readTimeoutMs ?? 30_000 },
+      acceptStatuses,
+    );
+  }
+
+  private auth(): Record<string, string> {
+    return { authorization: `Key ${this.options.key}` };
+  }
+}
+
+/**
+ * The statuses a completed request's result may carry as its own error, read by `outcome`. Left
+ * to callProvider (transient): 401/403 (our key is refused, not the request), 408 and 429 (our
+ * read timed out or is throttled).
+ */
+const notTheRequests = new Set([401, 403, 408, 429]);
+const errorStatuses = Array.from({ length: 200 }, (_, i) => 400 + i).filter(
+  (status) => !notTheRequests.has(status),
+);
+
+/** A model's output as results: `images: [{ url, width, height, content_type }]` or `video: { url, … }`. */
+function resultsOf(body: unknown): ProviderStatus {
+  const output = (body ?? {}) as { images?: unknown; image?: unknown; video?: unknown };
+  const files = Array.isArray(output.images)
+    ? output.images
+    : [output.image ?? output.video].filter((file) => file !== undefined);
+  const results: ProviderResult[] = [];
+  for (const file of files) {
+    const { url, width, height, content_type } = (file ?? {}) as Record<string, unknown>;
+    if (typeof url !== 'string' || url === '')
+      return { state: 'failed', message: 'The provider returned a result without a file.' };
+    results.push({
+      url,
+      // What fal says; persisting measures the stored bytes, which win.
+      width: typeof width === 'number' ? width : 0,
+      height: typeof height === 'number' ? height : 0,
+      contentType: typeof content_type === 'string' ? content_type : output.video ? 'video/mp4' : 'image/png',
+    });
+  }
+  if (results.length === 0) return { state: 'failed', message: 'The provider returned no image or video.' };
+  return { state: 'succeeded', results };
+}
+
+/** The human part of a fal error's `detail`: a string, or a list of typed errors' `msg`s. */
+function describeDetail(detail: unknown): string {
+  if (typeof detail === 'string') return safeProviderMessage(detail);
+  if (!Array.isArray(detail)) return '';
+  return safeProviderMessage(
+    detail
+      .map((item) => {
+        const { msg, loc } = (item ?? {}) as { msg?: unknown; loc?: unknown };
+        const field = Array.isArray(loc) ? loc.filter((part) => part !== 'body').join('.') : '';
+        return typeof msg === 'string' ? (field ? `${field}: ${msg}` : msg) : '';
+      })
+      .filter(Boolean)
+      .join('; '),
+  );
+}
+
+/** A result fal returned inline (a model run with `sync_mode`). */
+function decodeDataUri(uri: string, index: number): { bytes: Buffer; contentType: string } {
+  const match = /^data:([a-z0-9.+-]+\/[a-z0-9.+-]+)(;[^,]*)?;base64,/i.exec(uri);
+  if (!match) throw new ProviderResultGone(`fal's result ${index} is a data URI that is not base64`);
+  return { bytes: Buffer.from(uri.slice(match[0].length), 'base64'), contentType: match[1]!.toLowerCase() };
+}

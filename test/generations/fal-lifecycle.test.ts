@@ -1,0 +1,437 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import sharp from 'sharp';
+import { sql } from 'slonik';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { z } from 'zod';
+import type { ApiService } from '../../src/api/service.js';
+import { modelDefinitionSchema } from '../../src/catalog/catalog-entry.js';
+import { freePort } from '../../src/dev/free-port.js';
+import { randomBase62 } from '../../src/ids.js';
+import { createLogger } from '../../src/logger.js';
+import { buildResultHost } from '../../src/result-host/server.js';
+import { NeedsReview } from '../../src/workflows/search-attributes.js';
+import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { createGeneration, getGeneration, pollGeneration } from '../support/generations.js';
+import { workflowIdOf } from '../support/ledger.js';
+import { drawImage } from '../support/providers/fake-files.js';
+import { promptContains } from '../support/providers/fake-http.js';
+import {
+  FalQueueServer,
+  falRequestError,
+  falValidationError,
+} from '../support/providers/fal-queue-server.js';
+import { probeVideo } from '../support/providers/probe-video.js';
+
+/**
+ * fal end to end: the catalog entries of catalog/examples/fal.json, the real API, the generation
+ * workflow and the real worker process (`src/worker/main.ts`, configured by FAL_KEY and
+ * FAL_QUEUE_URL like production), against the local fal queue.
+ */
+describe('generations on fal', () => {
+  const falKey = `fal-key-${randomBase62(16)}`;
+  const taskQueue = `fal-${randomBase62(8)}`;
+  let fal: FalQueueServer;
+  let db: TestDatabase;
+  let api: ApiService;
+  let account: TestAccount;
+  let storageDir: string;
+  let resultBaseUrl: string;
+  let resultHost: Awaited<ReturnType<typeof buildResultHost>>;
+  let connection: Connection;
+  let client: Client;
+  let worker: ChildProcess;
+  const children: ChildProcess[] = [];
+  /** Everything the worker processes wrote to stdout and stderr (LOG_LEVEL=debug). */
+  let workerLogs = '';
+  /** Every generation these tests made, for the look for the key at the end. */
+  const generationIds: string[] = [];
+
+  const apiEnv = () => ({
+    TEMPORAL_TASK_QUEUE: taskQueue,
+    STORAGE_DIR: storageDir,
+    RESULT_BASE_URL: resultBaseUrl,
+    PROVIDER_POLL_INTERVAL_MS: '50',
+    ...fal.env(),
+  });
+  /** The real worker, as `npm run worker` starts it; resolves once it reports ready. */
+  const startWorker = () =>
+    new Promise<ChildProcess>((resolve, reject) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', 'src/worker/main.ts'], {
+        env: {
+          ...process.env,
+          ...apiEnv(),
+          DATABASE_URL: db.url,
+          TEMPORAL_ADDRESS: inject('temporalAddress'),
+          WORKFLOW_BUNDLE_PATH: inject('workflowBundlePath'),
+          // The fake and its files are on 127.0.0.1, which outbound fetches refuse unless allowed.
+          OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
+          LOG_LEVEL: 'debug',
+        },
+        stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+      });
+      children.push(child);
+      child.stdout!.on('data', (chunk: Buffer) => (workerLogs += chunk.toString('utf8')));
+      child.stderr!.on('data', (chunk: Buffer) => (workerLogs += chunk.toString('utf8')));
+      child.once('message', () => resolve(child));
+      child.once('exit', (code) => reject(new Error(`worker exited ${code}: ${workerLogs.slice(-2000)}`)));
+    });
+
+  beforeAll(async () => {
+    fal = await FalQueueServer.start({ key: falKey });
+    db = await createTestDatabase();
+    // The example catalog file's entries, stored as the import stores them (parsed, defaults filled).
+    const file = JSON.parse(
+      await readFile(new URL('../../catalog/examples/fal.json', import.meta.url), 'utf8'),
+    ) as { models: Array<{ id: string; sort_order: number; definition: unknown }> };
+    for (const model of file.models) {
+      const definition = modelDefinitionSchema.parse(model.definition);
+      await db.pool.query(sql.unsafe`
+        INSERT INTO models (id, media_type, definition, sort_order)
+        VALUES (${model.id}, ${definition.media_type}, ${sql.jsonb(definition as never)}, ${model.sort_order})`);
+    }
+    storageDir = await mkdtemp(path.join(os.tmpdir(), 'fal-results-'));
+    await chmod(storageDir, 0o755);
+    const resultPort = await freePort();
+    resultBaseUrl = `http://127.0.0.1:${resultPort}`;
+    resultHost = await buildResultHost({ storageDir, logger: createLogger('results-test', 'silent') });
+    await resultHost.listen({ host: '127.0.0.1', port: resultPort });
+    api = await startTestApi(db.url, apiEnv());
+    account = await createPaidAccount(db.pool, { oneTime: 1000 });
+    connection = await Connection.connect({ address: inject('temporalAddress') });
+    client = new Client({ connection });
+    worker = await startWorker();
+  });
+  afterAll(async () => {
+    for (const child of children) child.kill('SIGKILL');
+    await connection?.close();
+    await api?.close();
+    await resultHost?.close();
+    await fal?.close();
+    await db?.drop();
+    if (storageDir) await rm(storageDir, { recursive: true, force: true });
+  });
+
+  const balance = async () =>
+    (await api.app.inject({ method: 'GET', url: '/v1/credits', headers: bearer(account.key) })).json()
+      .credits as number;
+  /** POST /v1/generations → 202; the Generation in its body. */
+  const post = async (body: Record<string, unknown>, on: ApiService = api) => {
+    const response = await createGeneration(on, account.key, body);
+    expect(response.statusCode, response.body).toBe(202);
+    const generation = response.json<Record<string, any>>();
+    generationIds.push(generation.id as string);
+    return generation;
+  };
+  const finished = (id: string, timeoutMs = 30_000) =>
+    pollGeneration(api, account.key, id, (g) => g.status !== 'queued', timeoutMs);
+  const ledgerOf = async (id: string) => {
+    const kinds = await db.pool.anyFirst(sql.type(z.object({ kind: z.string() }))`
+      SELECT kind FROM credit_ledger WHERE generation_id = ${id} ORDER BY id`);
+    return {
+      debits: kinds.filter((k) => k === 'debit').length,
+      refunds: kinds.filter((k) => k === 'refund').length,
+    };
+  };
+  /** The fal requests (accepted creates) whose prompt holds `text`. */
+  const requestsFor = (text: string) =>
+    fal.accepted().filter((job) => String(job.input.prompt).includes(text));
+  /** Create calls whose body holds `text` (accepted by the fake or not). */
+  const createsFor = (text: string) =>
+    fal.requests.filter((r) => r.method === 'POST' && !r.url.includes('/requests/') && r.body.includes(text))
+      .length;
+
+  it('succeeds: the mapped input reaches fal, and the stored file is the size fal made', async () => {
+    fal.script({ size: { width: 640, height: 360 } }, promptContains('harbour at dawn'));
+    const before = await balance();
+    const created = await post({
+      model: 'fal-flux-dev',
+      prompt: 'a harbour at dawn',
+      aspect_ratio: '16:9',
+      output_format: 'png',
+    });
+    expect(created).toMatchObject({ status: 'queued', credits: 3 });
+    const done = await finished(created.id as string);
+    expect(done).toMatchObject({ status: 'succeeded', credits: 3, credits_refunded: false, error: null });
+    expect(done.output.images).toHaveLength(1);
+    expect(done.output.images[0]).toMatchObject({ width: 640, height: 360 });
+
+    // The stored file itself, measured.
+    const stored = Buffer.from(await (await fetch(done.output.images[0].url as string)).arrayBuffer());
+    const measured = await sharp(stored).metadata();
+    expect([measured.width, measured.height, measured.format]).toEqual([640, 360, 'png']);
+
+    const [request] = requestsFor('harbour at dawn');
+    expect(request).toMatchObject({
+      endpoint: 'fal-ai/flux/dev',
+      input: {
+        prompt: 'a harbour at dawn',
+        image_size: 'landscape_16_9',
+        output_format: 'png',
+        num_images: 1,
+        enable_safety_checker: true,
+      },
+    });
+    expect(createsFor('harbour at dawn')).toBe(1);
+    expect(await balance()).toBe(before - 3);
+    expect(await ledgerOf(created.id as string)).toEqual({ debits: 1, refunds: 0 });
+  });
+
+  it('sends an inline reference image to fal as a data URI, not as a URL on our result host', async () => {
+    const png = await drawImage(48, 32);
+    const created = await post({
+      model: 'fal-flux-kontext-pro',
+      prompt: 'put a donut next to the flour',
+      images: [`data:image/png;base64,${png.toString('base64')}`],
+    });
+    const done = await finished(created.id as string);
+    expect(done).toMatchObject({ status: 'succeeded', credits: 5 });
+    const [request] = requestsFor('donut next to the flour');
+    expect(request!.endpoint).toBe('fal-ai/flux-pro/kontext');
+    expect(request!.input.image_url).toBe(`data:image/png;base64,${png.toString('base64')}`);
+    expect(JSON.stringify(fal.requests)).not.toContain(resultBaseUrl);
+  });
+
+  it('makes a first/last-frame video: frames mapped, duration as fal spells it, the MP4 measured', async () => {
+    fal.script({ video: { width: 320, height: 240, durationSeconds: 1 } }, promptContains('tide comes in'));
+    const first = await drawImage(64, 48);
+    const last = 'https://frames.example.com/last.png';
+    const created = await post({
+      model: 'fal-kling-2.5-turbo-pro',
+      prompt: 'the tide comes in',
+      first_frame_image: `data:image/png;base64,${first.toString('base64')}`,
+      last_frame_image: last,
+    });
+    expect(created.credits).toBe(40); // 5 s at 8 credits a second
+    const done = await finished(created.id as string, 60_000);
+    expect(done).toMatchObject({ status: 'succeeded', error: null });
+    expect(done.output.videos[0]).toMatchObject({
+      width: 320,
+      height: 240,
+      duration_seconds: 1,
+      content_type: 'video/mp4',
+    });
+    const stored = Buffer.from(await (await fetch(done.output.videos[0].url as string)).arrayBuffer());
+    expect(await probeVideo(stored)).toEqual({ width: 320, height: 240, seconds: 1 });
+    const [request] = requestsFor('tide comes in');
+    expect(request).toMatchObject({
+      endpoint: 'fal-ai/kling-video/v2.5-turbo/pro/image-to-video',
+      input: {
+        image_url: `data:image/png;base64,${first.toString('base64')}`,
+        tail_image_url: last,
+        duration: '5',
+      },
+    });
+  }, 90_000);
+
+  it('422 on create → refunded, provider_rejected, already in the 202; one create', async () => {
+    fal.failCreate({ kind: 'status', status: 422 }, promptContains('refused outright'));
+    const before = await balance();
+    const answered = await post({ model: 'fal-flux-schnell', prompt: 'refused outright' });
+    expect(answered).toMatchObject({
+      status: 'failed',
+      credits: 1,
+      credits_refunded: true,
+      error: { code: 'provider_rejected' },
+    });
+    expect(await balance()).toBe(before);
+    expect(await ledgerOf(answered.id as string)).toEqual({ debits: 1, refunds: 1 });
+    expect(createsFor('refused outright')).toBe(1);
+  });
+
+  it('a model’s 422 on the result → refunded, provider_rejected', async () => {
+    fal.script(
+      { error: falValidationError('image_size', 'Input should be a valid size') },
+      promptContains('odd size'),
+    );
+    const before = await balance();
+    const created = await post({ model: 'fal-flux-schnell', prompt: 'odd size' });
+    const done = await finished(created.id as string);
+    expect(done).toMatchObject({
+      status: 'failed',
+      credits_refunded: true,
+      error: { code: 'provider_rejected' },
+    });
+    expect(await balance()).toBe(before);
+    expect(await ledgerOf(created.id as string)).toEqual({ debits: 1, refunds: 1 });
+  });
+
+  it('COMPLETED with an error result → refunded once, generation_failed, in a safe message', async () => {
+    fal.script(
+      {
+        error: falRequestError(
+          'request_timeout',
+          504,
+          `Request timed out fetching https://storage.example/x?sig=abc with Key ${falKey}`,
+        ),
+      },
+      promptContains('too slow'),
+    );
+    const before = await balance();
+    const created = await post({ model: 'fal-flux-schnell', prompt: 'too slow' });
+    const done = await finished(created.id as string);
+    expect(done).toMatchObject({
+      status: 'failed',
+      credits_refunded: true,
+      error: { code: 'generation_failed' },
+    });
+    expect(done.error.message).toContain('request_timeout');
+    expect(done.error.message).not.toContain(falKey);
+    expect(done.error.message).not.toMatch(/https?:|sig=/);
+    expect(await balance()).toBe(before);
+    // Refunded exactly once, however often the workflow looked.
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await ledgerOf(created.id as string)).toEqual({ debits: 1, refunds: 1 });
+  });
+
+  it.each([
+    ['drop', { kind: 'drop' } as const],
+    ['hang', { kind: 'hang' } as const],
+  ])(
+    'a create whose answer is lost (%s) → needs review, nothing refunded, exactly one create',
+    async (name, fault) => {
+      const prompt = `lost answer ${name}`;
+      fal.failCreate(fault, promptContains(prompt));
+      const before = await balance();
+      const answered = await post({ model: 'fal-flux-schnell', prompt });
+      // The second attempt asked fal (lookup), which cannot say: the 202 already tells the client.
+      expect(answered).toMatchObject({
+        status: 'failed',
+        credits: 1,
+        credits_refunded: false,
+        error: { code: 'submission_unresolved' },
+      });
+      const handle = client.workflow.getHandle(await workflowIdOf(db.pool, answered.id as string));
+      await expect
+        .poll(async () => (await handle.describe()).typedSearchAttributes.get(NeedsReview))
+        .toBe(true);
+      expect(await balance()).toBe(before - 1);
+      expect(await ledgerOf(answered.id as string)).toEqual({ debits: 1, refunds: 0 });
+      // fal got the request whole (it holds the job), and only once.
+      await new Promise((r) => setTimeout(r, 1000));
+      expect(createsFor(prompt)).toBe(1);
+      expect(requestsFor(prompt)).toHaveLength(1);
+      expect((await getGeneration(api, account.key, answered.id as string)).status).toBe('failed');
+    },
+    30_000,
+  );
+
+  it('rides out 429s with Retry-After on create: waits as told, then succeeds; every create counted', async () => {
+    const prompt = 'busy afternoon';
+    fal.failCreate({ kind: 'status', status: 429, retryAfter: 1 }, promptContains(prompt));
+    fal.failCreate({ kind: 'status', status: 429, retryAfter: 1 }, promptContains(prompt));
+    const started = Date.now();
+    const created = await post({ model: 'fal-flux-schnell', prompt });
+    // Both attempts made while the POST waits were throttled, a second apart as fal asked.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1000);
+    expect(created).toMatchObject({ status: 'queued', credits_refunded: false });
+    const done = await finished(created.id as string);
+    expect(done).toMatchObject({ status: 'succeeded', error: null });
+    expect(createsFor(prompt)).toBe(3);
+    expect(requestsFor(prompt)).toHaveLength(1);
+    expect(await ledgerOf(created.id as string)).toEqual({ debits: 1, refunds: 0 });
+  });
+
+  it('a worker killed while fal holds the job: a new worker resumes it, with no second create', async () => {
+    const prompt = 'held through a crash';
+    fal.script({ hold: true }, promptContains(prompt));
+    const created = await post({ model: 'fal-flux-schnell', prompt, aspect_ratio: '4:3' });
+    // The worker is polling the held request when it dies.
+    await expect.poll(() => requestsFor(prompt)[0]?.polls ?? 0, { timeout: 10_000 }).toBeGreaterThan(2);
+    worker.kill('SIGKILL');
+    await new Promise((r) => worker.once('exit', r));
+    worker = await startWorker();
+    const { id: requestId } = requestsFor(prompt)[0]!;
+    const pollsBefore = requestsFor(prompt)[0]!.polls;
+    // The new worker takes the wait over (after the dead one's heartbeat times out) and polls on.
+    await expect
+      .poll(() => requestsFor(prompt)[0]!.polls, { timeout: 30_000, interval: 200 })
+      .toBeGreaterThan(pollsBefore + 2);
+    fal.release(requestId);
+    const done = await finished(created.id as string);
+    expect(done).toMatchObject({ status: 'succeeded', error: null });
+    expect(done.output.images[0]).toMatchObject({ width: 1024, height: 768 });
+    expect(createsFor(prompt)).toBe(1);
+    expect(await ledgerOf(created.id as string)).toEqual({ debits: 1, refunds: 0 });
+  }, 90_000);
+
+  it('a result URL that expired before it was copied → refunded, generation_failed (never retried)', async () => {
+    const prompt = 'gone by morning';
+    fal.files.ttlMs = 0; // fal's result files expire at once
+    try {
+      const before = await balance();
+      const created = await post({ model: 'fal-flux-schnell', prompt });
+      const done = await finished(created.id as string);
+      expect(done).toMatchObject({
+        status: 'failed',
+        credits_refunded: true,
+        output: null,
+        error: {
+          code: 'generation_failed',
+          message: 'The result could not be copied from the provider. The credits were refunded.',
+        },
+      });
+      expect(await balance()).toBe(before);
+      expect(await ledgerOf(created.id as string)).toEqual({ debits: 1, refunds: 1 });
+    } finally {
+      fal.files.ttlMs = 60 * 60 * 1000;
+    }
+  });
+
+  it('the provider-wait horizon reached → refunded as timed out, and the request cancelled at fal', async () => {
+    const prompt = 'never finishes';
+    fal.script({ hold: true }, promptContains(prompt));
+    const impatient = await startTestApi(db.url, { ...apiEnv(), PROVIDER_WAIT_HORIZON_MS: '1000' });
+    try {
+      const created = await post({ model: 'fal-flux-schnell', prompt }, impatient);
+      const done = await finished(created.id as string);
+      expect(done).toMatchObject({
+        status: 'failed',
+        credits_refunded: true,
+        error: { code: 'generation_timed_out' },
+      });
+      await expect.poll(() => requestsFor(prompt)[0]?.cancelled, { timeout: 10_000 }).toBe(true);
+      const { id: requestId } = requestsFor(prompt)[0]!;
+      expect(
+        fal.requests.some((r) => r.method === 'PUT' && r.url === `/fal-ai/flux/requests/${requestId}/cancel`),
+      ).toBe(true);
+    } finally {
+      await impatient.close();
+    }
+  });
+
+  it('FAL_KEY is nowhere: not in a generation row, a workflow history, the worker’s logs or the request log', async () => {
+    expect(generationIds.length).toBeGreaterThan(8);
+    expect(workerLogs).toContain(taskQueue); // the logs were captured
+    expect(workerLogs).not.toContain(falKey);
+    // The histories are read with their payloads decoded: the first one's prompt is in there.
+    const first = await client.workflow
+      .getHandle(await workflowIdOf(db.pool, generationIds[0]!))
+      .fetchHistory();
+    expect(readable(first)).toContain('a harbour at dawn');
+    for (const id of generationIds) {
+      const row = await db.pool.oneFirst(sql.type(z.object({ row: z.string() }))`
+        SELECT row_to_json(g)::text AS row FROM generations g WHERE id = ${id}`);
+      expect(row).not.toContain(falKey);
+      const history = await client.workflow.getHandle(await workflowIdOf(db.pool, id)).fetchHistory();
+      expect(readable(history)).not.toContain(falKey);
+    }
+    const log = await db.pool.oneFirst(sql.type(z.object({ log: z.string().nullable() }))`
+      SELECT string_agg(row_to_json(l)::text, ' ') AS log FROM api_request_log l`);
+    expect(log ?? '').not.toContain(falKey);
+  });
+});
+
+/**
+ * A history as text with its payloads decoded, so that a string inside them can be searched for:
+ * serialized, a history's payload bytes are base64.
+ */
+function readable(history: unknown): string {
+  return JSON.stringify(JSON.parse(JSON.stringify(history)), (key, item: unknown) =>
+    key === 'data' && typeof item === 'string' ? Buffer.from(item, 'base64').toString('utf8') : item,
+  );
+}
