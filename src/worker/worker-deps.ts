@@ -2,6 +2,7 @@ import type { CommonQueryMethods } from 'slonik';
 import { stepHorizons, type Config } from '../config.js';
 import type { ActivityDeps } from '../activities/activity-deps.js';
 import type { ReconciliationOptions } from '../workflows/reconciliation-workflow.js';
+import { OpenAiImagesProvider } from '../providers/openai/openai-images-provider.js';
 import { ChildProcessRenderer } from '../providers/simulated/renderer.js';
 import { SimulatedProvider } from '../providers/simulated/simulated-provider.js';
 import { LocalStorage } from '../storage/storage.js';
@@ -21,6 +22,19 @@ export function activityDeps(
         renderer: new ChildProcessRenderer(),
         storage,
         frameFetch: { allowCidrs: config.OUTBOUND_ALLOW_CIDRS },
+      }),
+    openai: () =>
+      new OpenAiImagesProvider(db, {
+        apiKey: config.OPENAI_API_KEY!,
+        baseUrl: config.OPENAI_BASE_URL,
+        storage,
+        // Plain http only for a local stand-in of the API (a test server).
+        download: {
+          allowCidrs: config.OUTBOUND_ALLOW_CIDRS,
+          allowHttp: config.OPENAI_BASE_URL.startsWith('http:'),
+        },
+        // Staged images must outlive the persist step that copies them.
+        stagedRetentionMs: config.PERSIST_HORIZON_MS + 3_600_000,
       }),
   });
   return {
