@@ -1,5 +1,9 @@
 import type { CommonQueryMethods } from 'slonik';
-import { stepHorizons, type Config } from '../config.js';
+import type { Logger } from 'pino';
+import type { ProviderName } from '../catalog/provider-mapping.js';
+import { inFlightCaps, stepHorizons, type Config } from '../config.js';
+import type { Provider } from '../providers/provider.js';
+import { trackHealth, type HealthPolicy } from './provider-health-tracker.js';
 import type { ActivityDeps } from '../activities/activity-deps.js';
 import type { ReconciliationOptions } from '../workflows/reconciliation-workflow.js';
 import { OpenAiImagesProvider } from '../providers/openai/openai-images-provider.js';
@@ -12,37 +16,56 @@ import { providerRegistry } from './provider-registry.js';
 export function activityDeps(
   config: Config,
   db: CommonQueryMethods,
+  logger: Logger,
   overrides: Partial<ActivityDeps> & Pick<ActivityDeps, 'temporal'>,
-): ActivityDeps {
+): { deps: ActivityDeps; providers: ReadonlyMap<ProviderName, Provider> } {
   const storage = new LocalStorage(config.STORAGE_DIR, config.RESULT_BASE_URL);
-  const providerFor = providerRegistry(config, {
-    simulated: () =>
-      new SimulatedProvider(db, {
-        delayMs: config.SIM_PROVIDER_DELAY_MS,
-        renderer: new ChildProcessRenderer(),
-        storage,
-        frameFetch: { allowCidrs: config.OUTBOUND_ALLOW_CIDRS },
-      }),
-    openai: () =>
-      new OpenAiImagesProvider(db, {
-        apiKey: config.OPENAI_API_KEY!,
-        baseUrl: config.OPENAI_BASE_URL,
-        storage,
-        // Plain http only for a local stand-in of the API (a test server).
-        download: {
-          allowCidrs: config.OUTBOUND_ALLOW_CIDRS,
-          allowHttp: config.OPENAI_BASE_URL.startsWith('http:'),
-        },
-        // Staged images must outlive the persist step that copies them.
-        stagedRetentionMs: config.PERSIST_HORIZON_MS + 3_600_000,
-      }),
-  });
+  const healthLog = logger.child({ component: 'provider-health' });
+  const { providerFor, providers } = providerRegistry(
+    config,
+    {
+      simulated: () =>
+        new SimulatedProvider(db, {
+          delayMs: config.SIM_PROVIDER_DELAY_MS,
+          renderer: new ChildProcessRenderer(),
+          storage,
+          frameFetch: { allowCidrs: config.OUTBOUND_ALLOW_CIDRS },
+        }),
+      openai: () =>
+        new OpenAiImagesProvider(db, {
+          apiKey: config.OPENAI_API_KEY!,
+          baseUrl: config.OPENAI_BASE_URL,
+          storage,
+          // Plain http only for a local stand-in of the API (a test server).
+          download: {
+            allowCidrs: config.OUTBOUND_ALLOW_CIDRS,
+            allowHttp: config.OPENAI_BASE_URL.startsWith('http:'),
+          },
+          // Staged images must outlive the persist step that copies them.
+          stagedRetentionMs: config.PERSIST_HORIZON_MS + 3_600_000,
+        }),
+    },
+    (name, provider) => trackHealth(name, provider, db, healthPolicy(config), healthLog),
+  );
+  const caps = inFlightCaps(config);
   return {
-    db,
-    providerFor,
-    storage,
-    concurrencyLimit: config.CONCURRENT_GENERATIONS_PER_ACCOUNT,
-    ...overrides,
+    deps: {
+      db,
+      providerFor,
+      storage,
+      inFlightCap: (name) => caps[name],
+      concurrencyLimit: config.CONCURRENT_GENERATIONS_PER_ACCOUNT,
+      ...overrides,
+    },
+    providers,
+  };
+}
+
+/** When a provider is taken for down, and how often it is probed then. */
+export function healthPolicy(config: Config): HealthPolicy {
+  return {
+    downAfter: config.PROVIDER_DOWN_AFTER_FAILURES,
+    probeIntervalMs: config.PROVIDER_PROBE_INTERVAL_MS,
   };
 }
 

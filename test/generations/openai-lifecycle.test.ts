@@ -6,12 +6,13 @@ import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { z } from 'zod';
 import type { ApiService } from '../../src/api/service.js';
-import { catalogEntryOf } from '../../src/catalog/catalog-entry.js';
+import { parseCatalogFile } from '../../src/catalog/catalog-file.js';
+import { importCatalog } from '../../src/catalog/catalog-import.js';
 import type { ProviderName } from '../../src/catalog/provider-mapping.js';
 import { loadConfig } from '../../src/config.js';
 import type { DatabasePool } from '../../src/db/pool.js';
 import { randomBase62 } from '../../src/ids.js';
-import { OpenAiImagesProvider } from '../../src/providers/openai/openai-images-provider.js';
+import { createLogger } from '../../src/logger.js';
 import type { Provider } from '../../src/providers/provider.js';
 import { activityDeps } from '../../src/worker/worker-deps.js';
 import { resolveUpdate } from '../../src/workflows/generation-workflow.js';
@@ -26,17 +27,12 @@ import { OpenAiImagesServer, openAiError } from '../support/providers/openai-ima
 import { useGenerationStack } from '../support/stack.js';
 import { waitFor } from '../support/wait.js';
 
-/** The models of catalog/examples/openai.json, checked and inserted as the import command would. */
+/** The models of catalog/examples/openai.json, checked and imported as `npm run admin -- import-catalog` does. */
 async function insertOpenAiModels(pool: DatabasePool): Promise<void> {
-  const file = JSON.parse(
-    await readFile(new URL('../../catalog/examples/openai.json', import.meta.url), 'utf8'),
-  ) as { models: Array<{ id: string; sort_order: number; definition: { media_type: string } }> };
-  for (const model of file.models) {
-    expect(catalogEntryOf(model.id, model.definition), model.id).not.toBeNull();
-    await pool.query(sql.unsafe`
-      INSERT INTO models (id, media_type, definition, sort_order)
-      VALUES (${model.id}, ${model.definition.media_type}, ${sql.jsonb(model.definition as never)}, ${model.sort_order})`);
-  }
+  const file = 'catalog/examples/openai.json';
+  const text = await readFile(new URL(`../../${file}`, import.meta.url), 'utf8');
+  const summary = await importCatalog(pool, file, parseCatalogFile(text, file));
+  expect(summary.added).toEqual(['openai-gpt-image-1', 'openai-gpt-image-1-mini']);
 }
 
 /** Waits until GET /v1/models offers the OpenAI models (the API reloads its catalog on NOTIFY). */
@@ -91,10 +87,9 @@ describe('OpenAI Images through the API, the workflow and the worker', () => {
       OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
       ...openai.env(),
     });
-    providerFor = activityDeps(config, stack.db.pool, {
+    providerFor = activityDeps(config, stack.db.pool, createLogger('worker-test', 'silent'), {
       temporal: () => Promise.reject(new Error('not used here')),
-    }).providerFor;
-    expect(providerFor('openai')).toBeInstanceOf(OpenAiImagesProvider);
+    }).deps.providerFor;
     await insertOpenAiModels(stack.db.pool);
     await offered(stack.api, stack.account.key);
   });
