@@ -7,6 +7,7 @@ import { trackHealth, type HealthPolicy } from './provider-health-tracker.js';
 import type { ActivityDeps } from '../activities/activity-deps.js';
 import type { ReconciliationOptions } from '../workflows/reconciliation-workflow.js';
 import { FalQueueProvider } from '../providers/fal/fal-queue-provider.js';
+import { OpenAiImagesProvider } from '../providers/openai/openai-images-provider.js';
 import { ChildProcessRenderer } from '../providers/simulated/renderer.js';
 import { SimulatedProvider } from '../providers/simulated/simulated-provider.js';
 import { LocalStorage } from '../storage/storage.js';
@@ -42,6 +43,15 @@ export function activityDeps(
           queueUrl: config.FAL_QUEUE_URL,
           storage,
           download: downloadPolicy(config.FAL_QUEUE_URL),
+        }),
+      openai: () =>
+        new OpenAiImagesProvider(db, {
+          apiKey: config.OPENAI_API_KEY!,
+          baseUrl: config.OPENAI_BASE_URL,
+          storage,
+          download: downloadPolicy(config.OPENAI_BASE_URL),
+          // Staged images must outlive the persist step that copies them.
+          stagedRetentionMs: config.PERSIST_HORIZON_MS + 3_600_000,
         }),
     },
     (name, provider) => trackHealth(name, provider, db, healthPolicy(config), healthLog),
