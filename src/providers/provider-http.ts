@@ -128,6 +128,29 @@ function refusal(provider: string, kind: CallKind, status: number, headers: Head
   return new ProviderTransientError(`${provider} answered HTTP ${status}${said}`);
 }
 
+/** Client errors that still prove the provider up: all but refused credentials and throttling. */
+const answersOfAnUpProvider = Array.from({ length: 100 }, (_, i) => 400 + i).filter(
+  (status) => ![401, 403, 429].includes(status),
+);
+
+/**
+ * A provider's probe: one authenticated GET that proves it reachable and serving. Any answer below
+ * 500 counts (a 404 for a request that does not exist is an answer), except a refusal of our
+ * credentials; a refused connection, a timeout or a 5xx means it is still down.
+ */
+export async function probeProvider(
+  provider: string,
+  url: string,
+  headers: Record<string, string>,
+): Promise<void> {
+  await callProvider(
+    provider,
+    'read',
+    { method: 'GET', url, headers, timeoutMs: 10_000 },
+    answersOfAnUpProvider,
+  );
+}
+
 /** Retry-After in milliseconds: delta-seconds or an HTTP date; undefined when absent or unreadable. */
 export function retryAfterMs(header: string | null): number | undefined {
   if (!header) return undefined;

@@ -18,6 +18,7 @@ import {
   safeProviderMessage,
   type DownloadPolicy,
   type ProviderAnswer,
+  probeProvider,
 } from '../provider-http.js';
 
 /**
@@ -62,6 +63,9 @@ const provider = 'fal';
 const jobIdSeparator = '::';
 /** A fal model id: owner/app, then an optional subpath. */
 const modelIdPattern = /^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)+$/;
+
+/** A request id nobody has: what the probe asks about. */
+const noRequest = '00000000-0000-0000-0000-000000000000';
 
 export class FalQueueProvider implements Provider {
   constructor(private readonly options: FalQueueOptions) {}
@@ -113,6 +117,15 @@ export class FalQueueProvider implements Provider {
   lookup(_token: string): Promise<{ found: 'unknown' }> {
     // fal lists no requests by anything we could have sent with the create.
     return Promise.resolve({ found: 'unknown' });
+  }
+
+  /** The status of a request that does not exist: fal's answer (404) proves the queue up and our key accepted. */
+  async probe(): Promise<void> {
+    await probeProvider(
+      'fal',
+      `${this.options.queueUrl}/fal-ai/flux/requests/${noRequest}/status`,
+      this.auth(),
+    );
   }
 
   async cancel(jobId: string): Promise<void> {

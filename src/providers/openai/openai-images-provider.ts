@@ -18,6 +18,7 @@ import {
   readReferenceImage,
   type DownloadPolicy,
   type ProviderAnswer,
+  probeProvider,
 } from '../provider-http.js';
 import {
   callOfToken,
@@ -144,6 +145,13 @@ export class OpenAiImagesProvider implements Provider {
     const staged = await stagedResult(this.db, jobId, index);
     if (!staged) throw new ProviderResultGone(`image ${index} of OpenAI call ${jobId} is no longer staged`);
     return staged;
+  }
+
+  /** The model list: an authenticated read that costs nothing (any answer but a refused key proves OpenAI up). */
+  async probe(): Promise<void> {
+    await probeProvider('OpenAI', `${this.options.baseUrl}/models`, {
+      authorization: `Bearer ${this.options.apiKey}`,
+    });
   }
 
   /** A call not sent yet is never sent. One already sent cannot be stopped: OpenAI has no handle on it. */
