@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -26,6 +26,7 @@ import {
   falValidationError,
 } from '../support/providers/fal-queue-server.js';
 import { probeVideo } from '../support/providers/probe-video.js';
+import { workerProcesses } from '../support/worker-process.js';
 
 /**
  * fal end to end: the catalog entries of catalog/examples/fal.json, the real API, the generation
@@ -45,9 +46,6 @@ describe('generations on fal', () => {
   let connection: Connection;
   let client: Client;
   let worker: ChildProcess;
-  const children: ChildProcess[] = [];
-  /** Everything the worker processes wrote to stdout and stderr (LOG_LEVEL=debug). */
-  let workerLogs = '';
   /** Every generation these tests made, for the look for the key at the end. */
   const generationIds: string[] = [];
 
@@ -58,28 +56,15 @@ describe('generations on fal', () => {
     PROVIDER_POLL_INTERVAL_MS: '50',
     ...fal.env(),
   });
-  /** The real worker, as `npm run worker` starts it; resolves once it reports ready. */
-  const startWorker = () =>
-    new Promise<ChildProcess>((resolve, reject) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', 'src/worker/main.ts'], {
-        env: {
-          ...process.env,
-          ...apiEnv(),
-          DATABASE_URL: db.url,
-          TEMPORAL_ADDRESS: inject('temporalAddress'),
-          WORKFLOW_BUNDLE_PATH: inject('workflowBundlePath'),
-          // The fake and its files are on 127.0.0.1, which outbound fetches refuse unless allowed.
-          OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
-          LOG_LEVEL: 'debug',
-        },
-        stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-      });
-      children.push(child);
-      child.stdout!.on('data', (chunk: Buffer) => (workerLogs += chunk.toString('utf8')));
-      child.stderr!.on('data', (chunk: Buffer) => (workerLogs += chunk.toString('utf8')));
-      child.once('message', () => resolve(child));
-      child.once('exit', (code) => reject(new Error(`worker exited ${code}: ${workerLogs.slice(-2000)}`)));
-    });
+  /** The real worker, as `npm run worker` starts it. */
+  const workers = workerProcesses(() => ({
+    ...apiEnv(),
+    DATABASE_URL: db.url,
+    // The fake and its files are on 127.0.0.1, which outbound fetches refuse unless allowed.
+    OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
+    LOG_LEVEL: 'debug',
+  }));
+  const startWorker = () => workers.start();
 
   beforeAll(async () => {
     fal = await FalQueueServer.start({ key: falKey });
@@ -107,7 +92,7 @@ describe('generations on fal', () => {
     worker = await startWorker();
   });
   afterAll(async () => {
-    for (const child of children) child.kill('SIGKILL');
+    workers.killAll();
     await connection?.close();
     await api?.close();
     await resultHost?.close();
@@ -413,8 +398,8 @@ describe('generations on fal', () => {
 
   it('FAL_KEY is nowhere: not in a generation row, a workflow history, the worker’s logs or the request log', async () => {
     expect(generationIds.length).toBeGreaterThan(8);
-    expect(workerLogs).toContain(taskQueue); // the logs were captured
-    expect(workerLogs).not.toContain(falKey);
+    expect(workers.logs()).toContain(taskQueue); // the logs were captured
+    expect(workers.logs()).not.toContain(falKey);
     // The histories are read with their payloads decoded: the first one's prompt is in there.
     const first = await client.workflow
       .getHandle(await workflowIdOf(db.pool, generationIds[0]!))

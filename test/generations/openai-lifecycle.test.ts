@@ -1,4 +1,3 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile, rm } from 'node:fs/promises';
 import { Client, Connection } from '@temporalio/client';
 import { imageSize } from 'image-size';
@@ -18,6 +17,7 @@ import { activityDeps } from '../../src/worker/worker-deps.js';
 import { resolveUpdate } from '../../src/workflows/generation-workflow.js';
 import { NeedsReview } from '../../src/workflows/search-attributes.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
+import { workerProcesses } from '../support/worker-process.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { chargesOf, workflowIdOf } from '../support/ledger.js';
@@ -237,32 +237,16 @@ describe('a worker killed in the middle of an OpenAI call', () => {
   let api: ApiService;
   let account: TestAccount;
   let temporal: Connection;
-  const workers: ChildProcess[] = [];
-  let logs = '';
-  const env = () => ({
-    ...process.env,
+  const workers = workerProcesses(() => ({
     ...openai.env(),
     DATABASE_URL: db.url,
-    TEMPORAL_ADDRESS: inject('temporalAddress'),
     TEMPORAL_TASK_QUEUE: taskQueue,
     STORAGE_DIR: storageDir,
     RESULT_BASE_URL: 'http://127.0.0.1:9',
     // Everything a worker says, so that the key's absence means something.
     LOG_LEVEL: 'trace',
-    WORKFLOW_BUNDLE_PATH: inject('workflowBundlePath'),
-  });
-  const startWorker = () =>
-    new Promise<ChildProcess>((resolve, reject) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', 'src/worker/main.ts'], {
-        env: env(),
-        stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-      });
-      workers.push(child);
-      child.stdout!.on('data', (chunk: Buffer) => (logs += chunk.toString('utf8')));
-      child.stderr!.on('data', (chunk: Buffer) => (logs += chunk.toString('utf8')));
-      child.once('message', () => resolve(child));
-      child.once('exit', (code) => reject(new Error(`worker exited ${code}`)));
-    });
+  }));
+  const startWorker = () => workers.start();
 
   beforeAll(async () => {
     openai = await OpenAiImagesServer.start({ key });
@@ -279,7 +263,7 @@ describe('a worker killed in the middle of an OpenAI call', () => {
     temporal = await Connection.connect({ address: inject('temporalAddress') });
   });
   afterAll(async () => {
-    for (const worker of workers) worker.kill('SIGKILL');
+    workers.killAll();
     await temporal?.close();
     await api?.close();
     await db?.drop();
@@ -319,8 +303,8 @@ describe('a worker killed in the middle of an OpenAI call', () => {
     const handle = new Client({ connection: temporal }).workflow.getHandle(await workflowIdOf(db.pool, id));
     expect(JSON.stringify(await handle.fetchHistory())).not.toContain(key);
     expect(await tablesMentioning(db.pool, key)).toEqual([]);
-    expect(logs).toContain('worker running');
-    expect(logs).not.toContain(key);
+    expect(workers.logs()).toContain('worker running');
+    expect(workers.logs()).not.toContain(key);
 
     // Support can only refund it or leave the charge: there is no job at OpenAI to look up.
     await handle.executeUpdate(resolveUpdate, { args: [{ action: 'refund', note: 'lost OpenAI call' }] });
