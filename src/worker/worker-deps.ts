@@ -2,10 +2,14 @@ import type { CommonQueryMethods } from 'slonik';
 import { stepHorizons, type Config } from '../config.js';
 import type { ActivityDeps } from '../activities/activity-deps.js';
 import type { ReconciliationOptions } from '../workflows/reconciliation-workflow.js';
+import { ReplicateProvider } from '../providers/replicate/replicate-provider.js';
 import { ChildProcessRenderer } from '../providers/simulated/renderer.js';
 import { SimulatedProvider } from '../providers/simulated/simulated-provider.js';
 import { LocalStorage } from '../storage/storage.js';
 import { providerRegistry } from './provider-registry.js';
+
+/** How long after our provider-wait horizon Replicate's own deadline (Cancel-After) falls. */
+const replicateDeadlineMarginMs = 15 * 60_000;
 
 /** The activities' dependencies from configuration: storage, and the providers with credentials. */
 export function activityDeps(
@@ -21,6 +25,19 @@ export function activityDeps(
         renderer: new ChildProcessRenderer(),
         storage,
         frameFetch: { allowCidrs: config.OUTBOUND_ALLOW_CIDRS },
+      }),
+    replicate: () =>
+      new ReplicateProvider({
+        apiUrl: config.REPLICATE_API_URL,
+        token: config.REPLICATE_API_TOKEN!,
+        storage,
+        // Results come from Replicate's file host: public HTTPS, unless the API itself is a local stand-in.
+        download: {
+          allowCidrs: config.OUTBOUND_ALLOW_CIDRS,
+          allowHttp: config.REPLICATE_API_URL.startsWith('http:'),
+        },
+        // Behind our own give-up: Replicate stops the prediction itself should our cancel never reach it.
+        cancelAfterMs: config.PROVIDER_WAIT_HORIZON_MS + replicateDeadlineMarginMs,
       }),
   });
   return {
