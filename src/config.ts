@@ -161,6 +161,18 @@ const configSchema = z.object({
   REPLICATE_API_URL: baseUrl('https://api.replicate.com/v1'),
   OPENAI_API_KEY: secret,
   OPENAI_BASE_URL: baseUrl('https://api.openai.com/v1'),
+  /**
+   * Jobs each provider account may have in flight at once; more wait in our queue (status queued)
+   * instead of collecting 429s. 0: no cap (the simulated provider's default).
+   */
+  FAL_MAX_IN_FLIGHT: int(10),
+  REPLICATE_MAX_IN_FLIGHT: int(20),
+  OPENAI_MAX_IN_FLIGHT: int(5),
+  SIM_PROVIDER_MAX_IN_FLIGHT: int(0),
+  /** Failures in a row (unreachable, 5xx, lost answers; never 429s) that take a provider down. */
+  PROVIDER_DOWN_AFTER_FAILURES: int(5, 1),
+  /** While a provider is down: how often it is probed, and the Retry-After its refused POSTs get. */
+  PROVIDER_PROBE_INTERVAL_MS: int(30_000, 100),
 
   RESULT_HOST: z.string().default('127.0.0.1'),
   RESULT_PORT: int(8081),
@@ -269,6 +281,16 @@ export function providersWithCredentials(config: Config): Set<ProviderName> {
   if (config.REPLICATE_API_TOKEN) names.add('replicate');
   if (config.OPENAI_API_KEY) names.add('openai');
   return names;
+}
+
+/** Each provider account's cap on jobs in flight (0: none). */
+export function inFlightCaps(config: Config): Record<ProviderName, number> {
+  return {
+    simulated: config.SIM_PROVIDER_MAX_IN_FLIGHT,
+    fal: config.FAL_MAX_IN_FLIGHT,
+    replicate: config.REPLICATE_MAX_IN_FLIGHT,
+    openai: config.OPENAI_MAX_IN_FLIGHT,
+  };
 }
 
 /** The variable that would give each provider its credentials. */

@@ -10,6 +10,8 @@ export interface ActivityDeps {
   /** A provider by name (a catalog entry's `provider.name`, or `simulated`). */
   providerFor: (name: ProviderName) => Provider;
   storage: Storage;
+  /** Jobs a provider account may have in flight (0 or absent: no cap); more wait in our queue. */
+  inFlightCap?: (name: ProviderName) => number;
   /** Generations an account may have in flight at once. */
   concurrencyLimit: number;
   /** A Temporal client (connected on first use), for the reconciliation sweep. */

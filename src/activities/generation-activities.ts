@@ -15,6 +15,7 @@ import {
   type StoredOutput,
 } from '../db/generation-results.js';
 import { refundGeneration } from '../db/credits-repository.js';
+import { releaseProviderSlot, takeProviderSlot } from '../db/provider-slots.js';
 import { admitGeneration, entryToSubmit, lastQuotedEntry } from './admission.js';
 import type { CatalogEntry } from '../catalog/catalog-entry.js';
 import { resolveOptions } from '../catalog/pricing.js';
@@ -27,7 +28,7 @@ import {
   type ProviderResult,
 } from '../providers/provider.js';
 import { jobReference, parseJobReference } from '../providers/job-reference.js';
-import { buildProviderInput } from '../catalog/provider-mapping.js';
+import { buildProviderInput, type ProviderName } from '../catalog/provider-mapping.js';
 import { measureMedia } from '../media/measure-media.js';
 import { PermanentError } from '../errors.js';
 import type { GenerationError } from '../generation.js';
@@ -37,7 +38,7 @@ import type { ActivityDeps } from './activity-deps.js';
 
 type GenerationActivityDeps = Pick<
   ActivityDeps,
-  'db' | 'providerFor' | 'storage' | 'concurrencyLimit' | 'persistHeartbeatMs'
+  'db' | 'providerFor' | 'storage' | 'concurrencyLimit' | 'persistHeartbeatMs' | 'inFlightCap'
 >;
 
 const extensionOf: Record<string, string> = {
@@ -112,15 +113,19 @@ export function createGenerationActivities(
       let sent = false;
       try {
         const job = providerJob(start, token, entry);
+        await takeInFlightPlace(start.generationId, providerName);
         sent = true;
         const accepted = await provider.submit(job);
         const jobId = jobReference(providerName, accepted.jobId);
         await recordProviderJob(db, start.generationId, jobId);
         return { jobId };
       } catch (error) {
-        // Nothing reached the provider: the claim goes, so the next attempt (or the horizon) knows.
-        if (!sent || error instanceof ProviderTransientError)
-          await releaseSubmitClaim(db, start.generationId);
+        // Nothing reached the provider: the claim (and the in-flight place) go, so the next attempt (or the horizon) knows.
+        if (!sent || error instanceof ProviderTransientError || error instanceof ProviderRejection) {
+          if (!sent || error instanceof ProviderTransientError)
+            await releaseSubmitClaim(db, start.generationId);
+          await releaseProviderSlot(db, start.generationId);
+        }
         if (error instanceof ProviderRejection)
           throw ApplicationFailure.nonRetryable(error.message, errorTypes.providerRejection);
         if (error instanceof ProviderUncertainError) {
@@ -142,7 +147,7 @@ export function createGenerationActivities(
      * says it is alive on a clock meanwhile (every 5 s, under the shortest heartbeat timeout of 10 s).
      */
     async waitForProvider(
-      generation: { model: string; jobId: string },
+      generation: { model: string; jobId: string; generationId?: string },
       pollIntervalMs: number,
     ): Promise<
       | { state: 'succeeded'; results: ProviderResult[] }
@@ -156,7 +161,11 @@ export function createGenerationActivities(
       try {
         for (;;) {
           const status = await provider.status(jobId);
-          if (status.state !== 'running') return status;
+          if (status.state !== 'running') {
+            // The provider's job has ended: its in-flight place is free for the next one.
+            if (generation.generationId) await releaseProviderSlot(db, generation.generationId);
+            return status;
+          }
           progress = status.progress ?? null;
           await sleep(pollIntervalMs);
           polls += 1;
@@ -172,9 +181,10 @@ export function createGenerationActivities(
     },
 
     /** Asks the provider to stop a job we gave up on; a job it no longer has is fine. */
-    async cancelJob(reference: string): Promise<void> {
+    async cancelJob(reference: string, generationId?: string): Promise<void> {
       const { provider, jobId } = providerOfJob(reference);
       await provider.cancel(jobId);
+      if (generationId) await releaseProviderSlot(db, generationId);
     },
 
     /** Copies each result from the provider into our storage ("persistence recovery" is this activity's retries). */
@@ -226,6 +236,7 @@ export function createGenerationActivities(
     /** Returns the debit and marks the generation failed; retried until it commits. */
     async refund(generationId: string, error: GenerationError): Promise<void> {
       await refundGeneration(db, generationId, error);
+      await releaseProviderSlot(db, generationId);
     },
 
     async markNeedsReview(generationId: string, error: GenerationError): Promise<void> {
@@ -244,6 +255,20 @@ export function createGenerationActivities(
       await expireGeneration(db, generationId);
     },
   };
+
+  /**
+   * One of the provider account's in-flight places, or a ProviderBusy failure: the job then waits
+   * in our queue (the submit is retried in the background) instead of collecting the provider's 429s.
+   */
+  async function takeInFlightPlace(generationId: string, provider: ProviderName): Promise<void> {
+    const cap = deps.inFlightCap?.(provider) ?? 0;
+    if (cap <= 0 || (await takeProviderSlot(db, generationId, provider, cap))) return;
+    throw ApplicationFailure.create({
+      type: errorTypes.providerBusy,
+      message: `provider ${provider} has ${cap} jobs in flight, its cap; this one waits for a place`,
+      nextRetryDelay: '2 seconds',
+    });
+  }
 
   /** The provider holding a recorded job, and its own id for it. */
   function providerOfJob(reference: string): { provider: Provider; jobId: string } {

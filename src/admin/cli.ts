@@ -1,3 +1,4 @@
+import { CatalogFileRefused } from '../catalog/catalog-file.js';
 import { KeyCreationRefused } from '../db/api-keys-repository.js';
 import { NotFound } from '../db/accounts-repository.js';
 import { createDatabasePool } from '../db/pool.js';
@@ -52,7 +53,12 @@ try {
 } catch (error) {
   if (error instanceof UsageError) exitCode = 2;
   else if (error instanceof WorkflowUpdateFailedError) exitCode = 1;
-  else if (error instanceof NotFound || error instanceof KeyCreationRefused) exitCode = 1;
+  else if (
+    error instanceof NotFound ||
+    error instanceof KeyCreationRefused ||
+    error instanceof CatalogFileRefused
+  )
+    exitCode = 1;
   else throw error;
   const message =
     error instanceof WorkflowUpdateFailedError
@@ -65,8 +71,11 @@ try {
         ? 'not_found'
         : error instanceof WorkflowUpdateFailedError
           ? 'refused'
-          : 'usage';
-  if (json) process.stdout.write(`${JSON.stringify({ error: { code, message } }, null, 2)}\n`);
+          : error instanceof CatalogFileRefused
+            ? 'invalid_catalog'
+            : 'usage';
+  const problems = error instanceof CatalogFileRefused ? { problems: error.problems } : {};
+  if (json) process.stdout.write(`${JSON.stringify({ error: { code, message, ...problems } }, null, 2)}\n`);
   else process.stderr.write(`${message}\n`);
 } finally {
   await pool.end();

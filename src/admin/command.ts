@@ -26,7 +26,13 @@ export interface Command {
   summary: string;
   usage: string;
   options: Record<string, { type: 'string' | 'boolean'; required?: boolean }>;
-  run(context: AdminContext, values: Record<string, string | boolean | undefined>): Promise<CommandResult>;
+  /** Names of the arguments that follow the command, all required (`import-catalog FILE`). */
+  arguments?: string[];
+  run(
+    context: AdminContext,
+    values: Record<string, string | boolean | undefined>,
+    args: string[],
+  ): Promise<CommandResult>;
 }
 
 export const str = (v: string | boolean | undefined): string => String(v);

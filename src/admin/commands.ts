@@ -15,6 +15,7 @@ import { createApiKey } from '../auth/api-key-issuer.js';
 import { listApiKeys, revokeApiKey } from '../db/api-keys-repository.js';
 import { getBalance, grantCredits, type CreditPool } from '../db/credits-repository.js';
 import { listRequestLog } from '../db/request-log-repository.js';
+import { catalogCommands } from './catalog-commands.js';
 import { supportCommands } from './support-commands.js';
 import {
   oneOf,
@@ -194,6 +195,7 @@ const commands: Record<string, Command> = {
     },
   },
   ...supportCommands,
+  ...catalogCommands,
 };
 
 /** Parses `argv` (without the program name) and runs the command against `db`. */
@@ -213,20 +215,27 @@ export async function runAdminCommand(
   const command = name === undefined ? undefined : commands[name];
   if (!command) throw new UsageError(name ? `Unknown command ${name}.\n\n${usage()}` : usage());
   let values: Record<string, string | boolean | undefined>;
+  let positionals: string[];
   try {
-    ({ values } = parseArgs({
+    ({ values, positionals } = parseArgs({
       args: rest,
       options: { ...command.options, json: { type: 'boolean' } },
       strict: true,
+      allowPositionals: command.arguments !== undefined,
     }));
   } catch (error) {
     throw new UsageError(`${(error as Error).message}\nUsage: admin ${name} ${command.usage}`);
   }
+  const expected = command.arguments ?? [];
+  if (positionals.length !== expected.length)
+    throw new UsageError(
+      `${name} takes ${expected.length === 1 ? 'one argument' : `${expected.length} arguments`}, ${expected.join(' ')}.\nUsage: admin ${name} ${command.usage}`,
+    );
   for (const [option, spec] of Object.entries(command.options)) {
     if (spec.required && values[option] === undefined)
       throw new UsageError(`--${option} is required.\nUsage: admin ${name} ${command.usage}`);
   }
-  return command.run(ctx, values);
+  return command.run(ctx, values, positionals);
 }
 
 export function usage(): string {

@@ -1,3 +1,5 @@
+import { providerHealthReport } from '../db/provider-health.js';
+import { providerSlotsInUse } from '../db/provider-slots.js';
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import {
@@ -108,6 +110,46 @@ export const supportCommands: Record<string, Command> = {
               [r.created_at, r.generation_id, r.action, r.reason, r.workflow_id ?? ''].join('  '),
             )
           : ['Reconciliation has not acted on any generation.'],
+      };
+    },
+  },
+  providers: {
+    summary:
+      'Whether each real provider is up or down (down: its models refuse new POSTs with 503 until a probe finds it up), its failures in a row, and the jobs it has in flight.',
+    usage: '',
+    options: {},
+    async run({ db }) {
+      const [health, inFlight] = await Promise.all([providerHealthReport(db), providerSlotsInUse(db)]);
+      const names = [...new Set([...health.map((h) => h.provider), ...inFlight.keys()])].sort();
+      const rows = names.map((provider) => {
+        const h = health.find((row) => row.provider === provider);
+        return {
+          provider,
+          state: h?.state ?? 'up',
+          consecutive_failures: h?.consecutive_failures ?? 0,
+          in_flight: inFlight.get(provider) ?? 0,
+          down_since: h?.down_since ?? null,
+          next_probe_at: h?.probe_at ?? null,
+          last_error: h?.last_error ?? null,
+          last_failure_at: h?.last_failure_at ?? null,
+        };
+      });
+      return {
+        json: rows,
+        text: rows.length
+          ? rows.map((r) =>
+              [
+                r.provider,
+                r.state,
+                `${r.consecutive_failures} failures in a row`,
+                `${r.in_flight} in flight`,
+                r.state === 'down' ? `down since ${r.down_since}, next probe ${r.next_probe_at}` : '',
+                r.last_error ? `last error at ${r.last_failure_at}: ${r.last_error}` : '',
+              ]
+                .filter(Boolean)
+                .join('  '),
+            )
+          : ['No provider has failed or has jobs in flight.'],
       };
     },
   },

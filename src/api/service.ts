@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { Authenticator } from '../auth/authenticator.js';
 import { CatalogCache } from '../catalog/catalog-cache.js';
+import { ProviderAvailability } from './provider-availability.js';
 import { providersWithCredentials, stepHorizons, type Config } from '../config.js';
 import type { CreditBalance } from '../db/credits-repository.js';
 import type { GenerationRow } from '../db/generation-reads.js';
@@ -48,7 +49,9 @@ export async function createApiService(
   );
   const reloadCatalog = () =>
     void catalog.reload().catch((error: unknown) => logger.warn({ err: error }, 'catalog reload failed'));
+  const providers = new ProviderAvailability(pool, logger.child({ component: 'provider-health' }));
   listener
+    .on('provider_health_changed', () => providers.reloadInBackground())
     .on('auth_changed', () => authenticator.invalidateAll())
     .on('balance_changed', (accountId) => balances.invalidate(accountId))
     .on('generation_changed', (id) => generationCache.invalidate(id))
@@ -58,9 +61,11 @@ export async function createApiService(
       balances.invalidateAll();
       generationCache.invalidateAll();
       reloadCatalog();
+      providers.reloadInBackground();
     });
   await listener.start();
   await catalog.start(config.CATALOG_REFRESH_MS);
+  await providers.start(config.CATALOG_REFRESH_MS);
   // Lazy: the API starts, and reads work, while Temporal is away; POST answers 503 until it is back.
   const temporalConnection = Connection.lazy({ address: config.TEMPORAL_ADDRESS });
   const temporal = new Client({ connection: temporalConnection, namespace: config.TEMPORAL_NAMESPACE });
@@ -82,6 +87,7 @@ export async function createApiService(
     },
     generations: {
       cache: generationCache,
+      providerDownFor: (provider) => providers.retryAfterSeconds(provider),
       temporal,
       taskQueue: config.TEMPORAL_TASK_QUEUE,
       storage: new LocalStorage(config.STORAGE_DIR, config.RESULT_BASE_URL),
@@ -102,6 +108,7 @@ export async function createApiService(
     async close() {
       await app.close();
       catalog.stop();
+      providers.stop();
       await requestLog.close();
       await listener.close();
       await temporalConnection.close();

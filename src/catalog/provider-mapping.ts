@@ -28,18 +28,49 @@ export type ProviderName = (typeof providerNames)[number];
 /** Sources that are not options: the prompt and the reference images. */
 const requestSources = ['prompt', 'images'] as const;
 
-const constantField = z.object({ value: z.unknown() }).strict();
-const derivedField = z
+type FieldMapping =
+  | { value: unknown }
+  | {
+      from: string | string[];
+      /** Our value (several: joined by commas) → the provider's value. */
+      map?: Record<string, unknown>;
+      /** For `images`: only the first URL, as a single value. */
+      first?: boolean;
+    };
+
+/**
+ * One object with the fields of both forms, told apart by which of `value` and `from` it has: as a
+ * union of the two, a typing mistake in one form (`{ "from": "prompt", "frist": true }`) would be
+ * reported as that object not being the other form.
+ */
+const fieldMapping = z
   .object({
-    from: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]),
-    /** Our value (several: joined by commas) → the provider's value. */
+    value: z.unknown(),
+    from: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]).optional(),
     map: z.record(z.unknown()).optional(),
-    /** For `images`: only the first URL, as a single value. */
     first: z.boolean().optional(),
   })
-  .strict();
-const fieldMapping = z.union([constantField, derivedField]);
-type FieldMapping = z.infer<typeof fieldMapping>;
+  .strict()
+  .superRefine((mapping, ctx) => {
+    const constant = 'value' in mapping;
+    if (constant === (mapping.from !== undefined))
+      ctx.addIssue({
+        code: 'custom',
+        path: [],
+        message: constant
+          ? 'has both value and from: a field is a constant (value) or taken from a source (from)'
+          : 'needs value (a constant) or from (prompt, images or options)',
+      });
+    else if (constant)
+      for (const key of ['map', 'first'] as const)
+        if (mapping[key] !== undefined)
+          ctx.addIssue({ code: 'custom', path: [key], message: `${key} goes with from, not with value` });
+  })
+  .transform((mapping): FieldMapping => {
+    if ('value' in mapping) return { value: mapping.value };
+    const { from, map, first } = mapping;
+    return { from: from!, ...(map ? { map } : {}), ...(first !== undefined ? { first } : {}) };
+  });
 
 export const providerBlockSchema = z
   .object({

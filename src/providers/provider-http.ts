@@ -4,6 +4,7 @@ import type { Storage } from '../storage/storage.js';
 import {
   ProviderRejection,
   ProviderResultGone,
+  ProviderThrottled,
   ProviderTransientError,
   ProviderUncertainError,
 } from './provider.js';
@@ -106,7 +107,12 @@ function unanswered(provider: string, kind: CallKind, error: unknown, timeoutMs:
 function refusal(provider: string, kind: CallKind, status: number, headers: Headers, body: unknown): Error {
   const detail = safeProviderMessage(errorText(body));
   const said = detail ? `: ${detail}` : '';
-  if (status === 429 || (kind === 'read' && status === 503 && headers.has('retry-after')))
+  if (status === 429)
+    return new ProviderThrottled(
+      `${provider} is throttling (HTTP ${status})${said}`,
+      retryAfterMs(headers.get('retry-after')) ?? 1_000,
+    );
+  if (kind === 'read' && status === 503 && headers.has('retry-after'))
     return new ProviderTransientError(
       `${provider} is throttling (HTTP ${status})${said}`,
       retryAfterMs(headers.get('retry-after')) ?? 1_000,

@@ -24,6 +24,12 @@ export interface Provider {
   lookup(token: string): Promise<{ found: true; jobId: string } | { found: false } | { found: 'unknown' }>;
   /** Asks the provider to stop a job we gave up on; best effort (a finished or unknown job is fine). */
   cancel(jobId: string): Promise<void>;
+  /**
+   * A cheap authenticated read that succeeds when the provider is reachable and serving, used to
+   * find a provider that was down up again. Without one, a down provider is let try again after the
+   * probe interval and goes down again at its next failure.
+   */
+  probe?(): Promise<void>;
 }
 
 export interface ProviderJob {
@@ -74,13 +80,18 @@ export class ProviderRejection extends Error {
 
 /** A failure that says nothing about the job; the same call may be tried again (after `retryAfterMs`, when the provider said). */
 export class ProviderTransientError extends Error {
-  override readonly name = 'ProviderTransientError';
+  override readonly name: string = 'ProviderTransientError';
   constructor(
     message: string,
     readonly retryAfterMs?: number,
   ) {
     super(message);
   }
+}
+
+/** The provider is throttling us (429): nothing happened, and it is not down. */
+export class ProviderThrottled extends ProviderTransientError {
+  override readonly name = 'ProviderThrottled';
 }
 
 /** A result the provider no longer serves (its URL expired): copying it cannot succeed later. */

@@ -9,7 +9,8 @@ import { createDatabasePool } from '../db/pool.js';
 import { createLogger } from '../logger.js';
 import { loadConfigOrExit, reportReady } from '../process.js';
 import { createWorker, installTemporalRuntime, NativeConnection } from './create-worker.js';
-import { activityDeps, reconciliationOptions } from './worker-deps.js';
+import { activityDeps, healthPolicy, reconciliationOptions } from './worker-deps.js';
+import { startProbing } from './provider-health-tracker.js';
 import { logUnconfiguredProviders } from './provider-registry.js';
 
 /** `npm run worker`: runs generation workflows and their activities. Configured by environment variables only. */
@@ -23,11 +24,18 @@ const clientConnection = await Connection.connect({ address: config.TEMPORAL_ADD
 const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
 await registerSearchAttributes();
 await logUnconfiguredProviders(config, pool, logger);
+const { deps, providers } = activityDeps(config, pool, logger, { temporal: () => Promise.resolve(client) });
+const stopProbing = startProbing(
+  providers,
+  pool,
+  healthPolicy(config),
+  logger.child({ component: 'provider-health' }),
+);
 const worker = await createWorker({
   connection,
   namespace: config.TEMPORAL_NAMESPACE,
   taskQueue: config.TEMPORAL_TASK_QUEUE,
-  activities: createActivities(activityDeps(config, pool, { temporal: () => Promise.resolve(client) })),
+  activities: createActivities(deps),
   // A bundle built ahead (bundleWorkflowCode) starts the worker faster; without one it bundles src/workflows now.
   workflowBundlePath: config.WORKFLOW_BUNDLE_PATH,
   maxCachedWorkflows: config.WORKER_MAX_CACHED_WORKFLOWS,
@@ -53,6 +61,7 @@ logger.info(
 const running = worker.run();
 reportReady();
 await running;
+stopProbing();
 await connection.close();
 await clientConnection.close();
 await pool.end();

@@ -15,20 +15,22 @@ import type { Provider } from '../providers/provider.js';
 export function providerRegistry(
   config: Config,
   build: Partial<Record<ProviderName, () => Provider>> & { simulated: () => Provider },
-): (name: ProviderName) => Provider {
+  wrap: (name: ProviderName, provider: Provider) => Provider = (_name, provider) => provider,
+): { providerFor: (name: ProviderName) => Provider; providers: ReadonlyMap<ProviderName, Provider> } {
   const configured = providersWithCredentials(config);
   const providers = new Map<ProviderName, Provider>();
   for (const name of configured) {
     const make = build[name];
-    if (make) providers.set(name, make());
+    if (make) providers.set(name, wrap(name, make()));
   }
-  return (name) => {
+  const providerFor = (name: ProviderName) => {
     const provider = providers.get(name);
     if (provider) return provider;
     throw new Error(
       `provider ${name} is not configured on this worker (set ${providerCredentialVariables[name] ?? name})`,
     );
   };
+  return { providerFor, providers };
 }
 
 /**

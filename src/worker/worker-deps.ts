@@ -1,5 +1,9 @@
 import type { CommonQueryMethods } from 'slonik';
-import { stepHorizons, type Config } from '../config.js';
+import type { Logger } from 'pino';
+import type { ProviderName } from '../catalog/provider-mapping.js';
+import { inFlightCaps, stepHorizons, type Config } from '../config.js';
+import type { Provider } from '../providers/provider.js';
+import { trackHealth, type HealthPolicy } from './provider-health-tracker.js';
 import type { ActivityDeps } from '../activities/activity-deps.js';
 import type { ReconciliationOptions } from '../workflows/reconciliation-workflow.js';
 import { ReplicateProvider } from '../providers/replicate/replicate-provider.js';
@@ -15,37 +19,56 @@ const replicateDeadlineMarginMs = 15 * 60_000;
 export function activityDeps(
   config: Config,
   db: CommonQueryMethods,
+  logger: Logger,
   overrides: Partial<ActivityDeps> & Pick<ActivityDeps, 'temporal'>,
-): ActivityDeps {
+): { deps: ActivityDeps; providers: ReadonlyMap<ProviderName, Provider> } {
   const storage = new LocalStorage(config.STORAGE_DIR, config.RESULT_BASE_URL);
-  const providerFor = providerRegistry(config, {
-    simulated: () =>
-      new SimulatedProvider(db, {
-        delayMs: config.SIM_PROVIDER_DELAY_MS,
-        renderer: new ChildProcessRenderer(),
-        storage,
-        frameFetch: { allowCidrs: config.OUTBOUND_ALLOW_CIDRS },
-      }),
-    replicate: () =>
-      new ReplicateProvider({
-        apiUrl: config.REPLICATE_API_URL,
-        token: config.REPLICATE_API_TOKEN!,
-        storage,
-        // Results come from Replicate's file host: public HTTPS, unless the API itself is a local stand-in.
-        download: {
-          allowCidrs: config.OUTBOUND_ALLOW_CIDRS,
-          allowHttp: config.REPLICATE_API_URL.startsWith('http:'),
-        },
-        // Behind our own give-up: Replicate stops the prediction itself should our cancel never reach it.
-        cancelAfterMs: config.PROVIDER_WAIT_HORIZON_MS + replicateDeadlineMarginMs,
-      }),
-  });
+  const healthLog = logger.child({ component: 'provider-health' });
+  const { providerFor, providers } = providerRegistry(
+    config,
+    {
+      simulated: () =>
+        new SimulatedProvider(db, {
+          delayMs: config.SIM_PROVIDER_DELAY_MS,
+          renderer: new ChildProcessRenderer(),
+          storage,
+          frameFetch: { allowCidrs: config.OUTBOUND_ALLOW_CIDRS },
+        }),
+      replicate: () =>
+        new ReplicateProvider({
+          apiUrl: config.REPLICATE_API_URL,
+          token: config.REPLICATE_API_TOKEN!,
+          storage,
+          // Results come from Replicate's file host: public HTTPS, unless the API itself is a local stand-in.
+          download: {
+            allowCidrs: config.OUTBOUND_ALLOW_CIDRS,
+            allowHttp: config.REPLICATE_API_URL.startsWith('http:'),
+          },
+          // Behind our own give-up: Replicate stops the prediction itself should our cancel never reach it.
+          cancelAfterMs: config.PROVIDER_WAIT_HORIZON_MS + replicateDeadlineMarginMs,
+        }),
+    },
+    (name, provider) => trackHealth(name, provider, db, healthPolicy(config), healthLog),
+  );
+  const caps = inFlightCaps(config);
   return {
-    db,
-    providerFor,
-    storage,
-    concurrencyLimit: config.CONCURRENT_GENERATIONS_PER_ACCOUNT,
-    ...overrides,
+    deps: {
+      db,
+      providerFor,
+      storage,
+      inFlightCap: (name) => caps[name],
+      concurrencyLimit: config.CONCURRENT_GENERATIONS_PER_ACCOUNT,
+      ...overrides,
+    },
+    providers,
+  };
+}
+
+/** When a provider is taken for down, and how often it is probed then. */
+export function healthPolicy(config: Config): HealthPolicy {
+  return {
+    downAfter: config.PROVIDER_DOWN_AFTER_FAILURES,
+    probeIntervalMs: config.PROVIDER_PROBE_INTERVAL_MS,
   };
 }
 

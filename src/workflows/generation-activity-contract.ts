@@ -21,13 +21,13 @@ export interface GenerationActivities<Result = unknown, Output = unknown> {
    * as `ProviderUncertain` when the job's fate cannot be known: a call whose answer was lost.
    */
   waitForProvider: (
-    generation: { model: string; jobId: string },
+    generation: { model: string; jobId: string; generationId?: string },
     pollIntervalMs: number,
   ) => Promise<
     { state: 'succeeded'; results: Result[] } | { state: 'failed'; message: string; rejected?: boolean }
   >;
   /** Asks the provider to stop a job we gave up on (best effort: a finished job is fine). */
-  cancelJob: (jobId: string) => Promise<void>;
+  cancelJob: (jobId: string, generationId?: string) => Promise<void>;
   /** Copies each result into our storage and marks the generation succeeded. */
   persistResults: (
     generation: { generationId: string; model: string; jobId: string; results: Result[] },

@@ -46,7 +46,8 @@ export function generationSteps(timing: GenerationStart['timing']) {
     retry: {
       initialInterval: '200 milliseconds',
       maximumAttempts: 2,
-      nonRetryableErrorTypes: [errorTypes.providerRejection, ...nonRetryableTypes],
+      // A provider at its in-flight cap: no second try within the POST, the job waits in the background.
+      nonRetryableErrorTypes: [errorTypes.providerRejection, errorTypes.providerBusy, ...nonRetryableTypes],
     },
     summary: 'Submit to the provider (once; a second attempt looks the job up)',
   });

@@ -99,6 +99,8 @@ export interface GenerationProgress {
 export const errorTypes = {
   providerRejection: 'ProviderRejection',
   providerUncertain: 'ProviderUncertain',
+  /** The provider account has its cap of jobs in flight: the job waits in our queue (retried). */
+  providerBusy: 'ProviderBusy',
   /** Retrying cannot help: a bug, a broken catalog entry, a result that can never be fetched. */
   permanent: 'PermanentFailure',
   /** Data PostgreSQL refuses to store: the request itself is at fault. */

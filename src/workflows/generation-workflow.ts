@@ -135,7 +135,10 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
       progress.providerJobId = jobId;
       enter('generating', 'queued', `generating (provider job ${jobId})`);
       try {
-        outcome = await steps.waitForProvider({ model: start.model, jobId }, start.timing.pollIntervalMs);
+        outcome = await steps.waitForProvider(
+          { model: start.model, jobId, generationId: start.generationId },
+          start.timing.pollIntervalMs,
+        );
         break;
       } catch (error) {
         // A synchronous provider's call whose answer was lost: it may have run (and billed).
@@ -173,7 +176,7 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
   /** A job we gave up on is stopped at the provider, so it neither runs on nor bills; best effort. */
   async function cancelAtProvider(jobId: string): Promise<void> {
     try {
-      await steps.cancelJob(jobId);
+      await steps.cancelJob(jobId, start.generationId);
     } catch (error) {
       if (isCancellation(error)) throw error;
       setCurrentDetails(`could not cancel provider job ${jobId}: ${String(error)}`);

@@ -78,6 +78,53 @@ describe('a catalog entry’s provider mapping', () => {
     ]);
   });
 
+  it('reports a mistake in a field mapping against the form it was meant as', () => {
+    const result = modelDefinitionSchema.safeParse(
+      withProvider({
+        name: 'fal',
+        model: 'fal-ai/flux/dev',
+        input: {
+          prompt: { from: 'prompt', frist: true },
+          image_urls: { from: 5 },
+          num_images: {},
+          seed: { value: 1, from: 'prompt' },
+          sync_mode: { value: true, map: { true: 1 } },
+          enable_safety_checker: { value: false },
+        },
+      }),
+    );
+    const issues = result.success
+      ? []
+      : result.error.issues.map((i) => ({ path: i.path.join('.'), code: i.code, message: i.message }));
+    expect(issues).toEqual([
+      {
+        path: 'provider.input.prompt',
+        code: 'unrecognized_keys',
+        message: expect.stringContaining("'frist'"),
+      },
+      { path: 'provider.input.image_urls.from', code: 'invalid_union', message: expect.any(String) },
+      {
+        path: 'provider.input.num_images',
+        code: 'custom',
+        message: 'needs value (a constant) or from (prompt, images or options)',
+      },
+      {
+        path: 'provider.input.seed',
+        code: 'custom',
+        message: 'has both value and from: a field is a constant (value) or taken from a source (from)',
+      },
+      { path: 'provider.input.sync_mode.map', code: 'custom', message: 'map goes with from, not with value' },
+    ]);
+    // A constant may be any JSON value, null and false included.
+    const constants = modelDefinitionSchema.parse(
+      withProvider({ name: 'fal', model: 'm', input: { a: { value: null }, b: { value: false } } }),
+    );
+    expect(buildProviderInput(constants.provider!, { prompt: 'p', images: [], options: {} })).toEqual({
+      a: null,
+      b: false,
+    });
+  });
+
   it('refuses an unknown provider and a version outside Replicate', () => {
     const unknown = modelDefinitionSchema.safeParse(
       withProvider({ name: 'midjourney', model: 'x', input: {} }),

@@ -5,15 +5,15 @@ import sharp from 'sharp';
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { z } from 'zod';
-import type { ActivityDeps } from '../../src/activities/activity-deps.js';
 import type { ApiService } from '../../src/api/service.js';
 import { loadConfig } from '../../src/config.js';
 import { randomBase62 } from '../../src/ids.js';
+import { createLogger } from '../../src/logger.js';
 import { activityDeps } from '../../src/worker/worker-deps.js';
 import { NeedsReview } from '../../src/workflows/search-attributes.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { exampleCatalog, insertModels } from '../support/example-catalog.js';
+import { importExampleCatalog } from '../support/example-catalog.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { chargesOf, workflowIdOf } from '../support/ledger.js';
 import { promptContains } from '../support/providers/fake-http.js';
@@ -31,15 +31,11 @@ import { waitFor } from '../support/wait.js';
 /** Starts the fake first and hands the stack its configuration (read when the stack starts). */
 function useReplicateStack(apiEnv: Record<string, string> = {}) {
   const context = { apiEnv: { ...apiEnv } } as { apiEnv: Record<string, string>; replicate: ReplicateServer };
-  let providerFor: ActivityDeps['providerFor'] | undefined;
   beforeAll(async () => {
     context.replicate = await ReplicateServer.start();
     Object.assign(context.apiEnv, context.replicate.env());
   });
-  const stack = useGenerationStack({
-    apiEnv: context.apiEnv,
-    worker: { overrides: { providerFor: (name) => providerFor!(name) } },
-  });
+  const stack = useGenerationStack({ apiEnv: context.apiEnv });
   beforeAll(async () => {
     const config = loadConfig({
       DATABASE_URL: stack.db.url,
@@ -49,10 +45,13 @@ function useReplicateStack(apiEnv: Record<string, string> = {}) {
       // The fake serves its output files on 127.0.0.1.
       OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
     });
-    providerFor = activityDeps(config, stack.db.pool, {
+    // The worker's activities use the providers (health tracking and in-flight caps included) as worker-deps builds them.
+    const { deps } = activityDeps(config, stack.db.pool, createLogger('worker-test', 'silent'), {
       temporal: () => Promise.resolve(stack.client),
-    }).providerFor;
-    await insertModels(stack.db.pool, await exampleCatalog('replicate'));
+    });
+    stack.worker.deps.providerFor = deps.providerFor;
+    stack.worker.deps.inFlightCap = deps.inFlightCap;
+    await importExampleCatalog(stack.db.pool, 'replicate');
     // The API hears of the new models by NOTIFY, and offers them because the token is configured.
     await waitFor(async () => (await modelIds(stack)).includes('replicate-kling-v3-video'), 10_000);
   });
@@ -382,7 +381,7 @@ describe('Replicate: a worker killed mid-generation', () => {
   beforeAll(async () => {
     replicate = await ReplicateServer.start();
     db = await createTestDatabase();
-    await insertModels(db.pool, await exampleCatalog('replicate'));
+    await importExampleCatalog(db.pool, 'replicate');
     api = await startTestApi(db.url, {
       ...replicate.env(),
       TEMPORAL_TASK_QUEUE: taskQueue,

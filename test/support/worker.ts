@@ -11,6 +11,7 @@ import { freePort } from '../../src/dev/free-port.js';
 import { randomBase62 } from '../../src/ids.js';
 import { createLogger } from '../../src/logger.js';
 import { SimulatedProvider } from '../../src/providers/simulated/simulated-provider.js';
+import type { Provider } from '../../src/providers/provider.js';
 import type { FrameFetchPolicy } from '../../src/providers/simulated/video-drawing.js';
 import { buildResultHost } from '../../src/result-host/server.js';
 import { LocalStorage } from '../../src/storage/storage.js';
@@ -22,6 +23,8 @@ export interface TestWorker {
   resultBaseUrl: string;
   /** The environment an API started with startTestApi needs to use this worker and storage. */
   apiEnv: Record<string, string>;
+  /** What its activities are built on; a change (a provider swapped) applies to the next activity. */
+  deps: ActivityDeps;
   /** Stops the worker (as a crash would not: tasks in flight finish or are abandoned to their timeouts). */
   stopWorker(): Promise<void>;
   /** Starts a fresh worker on the same task queue (after stopWorker). */
@@ -42,6 +45,8 @@ export async function startTestWorker(
     overrides?: Partial<ActivityDeps>;
     /** Worker slots for short activities (the worker's default: 100). */
     maxConcurrentActivities?: number;
+    /** Stands between the worker and the simulated provider (an outage, a counter). */
+    wrapProvider?: (simulated: Provider) => Provider;
     /** What the simulated provider's frame fetches may reach besides public addresses (OUTBOUND_ALLOW_CIDRS). */
     frameFetch?: FrameFetchPolicy;
   } = {},
@@ -68,7 +73,7 @@ export async function startTestWorker(
   };
   const deps: ActivityDeps = {
     db,
-    providerFor: () => provider,
+    providerFor: () => served,
     storage: new LocalStorage(storageDir, resultBaseUrl),
     concurrencyLimit: options.concurrencyLimit ?? 10,
     temporal,
@@ -80,6 +85,7 @@ export async function startTestWorker(
     storage: deps.storage,
     ...(options.frameFetch ? { frameFetch: options.frameFetch } : {}),
   });
+  const served: Provider = options.wrapProvider ? options.wrapProvider(provider) : provider;
 
   let connection: NativeConnection | null = null;
   let running: Promise<void> | null = null;
@@ -109,6 +115,7 @@ export async function startTestWorker(
   await startWorker();
 
   return {
+    deps,
     taskQueue,
     storageDir,
     resultBaseUrl,

@@ -1,6 +1,7 @@
 import type { FastifyReply } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
 import type { CatalogCache } from '../../catalog/catalog-cache.js';
+import type { CatalogEntry } from '../../catalog/catalog-entry.js';
 import { getGeneration, listGenerations, type GenerationRow } from '../../db/generation-reads.js';
 import { recordRejectedRequest } from '../../db/admission-repository.js';
 import type { InvalidatedCache } from '../../invalidated-cache.js';
@@ -26,6 +27,8 @@ export interface GenerationRouteDeps extends StartGenerationDeps {
   /** Generation records by id, dropped when PostgreSQL announces a change: polling costs no query. */
   cache: InvalidatedCache<string, GenerationRow | null>;
   catalog: CatalogCache;
+  /** Seconds until a down provider is probed again; null when it takes requests. */
+  providerDownFor?: (provider: string) => number | null;
 }
 
 /**
@@ -43,6 +46,7 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
       const key = checkIdempotencyKey(request.headers['idempotency-key']);
       const body = checkBody(deps.catalog, request.body);
       if (!key.ok || !body.ok) return reject(reply, principal, key, body);
+      refuseIfProviderDown(body.model.entry);
 
       const started = await startGeneration(deps, {
         accountId: principal.accountId,
@@ -60,6 +64,21 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
       return reply.code(202).send(toGeneration(row));
     },
   );
+
+  /**
+   * A provider that is down gets no new jobs: the POST is refused before anything is charged, with
+   * the time of the next probe as Retry-After, instead of debiting and refunding each request.
+   */
+  function refuseIfProviderDown(entry: CatalogEntry): void {
+    const provider = entry.provider?.name ?? 'simulated';
+    const retryAfterSeconds = deps.providerDownFor?.(provider) ?? null;
+    if (retryAfterSeconds === null) return;
+    throw new ApiError(
+      'service_unavailable',
+      `The provider of model ${entry.id} is unavailable. Nothing was charged; retry after ${retryAfterSeconds} s with the same Idempotency-Key and body.`,
+      { retryAfterSeconds },
+    );
+  }
 
   app.get('/v1/generations/:id', { schema: routeSchemas.getGeneration }, async (request, reply) => {
     const { id } = request.params; // empty when it cannot name a generation

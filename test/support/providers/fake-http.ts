@@ -39,6 +39,10 @@ export interface FakeHttpServer {
   origin: string;
   requests: RecordedRequest[];
   close(): Promise<void>;
+  /** Stops listening (connections are then refused, as by a provider that is down) until `goUp`. */
+  goDown(): Promise<void>;
+  /** Listens again on the same port. */
+  goUp(): Promise<void>;
 }
 
 export type FakeHandler = (
@@ -77,13 +81,23 @@ export async function startFakeHttp(handler: FakeHandler): Promise<FakeHttpServe
     server.listen(0, '127.0.0.1', resolve);
   });
   const { port } = server.address() as AddressInfo;
+  const stop = async () => {
+    for (const socket of sockets) socket.destroy();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  };
   return {
     origin: `http://127.0.0.1:${port}`,
     requests,
-    async close() {
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
+    close: stop,
+    goDown: stop,
+    goUp: () =>
+      new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, '127.0.0.1', () => {
+          server.off('error', reject);
+          resolve();
+        });
+      }),
   };
 }
 
@@ -199,6 +213,13 @@ export abstract class FakeProvider<Outcome> {
   }
   close(): Promise<void> {
     return this.server!.close();
+  }
+  /** The provider goes away: its port refuses connections until `goUp()`. */
+  goDown(): Promise<void> {
+    return this.server!.goDown();
+  }
+  goUp(): Promise<void> {
+    return this.server!.goUp();
   }
 }
 

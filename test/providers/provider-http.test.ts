@@ -1,0 +1,103 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../src/dev/free-port.js';
+import {
+  ProviderRejection,
+  ProviderThrottled,
+  ProviderTransientError,
+  ProviderUncertainError,
+} from '../../src/providers/provider.js';
+import { callProvider, safeProviderMessage } from '../../src/providers/provider-http.js';
+
+/**
+ * What a failed call to a provider means for the charging rules: the classes the workflow acts on.
+ * The server answers by path: /status/N answers N (with a JSON error body), /hang reads the request
+ * and never answers.
+ */
+describe('calling a provider', () => {
+  let server: http.Server;
+  let origin: string;
+  beforeAll(async () => {
+    server = http.createServer((request, response) => {
+      request.resume();
+      request.on('end', () => {
+        const status = /^\/status\/(\d+)/.exec(request.url ?? '');
+        if (!status) return; // /hang: read whole, never answered
+        const code = Number(status[1]);
+        if (code === 429) response.setHeader('retry-after', '7');
+        response.writeHead(code, { 'content-type': 'application/json' });
+        response.end(JSON.stringify({ detail: [{ msg: 'prompt is required', loc: ['body', 'prompt'] }] }));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  const call = (path: string, kind: 'create' | 'read', timeoutMs = 2_000) =>
+    callProvider('testprov', kind, {
+      method: 'POST',
+      url: `${origin}${path}`,
+      headers: { authorization: 'Key sekrit-key-value' },
+      json: { prompt: 'x' },
+      timeoutMs,
+    });
+
+  it('a connection never made is transient whatever the call: nothing was sent', async () => {
+    const closed = `http://127.0.0.1:${await freePort()}`;
+    const error = await callProvider('testprov', 'create', {
+      method: 'POST',
+      url: `${closed}/x`,
+      headers: {},
+      json: {},
+      timeoutMs: 2_000,
+    }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ProviderTransientError);
+    expect((error as Error).message).toContain('nothing was sent');
+  });
+
+  it('429 is throttling, with the Retry-After the provider gave', async () => {
+    const error = await call('/status/429', 'create').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ProviderThrottled);
+    expect((error as ProviderThrottled).retryAfterMs).toBe(7_000);
+  });
+
+  it('an input error on a create is a rejection that says why; on a read it is transient', async () => {
+    const create = await call('/status/422', 'create').catch((e: unknown) => e);
+    expect(create).toBeInstanceOf(ProviderRejection);
+    expect((create as Error).message).toContain('prompt is required');
+    expect(await call('/status/422', 'read').catch((e: unknown) => e)).toBeInstanceOf(ProviderTransientError);
+  });
+
+  it('a create whose answer never comes, or a 5xx, is uncertain; a read is only transient', async () => {
+    expect(await call('/hang', 'create', 300).catch((e: unknown) => e)).toBeInstanceOf(
+      ProviderUncertainError,
+    );
+    expect(await call('/status/502', 'create').catch((e: unknown) => e)).toBeInstanceOf(
+      ProviderUncertainError,
+    );
+    const read = await call('/hang', 'read', 300).catch((e: unknown) => e);
+    expect(read).toBeInstanceOf(ProviderTransientError);
+    expect(read).not.toBeInstanceOf(ProviderUncertainError);
+  });
+
+  it('refused credentials are transient and the key is never in the message', async () => {
+    const error = await call('/status/401', 'create').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ProviderTransientError);
+    expect((error as Error).message).toContain('credentials');
+    expect((error as Error).message).not.toContain('sekrit');
+  });
+
+  it('keeps signed URLs and tokens out of a provider message', () => {
+    expect(
+      safeProviderMessage(
+        'failed\n fetching https://cdn.example/x.png?sig=abc with Bearer r8_secret\u0000 and Key fal:secret',
+      ),
+    ).toBe('failed fetching [url] with Bearer [redacted] and Key [redacted]');
+    expect(safeProviderMessage('x'.repeat(1000))).toHaveLength(300);
+  });
+});
