@@ -247,6 +247,14 @@ describe('ReplicateProvider', () => {
     expect(await provider.status(jobId)).toMatchObject({ state: 'failed' });
   });
 
+  it('probes with GET /account: up with our token; refused credentials or no connection are not', async () => {
+    await provider.probe();
+    expect(replicate.requests.at(-1)).toMatchObject({ method: 'GET', url: '/v1/account' });
+    await expect(make({ token: 'r8_not_the_token' }).probe()).rejects.toBeInstanceOf(ProviderTransientError);
+    const closed = make({ apiUrl: `http://127.0.0.1:${await freePort()}/v1` });
+    await expect(closed.probe()).rejects.toBeInstanceOf(ProviderTransientError);
+  });
+
   it('lookup cannot tell (Replicate has no field for our token) and asks nothing', async () => {
     const before = replicate.requests.length;
     expect(await provider.lookup('tok_gen_test')).toEqual({ found: 'unknown' });

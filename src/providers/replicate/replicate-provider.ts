@@ -35,6 +35,7 @@ import {
  *   has expired is gone for good (ProviderResultGone: the generation is refunded).
  * - cancel: `POST {api}/predictions/{id}/cancel`.
  * - lookup: Replicate cannot be asked for a prediction by a token of ours (see `lookup`).
+ * - probe (is a provider that was down up again?): `GET {api}/account`.
  *
  * The job id is Replicate's prediction id as it is.
  */
@@ -193,6 +194,16 @@ export class ReplicateProvider implements Provider {
       },
       [404],
     );
+  }
+
+  /** Whether Replicate is up and takes our token: `GET /account`, its cheapest authenticated read. */
+  async probe(): Promise<void> {
+    await this.call('read', {
+      method: 'GET',
+      url: `${this.apiUrl}/account`,
+      headers: this.auth(),
+      timeoutMs: this.options.readTimeoutMs ?? 15_000,
+    });
   }
 
   /** A succeeded prediction's output files: one URL, or a list of URLs. */
