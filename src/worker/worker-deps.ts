@@ -8,10 +8,14 @@ import type { ActivityDeps } from '../activities/activity-deps.js';
 import type { ReconciliationOptions } from '../workflows/reconciliation-workflow.js';
 import { FalQueueProvider } from '../providers/fal/fal-queue-provider.js';
 import { OpenAiImagesProvider } from '../providers/openai/openai-images-provider.js';
+import { ReplicateProvider } from '../providers/replicate/replicate-provider.js';
 import { ChildProcessRenderer } from '../providers/simulated/renderer.js';
 import { SimulatedProvider } from '../providers/simulated/simulated-provider.js';
 import { LocalStorage } from '../storage/storage.js';
 import { providerRegistry } from './provider-registry.js';
+
+/** How long after our provider-wait horizon Replicate's own deadline (Cancel-After) falls. */
+const replicateDeadlineMarginMs = 15 * 60_000;
 
 /** The activities' dependencies from configuration: storage, and the providers with credentials. */
 export function activityDeps(
@@ -52,6 +56,16 @@ export function activityDeps(
           download: downloadPolicy(config.OPENAI_BASE_URL),
           // Staged images must outlive the persist step that copies them.
           stagedRetentionMs: config.PERSIST_HORIZON_MS + 3_600_000,
+        }),
+      replicate: () =>
+        new ReplicateProvider({
+          apiUrl: config.REPLICATE_API_URL,
+          token: config.REPLICATE_API_TOKEN!,
+          storage,
+          // Results come from Replicate's file host: public HTTPS, unless the API itself is a local stand-in.
+          download: downloadPolicy(config.REPLICATE_API_URL),
+          // Behind our own give-up: Replicate stops the prediction itself should our cancel never reach it.
+          cancelAfterMs: config.PROVIDER_WAIT_HORIZON_MS + replicateDeadlineMarginMs,
         }),
     },
     (name, provider) => trackHealth(name, provider, db, healthPolicy(config), healthLog),

@@ -178,6 +178,11 @@ describe('Replicate fake', () => {
     expect((await download(url)).status).toBe(404);
   });
 
+  it('says whose account the token is (GET /v1/account), and only to the token', async () => {
+    expect((await call(`${api}/account`, { headers: auth })).body).toMatchObject({ username: 'acme' });
+    expect((await call(`${api}/account`)).status).toBe(401);
+  });
+
   it('answers a video model with the URL of a real MP4 of the scripted size and duration', async () => {
     replicate.script({ video: { width: 256, height: 144, durationSeconds: 2 } }, promptContains('clip'));
     const created = await create(

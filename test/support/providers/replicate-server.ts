@@ -20,6 +20,7 @@ import {
  *   `aborted`, with `output` (an array of file URLs, or one URL), `error`, `logs`, `metrics`, `urls`.
  * - `POST /v1/predictions/{id}/cancel`: 200 and the prediction, `canceled` unless already done.
  * - `GET /v1/predictions[?cursor=…]`: newest first, `{ next, previous, results }`.
+ * - `GET /v1/account`: the account the token belongs to (`{ type, username, name }`).
  * Errors are problem details (`{ title, detail, status }`); invalid input is 422.
  * Output files are PNGs this server serves at `/files/…`, gone (404) once expired.
  */
@@ -140,6 +141,8 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
       return this.create(undefined, request, body, response);
     if (request.method === 'GET' && path === '/v1/predictions')
       return this.list(new URLSearchParams(query), response);
+    if (request.method === 'GET' && path === '/v1/account')
+      return sendJson(response, 200, { type: 'organization', username: 'acme', name: 'Acme Corp, Inc.' });
     const one = /^\/v1\/predictions\/([^/]+)(\/cancel)?$/.exec(path);
     const prediction = one ? this.predictions.get(one[1]!) : undefined;
     if (!one || !prediction) return sendJson(response, 404, problem(404, 'Not found', 'Not found.'));

@@ -1,0 +1,306 @@
+import type { Storage } from '../../storage/storage.js';
+import {
+  callProvider,
+  dataUri,
+  downloadResult,
+  readReferenceImage,
+  safeProviderMessage,
+  type DownloadPolicy,
+  type ProviderAnswer,
+} from '../provider-http.js';
+import {
+  ProviderRejection,
+  ProviderResultGone,
+  ProviderTransientError,
+  ProviderUncertainError,
+  type Provider,
+  type ProviderJob,
+  type ProviderResult,
+  type ProviderStatus,
+} from '../provider.js';
+
+/**
+ * Replicate's HTTP API (https://replicate.com/docs/reference/http), in plain HTTP:
+ *
+ * - submit: `POST {api}/models/{owner}/{name}/predictions` `{ input }` (the model's latest), or
+ *   `POST {api}/predictions` `{ version: "owner/name:id", input }` when the catalog pins a version.
+ *   One request, never resent: Replicate takes no idempotency key, so a second create would run
+ *   (and bill) a second prediction. No `Prefer: wait`: the first submit runs while the client's
+ *   POST waits (a few seconds), and a create held open until the model finishes would outlast that
+ *   and turn an accepted job into an uncertain one. `Cancel-After` is sent as a deadline behind our
+ *   own give-up (see `cancelAfterMs`).
+ * - status: `GET {api}/predictions/{id}`: `starting`/`processing` run; `succeeded` has `output`
+ *   (one file URL or a list of them); `failed`, `canceled` and `aborted` end it.
+ * - results: the output URLs, short-lived (an hour), downloaded under the outbound rules; one that
+ *   has expired is gone for good (ProviderResultGone: the generation is refunded).
+ * - cancel: `POST {api}/predictions/{id}/cancel`.
+ * - lookup: Replicate cannot be asked for a prediction by a token of ours (see `lookup`).
+ * - probe (is a provider that was down up again?): `GET {api}/account`.
+ *
+ * The job id is Replicate's prediction id as it is.
+ */
+export interface ReplicateProviderOptions {
+  /** REPLICATE_API_URL, without a trailing slash (https://api.replicate.com/v1). */
+  apiUrl: string;
+  /** REPLICATE_API_TOKEN; sent as `Authorization: Bearer …` to the API only, never to a result URL. */
+  token: string;
+  /** Our storage: reference images we stored are read from it (and sent as data URIs when small). */
+  storage: Storage;
+  /** What result downloads may reach. */
+  download: DownloadPolicy;
+  /**
+   * The deadline sent as `Cancel-After` (from creation): Replicate cancels the prediction itself if
+   * it is still running then, should our own cancel never arrive. Undefined: none is sent.
+   */
+  cancelAfterMs?: number;
+  /** Deadline of the create call (default 20 s); a create left unanswered is uncertain. */
+  createTimeoutMs?: number;
+  /** Deadline of a status or cancel call (default 15 s). */
+  readTimeoutMs?: number;
+}
+
+/** Replicate's documented guidance: data URLs for files up to 256 KB, HTTP URLs above. */
+export const maxDataUriBytes = 256 * 1024;
+
+/** What a prediction looks like to us (the fields we read). */
+interface Prediction {
+  id?: unknown;
+  status?: unknown;
+  output?: unknown;
+  error?: unknown;
+  data_removed?: unknown;
+}
+
+const contentTypeByExtension: Record<string, string> = {
+  png: 'image/png',
+  jpg: 'image/jpeg',
+  jpeg: 'image/jpeg',
+  webp: 'image/webp',
+  gif: 'image/gif',
+  mp4: 'video/mp4',
+};
+
+export class ReplicateProvider implements Provider {
+  private readonly apiUrl: string;
+  private readonly options: Omit<ReplicateProviderOptions, 'token'>;
+  /** Private to the instance: never enumerated, serialized or logged with it. */
+  readonly #token: string;
+
+  constructor({ token, ...options }: ReplicateProviderOptions) {
+    this.apiUrl = options.apiUrl.replace(/\/+$/, '');
+    this.options = options;
+    this.#token = token;
+  }
+
+  async submit(job: ProviderJob): Promise<{ jobId: string }> {
+    const target = job.target;
+    if (!target)
+      throw new ProviderRejection(`model ${job.model} has no Replicate model in its catalog entry`);
+    const input = await this.withReferenceImages(target.input).catch((error: unknown) => {
+      if (error instanceof ProviderRejection || error instanceof ProviderTransientError) throw error;
+      // Our own storage failed before anything was sent: the next attempt may send it.
+      throw new ProviderTransientError(
+        `a reference image could not be read; nothing was sent: ${error instanceof Error ? error.message : String(error)}`,
+      );
+    });
+    const byVersion = target.version !== undefined;
+    const url = byVersion
+      ? `${this.apiUrl}/predictions`
+      : `${this.apiUrl}/models/${modelPath(target.model)}/predictions`;
+    const headers: Record<string, string> = { ...this.auth() };
+    if (this.options.cancelAfterMs !== undefined)
+      headers['cancel-after'] = duration(this.options.cancelAfterMs);
+    const answer = await this.call('create', {
+      method: 'POST',
+      url,
+      headers,
+      json: byVersion ? { version: versionOf(target.model, target.version!), input } : { input },
+      timeoutMs: this.options.createTimeoutMs ?? 20_000,
+    });
+    const id = (answer.body as Prediction | undefined)?.id;
+    if (typeof id !== 'string' || !id)
+      // It answered 2xx, so it most likely has the prediction, but we cannot tell which.
+      throw new ProviderUncertainError(
+        `replicate answered HTTP ${answer.status} to the create without a prediction id`,
+      );
+    return { jobId: id };
+  }
+
+  async status(jobId: string): Promise<ProviderStatus> {
+    const answer = await this.call('read', {
+      method: 'GET',
+      url: `${this.apiUrl}/predictions/${encodeURIComponent(jobId)}`,
+      headers: this.auth(),
+      timeoutMs: this.options.readTimeoutMs ?? 15_000,
+    });
+    const prediction = (answer.body ?? {}) as Prediction;
+    switch (prediction.status) {
+      case 'starting':
+      case 'processing':
+        return { state: 'running' };
+      case 'succeeded':
+        return this.succeeded(prediction);
+      case 'failed': {
+        const said = typeof prediction.error === 'string' ? this.safe(prediction.error) : '';
+        return {
+          state: 'failed',
+          message: said ? `The model failed: ${said}` : 'The model failed to generate an output.',
+        };
+      }
+      case 'canceled':
+        return { state: 'failed', message: 'The prediction was canceled at the provider.' };
+      case 'aborted':
+        return { state: 'failed', message: 'The prediction was aborted at the provider before it started.' };
+      default:
+        // Not a status Replicate documents: say so and ask again later (until the wait's horizon).
+        throw new ProviderTransientError(
+          `replicate answered an unknown prediction status (${this.safe(String(prediction.status))})`,
+        );
+    }
+  }
+
+  async fetchResult(
+    jobId: string,
+    index: number,
+    result: ProviderResult,
+  ): Promise<{ bytes: Buffer; contentType: string }> {
+    if (!result.url) throw new ProviderResultGone(`result ${index} of prediction ${jobId} has no URL`);
+    // Output files are public, short-lived URLs: our token is never sent to them.
+    return downloadResult(result.url, this.options.download);
+  }
+
+  /**
+   * Replicate cannot be asked for a prediction by a token of ours. A create takes `input` (the
+   * model's own fields), `version`, `webhook` and `webhook_events_filter`, and nothing else: there
+   * is no metadata or tag field. A marker in `input` would change what the model is given; one in
+   * the `webhook` URL would make Replicate call that URL. Matching the recent predictions list
+   * (`GET /predictions`) by input cannot tell two identical requests apart (all our customers share
+   * one Replicate account), so a match could attach another generation's prediction. Hence
+   * `unknown`: the generation goes to review and support resolves it from Replicate's dashboard.
+   */
+  lookup(_token: string): Promise<{ found: 'unknown' }> {
+    return Promise.resolve({ found: 'unknown' });
+  }
+
+  async cancel(jobId: string): Promise<void> {
+    // A prediction that has already ended answers 200 as it is; one Replicate does not know, 404: both fine.
+    await this.call(
+      'read',
+      {
+        method: 'POST',
+        url: `${this.apiUrl}/predictions/${encodeURIComponent(jobId)}/cancel`,
+        headers: this.auth(),
+        timeoutMs: this.options.readTimeoutMs ?? 15_000,
+      },
+      [404],
+    );
+  }
+
+  /** Whether Replicate is up and takes our token: `GET /account`, its cheapest authenticated read. */
+  async probe(): Promise<void> {
+    await this.call('read', {
+      method: 'GET',
+      url: `${this.apiUrl}/account`,
+      headers: this.auth(),
+      timeoutMs: this.options.readTimeoutMs ?? 15_000,
+    });
+  }
+
+  /** A succeeded prediction's output files: one URL, or a list of URLs. */
+  private succeeded(prediction: Prediction): ProviderStatus {
+    const output = prediction.output;
+    const urls = (Array.isArray(output) ? output : [output]).filter(
+      (item): item is string => typeof item === 'string' && /^https?:\/\//i.test(item),
+    );
+    if (urls.length > 0 && urls.length === (Array.isArray(output) ? output.length : 1))
+      return { state: 'succeeded', results: urls.map(resultAt) };
+    if (output === null || output === undefined || prediction.data_removed === true)
+      return {
+        state: 'failed',
+        message: 'The provider finished, but its output was removed before it could be copied.',
+      };
+    return { state: 'failed', message: 'The provider finished with an output that is not a file.' };
+  }
+
+  /**
+   * The input with every reference image we stored (a URL on our result host, alone or in a list)
+   * as Replicate should get it: a data URI when it is small (Replicate's guidance), else our URL,
+   * which Replicate fetches itself (so RESULT_BASE_URL must be public HTTPS). Other URLs go as given.
+   */
+  private async withReferenceImages(input: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const convert = async (value: unknown): Promise<unknown> => {
+      if (typeof value !== 'string' || !this.options.storage.keyOf(value)) return value;
+      const image = await readReferenceImage(value, this.options.storage, this.options.download);
+      return image.bytes.length <= maxDataUriBytes ? dataUri(image) : value;
+    };
+    const out: Record<string, unknown> = {};
+    for (const [field, value] of Object.entries(input))
+      out[field] = Array.isArray(value) ? await Promise.all(value.map(convert)) : await convert(value);
+    return out;
+  }
+
+  private auth(): Record<string, string> {
+    return { authorization: `Bearer ${this.#token}` };
+  }
+
+  /** One call (never retried), its errors without our token should a provider ever echo it. */
+  private async call(
+    kind: 'create' | 'read',
+    call: Parameters<typeof callProvider>[2],
+    acceptStatuses: readonly number[] = [],
+  ): Promise<ProviderAnswer> {
+    try {
+      return await callProvider('replicate', kind, call, acceptStatuses);
+    } catch (error) {
+      if (error instanceof Error && error.message.includes(this.#token))
+        error.message = error.message.split(this.#token).join('[redacted]');
+      throw error;
+    }
+  }
+
+  /** A provider's text as we may keep and show it, never holding our token. */
+  private safe(text: string): string {
+    return safeProviderMessage(text.split(this.#token).join('[redacted]'));
+  }
+}
+
+/** `owner/name` as two escaped path segments. */
+function modelPath(model: string): string {
+  const [owner, name, ...rest] = model.split('/');
+  if (!owner || !name || rest.length > 0)
+    throw new ProviderRejection(`${model} is not a Replicate model id (owner/name)`);
+  return `${encodeURIComponent(owner)}/${encodeURIComponent(name)}`;
+}
+
+/** The `version` field: `owner/name:id`, unless the catalog already wrote it whole. */
+function versionOf(model: string, version: string): string {
+  return version.includes(':') ? version : `${model}:${version}`;
+}
+
+/** A Cancel-After duration (`1h2m3s`; Replicate's minimum is 5 s). */
+function duration(ms: number): string {
+  let seconds = Math.max(5, Math.ceil(ms / 1000));
+  const hours = Math.floor(seconds / 3600);
+  seconds -= hours * 3600;
+  const minutes = Math.floor(seconds / 60);
+  seconds -= minutes * 60;
+  return `${hours ? `${hours}h` : ''}${minutes ? `${minutes}m` : ''}${seconds || (!hours && !minutes) ? `${seconds}s` : ''}`;
+}
+
+/** What we know of one output file before downloading it: its URL and the type its name says. */
+function resultAt(url: string): ProviderResult {
+  let extension = '';
+  try {
+    const path = new URL(url).pathname;
+    extension = path.slice(path.lastIndexOf('.') + 1).toLowerCase();
+  } catch {
+    // Not a URL we can read: the download will say.
+  }
+  // Replicate does not say the size; persisting measures the bytes.
+  return {
+    url,
+    width: 0,
+    height: 0,
+    contentType: contentTypeByExtension[extension] ?? 'application/octet-stream',
+  };
+}
