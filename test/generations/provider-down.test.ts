@@ -14,6 +14,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { FalQueueServer } from '../support/providers/fal-queue-server.js';
 import { OpenAiImagesServer } from '../support/providers/openai-images-server.js';
+import { ReplicateServer } from '../support/providers/replicate-server.js';
 import { waitFor } from '../support/wait.js';
 import { workerProcesses, type WorkerProcesses } from '../support/worker-process.js';
 
@@ -38,6 +39,12 @@ describe.each([
     start: (): Promise<Outageable> => FalQueueServer.start(),
     catalog: 'fal.json',
     model: 'fal-flux-schnell',
+  },
+  {
+    provider: 'replicate',
+    start: (): Promise<Outageable> => ReplicateServer.start(),
+    catalog: 'replicate.json',
+    model: 'replicate-flux-schnell',
   },
   {
     provider: 'openai',
