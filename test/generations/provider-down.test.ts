@@ -122,11 +122,12 @@ describe.each([
     expect(await credits()).toBe(before);
     const report = await runAdminCli(['providers'], db.url);
     expect(report.stdout).toContain(`${provider}  down`);
-    expect(workers.logs()).toContain(`provider ${provider} is down`);
+    await waitFor(() => Promise.resolve(workers.logs().includes(`provider ${provider} is down`)), 10_000);
 
     await fake.goUp();
     await waitFor(async () => (await state()) === 'up', 30_000);
-    expect(workers.logs()).toContain(`provider ${provider} is up again`);
+    // The worker writes the line just after the state (its log reaches us through a pipe).
+    await waitFor(() => Promise.resolve(workers.logs().includes(`provider ${provider} is up again`)), 10_000);
     const retried = await createGeneration(
       api,
       account.key,

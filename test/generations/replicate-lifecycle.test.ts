@@ -1,4 +1,3 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { rm } from 'node:fs/promises';
 import { Client, Connection } from '@temporalio/client';
 import sharp from 'sharp';
@@ -12,6 +11,7 @@ import { createLogger } from '../../src/logger.js';
 import { activityDeps } from '../../src/worker/worker-deps.js';
 import { NeedsReview } from '../../src/workflows/search-attributes.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
+import { workerProcesses } from '../support/worker-process.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { importExampleCatalog } from '../support/example-catalog.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
@@ -351,32 +351,16 @@ describe('Replicate: a worker killed mid-generation', () => {
   let api: ApiService;
   let account: TestAccount;
   const taskQueue = `replicate-crash-${randomBase62(8)}`;
-  const workers: ChildProcess[] = [];
-  let logs = '';
-  const env = () => ({
-    ...process.env,
+  const workers = workerProcesses(() => ({
     ...replicate.env(),
     DATABASE_URL: db.url,
-    TEMPORAL_ADDRESS: inject('temporalAddress'),
     TEMPORAL_TASK_QUEUE: taskQueue,
     STORAGE_DIR: `/tmp/replicate-crash-${taskQueue}`,
     RESULT_BASE_URL: 'http://127.0.0.1:9',
     OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
     LOG_LEVEL: 'debug',
-    WORKFLOW_BUNDLE_PATH: inject('workflowBundlePath'),
-  });
-  const startWorker = () =>
-    new Promise<ChildProcess>((resolve, reject) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', 'src/worker/main.ts'], {
-        env: env(),
-        stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-      });
-      workers.push(child);
-      child.stdout!.on('data', (chunk: Buffer) => (logs += chunk.toString('utf8')));
-      child.stderr!.on('data', (chunk: Buffer) => (logs += chunk.toString('utf8')));
-      child.once('message', () => resolve(child));
-      child.once('exit', (code) => reject(new Error(`worker exited ${code}: ${logs.slice(-2000)}`)));
-    });
+  }));
+  const startWorker = () => workers.start();
 
   beforeAll(async () => {
     replicate = await ReplicateServer.start();
@@ -390,7 +374,7 @@ describe('Replicate: a worker killed mid-generation', () => {
     account = await createPaidAccount(db.pool, { oneTime: 20 });
   });
   afterAll(async () => {
-    for (const worker of workers) worker.kill('SIGKILL');
+    workers.killAll();
     await rm(`/tmp/replicate-crash-${taskQueue}`, { recursive: true, force: true });
     await api?.close();
     await db?.drop();
@@ -429,8 +413,8 @@ describe('Replicate: a worker killed mid-generation', () => {
     expect(replicate.creates).toBe(1);
     expect(replicate.accepted()).toHaveLength(1);
     expect(await chargesOf(db.pool, id)).toMatchObject({ debits: 1, refunds: 0, net: -1 });
-    expect(logs).toContain('worker running');
-    expect(logs).not.toContain(replicate.token);
+    expect(workers.logs()).toContain('worker running');
+    expect(workers.logs()).not.toContain(replicate.token);
     const handle = new Client({
       connection: await Connection.connect({ address: inject('temporalAddress') }),
     });
