@@ -102,4 +102,14 @@ export class ProviderResultGone extends Error {
 /** A submit was sent but its answer was lost: the provider may or may not have the job. */
 export class ProviderUncertainError extends Error {
   override readonly name = 'ProviderUncertainError';
+  /**
+   * `fromRecord`: known from our own records of an earlier call (a worker that died mid-call), not
+   * from the provider failing now, so it says nothing about the provider's health.
+   */
+  constructor(
+    message: string,
+    readonly fromRecord = false,
+  ) {
+    super(message);
+  }
 }

@@ -22,11 +22,13 @@ export interface HealthPolicy {
 
 /**
  * Whether a failed call says the provider is unwell: it could not be reached, it failed (5xx,
- * timeouts, lost answers) or it refused our credentials. A 429 is the provider working as agreed,
- * and a rejected input or an expired result says nothing about it.
+ * timeouts, lost answers) or it refused our credentials. A 429 is the provider working as agreed;
+ * a rejected input, an expired result, or an uncertainty our own records hold (a worker that died
+ * mid-call) says nothing about it.
  */
 function isOutage(error: unknown): boolean {
   if (error instanceof ProviderThrottled) return false;
+  if (error instanceof ProviderUncertainError && error.fromRecord) return false;
   return error instanceof ProviderTransientError || error instanceof ProviderUncertainError;
 }
 

@@ -258,10 +258,14 @@ function answerFrom(call: CallRow): ProviderStatus {
     case 'canceled':
       return { state: 'failed', message: 'The call to OpenAI was canceled before it was sent.' };
     case 'lost':
-      throw new ProviderUncertainError(call.error ?? `the answer to OpenAI call ${call.job_id} was lost`);
+      throw new ProviderUncertainError(
+        call.error ?? `the answer to OpenAI call ${call.job_id} was lost`,
+        true,
+      );
     case 'sent':
       throw new ProviderUncertainError(
         `OpenAI call ${call.job_id} was sent earlier and its outcome never recorded (its worker stopped mid-call?): it may have run and been billed, so it is not sent again`,
+        true,
       );
     case 'pending':
       throw new Error(`OpenAI call ${call.job_id} is pending without a request`);

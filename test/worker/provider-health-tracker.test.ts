@@ -1,0 +1,56 @@
+import { sql } from 'slonik';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { createLogger } from '../../src/logger.js';
+import {
+  ProviderRejection,
+  ProviderThrottled,
+  ProviderTransientError,
+  ProviderUncertainError,
+  type Provider,
+} from '../../src/providers/provider.js';
+import { trackHealth } from '../../src/worker/provider-health-tracker.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+
+/** Which failed calls count against a provider's health (provider_health), and which do not. */
+describe('counting a provider’s failures', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterAll(() => db?.drop());
+
+  /** A provider whose every status call fails with `error`. */
+  const failingWith = (name: string, error: Error) => {
+    const provider = { status: () => Promise.reject(error) } as unknown as Provider;
+    return trackHealth(
+      name,
+      provider,
+      db.pool,
+      { downAfter: 2, probeIntervalMs: 60_000 },
+      createLogger('t', 'silent'),
+    );
+  };
+  const healthOf = (name: string) =>
+    db.pool.maybeOne(sql.type(z.object({ state: z.string(), consecutive_failures: z.number() }))`
+      SELECT state, consecutive_failures FROM provider_health WHERE provider = ${name}`);
+
+  it('refused connections and lost answers count, and take it down at the threshold', async () => {
+    const unreachable = failingWith('p-unreachable', new ProviderTransientError('refused'));
+    await expect(unreachable.status('j')).rejects.toThrow('refused');
+    expect(await healthOf('p-unreachable')).toEqual({ state: 'up', consecutive_failures: 1 });
+    const lost = failingWith('p-unreachable', new ProviderUncertainError('no answer'));
+    await expect(lost.status('j')).rejects.toThrow('no answer');
+    expect(await healthOf('p-unreachable')).toEqual({ state: 'down', consecutive_failures: 2 });
+  });
+
+  it('throttling, rejections and an uncertainty from our own records do not count', async () => {
+    for (const error of [
+      new ProviderThrottled('slow down', 1_000),
+      new ProviderRejection('bad input'),
+      new ProviderUncertainError('our worker died mid-call', true),
+    ])
+      await expect(failingWith('p-quiet', error).status('j')).rejects.toBe(error);
+    expect(await healthOf('p-quiet')).toBeNull();
+  });
+});
