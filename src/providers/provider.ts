@@ -30,6 +30,11 @@ export interface Provider {
    * probe interval and goes down again at its next failure.
    */
   probe?(): Promise<void>;
+  /**
+   * A synchronous provider's submit only records the job (its call runs in `status`): the submit
+   * says nothing of the provider's health.
+   */
+  readonly submitsLocally?: boolean;
 }
 
 export interface ProviderJob {

@@ -83,13 +83,17 @@ export function trackHealth(
       log.warn({ err: recordError, provider: name }, 'could not record a provider success');
     }
   }
+  // Only the calls that reach the provider's API count: a create, a status poll and a probe. A
+  // lookup may answer without asking anyone, a result comes from a file host of its own, and a
+  // success that never left the process must not wipe out the failures of those that did.
   return {
-    submit: (job) => observe(() => provider.submit(job)),
+    submit: (job) => (provider.submitsLocally ? provider.submit(job) : observe(() => provider.submit(job))),
     status: (jobId) => observe(() => provider.status(jobId)),
-    fetchResult: (jobId, index, result) => observe(() => provider.fetchResult(jobId, index, result)),
-    lookup: (token) => observe(() => provider.lookup(token)),
-    cancel: (jobId) => observe(() => provider.cancel(jobId)),
+    fetchResult: (jobId, index, result) => provider.fetchResult(jobId, index, result),
+    lookup: (token) => provider.lookup(token),
+    cancel: (jobId) => provider.cancel(jobId),
     probe: provider.probe && (() => observe(() => provider.probe!())),
+    submitsLocally: provider.submitsLocally,
   };
 }
 

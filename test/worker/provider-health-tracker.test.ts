@@ -44,6 +44,30 @@ describe('counting a provider’s failures', () => {
     expect(await healthOf('p-unreachable')).toEqual({ state: 'down', consecutive_failures: 2 });
   });
 
+  it('calls that never reach the provider’s API neither count nor wipe out failures that did', async () => {
+    const provider = {
+      submit: () => Promise.reject(new ProviderUncertainError('502 on create')),
+      lookup: () => Promise.resolve({ found: 'unknown' }),
+      cancel: () => Promise.resolve(),
+      fetchResult: () => Promise.reject(new ProviderTransientError('file host hiccup')),
+    } as unknown as Provider;
+    const tracked = trackHealth(
+      'p-lookups',
+      provider,
+      db.pool,
+      { downAfter: 3, probeIntervalMs: 60_000 },
+      createLogger('t', 'silent'),
+    );
+    await expect(tracked.submit({} as never)).rejects.toThrow('502');
+    await tracked.lookup('tok');
+    await tracked.cancel('j');
+    await expect(tracked.fetchResult('j', 0, {} as never)).rejects.toThrow('hiccup');
+    expect(await healthOf('p-lookups')).toEqual({ state: 'up', consecutive_failures: 1 });
+    await expect(tracked.submit({} as never)).rejects.toThrow('502');
+    await expect(tracked.submit({} as never)).rejects.toThrow('502');
+    expect(await healthOf('p-lookups')).toEqual({ state: 'down', consecutive_failures: 3 });
+  });
+
   it('throttling, rejections and an uncertainty from our own records do not count', async () => {
     for (const error of [
       new ProviderThrottled('slow down', 1_000),

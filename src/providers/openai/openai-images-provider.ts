@@ -88,6 +88,9 @@ export class OpenAiImagesProvider implements Provider {
   ) {}
 
   /** Records the call; nothing is sent (that is `status`'s, inside the provider wait). */
+  /** The call is made in `status`, inside the provider wait: submit only records it. */
+  readonly submitsLocally = true;
+
   async submit(job: ProviderJob): Promise<{ jobId: string }> {
     if (!job.target) throw new PermanentError(`model ${job.model} has no provider block for OpenAI`);
     const { image, ...input } = job.target.input;
