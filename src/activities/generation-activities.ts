@@ -2,6 +2,8 @@ import { ApplicationFailure, Context, heartbeat, sleep } from '@temporalio/activ
 import { randomBase62 } from '../ids.js';
 import {
   claimSubmit,
+  markCreateAnswered,
+  markCreateSent,
   markNeedsReview,
   recordProviderJob,
   releaseSubmitClaim,
@@ -58,8 +60,6 @@ export function createGenerationActivities(
   deps: GenerationActivityDeps,
 ): GenerationActivities<ProviderResult, StoredOutput> {
   const { db, storage } = deps;
-  /** Generations whose create this process has sent and not heard back about yet. */
-  const createsAwaitingAnswer = new Set<string>();
 
   return {
     /** Concurrency slot, price quote and debit in one transaction (run as a local activity). */
@@ -86,12 +86,20 @@ export function createGenerationActivities(
         throw new PermanentError(`model ${start.model} has no readable catalog entry`);
       }
       const providerName = entry.provider?.name ?? 'simulated';
-      const provider = deps.providerFor(providerName);
+      let provider: Provider;
+      try {
+        provider = deps.providerFor(providerName);
+      } catch (error) {
+        // This worker cannot reach that provider (no credentials): nothing left us.
+        if (claim.first) await releaseSubmitClaim(db, start.generationId);
+        throw error;
+      }
       const token = claim.provider_token ?? `tok_${start.generationId}`;
       if (!claim.first) {
-        // The attempt the POST's deadline abandoned may still be waiting for the provider's answer
-        // in this process: wait for it (it records the job) rather than take its silence for a loss.
-        if (createsAwaitingAnswer.has(start.generationId))
+        // An earlier attempt (the one the POST's deadline abandoned, on any worker) may still be
+        // waiting for the provider's answer: wait for it (it records the job) rather than take its
+        // silence for a loss.
+        if (claim.awaiting_answer)
           throw ApplicationFailure.create({
             type: errorTypes.providerBusy,
             message: 'an earlier submit of this generation is still waiting for the provider to answer',
@@ -124,20 +132,21 @@ export function createGenerationActivities(
       try {
         const job = providerJob(start, token, entry);
         await takeInFlightPlace(start.generationId, providerName);
+        await markCreateSent(db, start.generationId, createAnswerDeadlineMs);
         sent = true;
-        createsAwaitingAnswer.add(start.generationId);
-        const accepted = await provider
-          .submit(job)
-          .finally(() => createsAwaitingAnswer.delete(start.generationId));
+        const accepted = await provider.submit(job);
         const jobId = jobReference(providerName, accepted.jobId);
         await recordProviderJob(db, start.generationId, jobId);
         return { jobId };
       } catch (error) {
-        // Nothing reached the provider: the claim (and the in-flight place) go, so the next attempt (or the horizon) knows.
+        // Nothing reached the provider, or it refused the job (a rejection seen by an attempt the POST
+        // abandoned must reach the workflow: the next attempt sends again and hears it): the claim
+        // and the in-flight place go, so the next attempt (or the horizon) knows.
         if (!sent || error instanceof ProviderTransientError || error instanceof ProviderRejection) {
-          if (!sent || error instanceof ProviderTransientError)
-            await releaseSubmitClaim(db, start.generationId);
+          await releaseSubmitClaim(db, start.generationId);
           await releaseProviderSlot(db, start.generationId);
+        } else {
+          await markCreateAnswered(db, start.generationId);
         }
         if (error instanceof ProviderRejection)
           throw ApplicationFailure.nonRetryable(error.message, errorTypes.providerRejection);
@@ -320,5 +329,11 @@ function settledFailure(generationId: string): ApplicationFailure {
     errorTypes.generationSettled,
   );
 }
+
+/**
+ * How long later attempts wait for a create that left and has not been answered: longer than any
+ * adapter's own create deadline (20 s), after which its answer can no longer come.
+ */
+const createAnswerDeadlineMs = 60_000;
 
 const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));

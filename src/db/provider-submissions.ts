@@ -24,21 +24,43 @@ export async function claimSubmit(db: CommonQueryMethods, generationId: string, 
       refunded: z.boolean(),
       digest: z.string().nullable(),
       definition: z.unknown(),
+      awaiting_answer: z.boolean(),
     }),
   )`
-    WITH before AS (SELECT id, model, submit_attempted_at FROM generations WHERE id = ${generationId} FOR UPDATE)
+    WITH before AS (SELECT id, model, submit_attempted_at, submit_awaiting_until FROM generations WHERE id = ${generationId} FOR UPDATE)
     UPDATE generations g SET submit_attempted_at = coalesce(before.submit_attempted_at, now())
     FROM before LEFT JOIN (SELECT id, definition, md5(definition::text) AS digest FROM models) m ON m.id = before.model
     WHERE g.id = before.id
     RETURNING g.provider_job_id, g.provider_token, before.submit_attempted_at IS NULL AS first,
       g.credits_refunded AS refunded, m.digest,
+      coalesce(before.submit_awaiting_until > now(), false) AS awaiting_answer,
       CASE WHEN m.digest = ${knownDigest} THEN NULL ELSE m.definition END AS definition`);
 }
 
 /** Nothing reached the provider after all (it refused the connection, say): the next attempt is a first one again. */
 export async function releaseSubmitClaim(db: CommonQueryMethods, generationId: string): Promise<void> {
   await db.query(sql.unsafe`
-    UPDATE generations SET submit_attempted_at = NULL WHERE id = ${generationId} AND provider_job_id IS NULL`);
+    UPDATE generations SET submit_attempted_at = NULL, submit_awaiting_until = NULL
+    WHERE id = ${generationId} AND provider_job_id IS NULL`);
+}
+
+/**
+ * The create is about to leave for the provider: until its answer comes back (or `withinMs` has
+ * passed), later attempts wait for it rather than take its silence for a lost answer.
+ */
+export async function markCreateSent(
+  db: CommonQueryMethods,
+  generationId: string,
+  withinMs: number,
+): Promise<void> {
+  await db.query(sql.unsafe`
+    UPDATE generations SET submit_awaiting_until = now() + make_interval(secs => ${withinMs / 1000})
+    WHERE id = ${generationId}`);
+}
+
+/** The create's answer came back (whatever it said): no attempt need wait for it any more. */
+export async function markCreateAnswered(db: CommonQueryMethods, generationId: string): Promise<void> {
+  await db.query(sql.unsafe`UPDATE generations SET submit_awaiting_until = NULL WHERE id = ${generationId}`);
 }
 
 /** Where submission stands: the provider's job, if recorded, and whether a submit may have reached the provider. */
@@ -59,7 +81,7 @@ export async function recordProviderJob(
   jobId: string,
 ): Promise<void> {
   await db.query(sql.unsafe`
-    UPDATE generations SET provider_job_id = ${jobId}, needs_review = false, status = 'queued', error = NULL, updated_at = now()
+    UPDATE generations SET provider_job_id = ${jobId}, submit_awaiting_until = NULL, needs_review = false, status = 'queued', error = NULL, updated_at = now()
     WHERE id = ${generationId} AND status IN ('queued', 'failed') AND NOT credits_refunded`);
 }
 
