@@ -75,7 +75,9 @@ export function createGenerationActivities(
      */
     async submit(start: GenerationStart): Promise<{ jobId: string }> {
       const quoted = lastQuotedEntry(start.model);
-      const claim = await claimSubmit(db, start.generationId, quoted?.digest ?? null);
+      // A first claim also marks the create as on its way (one round trip): if it does not leave
+      // after all, releasing the claim clears the mark.
+      const claim = await claimSubmit(db, start.generationId, quoted?.digest ?? null, createAnswerDeadlineMs);
       // Refunded already (support refunded it, then reset the workflow): it must never run unpaid.
       if (claim.refunded) throw settledFailure(start.generationId);
       if (claim.provider_job_id) return { jobId: claim.provider_job_id };
@@ -132,7 +134,7 @@ export function createGenerationActivities(
       try {
         const job = providerJob(start, token, entry);
         await takeInFlightPlace(start.generationId, providerName);
-        await markCreateSent(db, start.generationId, createAnswerDeadlineMs);
+        if (!claim.first) await markCreateSent(db, start.generationId, createAnswerDeadlineMs);
         sent = true;
         const accepted = await provider.submit(job);
         const jobId = jobReference(providerName, accepted.jobId);

@@ -15,7 +15,13 @@ import type { GenerationError } from '../generation.js';
  * digest (md5, as admit_generation() computes it). The definition is left out (null) when its
  * digest is `knownDigest`: the caller holds that one already.
  */
-export async function claimSubmit(db: CommonQueryMethods, generationId: string, knownDigest: string | null) {
+export async function claimSubmit(
+  db: CommonQueryMethods,
+  generationId: string,
+  knownDigest: string | null,
+  /** A first claim is about to send: later attempts wait this long for its answer (see markCreateSent). */
+  awaitAnswerMs = 0,
+) {
   return db.one(sql.type(
     z.object({
       provider_job_id: z.string().nullable(),
@@ -28,7 +34,9 @@ export async function claimSubmit(db: CommonQueryMethods, generationId: string, 
     }),
   )`
     WITH before AS (SELECT id, model, submit_attempted_at, submit_awaiting_until FROM generations WHERE id = ${generationId} FOR UPDATE)
-    UPDATE generations g SET submit_attempted_at = coalesce(before.submit_attempted_at, now())
+    UPDATE generations g SET submit_attempted_at = coalesce(before.submit_attempted_at, now()),
+      submit_awaiting_until = CASE WHEN before.submit_attempted_at IS NULL
+        THEN now() + make_interval(secs => ${awaitAnswerMs / 1000}) ELSE before.submit_awaiting_until END
     FROM before LEFT JOIN (SELECT id, definition, md5(definition::text) AS digest FROM models) m ON m.id = before.model
     WHERE g.id = before.id
     RETURNING g.provider_job_id, g.provider_token, before.submit_attempted_at IS NULL AS first,
