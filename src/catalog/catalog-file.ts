@@ -12,7 +12,7 @@ import { providerNames } from './provider-mapping.js';
  */
 
 /** A model id, as the `models` table's CHECK constraint has it (0001_foundation.sql). */
-export const modelIdPattern = /^[a-z0-9][a-z0-9.-]*$/;
+const modelIdPattern = /^[a-z0-9][a-z0-9.-]*$/;
 
 /** PostgreSQL `integer`, the type of `models.sort_order`. */
 const int32 = { min: -2_147_483_648, max: 2_147_483_647 };
@@ -220,7 +220,7 @@ function describeValue(value: unknown): string {
 }
 
 /** `definition.pricing.credits.4K`; keys other than plain words are quoted: `map["16:9,1K"]`, `values[0]`. */
-export function formatPath(path: ReadonlyArray<string | number>): string {
+function formatPath(path: ReadonlyArray<string | number>): string {
   return path
     .map((key, i) => {
       if (typeof key === 'number') return `[${key}]`;

@@ -3,7 +3,7 @@ import { lockModelsForImport, storedMediaTypes, upsertModel } from '../db/catalo
 import { CatalogFileRefused, type CatalogFileModel } from './catalog-file.js';
 
 /** What an import did, by model id. */
-export interface CatalogImportSummary {
+interface CatalogImportSummary {
   added: string[];
   updated: string[];
   unchanged: string[];

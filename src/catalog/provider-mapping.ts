@@ -83,7 +83,7 @@ export const providerBlockSchema = z
     input: z.record(fieldMapping),
   })
   .strict();
-export type ProviderBlock = z.infer<typeof providerBlockSchema>;
+type ProviderBlock = z.infer<typeof providerBlockSchema>;
 
 /** What the mapping reads an option as: its type and, for enums, the values it can take. */
 interface OptionShape {

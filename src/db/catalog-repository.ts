@@ -11,7 +11,7 @@ export async function listActiveModels(db: CommonQueryMethods): Promise<readonly
 }
 
 /** A model as an import writes it: the definition already checked by the caller. */
-export interface ModelImportRow {
+interface ModelImportRow {
   id: string;
   media_type: string;
   definition: unknown;

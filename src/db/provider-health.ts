@@ -15,7 +15,7 @@ const healthRow = z.object({
   down_since: z.string().nullable(),
   probe_at: z.string().nullable(),
 });
-export type ProviderHealthRow = z.infer<typeof healthRow>;
+type ProviderHealthRow = z.infer<typeof healthRow>;
 const healthColumns = sql.fragment`provider, state, consecutive_failures, last_error,
   to_char(last_failure_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS last_failure_at,
   to_char(down_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS down_since,

@@ -5,7 +5,7 @@ import { imageSize } from 'image-size';
 import { runFfmpeg } from './ffmpeg.js';
 
 /** What a stored result is, read from its bytes rather than taken from whoever produced it. */
-export interface MeasuredMedia {
+interface MeasuredMedia {
   contentType: string;
   width: number;
   height: number;

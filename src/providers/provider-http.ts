@@ -25,9 +25,9 @@ import {
  *   read (status, result, cancel) is transient: reads are safe to repeat.
  */
 
-export type CallKind = 'create' | 'read';
+type CallKind = 'create' | 'read';
 
-export interface ProviderCall {
+interface ProviderCall {
   method: 'GET' | 'POST' | 'PUT';
   url: string;
   headers: Record<string, string>;
@@ -152,7 +152,7 @@ export async function probeProvider(
 }
 
 /** Retry-After in milliseconds: delta-seconds or an HTTP date; undefined when absent or unreadable. */
-export function retryAfterMs(header: string | null): number | undefined {
+function retryAfterMs(header: string | null): number | undefined {
   if (!header) return undefined;
   const trimmed = header.trim();
   if (/^\d+(\.\d+)?$/.test(trimmed)) return Math.round(Number(trimmed) * 1000);

@@ -7,7 +7,7 @@ import type { ProviderResult } from '../provider.js';
  * states only by conditional updates, so that two workers can never both send it.
  */
 
-export type CallEndpoint = 'generations' | 'edits';
+type CallEndpoint = 'generations' | 'edits';
 
 /** What a call sends: OpenAI's model, the other input fields, and the reference image URLs (edits). */
 export interface CallRequest {
