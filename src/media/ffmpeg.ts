@@ -28,7 +28,10 @@ function ffmpegBinary(): string {
 export function runFfmpeg(args: string[]): Promise<string> {
   const binary = ffmpegBinary();
   return new Promise((resolve, reject) => {
-    const child = spawn(binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(binary, args, {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      env: ffmpegEnvironment(process.env),
+    });
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
@@ -55,4 +58,15 @@ export function runFfmpeg(args: string[]): Promise<string> {
       reject(new Error(`ffmpeg ${why}: ${stderr.trim().slice(-4000) || '(no output)'}`));
     });
   });
+}
+
+/**
+ * What ffmpeg inherits of its parent's environment: where to find programs and temporary files,
+ * and the locale. The worker that measures results holds the providers' keys and the database URL;
+ * ffmpeg reads files that providers and clients made and needs none of them.
+ */
+export function ffmpegEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return Object.fromEntries(
+    Object.entries(env).filter(([name]) => /^(PATH|TMPDIR|TMP|TEMP|TZ|LANG|LC_\w+)$/.test(name)),
+  );
 }
