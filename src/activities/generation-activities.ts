@@ -70,8 +70,9 @@ export function createGenerationActivities(
     /**
      * Hands the job to the provider, once. The first attempt marks the
      * generation before sending; any later attempt (a retry, a crashed worker,
-     * a reset) asks the provider whether it has the job instead of sending it
-     * again, and gives up as uncertain when the provider cannot tell.
+     * a reset) waits while that create may still be answered, then asks the
+     * provider whether it has the job instead of sending it again, and gives
+     * up as uncertain when the provider cannot tell.
      */
     async submit(start: GenerationStart): Promise<{ jobId: string }> {
       const quoted = lastQuotedEntry(start.model);
