@@ -14,6 +14,7 @@ import { useZodSchemas } from './zod-type-provider.js';
 import { creditsRoutes } from './routes/credits-routes.js';
 import { generationRoutes, type GenerationRouteDeps } from './routes/generation-routes.js';
 import { modelsRoutes } from './routes/models-routes.js';
+import { healthRoutes } from './routes/health-routes.js';
 import { openApiRoutes } from './routes/openapi-routes.js';
 
 interface AppDeps {
@@ -79,6 +80,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   creditsRoutes(routes, { db: deps.db, balances: deps.balances });
   modelsRoutes(routes, { catalog: deps.catalog });
   generationRoutes(routes, { db: deps.db, catalog: deps.catalog, ...deps.generations });
+  healthRoutes(app, {
+    db: deps.db,
+    temporal: deps.generations.temporal,
+    taskQueue: deps.generations.taskQueue,
+  });
   openApiRoutes(routes, { catalog: deps.catalog, publicUrl: deps.settings.publicUrl });
   deps.configure?.(app);
   await app.ready();

@@ -1,0 +1,61 @@
+import type { Client } from '@temporalio/client';
+import { temporal as proto } from '@temporalio/proto';
+import type { FastifyInstance } from 'fastify';
+import { sql, type CommonQueryMethods } from 'slonik';
+
+export interface HealthDeps {
+  db: CommonQueryMethods;
+  temporal: Client;
+  taskQueue: string;
+}
+
+/** Longest a readiness check waits on one dependency. */
+const checkTimeoutMs = 2_000;
+
+/**
+ * GET /healthz (the process is alive) and GET /readyz (it can serve: PostgreSQL answers, Temporal
+ * answers, and a worker polls the task queue, so a POST would be picked up). Both public and out
+ * of the request log, which records only requests made with a key; readiness answers 503 naming
+ * what is missing, for a load balancer to take the replica out.
+ */
+export function healthRoutes(app: FastifyInstance, deps: HealthDeps): void {
+  app.get('/healthz', { config: { public: true } }, (_request, reply) => reply.send({ status: 'ok' }));
+
+  app.get('/readyz', { config: { public: true } }, async (_request, reply) => {
+    const [postgres, temporal] = await Promise.all([
+      check(() => deps.db.query(sql.unsafe`SELECT 1`)),
+      check(() => workerPolling(deps)),
+    ]);
+    const checks = { postgres, temporal };
+    const ready = Object.values(checks).every((value) => value === 'ok');
+    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', checks });
+  });
+}
+
+/** Temporal answers, and at least one worker polls the generations' task queue. */
+async function workerPolling(deps: HealthDeps): Promise<void> {
+  const { pollers } = await deps.temporal.workflowService.describeTaskQueue({
+    namespace: deps.temporal.options.namespace,
+    taskQueue: { name: deps.taskQueue, kind: proto.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
+    taskQueueType: proto.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+  });
+  if (!pollers?.length) throw new Error(`no worker polls task queue ${deps.taskQueue}`);
+}
+
+/** 'ok', or what went wrong. */
+async function check(probe: () => Promise<unknown>): Promise<string> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      probe(),
+      new Promise((_resolve, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer within ${checkTimeoutMs} ms`)), checkTimeoutMs);
+      }),
+    ]);
+    return 'ok';
+  } catch (error) {
+    return error instanceof Error ? error.message.slice(0, 200) : String(error);
+  } finally {
+    clearTimeout(timer);
+  }
+}
