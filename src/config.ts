@@ -174,6 +174,10 @@ const configSchema = z.object({
   /** While a provider is down: how often it is probed, and the Retry-After its refused POSTs get. */
   PROVIDER_PROBE_INTERVAL_MS: int(30_000, 100),
 
+  /** The worker's health port (GET /healthz, /readyz); unset: none (several workers may share a host). */
+  WORKER_HEALTH_PORT: z.coerce.number().int().min(1).max(65_535).optional(),
+  WORKER_HEALTH_HOST: z.string().default('127.0.0.1'),
+
   RESULT_HOST: z.string().default('127.0.0.1'),
   RESULT_PORT: int(8081),
   /** The {result_host} of the spec: the public base URL of stored results. */

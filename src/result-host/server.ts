@@ -2,6 +2,7 @@ import { constants } from 'node:fs';
 import { access, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import fastifyStatic from '@fastify/static';
+import { readiness, readinessCheck } from '../readiness.js';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 
 /**
@@ -33,14 +34,10 @@ export async function buildResultHost(options: {
   // Alive; ready when the storage folder can be read. No result is ever named like these (folders are tokens).
   app.get('/healthz', (_request, reply) => reply.send({ status: 'ok' }));
   app.get('/readyz', async (_request, reply) => {
-    const storage = await access(root, constants.R_OK).then(
-      () => 'ok',
-      (error: unknown) => (error instanceof Error ? error.message : String(error)),
-    );
-    return reply.code(storage === 'ok' ? 200 : 503).send({
-      status: storage === 'ok' ? 'ready' : 'not_ready',
-      checks: { storage },
+    const { statusCode, body } = readiness({
+      storage: await readinessCheck(() => access(root, constants.R_OK)),
     });
+    return reply.code(statusCode).send(body);
   });
   app.setNotFoundHandler((_request, reply) =>
     reply.code(404).send({ error: { code: 'not_found', message: 'No such result. It may have expired.' } }),

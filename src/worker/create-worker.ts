@@ -34,6 +34,8 @@ interface GenerationWorker {
   /** Runs until `work` settles, then shuts down. */
   runUntil<R>(work: Promise<R> | (() => Promise<R>)): Promise<R>;
   shutdown(): void;
+  /** Whether it polls its task queues (for readiness). */
+  polling(): boolean;
 }
 
 /**
@@ -100,10 +102,13 @@ export async function createWorker(options: WorkerOptions): Promise<GenerationWo
     await running;
     return result;
   };
+  /** Whether every part of the worker is polling its task queue. */
+  const polling = () => workers.every((worker) => worker.getState() === 'RUNNING');
   return {
     run,
     runUntil,
     shutdown,
+    polling,
   };
 }
 

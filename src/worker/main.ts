@@ -11,6 +11,7 @@ import { loadConfigOrExit, reportReady } from '../process.js';
 import { createWorker, installTemporalRuntime, NativeConnection } from './create-worker.js';
 import { activityDeps, healthPolicy, reconciliationOptions } from './worker-deps.js';
 import { startProbing } from './provider-health-tracker.js';
+import { startHealthServer } from './health-server.js';
 import { logUnconfiguredProviders } from './provider-registry.js';
 
 /** `npm run worker`: runs generation workflows and their activities. Configured by environment variables only. */
@@ -59,8 +60,19 @@ logger.info(
 );
 // Worker.run() handles SIGINT/SIGTERM itself: it stops polling, lets running tasks finish, then resolves.
 const running = worker.run();
+const health =
+  config.WORKER_HEALTH_PORT === undefined
+    ? null
+    : await startHealthServer({
+        host: config.WORKER_HEALTH_HOST,
+        port: config.WORKER_HEALTH_PORT,
+        db: pool,
+        temporal: client,
+        polling: () => worker.polling(),
+      });
 reportReady();
 await running;
+health?.close();
 stopProbing();
 await connection.close();
 await clientConnection.close();

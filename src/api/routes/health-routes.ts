@@ -2,15 +2,13 @@ import type { Client } from '@temporalio/client';
 import { temporal as proto } from '@temporalio/proto';
 import type { FastifyInstance } from 'fastify';
 import { sql, type CommonQueryMethods } from 'slonik';
+import { readiness, readinessCheck } from '../../readiness.js';
 
 export interface HealthDeps {
   db: CommonQueryMethods;
   temporal: Client;
   taskQueue: string;
 }
-
-/** Longest a readiness check waits on one dependency. */
-const checkTimeoutMs = 2_000;
 
 /**
  * GET /healthz (the process is alive) and GET /readyz (it can serve: PostgreSQL answers, Temporal
@@ -23,12 +21,11 @@ export function healthRoutes(app: FastifyInstance, deps: HealthDeps): void {
 
   app.get('/readyz', { config: { public: true } }, async (_request, reply) => {
     const [postgres, temporal] = await Promise.all([
-      check(() => deps.db.query(sql.unsafe`SELECT 1`)),
-      check(() => workerPolling(deps)),
+      readinessCheck(() => deps.db.query(sql.unsafe`SELECT 1`)),
+      readinessCheck(() => workerPolling(deps)),
     ]);
-    const checks = { postgres, temporal };
-    const ready = Object.values(checks).every((value) => value === 'ok');
-    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', checks });
+    const { statusCode, body } = readiness({ postgres, temporal });
+    return reply.code(statusCode).send(body);
   });
 }
 
@@ -40,22 +37,4 @@ async function workerPolling(deps: HealthDeps): Promise<void> {
     taskQueueType: proto.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
   });
   if (!pollers?.length) throw new Error(`no worker polls task queue ${deps.taskQueue}`);
-}
-
-/** 'ok', or what went wrong. */
-async function check(probe: () => Promise<unknown>): Promise<string> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    await Promise.race([
-      probe(),
-      new Promise((_resolve, reject) => {
-        timer = setTimeout(() => reject(new Error(`no answer within ${checkTimeoutMs} ms`)), checkTimeoutMs);
-      }),
-    ]);
-    return 'ok';
-  } catch (error) {
-    return error instanceof Error ? error.message.slice(0, 200) : String(error);
-  } finally {
-    clearTimeout(timer);
-  }
 }
