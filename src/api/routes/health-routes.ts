@@ -1,8 +1,11 @@
 import type { Client } from '@temporalio/client';
-import { temporal as proto } from '@temporalio/proto';
+import proto from '@temporalio/proto';
 import type { FastifyInstance } from 'fastify';
 import { sql, type CommonQueryMethods } from 'slonik';
 import { readiness, readinessCheck } from '../../readiness.js';
+
+// A CommonJS package: its named exports are reached through the default one.
+const { TaskQueueKind, TaskQueueType } = proto.temporal.api.enums.v1;
 
 export interface HealthDeps {
   db: CommonQueryMethods;
@@ -33,8 +36,8 @@ export function healthRoutes(app: FastifyInstance, deps: HealthDeps): void {
 async function workerPolling(deps: HealthDeps): Promise<void> {
   const { pollers } = await deps.temporal.workflowService.describeTaskQueue({
     namespace: deps.temporal.options.namespace,
-    taskQueue: { name: deps.taskQueue, kind: proto.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
-    taskQueueType: proto.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    taskQueue: { name: deps.taskQueue, kind: TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
+    taskQueueType: TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
   });
   if (!pollers?.length) throw new Error(`no worker polls task queue ${deps.taskQueue}`);
 }
