@@ -293,6 +293,43 @@ export async function readReferenceImage(
   }
 }
 
+/**
+ * A provider's input with every reference image of ours (a URL on our result host, at any depth,
+ * lists included) replaced by a data URI of its bytes, read from storage, when it is at most
+ * `maxBytes`; a larger one stays our URL, for the provider to fetch. Other URLs stay as given.
+ * Nothing has been sent yet, so a storage failure is transient (and a missing image a rejection).
+ */
+export async function inlineStoredImages(
+  input: Record<string, unknown>,
+  storage: Storage,
+  policy: DownloadPolicy,
+  maxBytes = Number.POSITIVE_INFINITY,
+): Promise<Record<string, unknown>> {
+  const inline = async (value: unknown): Promise<unknown> => {
+    if (typeof value === 'string') {
+      if (!storage.keyOf(value)) return value;
+      const image = await readReferenceImage(value, storage, policy);
+      return image.bytes.length <= maxBytes ? dataUri(image) : value;
+    }
+    if (Array.isArray(value)) return Promise.all(value.map(inline));
+    if (value && typeof value === 'object')
+      return Object.fromEntries(
+        await Promise.all(
+          Object.entries(value).map(async ([field, item]) => [field, await inline(item)] as const),
+        ),
+      );
+    return value;
+  };
+  try {
+    return (await inline(input)) as Record<string, unknown>;
+  } catch (error) {
+    if (error instanceof ProviderRejection || error instanceof ProviderTransientError) throw error;
+    throw new ProviderTransientError(
+      `a reference image could not be read; nothing was sent: ${error instanceof Error ? error.message : String(error)}`,
+    );
+  }
+}
+
 /** A data URI of an image's bytes. */
 export function dataUri(image: { bytes: Buffer; contentType: string }): string {
   return `data:${image.contentType};base64,${image.bytes.toString('base64')}`;

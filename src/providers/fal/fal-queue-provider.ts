@@ -1,7 +1,6 @@
 import { PermanentError } from '../../errors.js';
 import type { Storage } from '../../storage/storage.js';
 import {
-  ProviderRejection,
   ProviderResultGone,
   ProviderTransientError,
   ProviderUncertainError,
@@ -12,9 +11,8 @@ import {
 } from '../provider.js';
 import {
   callProvider,
-  dataUri,
   downloadResult,
-  readReferenceImage,
+  inlineStoredImages,
   safeProviderMessage,
   type DownloadPolicy,
   type ProviderAnswer,
@@ -75,7 +73,7 @@ export class FalQueueProvider implements Provider {
     if (!target) throw new PermanentError(`model ${job.model} has no provider block: fal needs its model id`);
     if (!modelIdPattern.test(target.model))
       throw new PermanentError(`${JSON.stringify(target.model)} is not a fal model id (owner/app[/path])`);
-    const input = await this.inlineOurImages(target.input);
+    const input = await inlineStoredImages(target.input, this.options.storage, this.options.download);
     const answer = await callProvider(provider, 'create', {
       method: 'POST',
       url: `${this.options.queueUrl}/${target.model}`,
@@ -159,34 +157,6 @@ export class FalQueueProvider implements Provider {
     }
     // A 5xx without fal's error shape is a failure to read the result, not the result.
     throw new ProviderTransientError(`fal answered HTTP ${answer.status} for the result`);
-  }
-
-  /** The input with every stored image of ours (a URL on our result host) replaced by a data URI. */
-  private async inlineOurImages(input: Record<string, unknown>): Promise<Record<string, unknown>> {
-    try {
-      return (await this.inline(input)) as Record<string, unknown>;
-    } catch (error) {
-      if (error instanceof ProviderRejection) throw error;
-      // Nothing was sent: a storage hiccup must not read as a create that may have reached fal.
-      throw new ProviderTransientError(
-        `a reference image could not be read: ${error instanceof Error ? error.message : String(error)}`,
-      );
-    }
-  }
-
-  private async inline(value: unknown): Promise<unknown> {
-    if (typeof value === 'string') {
-      if (!this.options.storage.keyOf(value)) return value;
-      return dataUri(await readReferenceImage(value, this.options.storage, this.options.download));
-    }
-    if (Array.isArray(value)) return Promise.all(value.map((item) => this.inline(item)));
-    if (value && typeof value === 'object') {
-      const entries = await Promise.all(
-        Object.entries(value).map(async ([field, item]) => [field, await this.inline(item)] as const),
-      );
-      return Object.fromEntries(entries);
-    }
-    return value;
   }
 
   /** `{queue}/{owner}/{app}/requests/{id}` for one of our job ids. */

@@ -1,9 +1,8 @@
 import type { Storage } from '../../storage/storage.js';
 import {
   callProvider,
-  dataUri,
   downloadResult,
-  readReferenceImage,
+  inlineStoredImages,
   safeProviderMessage,
   type DownloadPolicy,
   type ProviderAnswer,
@@ -96,13 +95,14 @@ export class ReplicateProvider implements Provider {
     const target = job.target;
     if (!target)
       throw new ProviderRejection(`model ${job.model} has no Replicate model in its catalog entry`);
-    const input = await this.withReferenceImages(target.input).catch((error: unknown) => {
-      if (error instanceof ProviderRejection || error instanceof ProviderTransientError) throw error;
-      // Our own storage failed before anything was sent: the next attempt may send it.
-      throw new ProviderTransientError(
-        `a reference image could not be read; nothing was sent: ${error instanceof Error ? error.message : String(error)}`,
-      );
-    });
+    // Ours go as data URIs when small (Replicate's guidance), else as our URL, which Replicate
+    // fetches itself (so RESULT_BASE_URL must then be public HTTPS).
+    const input = await inlineStoredImages(
+      target.input,
+      this.options.storage,
+      this.options.download,
+      maxDataUriBytes,
+    );
     const byVersion = target.version !== undefined;
     const url = byVersion
       ? `${this.apiUrl}/predictions`
@@ -220,23 +220,6 @@ export class ReplicateProvider implements Provider {
         message: 'The provider finished, but its output was removed before it could be copied.',
       };
     return { state: 'failed', message: 'The provider finished with an output that is not a file.' };
-  }
-
-  /**
-   * The input with every reference image we stored (a URL on our result host, alone or in a list)
-   * as Replicate should get it: a data URI when it is small (Replicate's guidance), else our URL,
-   * which Replicate fetches itself (so RESULT_BASE_URL must be public HTTPS). Other URLs go as given.
-   */
-  private async withReferenceImages(input: Record<string, unknown>): Promise<Record<string, unknown>> {
-    const convert = async (value: unknown): Promise<unknown> => {
-      if (typeof value !== 'string' || !this.options.storage.keyOf(value)) return value;
-      const image = await readReferenceImage(value, this.options.storage, this.options.download);
-      return image.bytes.length <= maxDataUriBytes ? dataUri(image) : value;
-    };
-    const out: Record<string, unknown> = {};
-    for (const [field, value] of Object.entries(input))
-      out[field] = Array.isArray(value) ? await Promise.all(value.map(convert)) : await convert(value);
-    return out;
   }
 
   private auth(): Record<string, string> {
