@@ -331,7 +331,7 @@ export async function inlineStoredImages(
 }
 
 /** A data URI of an image's bytes. */
-export function dataUri(image: { bytes: Buffer; contentType: string }): string {
+function dataUri(image: { bytes: Buffer; contentType: string }): string {
   return `data:${image.contentType};base64,${image.bytes.toString('base64')}`;
 }
 
