@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import type { ProviderName } from './catalog/provider-mapping.js';
@@ -61,6 +62,45 @@ const baseUrl = (fallback: string) =>
     .default(fallback)
     .transform((url) => url.replace(/\/+$/, ''));
 
+/** A PEM certificate or key: the PEM text itself, or the path of a file holding it (read once, at start). */
+const pem = z
+  .string()
+  .optional()
+  .transform((value, ctx): Buffer | undefined => {
+    const text = value?.trim();
+    if (!text) return undefined;
+    if (text.startsWith('-----BEGIN')) return Buffer.from(`${text}\n`);
+    try {
+      return readFileSync(text);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        message: `cannot read ${text} (${code}); give a PEM file's path or the PEM text`,
+      });
+      return z.NEVER;
+    }
+  });
+
+/**
+ * How every connection to Temporal (API, worker, admin CLI, launcher) is secured. TLS is on when any
+ * of these is set (an API key too: Temporal Cloud takes keys over TLS only), unless TEMPORAL_TLS=false.
+ */
+const temporalSecurityShape = {
+  /** true: TLS with the system's CAs and nothing else set; false: plaintext even with an API key (a local proxy). */
+  TEMPORAL_TLS: z.enum(['true', 'false']).optional(),
+  /** mTLS: this process's client certificate and its key (PEM, or a file path), both or neither. */
+  TEMPORAL_TLS_CERT: pem,
+  TEMPORAL_TLS_KEY: pem,
+  /** The CA that signed the server's certificate, when the system does not trust it. */
+  TEMPORAL_TLS_CA: pem,
+  /** The name the server's certificate must carry, when it differs from TEMPORAL_ADDRESS's host. */
+  TEMPORAL_TLS_SERVER_NAME: z.string().trim().min(1).optional(),
+  /** Sent as `Authorization: Bearer …` on every call (Temporal Cloud API keys). */
+  TEMPORAL_API_KEY: secret,
+};
+type TemporalSecurity = z.output<z.ZodObject<typeof temporalSecurityShape>>;
+
 const configSchema = z.object({
   DATABASE_URL: z
     .string({ required_error: 'is required (postgres://user:password@host:port/database)' })
@@ -70,6 +110,7 @@ const configSchema = z.object({
   TEMPORAL_ADDRESS: z.string({ required_error: 'is required (host:port of the Temporal frontend)' }).min(1),
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
   TEMPORAL_TASK_QUEUE: z.string().min(1).default('generations'),
+  ...temporalSecurityShape,
 
   API_HOST: z.string().default('127.0.0.1'),
   API_PORT: int(8080),
@@ -201,6 +242,7 @@ export class ConfigError extends Error {
 /** Parses the environment; throws a ConfigError naming every bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const c = parseEnv(configSchema, env);
+  checkTemporalSecurity(c);
   if (c.API_HEADERS_TIMEOUT_MS > c.API_REQUEST_TIMEOUT_MS) {
     throw new ConfigError(
       'Invalid configuration:\n  API_HEADERS_TIMEOUT_MS: must not exceed API_REQUEST_TIMEOUT_MS (the headers are part of the request)',
@@ -244,11 +286,35 @@ export function loadLauncherConfig(env: NodeJS.ProcessEnv = process.env): Launch
 const adminSchema = configSchema
   .pick({ DATABASE_URL: true, TEMPORAL_ADDRESS: true, TEMPORAL_NAMESPACE: true })
   .partial({ DATABASE_URL: true, TEMPORAL_ADDRESS: true })
-  .extend({ DATA_DIR: dataDir });
+  .extend({ DATA_DIR: dataDir, ...temporalSecurityShape });
 type AdminConfig = z.infer<typeof adminSchema>;
 
 export function loadAdminConfig(env: NodeJS.ProcessEnv = process.env): AdminConfig {
-  return parseEnv(adminSchema, env);
+  return checkTemporalSecurity(parseEnv(adminSchema, env));
+}
+
+/** The Temporal security variables alone, checked: for the launcher's look at a Temporal of your own. */
+export function loadTemporalSecurity(env: NodeJS.ProcessEnv = process.env): TemporalSecurity {
+  return checkTemporalSecurity(parseEnv(z.object(temporalSecurityShape), env));
+}
+
+function checkTemporalSecurity<T extends TemporalSecurity>(c: T): T {
+  const problems: string[] = [];
+  if ((c.TEMPORAL_TLS_CERT === undefined) !== (c.TEMPORAL_TLS_KEY === undefined))
+    problems.push(
+      `${c.TEMPORAL_TLS_CERT ? 'TEMPORAL_TLS_KEY' : 'TEMPORAL_TLS_CERT'}: mTLS needs the client certificate and its key, both`,
+    );
+  const tlsSettings = [
+    c.TEMPORAL_TLS_CERT && 'TEMPORAL_TLS_CERT',
+    c.TEMPORAL_TLS_CA && 'TEMPORAL_TLS_CA',
+    c.TEMPORAL_TLS_SERVER_NAME && 'TEMPORAL_TLS_SERVER_NAME',
+  ].filter(Boolean);
+  if (c.TEMPORAL_TLS === 'false' && tlsSettings.length > 0)
+    problems.push(
+      `TEMPORAL_TLS: false, yet ${tlsSettings.join(', ')} ${tlsSettings.length === 1 ? 'is' : 'are'} set`,
+    );
+  if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  ${problems.join('\n  ')}`);
+  return c;
 }
 
 /** What `npm run migrate` reads: only the database, which it never guesses. */

@@ -1,5 +1,9 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
+import { temporalConnectionOptions } from '../src/temporal/connection-options.js';
 
 describe('configuration', () => {
   const base = { DATABASE_URL: 'postgres://u:p@db:5432/app', TEMPORAL_ADDRESS: 'temporal:7233' };
@@ -88,5 +92,57 @@ describe('configuration', () => {
       API_HEADERS_TIMEOUT_MS: 10_000,
     });
     expect(() => loadConfig({ ...base, API_HEADERS_TIMEOUT_MS: '61000' })).toThrow(/API_HEADERS_TIMEOUT_MS/);
+  });
+
+  describe('Temporal security', () => {
+    const options = (env: Record<string, string>) => {
+      const config = loadConfig({ ...base, ...env });
+      return temporalConnectionOptions(config.TEMPORAL_ADDRESS, config);
+    };
+    const refusal = (env: Record<string, string>) => {
+      try {
+        loadConfig({ ...base, ...env });
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigError);
+        return (error as Error).message;
+      }
+      throw new Error(`${JSON.stringify(env)} was accepted`);
+    };
+    const pem = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----';
+
+    it('is plaintext by default, and TLS once anything asks for it (an API key included)', () => {
+      expect(options({})).toEqual({ address: 'temporal:7233' });
+      expect(options({ TEMPORAL_TLS: 'true' })).toEqual({ address: 'temporal:7233', tls: {} });
+      expect(options({ TEMPORAL_API_KEY: 'k' })).toEqual({ address: 'temporal:7233', tls: {}, apiKey: 'k' });
+      expect(options({ TEMPORAL_API_KEY: 'k', TEMPORAL_TLS: 'false' })).toEqual({
+        address: 'temporal:7233',
+        apiKey: 'k',
+      });
+      expect(options({ TEMPORAL_TLS_SERVER_NAME: 'frontend.internal' }).tls).toEqual({
+        serverNameOverride: 'frontend.internal',
+      });
+    });
+
+    it('takes certificates as PEM text or as a file path', async () => {
+      const dir = await mkdtemp(path.join(os.tmpdir(), 'config-pem-'));
+      try {
+        await writeFile(path.join(dir, 'key.pem'), 'KEY FROM FILE');
+        const tls = options({ TEMPORAL_TLS_CERT: pem, TEMPORAL_TLS_KEY: path.join(dir, 'key.pem') }).tls;
+        expect(Buffer.from(tls!.clientCertPair!.crt).toString()).toBe(`${pem}\n`);
+        expect(Buffer.from(tls!.clientCertPair!.key).toString()).toBe('KEY FROM FILE');
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    });
+
+    it('refuses half a client certificate, an unreadable file, and TLS settings with TLS off', () => {
+      expect(refusal({ TEMPORAL_TLS_CERT: pem })).toContain('TEMPORAL_TLS_KEY: mTLS needs');
+      expect(refusal({ TEMPORAL_TLS_CA: '/nonexistent/ca.pem' })).toMatch(
+        /TEMPORAL_TLS_CA: cannot read \/nonexistent\/ca\.pem \(ENOENT\)/,
+      );
+      expect(refusal({ TEMPORAL_TLS: 'false', TEMPORAL_TLS_CA: pem })).toContain(
+        'TEMPORAL_TLS: false, yet TEMPORAL_TLS_CA is set',
+      );
+    });
   });
 });

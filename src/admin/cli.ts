@@ -5,6 +5,7 @@ import { createDatabasePool } from '../db/pool.js';
 import { loadAdminConfig } from '../config.js';
 import { readDevState } from '../dev-state.js';
 import { loadOrExit } from '../process.js';
+import { temporalConnectionOptions } from '../temporal/connection-options.js';
 import { Client, Connection, WorkflowUpdateFailedError } from '@temporalio/client';
 import type { AdminContext } from './command.js';
 import { UsageError } from './command.js';
@@ -37,7 +38,7 @@ const context: AdminContext = {
         'No Temporal: set TEMPORAL_ADDRESS, or start the development service with `npm start`.',
       );
     if (!temporal) {
-      const connection = await Connection.connect({ address });
+      const connection = await Connection.connect(temporalConnectionOptions(address, config));
       temporal = {
         connection,
         client: new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }),

@@ -11,6 +11,7 @@ import { InvalidatedCache } from '../invalidated-cache.js';
 import { NotificationListener } from '../db/notifications.js';
 import { createDatabasePool, type DatabasePool } from '../db/pool.js';
 import { LocalStorage } from '../storage/storage.js';
+import { temporalConnectionOptions } from '../temporal/connection-options.js';
 import { buildApp } from './app.js';
 import { RequestLogWriter } from './request-log-writer.js';
 
@@ -67,7 +68,7 @@ export async function createApiService(
   await catalog.start(config.CATALOG_REFRESH_MS);
   await providers.start(config.CATALOG_REFRESH_MS);
   // Lazy: the API starts, and reads work, while Temporal is away; POST answers 503 until it is back.
-  const temporalConnection = Connection.lazy({ address: config.TEMPORAL_ADDRESS });
+  const temporalConnection = Connection.lazy(temporalConnectionOptions(config.TEMPORAL_ADDRESS, config));
   const temporal = new Client({ connection: temporalConnection, namespace: config.TEMPORAL_NAMESPACE });
   const requestLog = new RequestLogWriter(config.DATABASE_URL, logger.child({ component: 'request-log' }));
   const app = await buildApp({

@@ -3,7 +3,7 @@ import { mkdir, open, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { createApiKey } from '../auth/api-key-issuer.js';
-import { loadConfig, loadLauncherConfig, type Config } from '../config.js';
+import { loadConfig, loadLauncherConfig, loadTemporalSecurity, type Config } from '../config.js';
 import { findAccount } from '../db/accounts-repository.js';
 import { listApiKeys } from '../db/api-keys-repository.js';
 import { migrate } from '../admin/migrate.js';
@@ -11,6 +11,7 @@ import { createDatabasePool } from '../db/pool.js';
 import { writeDevState } from '../dev-state.js';
 import { exitOnConfigError, loadOrExit } from '../process.js';
 import { projectRoot } from '../project-root.js';
+import { temporalConnectionOptions } from '../temporal/connection-options.js';
 import { ensureSearchAttributes } from '../temporal/search-attributes-setup.js';
 import { startScript, stopChild } from './child-processes.js';
 import { createFundedAccount } from './funded-account.js';
@@ -104,7 +105,9 @@ async function main(): Promise<void> {
     cleanups.push(() => running.stop());
     env.TEMPORAL_ADDRESS = temporal.address;
   } else {
-    const connection = await Connection.connect({ address: env.TEMPORAL_ADDRESS });
+    const connection = await Connection.connect(
+      temporalConnectionOptions(env.TEMPORAL_ADDRESS, loadTemporalSecurity(env)),
+    );
     await ensureSearchAttributes(connection, launcher.TEMPORAL_NAMESPACE).finally(() => connection.close());
   }
 

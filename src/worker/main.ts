@@ -12,6 +12,7 @@ import { createWorker, installTemporalRuntime, NativeConnection } from './create
 import { activityDeps, healthPolicy, reconciliationOptions } from './worker-deps.js';
 import { startProbing } from './provider-health-tracker.js';
 import { startHealthServer } from './health-server.js';
+import { temporalConnectionOptions } from '../temporal/connection-options.js';
 import { logUnconfiguredProviders } from './provider-registry.js';
 
 /** `npm run worker`: runs generation workflows and their activities. Configured by environment variables only. */
@@ -19,9 +20,10 @@ const config = loadConfigOrExit();
 const logger = createLogger('worker', config.LOG_LEVEL);
 installTemporalRuntime(logger);
 const pool = await createDatabasePool(config.DATABASE_URL, { maximumPoolSize: config.DATABASE_POOL_SIZE });
-const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
+const temporalOptions = temporalConnectionOptions(config.TEMPORAL_ADDRESS, config);
+const connection = await NativeConnection.connect(temporalOptions);
 // The worker's own client: search attributes, the reconciliation schedule, and the sweep's look-ups.
-const clientConnection = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
+const clientConnection = await Connection.connect(temporalOptions);
 const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
 await registerSearchAttributes();
 await logUnconfiguredProviders(config, pool, logger);

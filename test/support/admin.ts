@@ -7,10 +7,11 @@ const run = promisify(execFile);
 export async function runAdminCli(
   args: string[],
   databaseUrl: string,
+  env: Record<string, string> = {},
 ): Promise<{ stdout: string; stderr: string; code: number }> {
   try {
     const { stdout, stderr } = await run('node', ['--import', 'tsx', 'src/admin/cli.ts', ...args], {
-      env: { ...process.env, DATABASE_URL: databaseUrl },
+      env: { ...process.env, DATABASE_URL: databaseUrl, ...env },
     });
     return { stdout, stderr, code: 0 };
   } catch (error) {
