@@ -218,6 +218,10 @@ const configSchema = z.object({
   /** The worker's health port (GET /healthz, /readyz); unset: none (several workers may share a host). */
   WORKER_HEALTH_PORT: z.coerce.number().int().min(1).max(65_535).optional(),
   WORKER_HEALTH_HOST: z.string().default('127.0.0.1'),
+  /** How long the worker, at start, waits for PostgreSQL and Temporal (and the API for PostgreSQL) before exiting. */
+  DEPENDENCY_WAIT_TIMEOUT_MS: int(5 * 60_000, 0),
+  /** On SIGTERM the worker stops polling; activities in flight get this long to finish before they are cancelled. */
+  WORKER_SHUTDOWN_GRACE_MS: int(30_000, 0),
 
   RESULT_HOST: z.string().default('127.0.0.1'),
   RESULT_PORT: int(8081),

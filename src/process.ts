@@ -1,5 +1,8 @@
 import type { Logger } from 'pino';
 import { ConfigError, loadConfig, type Config } from './config.js';
+import { databaseTarget, probeDatabase } from './db/pool.js';
+import { waitForDependency } from './dependency-wait.js';
+import { probeTemporal, temporalConnectionOptions } from './temporal/connection-options.js';
 
 /** Closes cleanly on SIGINT or SIGTERM; a second signal exits at once. */
 export function runUntilSignal(logger: Logger, close: () => Promise<void>): void {
@@ -46,4 +49,44 @@ export function loadOrExit<T>(load: () => T): T {
 /** Tells a parent that started this process with an IPC channel (`npm start`) that it is serving. */
 export function reportReady(): void {
   process.send?.('ready');
+}
+
+/**
+ * At start, waits for PostgreSQL and Temporal with backoff, logging each failed attempt, and exits
+ * (status 1, for the supervisor to restart it) if one is still away after DEPENDENCY_WAIT_TIMEOUT_MS.
+ * `temporal: 'background'` (the API) waits for PostgreSQL only and watches Temporal without
+ * holding the start: reads work without Temporal, and POST answers 503 until it is back.
+ */
+export async function waitForDependenciesOrExit(
+  config: Config,
+  logger: Logger,
+  temporal: 'wait' | 'background',
+): Promise<void> {
+  const options = { timeoutMs: config.DEPENDENCY_WAIT_TIMEOUT_MS };
+  const temporalOptions = temporalConnectionOptions(config.TEMPORAL_ADDRESS, config);
+  const waitForTemporal = () =>
+    waitForDependency(
+      { name: 'Temporal', target: config.TEMPORAL_ADDRESS },
+      () => probeTemporal(temporalOptions),
+      logger,
+      options,
+    );
+  try {
+    await Promise.all([
+      waitForDependency(
+        { name: 'PostgreSQL', target: databaseTarget(config.DATABASE_URL) },
+        () => probeDatabase(config.DATABASE_URL),
+        logger,
+        options,
+      ),
+      temporal === 'wait' ? waitForTemporal() : undefined,
+    ]);
+  } catch (error) {
+    logger.fatal({ err: error }, (error as Error).message);
+    process.exit(1);
+  }
+  if (temporal === 'background')
+    waitForTemporal().catch((error: unknown) =>
+      logger.error({ err: error }, `${(error as Error).message}; POST answers 503 until it does`),
+    );
 }

@@ -5,6 +5,7 @@ import {
   type DatabasePool,
   type Interceptor,
 } from 'slonik';
+import pg from 'pg';
 
 export type { DatabasePool };
 
@@ -54,4 +55,26 @@ export async function createDatabasePool(url: string, options: PoolOptions = {})
       { name: 'timestamp', parse: (value) => isoTimestamp(`${value}Z`) },
     ],
   });
+}
+
+/** Connects once and asks `SELECT 1`: whether PostgreSQL at `url` takes our connections now. */
+export async function probeDatabase(url: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/** Where a database URL points, for log lines: host:port/database, never the user or password. */
+export function databaseTarget(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return `${parsed.hostname}:${parsed.port || '5432'}${parsed.pathname}`;
+  } catch {
+    return '(unparsable DATABASE_URL)';
+  }
 }

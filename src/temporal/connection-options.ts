@@ -1,4 +1,4 @@
-import type { TLSConfig } from '@temporalio/client';
+import { Connection, type TLSConfig } from '@temporalio/client';
 
 /** The TEMPORAL_TLS* and TEMPORAL_API_KEY settings, as config.ts parses them (PEM files already read). */
 export interface TemporalSecurity {
@@ -45,4 +45,10 @@ export function temporalConnectionOptions(
     tls.clientCertPair = { crt: security.TEMPORAL_TLS_CERT, key: security.TEMPORAL_TLS_KEY };
   options.tls = tls;
   return options;
+}
+
+/** Connects once (the SDK checks the frontend's health as it connects): whether Temporal answers now. */
+export async function probeTemporal(options: TemporalConnectionOptions): Promise<void> {
+  const connection = await Connection.connect({ ...options, connectTimeout: 5_000 });
+  await connection.close();
 }

@@ -25,6 +25,8 @@ interface WorkerOptions {
   maxConcurrentActivities?: number;
   /** Provider waits running at once; each is an idle poll loop, so many fit. */
   maxProviderWaits?: number;
+  /** After a shutdown starts, how long activities in flight may run on before they are cancelled. */
+  shutdownGraceMs?: number;
 }
 
 /** A generation worker: one or more Temporal workers that start, run and stop together. */
@@ -49,6 +51,11 @@ export async function createWorker(options: WorkerOptions): Promise<GenerationWo
   const { activities } = options;
   const interceptors = { activity: [classifyActivityFailures] };
   const waits = { waitForProvider: activities.waitForProvider.bind(activities) };
+  // Past the grace, activities still running are cancelled and retried elsewhere; the force time
+  // leaves them a few seconds to notice (a heartbeat) and fail their attempt cleanly.
+  const graceMs = options.shutdownGraceMs;
+  const shutdownTimes =
+    graceMs === undefined ? {} : { shutdownGraceTime: graceMs, shutdownForceTime: graceMs + 10_000 };
   const steps = Object.fromEntries(Object.entries(activities).filter(([name]) => !(name in waits)));
   const workers = [
     await Worker.create({
@@ -57,6 +64,7 @@ export async function createWorker(options: WorkerOptions): Promise<GenerationWo
       taskQueue: options.taskQueue,
       activities: steps,
       interceptors,
+      ...shutdownTimes,
       ...(options.maxCachedWorkflows ? { maxCachedWorkflows: options.maxCachedWorkflows } : {}),
       ...(options.maxConcurrentActivities
         ? { maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities }
@@ -71,6 +79,7 @@ export async function createWorker(options: WorkerOptions): Promise<GenerationWo
       taskQueue: providerWaitQueue(options.taskQueue),
       activities: waits,
       interceptors,
+      ...shutdownTimes,
       maxConcurrentActivityTaskExecutions: options.maxProviderWaits ?? 1000,
     }),
   ];

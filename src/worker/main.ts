@@ -7,7 +7,7 @@ import {
 } from '../temporal/reconciliation-schedule.js';
 import { createDatabasePool } from '../db/pool.js';
 import { createLogger } from '../logger.js';
-import { loadConfigOrExit, reportReady } from '../process.js';
+import { loadConfigOrExit, reportReady, waitForDependenciesOrExit } from '../process.js';
 import { createWorker, installTemporalRuntime, NativeConnection } from './create-worker.js';
 import { activityDeps, healthPolicy, reconciliationOptions } from './worker-deps.js';
 import { startProbing } from './provider-health-tracker.js';
@@ -19,6 +19,7 @@ import { logUnconfiguredProviders } from './provider-registry.js';
 const config = loadConfigOrExit();
 const logger = createLogger('worker', config.LOG_LEVEL);
 installTemporalRuntime(logger);
+await waitForDependenciesOrExit(config, logger, 'wait');
 const pool = await createDatabasePool(config.DATABASE_URL, { maximumPoolSize: config.DATABASE_POOL_SIZE });
 const temporalOptions = temporalConnectionOptions(config.TEMPORAL_ADDRESS, config);
 const connection = await NativeConnection.connect(temporalOptions);
@@ -44,6 +45,7 @@ const worker = await createWorker({
   maxCachedWorkflows: config.WORKER_MAX_CACHED_WORKFLOWS,
   maxConcurrentActivities: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
   maxProviderWaits: config.WORKER_MAX_PROVIDER_WAITS,
+  shutdownGraceMs: config.WORKER_SHUTDOWN_GRACE_MS,
 });
 const schedule = await ensureReconciliationSchedule(client, {
   taskQueue: config.TEMPORAL_TASK_QUEUE,
@@ -60,7 +62,15 @@ logger.info(
   },
   'worker running',
 );
-// Worker.run() handles SIGINT/SIGTERM itself: it stops polling, lets running tasks finish, then resolves.
+// Worker.run() handles SIGINT/SIGTERM itself: it stops polling, lets running tasks finish (activities
+// for up to WORKER_SHUTDOWN_GRACE_MS; then they are cancelled, and retried by another worker), then resolves.
+for (const signal of ['SIGINT', 'SIGTERM'] as const)
+  process.once(signal, () =>
+    logger.info(
+      { signal, graceMs: config.WORKER_SHUTDOWN_GRACE_MS },
+      'shutting down: polling stopped; activities in flight may finish within the grace time',
+    ),
+  );
 const running = worker.run();
 const health =
   config.WORKER_HEALTH_PORT === undefined
@@ -73,7 +83,11 @@ const health =
         polling: () => worker.polling(),
       });
 reportReady();
-await running;
+await running.catch((error: unknown) => {
+  // Activities that outlived the grace and ignored their cancellation: the process exits anyway.
+  logger.error({ err: error }, 'the worker did not stop cleanly');
+  process.exitCode = 1;
+});
 health?.close();
 stopProbing();
 await connection.close();

@@ -1,7 +1,7 @@
-import { createServer, connect, type Socket } from 'node:net';
 import { WithStartWorkflowOperation } from '@temporalio/client';
 import { sql } from 'slonik';
 import { describe, expect, it } from 'vitest';
+import { startTcpRelay } from '../support/tcp-relay.js';
 import { z } from 'zod';
 import type { GenerationStart } from '../../src/workflows/generation-types.js';
 import { admitUpdate, generationWorkflow } from '../../src/workflows/generation-workflow.js';
@@ -135,7 +135,8 @@ describe('step horizons and failures no retry can fix', () => {
 
   it('a POST whose admission cannot reach PostgreSQL: 503 within seconds, nothing charged, no workflow left', async () => {
     // A worker that reaches PostgreSQL through a relay, which then goes away, and an API that sends it its generations.
-    const relay = await tcpRelay(new URL(stack.db.url));
+    const target = new URL(stack.db.url);
+    const relay = await startTcpRelay({ host: target.hostname, port: Number(target.port) });
     const url = new URL(stack.db.url);
     url.port = String(relay.port);
     const deadPool = await createDatabasePool(url.href, { maximumPoolSize: 1 });
@@ -173,27 +174,3 @@ describe('step horizons and failures no retry can fix', () => {
     }
   });
 });
-
-/** A TCP relay on loopback to PostgreSQL: closing it is PostgreSQL going away for whoever used it. */
-async function tcpRelay(target: URL): Promise<{ port: number; close(): Promise<void> }> {
-  const sockets = new Set<Socket>();
-  const server = createServer((client) => {
-    const upstream = connect(Number(target.port), target.hostname);
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on('error', () => undefined);
-      socket.on('close', () => sockets.delete(socket));
-    }
-    client.pipe(upstream).pipe(client);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  return {
-    port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const socket of sockets) socket.destroy();
-        server.close(() => resolve());
-      }),
-  };
-}
