@@ -72,6 +72,31 @@ export async function createTestCertificates(serverName: string): Promise<TestCe
   };
 }
 
+/**
+ * A self-signed certificate for localhost, 127.0.0.1, 127.0.0.2 and ::1 (so it is also the CA to
+ * trust), for HTTPS test servers on loopback.
+ */
+export async function selfSignedLoopbackCertificate(): Promise<CertificatePair> {
+  const keys = await webcrypto.subtle.generateKey(algorithm, true, ['sign', 'verify']);
+  const cert = await x509.X509CertificateGenerator.createSelfSigned({
+    serialNumber: '01',
+    name: 'CN=localhost',
+    notBefore: new Date(Date.now() - day),
+    notAfter: new Date(Date.now() + day),
+    signingAlgorithm: algorithm,
+    keys,
+    extensions: [
+      new x509.SubjectAlternativeNameExtension([
+        { type: 'dns', value: 'localhost' },
+        { type: 'ip', value: '127.0.0.1' },
+        { type: 'ip', value: '127.0.0.2' },
+        { type: 'ip', value: '::1' },
+      ]),
+    ],
+  });
+  return { cert: cert.toString('pem'), key: await privateKeyPem(keys.privateKey) };
+}
+
 async function privateKeyPem(key: webcrypto.CryptoKey): Promise<string> {
   const der = await webcrypto.subtle.exportKey('pkcs8', key);
   return x509.PemConverter.encode(der, 'PRIVATE KEY');

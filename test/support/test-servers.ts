@@ -1,55 +1,16 @@
-import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
-import { promisify } from 'node:util';
 import { deflateSync } from 'node:zlib';
+import { selfSignedLoopbackCertificate, type CertificatePair } from './test-certificates.js';
 
-export interface Certificate {
-  key: string;
-  /** PEM; self-signed, so it is also the CA to trust. */
-  cert: string;
-}
+export type Certificate = CertificatePair;
 
 let certificate: Promise<Certificate> | undefined;
 
-/**
- * A self-signed certificate for localhost, 127.0.0.1, 127.0.0.2 and ::1, made
- * with openssl on first use (once per test file).
- */
+/** A self-signed certificate for localhost, 127.0.0.1, 127.0.0.2 and ::1: made once per test file. */
 export function selfSignedCertificate(): Promise<Certificate> {
-  certificate ??= (async () => {
-    const dir = await mkdtemp(path.join(os.tmpdir(), 'test-cert-'));
-    try {
-      const key = path.join(dir, 'key.pem');
-      const cert = path.join(dir, 'cert.pem');
-      await promisify(execFile)('openssl', [
-        'req',
-        '-x509',
-        '-newkey',
-        'ec',
-        '-pkeyopt',
-        'ec_paramgen_curve:prime256v1',
-        '-nodes',
-        '-keyout',
-        key,
-        '-out',
-        cert,
-        '-days',
-        '2',
-        '-subj',
-        '/CN=localhost',
-        '-addext',
-        'subjectAltName=DNS:localhost,IP:127.0.0.1,IP:127.0.0.2,IP:::1',
-      ]);
-      return { key: await readFile(key, 'utf8'), cert: await readFile(cert, 'utf8') };
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
-  })();
+  certificate ??= selfSignedLoopbackCertificate();
   return certificate;
 }
 
