@@ -95,7 +95,8 @@ try {
   const replayStarted = performance.now();
   for (let i = 0; i < total; i++) {
     const { status, body } = await post(i);
-    if (status !== 202 || body.id !== ids[i]) throw new Error(`replay ${i} answered ${status} ${String(body.id)}`);
+    if (status !== 202 || body.id !== ids[i])
+      throw new Error(`replay ${i} answered ${status} ${String(body.id)}`);
   }
   const replayMs = (performance.now() - replayStarted) / total;
   const replayHistories = await histories(ids);
