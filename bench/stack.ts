@@ -25,11 +25,19 @@ export interface Stack {
 /**
  * The whole service as it runs in production, on this machine: embedded
  * PostgreSQL, an in-memory Temporal dev server, and our worker and API as
- * processes of their own. `env` adds to or overrides their configuration.
+ * processes of their own. `env` adds to or overrides their configuration; `temporalDbFile` keeps
+ * Temporal's state in that SQLite file instead of in memory (to measure what it stores).
  */
-export async function startStack(env: NodeJS.ProcessEnv = {}): Promise<Stack> {
+export async function startStack(
+  env: NodeJS.ProcessEnv = {},
+  options: { temporalDbFile?: string } = {},
+): Promise<Stack> {
   const database = await benchDatabase();
-  const temporal = await startTemporalDevServer({ port: await freePort(), uiPort: null, dbFile: null });
+  const temporal = await startTemporalDevServer({
+    port: await freePort(),
+    uiPort: null,
+    dbFile: options.temporalDbFile ?? null,
+  });
   const scratch = await mkdtemp(path.join(os.tmpdir(), 'bench-stack-'));
   await chmod(scratch, 0o755);
   const bundle = path.join(scratch, 'workflows.js');

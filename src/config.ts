@@ -223,6 +223,23 @@ const configSchema = z.object({
   /** On SIGTERM the worker stops polling; activities in flight get this long to finish before they are cancelled. */
   WORKER_SHUTDOWN_GRACE_MS: int(30_000, 0),
 
+  // ── capacity and pruning (issue 13) ──
+  /**
+   * How often the pruning schedule deletes what would grow without end (0: no schedule, nothing is
+   * pruned): key records past their horizon, and the request log, rejected generations and the
+   * simulated provider's jobs past their retention. One run does bounded work: each table is
+   * pruned in statements of PRUNE_BATCH_SIZE rows, at most PRUNE_MAX_BATCHES of them.
+   */
+  PRUNE_INTERVAL_MS: int(3_600_000, 0),
+  PRUNE_BATCH_SIZE: int(5_000, 1),
+  PRUNE_MAX_BATCHES: int(20, 1),
+  /** The API request log is kept this long (0: forever). */
+  REQUEST_LOG_RETENTION_MS: int(90 * 24 * 3600 * 1000, 0),
+  /** Rejected generations are kept this long (0: forever), and never less than IDEMPOTENCY_RETENTION_MS (a 402 answers for its key). */
+  REJECTED_RETENTION_MS: int(180 * 24 * 3600 * 1000, 0),
+  /** The simulated provider's jobs are kept this long after submission (0: forever); longer than every step's horizon. */
+  SIM_PROVIDER_JOB_RETENTION_MS: int(7 * 24 * 3600 * 1000, 0),
+
   RESULT_HOST: z.string().default('127.0.0.1'),
   RESULT_PORT: int(8081),
   /** The {result_host} of the spec: the public base URL of stored results. */

@@ -4,7 +4,7 @@ import { quotePrice, resolveOptions } from '../catalog/pricing.js';
 import { decideAdmission, recordRefusal, type AdmissionRecord } from '../db/admission-repository.js';
 import type { GenerationError } from '../generation.js';
 import { admissionRefusals } from '../workflows/generation-errors.js';
-import type { Admission, GenerationStart } from '../workflows/generation-types.js';
+import type { Admission, GenerationStart, KeyClaim } from '../workflows/generation-types.js';
 
 /** A model's catalog entry as last seen, with the digest admission checks it against (null: no active model). */
 interface QuotedEntry {
@@ -42,13 +42,15 @@ export function lastQuotedEntry(model: string): QuotedEntry | undefined {
 /**
  * Admission: the concurrency slot, the price quote from the catalog, and the debit (subscription
  * credits first) with its ledger row and the projection row, decided atomically by the
- * admit_generation() function (migration 0007), usually in one round trip. A second call for
- * the same generation returns what the first decided.
+ * admit_generation() function (migrations 0007 and 0012), usually in one round trip. A second
+ * call for the same generation returns what the first decided. With a key claim, the decision
+ * that claims the key records it; a record of another generation held past `key.at` answers instead.
  */
 export async function admitGeneration(
   db: CommonQueryMethods,
   start: GenerationStart,
   concurrencyLimit: number,
+  key: KeyClaim | null = null,
 ): Promise<Admission> {
   // The generation's row, as admit_generation() inserts it when accepted and recordRefusal when not.
   const record: AdmissionRecord = {
@@ -82,9 +84,28 @@ export async function admitGeneration(
       [quoted, remembered] = [unknown, false];
       continue;
     }
-    const decision = await decideAdmission(db, record, { price, digest: quoted.digest }, concurrencyLimit);
+    const decision = await decideAdmission(
+      db,
+      record,
+      { price, digest: quoted.digest },
+      concurrencyLimit,
+      key,
+    );
     let refusal: GenerationError;
     switch (decision.outcome) {
+      case 'key_held':
+        return {
+          outcome: 'key_held',
+          holder: {
+            generationId: decision.generation_id,
+            fingerprint: decision.fingerprint,
+            keyHeldUntil: new Date(decision.held_until).toISOString(),
+            admission:
+              decision.status === 'rejected' && decision.error
+                ? { outcome: 'rejected', error: decision.error, claimsKey: claimsKey(decision.error) }
+                : { outcome: 'accepted', credits: decision.credits },
+          },
+        };
       case 'existing':
         return decision.status === 'rejected' && decision.error
           ? { outcome: 'rejected', error: decision.error, claimsKey: claimsKey(decision.error) }
@@ -108,7 +129,7 @@ export async function admitGeneration(
         break;
     }
     // Recorded (listed, named by x-request-id) unless another attempt wrote the row first: then its decision stands.
-    if (await recordRefusal(db, record, refusal))
+    if (await recordRefusal(db, record, refusal, claimsKey(refusal) ? key : null))
       return { outcome: 'rejected', error: refusal, claimsKey: claimsKey(refusal) };
   }
   throw new Error(

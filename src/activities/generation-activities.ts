@@ -34,7 +34,12 @@ import { buildProviderInput, type ProviderName } from '../catalog/provider-mappi
 import { measureMedia } from '../media/measure-media.js';
 import { PermanentError } from '../errors.js';
 import type { GenerationError } from '../generation.js';
-import { errorTypes, type Admission, type GenerationStart } from '../workflows/generation-types.js';
+import {
+  errorTypes,
+  type Admission,
+  type GenerationStart,
+  type KeyClaim,
+} from '../workflows/generation-types.js';
 import type { GenerationActivities } from '../workflows/generation-activity-contract.js';
 import type { ActivityDeps } from './activity-deps.js';
 
@@ -62,9 +67,9 @@ export function createGenerationActivities(
   const { db, storage } = deps;
 
   return {
-    /** Concurrency slot, price quote and debit in one transaction (run as a local activity). */
-    async admit(start: GenerationStart): Promise<Admission> {
-      return admitGeneration(db, start, deps.concurrencyLimit);
+    /** Concurrency slot, price quote, debit and the key's record in one transaction (run as a local activity). */
+    async admit(start: GenerationStart, key?: KeyClaim): Promise<Admission> {
+      return admitGeneration(db, start, deps.concurrencyLimit, key ?? null);
     },
 
     /**

@@ -1,5 +1,6 @@
 import type { ActivityDeps } from './activity-deps.js';
 import { createGenerationActivities } from './generation-activities.js';
+import { createPruningActivities } from './pruning-activities.js';
 import { createReconciliationActivities } from './reconciliation-activities.js';
 
 /** Every activity the worker registers, built from its dependencies. */
@@ -7,6 +8,7 @@ export function createActivities(deps: ActivityDeps) {
   return {
     ...createGenerationActivities(deps),
     ...createReconciliationActivities(deps),
+    ...createPruningActivities(deps),
   };
 }
 

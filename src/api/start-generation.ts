@@ -1,6 +1,8 @@
 import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
 import { createHash } from 'node:crypto';
+import type { CommonQueryMethods } from 'slonik';
 import type { CatalogEntry } from '../catalog/catalog-entry.js';
+import { keyHolder, type KeyHolder } from '../db/idempotency-keys.js';
 import { ApiError } from '../errors.js';
 import type { GenerationError } from '../generation.js';
 import { newId } from '../ids.js';
@@ -16,12 +18,16 @@ import {
 import { storeInlineImages } from './generation-request.js';
 
 export interface StartGenerationDeps {
+  /** Where Idempotency-Key records are read (see keyHolder). */
+  db: CommonQueryMethods;
   temporal: Client;
   taskQueue: string;
   storage: Storage;
   /** How long POST waits for admission and handover before answering 503 (the key stays claimed; a retry gets the outcome). */
   admissionTimeoutMs: number;
   timing: GenerationStart['timing'];
+  /** Now, in ms: the request's creation time and the key horizon are judged by it (default Date.now). */
+  clock?: () => number;
 }
 
 /** A request that passed validation, from an authenticated key. */
@@ -58,14 +64,22 @@ function generationWorkflowId(keyId: string, key: string | null, generationId: s
 }
 
 /**
- * Starts the request's generation, or meets the one its Idempotency-Key names: stores its inline
- * images, then one update-with-start to Temporal that answers once admission is decided (and an
- * accepted job handed over).
+ * Starts the request's generation, or meets the one its Idempotency-Key names. A key whose record
+ * (PostgreSQL) names a generation that has ended is answered from it, without Temporal; otherwise
+ * the request's inline images are stored, then one update-with-start to Temporal answers once
+ * admission is decided (and an accepted job handed over), or meets the running workflow of the
+ * generation the key names.
  */
 export async function startGeneration(
   deps: StartGenerationDeps,
   request: CheckedRequest,
 ): Promise<StartOutcome> {
+  const now = deps.clock ?? Date.now;
+  if (request.idempotencyKey !== null) {
+    const holder = await keyHolder(deps.db, request.apiKeyId, request.idempotencyKey, new Date(now()));
+    const answer = holder && answerFromRecord(holder, request.fingerprint);
+    if (answer) return answer;
+  }
   const generationId = newId('gen');
   const workflowId = generationWorkflowId(request.apiKeyId, request.idempotencyKey, generationId);
   const stored = await storeInlineImages(
@@ -84,10 +98,10 @@ export async function startGeneration(
     fingerprint: request.fingerprint,
     idempotencyKey: request.idempotencyKey,
     inputPrefix: stored.prefix,
-    createdAt: new Date().toISOString(),
+    createdAt: new Date(now()).toISOString(),
     timing: deps.timing,
   };
-  const admitted = await admitAnew(deps, start);
+  const admitted = await admitAnew(deps, start, now);
   const { generationId: answeredBy, admission } = admitted;
   if (admitted.fingerprint !== request.fingerprint)
     return { outcome: 'conflict', generationId: answeredBy, inputPrefix: stored.prefix };
@@ -102,14 +116,34 @@ export async function startGeneration(
 }
 
 /**
+ * A retry answered from the key's record, as its generation's workflow would answer it: another
+ * body is a conflict whatever became of the first request; a refusal that claimed the key keeps its
+ * error; a generation that has ended (succeeded or failed) is admitted as it now stands. One still
+ * queued is left to its workflow (null): a retry then waits for the handover, as the first request did.
+ */
+function answerFromRecord(holder: KeyHolder, fingerprint: string): StartOutcome | null {
+  const generationId = holder.generation_id;
+  if (holder.fingerprint !== fingerprint) return { outcome: 'conflict', generationId, inputPrefix: null };
+  if (holder.status === 'rejected' && holder.error)
+    return { outcome: 'rejected', generationId, error: holder.error, inputPrefix: null };
+  if (holder.status === 'succeeded' || holder.status === 'failed')
+    return { outcome: 'admitted', generationId };
+  return null;
+}
+
+/**
  * Admits the request, asking again when the answer is an earlier generation's that no longer holds
  * the key: it passed its horizon, or was rejected without claiming the key (the concurrency limit).
  * Temporal answers a repeated update id with that old outcome even after its run closed, so the
  * second ask uses an update id of this request's own, which starts a new run.
  */
-async function admitAnew(deps: StartGenerationDeps, start: GenerationStart): Promise<AdmitResult> {
+async function admitAnew(
+  deps: StartGenerationDeps,
+  start: GenerationStart,
+  now: () => number,
+): Promise<AdmitResult> {
   const admitted = await admit(deps, start, `admit-${start.workflowId}`);
-  if (admitted.generationId === start.generationId || Date.parse(admitted.keyHeldUntil) > Date.now())
+  if (admitted.generationId === start.generationId || Date.parse(admitted.keyHeldUntil) > now())
     return admitted;
   return admit(deps, start, `admit-${start.workflowId}-${start.generationId}`);
 }

@@ -23,6 +23,12 @@ export interface AdmissionRecord {
   created_at: string;
 }
 
+/** A claim on the generation's Idempotency-Key: held until `heldUntil`, judged at `at` (ISO timestamps). */
+interface KeyClaim {
+  heldUntil: string;
+  at: string;
+}
+
 const admissionDecision = z.discriminatedUnion('outcome', [
   z.object({
     outcome: z.literal('existing'),
@@ -35,38 +41,66 @@ const admissionDecision = z.discriminatedUnion('outcome', [
   z.object({ outcome: z.literal('unavailable') }),
   z.object({ outcome: z.literal('insufficient_credits'), available: z.number() }),
   z.object({ outcome: z.literal('accepted'), credits: z.number() }),
+  z.object({
+    outcome: z.literal('key_held'),
+    generation_id: z.string(),
+    fingerprint: z.string(),
+    held_until: z.string(),
+    status: z.string(),
+    credits: z.number(),
+    error: generationErrorColumn.nullable(),
+  }),
 ]);
-/** What admit_generation() decided (its outcomes are listed in migration 0007). */
+/** What admit_generation() decided (its outcomes are listed in migrations 0007 and 0012). */
 type AdmissionDecision = z.infer<typeof admissionDecision>;
 
 /**
- * One call to admit_generation() (migration 0007): under the account's lock, the concurrency
- * slot, the check that `quote` was made from the model's current catalog entry, the balance, and
- * the debit with its ledger row and the generation's row. A refusal writes nothing.
+ * One call to admit_generation() (migrations 0007 and 0012): under the account's lock, the key's
+ * record when a claim is given, the concurrency slot, the check that `quote` was made from the
+ * model's current catalog entry, the balance, and the debit with its ledger row, the generation's
+ * row and the key's record. A refusal writes nothing.
  */
 export async function decideAdmission(
   db: CommonQueryMethods,
   record: AdmissionRecord,
   quote: { price: number | null; digest: string | null },
   concurrencyLimit: number,
+  key: KeyClaim | null,
 ): Promise<AdmissionDecision> {
+  const claim = key ? sql.jsonb({ held_until: key.heldUntil, at: key.at }) : null;
   return db.oneFirst(sql.type(z.object({ decision: admissionDecision }))`
-    SELECT admit_generation(${jsonbOf(record)}, ${quote.price}, ${quote.digest}, ${concurrencyLimit}) AS decision`);
+    SELECT admit_generation(${jsonbOf(record)}, ${quote.price}, ${quote.digest}, ${concurrencyLimit}, ${claim}::jsonb) AS decision`);
 }
 
-/** Writes the generation's row, refused; false when the row exists: another attempt decided first. */
+/**
+ * Writes the generation's row, refused, and with `key` (a refusal that claims it) the key's
+ * record; false when the row exists: another attempt decided first. A record another generation
+ * holds past `key.at` is left alone (admission checked there was none; this is the belt to its braces).
+ */
 export async function recordRefusal(
   db: CommonQueryMethods,
   record: AdmissionRecord,
   error: GenerationError,
+  key: KeyClaim | null,
 ): Promise<boolean> {
   const id = await db.maybeOneFirst(sql.type(z.object({ id: z.string() }))`
-    INSERT INTO generations (id, account_id, api_key_id, workflow_id, status, model, media_type, credits, input, error,
-                             fingerprint, idempotency_key, provider_token, input_prefix, created_at)
-    SELECT r.id, r.account_id, r.api_key_id, r.workflow_id, 'rejected', r.model, r.media_type, 0, r.input,
-           ${sql.jsonb(error as never)}, r.fingerprint, r.idempotency_key, r.provider_token, r.input_prefix, r.created_at
-    FROM jsonb_populate_record(NULL::generations, ${jsonbOf(record)}) r
-    ON CONFLICT (id) DO NOTHING RETURNING id`);
+    WITH refused AS (
+      INSERT INTO generations (id, account_id, api_key_id, workflow_id, status, model, media_type, credits, input, error,
+                               fingerprint, idempotency_key, provider_token, input_prefix, created_at)
+      SELECT r.id, r.account_id, r.api_key_id, r.workflow_id, 'rejected', r.model, r.media_type, 0, r.input,
+             ${sql.jsonb(error as never)}, r.fingerprint, r.idempotency_key, r.provider_token, r.input_prefix, r.created_at
+      FROM jsonb_populate_record(NULL::generations, ${jsonbOf(record)}) r
+      ON CONFLICT (id) DO NOTHING RETURNING id, api_key_id, idempotency_key, fingerprint
+    ), claimed AS (
+      INSERT INTO idempotency_keys AS k (api_key_id, idempotency_key, generation_id, fingerprint, held_until)
+      SELECT api_key_id, idempotency_key, id, fingerprint, ${key?.heldUntil ?? null}::timestamptz
+      FROM refused WHERE ${key !== null} AND idempotency_key IS NOT NULL
+      ON CONFLICT (api_key_id, idempotency_key) DO UPDATE
+        SET generation_id = EXCLUDED.generation_id, fingerprint = EXCLUDED.fingerprint,
+            held_until = EXCLUDED.held_until, created_at = now()
+        WHERE k.held_until <= ${key?.at ?? null}::timestamptz OR k.generation_id = EXCLUDED.generation_id
+    )
+    SELECT id FROM refused`);
   return id !== null;
 }
 

@@ -5,11 +5,12 @@ import {
   ensureReconciliationSchedule,
   removeLegacyReconciliationSchedule,
 } from '../temporal/reconciliation-schedule.js';
+import { ensurePruningSchedule } from '../temporal/pruning-schedule.js';
 import { createDatabasePool } from '../db/pool.js';
 import { createLogger } from '../logger.js';
 import { loadConfigOrExit, reportReady, waitForDependenciesOrExit } from '../process.js';
 import { createWorker, installTemporalRuntime, NativeConnection } from './create-worker.js';
-import { activityDeps, healthPolicy, reconciliationOptions } from './worker-deps.js';
+import { activityDeps, healthPolicy, pruningOptions, reconciliationOptions } from './worker-deps.js';
 import { startProbing } from './provider-health-tracker.js';
 import { startHealthServer } from './health-server.js';
 import { temporalConnectionOptions } from '../temporal/connection-options.js';
@@ -23,7 +24,7 @@ await waitForDependenciesOrExit(config, logger, 'wait');
 const pool = await createDatabasePool(config.DATABASE_URL, { maximumPoolSize: config.DATABASE_POOL_SIZE });
 const temporalOptions = temporalConnectionOptions(config.TEMPORAL_ADDRESS, config);
 const connection = await NativeConnection.connect(temporalOptions);
-// The worker's own client: search attributes, the reconciliation schedule, and the sweep's look-ups.
+// The worker's own client: search attributes, the reconciliation and pruning schedules, and the sweep's look-ups.
 const clientConnection = await Connection.connect(temporalOptions);
 const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
 await registerSearchAttributes();
@@ -53,12 +54,18 @@ const schedule = await ensureReconciliationSchedule(client, {
   options: reconciliationOptions(config),
 });
 const legacyScheduleRemoved = await removeLegacyReconciliationSchedule(client, config.TEMPORAL_TASK_QUEUE);
+const pruningSchedule = await ensurePruningSchedule(client, {
+  taskQueue: config.TEMPORAL_TASK_QUEUE,
+  intervalMs: config.PRUNE_INTERVAL_MS,
+  options: pruningOptions(config),
+});
 logger.info(
   {
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     namespace: config.TEMPORAL_NAMESPACE,
     reconciliationSchedule: schedule,
     legacyScheduleRemoved,
+    pruningSchedule,
   },
   'worker running',
 );

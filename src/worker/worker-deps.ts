@@ -5,6 +5,7 @@ import { inFlightCaps, stepHorizons, type Config } from '../config.js';
 import type { Provider } from '../providers/provider.js';
 import { trackHealth, type HealthPolicy } from './provider-health-tracker.js';
 import type { ActivityDeps } from '../activities/activity-deps.js';
+import type { PruningOptions } from '../workflows/pruning-workflow.js';
 import type { ReconciliationOptions } from '../workflows/reconciliation-workflow.js';
 import { FalQueueProvider } from '../providers/fal/fal-queue-provider.js';
 import { OpenAiImagesProvider } from '../providers/openai/openai-images-provider.js';
@@ -100,4 +101,19 @@ export function reconciliationOptions(config: Config): ReconciliationOptions {
   const h = stepHorizons(config);
   const total = h.admissionMs + h.submitMs + h.providerWaitMs + h.persistMs + h.bookkeepingMs;
   return { graceMs: config.RECONCILE_GRACE_MS, overdueMs: total + config.RECONCILE_GRACE_MS, limit: 200 };
+}
+
+/**
+ * What each pruning run deletes (see PruningOptions). Rejected generations are kept at least as
+ * long as keys: a 402 that claimed its key answers for it until the horizon.
+ */
+export function pruningOptions(config: Config): PruningOptions {
+  const rejected = config.REJECTED_RETENTION_MS;
+  return {
+    batchSize: config.PRUNE_BATCH_SIZE,
+    maxBatches: config.PRUNE_MAX_BATCHES,
+    requestLogRetentionMs: config.REQUEST_LOG_RETENTION_MS,
+    rejectedRetentionMs: rejected > 0 ? Math.max(rejected, config.IDEMPOTENCY_RETENTION_MS) : 0,
+    simProviderJobRetentionMs: config.SIM_PROVIDER_JOB_RETENTION_MS,
+  };
 }

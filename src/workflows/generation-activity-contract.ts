@@ -1,5 +1,5 @@
 import type { GenerationError } from '../generation.js';
-import type { Admission, GenerationStart } from './generation-types.js';
+import type { Admission, GenerationStart, KeyClaim } from './generation-types.js';
 
 /**
  * The activities the generation workflow runs, as it needs them; src/activities/generation-activities.ts
@@ -8,8 +8,11 @@ import type { Admission, GenerationStart } from './generation-types.js';
  * stored output (`Output`) are the implementation's.
  */
 export interface GenerationActivities<Result = unknown, Output = unknown> {
-  /** Concurrency slot, price quote and debit in one transaction. */
-  admit: (start: GenerationStart) => Promise<Admission>;
+  /**
+   * Concurrency slot, price quote and debit in one transaction; with a key claim, the key's record
+   * too (or the earlier generation whose record holds the key). Runs that predate key records claim none.
+   */
+  admit: (start: GenerationStart, key?: KeyClaim) => Promise<Admission>;
   /** Hands the job to the provider, once: a later attempt asks the provider instead of sending it again. */
   submit: (start: GenerationStart) => Promise<{ jobId: string }>;
   /** Where submission stands when its horizon passes: a recorded job, or whether the provider may have one. */

@@ -17,6 +17,11 @@ interface ProgressTracker {
     details: string,
     needsReview?: boolean,
   ) => void;
+  /**
+   * A run that answered for an earlier generation holding its Idempotency-Key (see Admission): it
+   * is no generation, so it drops the status it was indexed with and ends.
+   */
+  stepAside: (details: string) => void;
 }
 
 export function trackProgress(generationId: string): ProgressTracker {
@@ -44,6 +49,14 @@ export function trackProgress(generationId: string): ProgressTracker {
         indexed.status = status;
         indexed.needsReview = needsReview;
       }
+      setCurrentDetails(details);
+    },
+    stepAside(details) {
+      progress.step = 'key_held';
+      upsertSearchAttributes([
+        { key: GenerationStatusKey, value: null },
+        { key: NeedsReview, value: null },
+      ]);
       setCurrentDetails(details);
     },
   };

@@ -58,16 +58,31 @@ export const defaultStepHorizons: StepHorizons = {
   bookkeepingMs: 24 * hour,
 };
 
-/** What admission decided. */
-export type Admission =
+/** What admission decided about a generation. */
+export type AdmissionDecision =
   | { outcome: 'accepted'; credits: number }
   | { outcome: 'rejected'; error: GenerationError; claimsKey: boolean };
+
+/**
+ * What admission decided: about this run's generation, or that the Idempotency-Key's record (in
+ * PostgreSQL) names an earlier generation, whose workflow has ended: this run answers for it.
+ */
+export type Admission = AdmissionDecision | { outcome: 'key_held'; holder: AdmitResult };
+
+/**
+ * A keyed generation's claim on its Idempotency-Key, recorded in PostgreSQL with its admission so
+ * that the key outlives the workflow: held until `heldUntil` (ISO), judged at `at` (the workflow's clock).
+ */
+export interface KeyClaim {
+  heldUntil: string;
+  at: string;
+}
 
 /** What the admit update answers: the original generation and how it was admitted. */
 export interface AdmitResult {
   generationId: string;
   fingerprint: string;
-  admission: Admission;
+  admission: AdmissionDecision;
   /** Until when this generation holds its Idempotency-Key (ISO); a rejection that does not claim it: its creation. */
   keyHeldUntil: string;
 }
@@ -90,7 +105,9 @@ export interface GenerationProgress {
     | 'succeeded'
     | 'failed'
     | 'expired'
-    | 'expiry_failed';
+    | 'expiry_failed'
+    /** A run that met the key's record of an earlier generation and answered for it. */
+    | 'key_held';
   providerJobId: string | null;
   expiresAt: string | null;
 }

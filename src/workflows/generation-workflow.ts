@@ -15,6 +15,7 @@ import { generationSteps } from './generation-steps.js';
 import {
   errorTypes,
   type Admission,
+  type AdmissionDecision,
   type AdmitResult,
   type GenerationProgress,
   type GenerationStart,
@@ -32,10 +33,13 @@ export const resolveUpdate = defineUpdate<GenerationProgress, [Resolution]>('res
 export const progressQuery = defineQuery<GenerationProgress>('progress');
 
 /**
- * One generation, from admission to the end of its idempotency horizon:
+ * One generation, from admission to content expiry:
  *
  *   admit (debit) → submit [the POST answers here] → wait for the provider → persist results
- *   → succeeded → keep the results until expires_at → expire the content → hold the key until the horizon.
+ *   → succeeded → keep the results until expires_at → expire the content.
+ *
+ * Admission records a keyed generation's Idempotency-Key in PostgreSQL until its horizon, so the
+ * run need not stay open to hold it (runs started before key records hold it until the horizon).
  *
  * A failure after the debit is refunded exactly once; an uncertain submission waits for support
  * instead of guessing. Every step is retried until its horizon (StepHorizons) and no longer: then
@@ -43,11 +47,15 @@ export const progressQuery = defineQuery<GenerationProgress>('progress');
  * workflow only decides; every read and write happens in an activity.
  */
 export async function generationWorkflow(start: GenerationStart): Promise<GenerationProgress> {
-  const { progress, enter } = trackProgress(start.generationId);
+  const { progress, enter, stepAside } = trackProgress(start.generationId);
   const steps = generationSteps(start.timing);
   // Without an Idempotency-Key there is no key to hold: the run ends with the generation's story.
   // (Runs started before this rule held the key; they keep doing so when replayed.)
   const holdsNoKey = start.idempotencyKey === null && patched('keyless-runs-hold-no-key');
+  // A keyed run records its key in PostgreSQL with its admission and ends after content expiry;
+  // the record answers for the key until its horizon. (Runs started before key records were kept
+  // hold their key open until the horizon; they keep doing so when replayed.)
+  const keyInDatabase = start.idempotencyKey !== null && patched('key-record-in-database');
   let admission: Promise<Admission> | undefined;
   const admitOnce = () => (admission ??= admit());
   /** Why admission could not complete, when it was a bug: the run then ends failed, for operators to see. */
@@ -60,11 +68,18 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
     submittingInBackground || !['admitting', 'submitting', 'refunding'].includes(progress.step);
 
   const horizon = Date.parse(start.createdAt) + start.timing.idempotencyRetentionMs;
-  /** Whether this run holds its Idempotency-Key until the horizon (a retry with it then meets this run). */
-  const holdsKey = (decided: Admission) =>
+  /** Whether this generation holds its Idempotency-Key until the horizon (a retry with it is a replay). */
+  const holdsKey = (decided: AdmissionDecision) =>
     !holdsNoKey && (decided.outcome === 'accepted' || decided.claimsKey);
+  /**
+   * Whether the run itself stays open until the horizon to hold the key: runs that predate key
+   * records, and a run whose content expiry failed (it stays in operators' sight, needing review).
+   */
+  const holdsKeyOpen = (decided: AdmissionDecision) =>
+    holdsKey(decided) && (!keyInDatabase || progress.step === 'expiry_failed');
   setHandler(admitUpdate, async () => {
     const decided = await admitOnce();
+    if (decided.outcome === 'key_held') return decided.holder;
     if (decided.outcome === 'accepted') await condition(handedOver);
     return {
       generationId: start.generationId,
@@ -92,10 +107,16 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
   );
 
   const admitted = await admitOnce();
+  if (admitted.outcome === 'key_held') {
+    // The key's record names an earlier generation: this run answered for it, and is no generation.
+    stepAside(`answered for ${admitted.holder.generationId}, which holds the Idempotency-Key`);
+    await condition(allHandlersFinished);
+    return progress;
+  }
   if (admitted.outcome === 'rejected') {
     enter('rejected', 'rejected', `rejected: ${admitted.error.code}`);
     // A rejection that does not claim the key ends the run now, so a retry with the same key starts afresh.
-    if (holdsKey(admitted)) await holdKeyUntilHorizon();
+    if (holdsKeyOpen(admitted)) await holdKeyUntilHorizon();
     await condition(allHandlersFinished);
     if (admissionBroke !== undefined)
       throw ApplicationFailure.nonRetryable(`admission failed: ${admissionBroke}`, 'AdmissionFailed');
@@ -108,14 +129,16 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
     await sleep(Math.max(0, Date.parse(progress.expiresAt) - Date.now()));
     await expire();
   }
-  if (holdsKey(admitted)) await holdKeyUntilHorizon();
+  if (holdsKeyOpen(admitted)) await holdKeyUntilHorizon();
   await condition(allHandlersFinished);
   return progress;
 
   /** Admission's decision, or a refusal when it could not complete (see admissionFailure). */
   async function admit(): Promise<Admission> {
     try {
-      return await steps.admit(start);
+      if (!keyInDatabase) return await steps.admit(start);
+      const claim = { heldUntil: new Date(horizon).toISOString(), at: new Date(Date.now()).toISOString() };
+      return await steps.admit(start, claim);
     } catch (error) {
       if (isCancellation(error)) throw error;
       const refusal = admissionFailure(error);
@@ -274,11 +297,15 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
     return decision.providerJobId;
   }
 
-  /** Content expiry. If it cannot complete, the files stay and operators are told; the key is still held. */
+  /** Content expiry. If it cannot complete, the files stay and operators are told; the run then holds the key open. */
   async function expire(): Promise<void> {
     try {
       await steps.expireContent(start.generationId);
-      enter('expired', 'succeeded', 'content expired; holding the idempotency key');
+      enter(
+        'expired',
+        'succeeded',
+        keyInDatabase ? 'content expired' : 'content expired; holding the idempotency key',
+      );
     } catch (error) {
       if (isCancellation(error)) throw error;
       enter('expiry_failed', 'succeeded', `content expiry failed; its files remain: ${String(error)}`, true);

@@ -6,8 +6,9 @@ import { workflowIdOf } from '../support/ledger.js';
 /** The same retention story on the dev server, with durations shortened by configuration. */
 describe('expiry and the key horizon with short durations (dev server)', () => {
   // The horizon counts from creation: it leaves room for a slow generation and its expiry on a busy machine.
+  const horizonMs = 12_000;
   const stack = useGenerationStack({
-    apiEnv: { RESULT_RETENTION_MS: '1500', IDEMPOTENCY_RETENTION_MS: '15000' },
+    apiEnv: { RESULT_RETENTION_MS: '1500', IDEMPOTENCY_RETENTION_MS: String(horizonMs) },
     account: { oneTime: 100 },
   });
 
@@ -32,8 +33,13 @@ describe('expiry and the key horizon with short durations (dev server)', () => {
     const replay = await createGeneration(stack.api, stack.account.key, body, 'horizon-key');
     expect(replay.json()).toMatchObject({ id, content_expired: true });
 
+    // The workflow ended with the content; the key's record holds the key until the horizon.
     const handle = stack.client.workflow.getHandle(await workflowIdOf(stack.db.pool, id));
     await handle.result();
+    expect((await createGeneration(stack.api, stack.account.key, body, 'horizon-key')).json().id).toBe(id);
+    await new Promise((r) =>
+      setTimeout(r, Date.parse(first.json().created_at as string) + horizonMs - Date.now()),
+    );
     const fresh = await createGeneration(stack.api, stack.account.key, body, 'horizon-key');
     expect(fresh.statusCode).toBe(202);
     expect(fresh.json().id).not.toBe(id);

@@ -167,3 +167,22 @@ export class SimulatedProvider implements Provider {
     return { width, height, contentType: job.options.output_format === 'jpeg' ? 'image/jpeg' : 'image/png' };
   }
 }
+
+/**
+ * The simulated provider forgets its jobs as a real one does: jobs submitted more than
+ * `retentionMs` ago, at most `limit` of them (the pruning schedule calls it; see
+ * src/activities/pruning-activities.ts). Returns how many it deleted.
+ */
+export function pruneSimulatedJobs(
+  db: CommonQueryMethods,
+  retentionMs: number,
+  limit: number,
+): Promise<number> {
+  return db.oneFirst(sql.type(z.object({ n: z.number() }))`
+    WITH old AS (
+      SELECT token FROM sim_provider_jobs
+      WHERE submitted_at < now() - ${sql.interval({ seconds: retentionMs / 1000 })}
+      ORDER BY submitted_at LIMIT ${limit}
+    ), gone AS (DELETE FROM sim_provider_jobs j USING old WHERE j.token = old.token RETURNING 1)
+    SELECT count(*)::int AS n FROM gone`);
+}

@@ -1,0 +1,60 @@
+import { sql, type CommonQueryMethods } from 'slonik';
+import { z } from 'zod';
+
+/**
+ * Deletes for the pruning schedule (src/activities/pruning-activities.ts): each deletes at most
+ * `limit` rows, found through an index, and says how many it deleted, so a run does bounded work.
+ */
+
+const deleted = z.object({ n: z.number() });
+const interval = (ms: number) => sql.interval({ seconds: ms / 1000 });
+
+/**
+ * Request-log rows older than `retentionMs`, oldest first. The rows come in roughly in time order
+ * (ids are assigned as batches are written), so it looks only at the `limit` oldest ids: a run
+ * never scans the rows it keeps.
+ */
+export function pruneRequestLog(db: CommonQueryMethods, retentionMs: number, limit: number): Promise<number> {
+  return db.oneFirst(sql.type(deleted)`
+    WITH oldest AS (SELECT id, created_at FROM api_request_log ORDER BY id LIMIT ${limit}),
+    gone AS (
+      DELETE FROM api_request_log l USING oldest
+      WHERE l.id = oldest.id AND oldest.created_at < now() - ${interval(retentionMs)}
+      RETURNING 1
+    )
+    SELECT count(*)::int AS n FROM gone`);
+}
+
+/** Rejected generations (nothing charged, nothing stored) created more than `retentionMs` ago. */
+export function pruneRejectedGenerations(
+  db: CommonQueryMethods,
+  retentionMs: number,
+  limit: number,
+): Promise<number> {
+  return db.oneFirst(sql.type(deleted)`
+    WITH old AS (
+      SELECT id FROM generations
+      WHERE status = 'rejected' AND created_at < now() - ${interval(retentionMs)}
+      ORDER BY created_at LIMIT ${limit}
+    ), gone AS (
+      DELETE FROM generations g USING old WHERE g.id = old.id AND g.status = 'rejected' RETURNING 1
+    )
+    SELECT count(*)::int AS n FROM gone`);
+}
+
+/**
+ * Idempotency-Key records past their horizon (the key is new already). A record that an admission
+ * renews meanwhile is kept: the condition is checked again on the row it finds.
+ */
+export function pruneKeyRecords(db: CommonQueryMethods, limit: number): Promise<number> {
+  return db.oneFirst(sql.type(deleted)`
+    WITH old AS (
+      SELECT api_key_id, idempotency_key FROM idempotency_keys
+      WHERE held_until < now() ORDER BY held_until LIMIT ${limit}
+    ), gone AS (
+      DELETE FROM idempotency_keys k USING old
+      WHERE k.api_key_id = old.api_key_id AND k.idempotency_key = old.idempotency_key AND k.held_until < now()
+      RETURNING 1
+    )
+    SELECT count(*)::int AS n FROM gone`);
+}

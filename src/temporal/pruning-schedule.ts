@@ -1,0 +1,57 @@
+import {
+  ScheduleAlreadyRunning,
+  ScheduleNotFoundError,
+  ScheduleOverlapPolicy,
+  type Client,
+} from '@temporalio/client';
+import { pruningWorkflow, type PruningOptions } from '../workflows/pruning-workflow.js';
+
+/** One pruning schedule per task queue, like the reconciliation sweep (its workers share one database). */
+export const pruningScheduleId = (taskQueue: string): string => `generation-pruning.${taskQueue}`;
+
+/**
+ * The schedule that runs pruningWorkflow every `intervalMs` on the generation task queue: created
+ * by the first worker to start, brought up to date by every later one, and deleted when
+ * `intervalMs` is 0 (pruning turned off). Overlapping runs are skipped.
+ */
+export async function ensurePruningSchedule(
+  client: Client,
+  settings: { taskQueue: string; intervalMs: number; options: PruningOptions },
+): Promise<'created' | 'updated' | 'removed' | 'off'> {
+  const scheduleId = pruningScheduleId(settings.taskQueue);
+  const handle = client.schedule.getHandle(scheduleId);
+  if (settings.intervalMs <= 0) {
+    try {
+      await handle.delete();
+      return 'removed';
+    } catch (error) {
+      if (error instanceof ScheduleNotFoundError) return 'off';
+      throw error;
+    }
+  }
+  const spec = { intervals: [{ every: settings.intervalMs }] };
+  const action = {
+    type: 'startWorkflow' as const,
+    workflowType: pruningWorkflow,
+    workflowId: scheduleId,
+    taskQueue: settings.taskQueue,
+    args: [settings.options] as [PruningOptions],
+  };
+  try {
+    await client.schedule.create({
+      scheduleId,
+      spec,
+      action,
+      policies: { overlap: ScheduleOverlapPolicy.SKIP },
+      memo: {
+        purpose:
+          'Deletes key records past their horizon and old request-log, rejected and simulated-job rows',
+      },
+    });
+    return 'created';
+  } catch (error) {
+    if (!(error instanceof ScheduleAlreadyRunning)) throw error;
+  }
+  await handle.update((previous) => ({ ...previous, spec, action }));
+  return 'updated';
+}
