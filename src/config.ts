@@ -69,14 +69,17 @@ const pem = z
   .transform((value, ctx): Buffer | undefined => {
     const text = value?.trim();
     if (!text) return undefined;
-    if (text.startsWith('-----BEGIN')) return Buffer.from(`${text}\n`);
+    // PEM text; from an .env file its line breaks may arrive as the two characters \n.
+    if (text.startsWith('-----BEGIN'))
+      return Buffer.from(`${text.includes('\n') ? text : text.replaceAll('\\n', '\n')}\n`);
     try {
       return readFileSync(text);
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
+      // The value is not echoed: it may be a key in a form we do not read (base64, quoted).
       ctx.addIssue({
         code: z.ZodIssueCode.custom,
-        message: `cannot read ${text} (${code}); give a PEM file's path or the PEM text`,
+        message: `is not PEM text, and no file of that name can be read (${code}); give the PEM text or a PEM file's path`,
       });
       return z.NEVER;
     }

@@ -130,6 +130,11 @@ describe('configuration', () => {
         const tls = options({ TEMPORAL_TLS_CERT: pem, TEMPORAL_TLS_KEY: path.join(dir, 'key.pem') }).tls;
         expect(Buffer.from(tls!.clientCertPair!.crt).toString()).toBe(`${pem}\n`);
         expect(Buffer.from(tls!.clientCertPair!.key).toString()).toBe('KEY FROM FILE');
+        // From an .env file: the line breaks as the two characters \n.
+        const oneLine = pem.replaceAll('\n', '\\n');
+        expect(
+          Buffer.from(options({ TEMPORAL_TLS_CA: oneLine }).tls!.serverRootCACertificate!).toString(),
+        ).toBe(`${pem}\n`);
       } finally {
         await rm(dir, { recursive: true, force: true });
       }
@@ -137,9 +142,12 @@ describe('configuration', () => {
 
     it('refuses half a client certificate, an unreadable file, and TLS settings with TLS off', () => {
       expect(refusal({ TEMPORAL_TLS_CERT: pem })).toContain('TEMPORAL_TLS_KEY: mTLS needs');
-      expect(refusal({ TEMPORAL_TLS_CA: '/nonexistent/ca.pem' })).toMatch(
-        /TEMPORAL_TLS_CA: cannot read \/nonexistent\/ca\.pem \(ENOENT\)/,
+      expect(refusal({ TEMPORAL_TLS_CA: '/nonexistent/ca.pem' })).toContain(
+        'TEMPORAL_TLS_CA: is not PEM text, and no file of that name can be read (ENOENT)',
       );
+      // A key in a form we do not read (here base64) is never repeated in the message.
+      const encoded = Buffer.from(pem).toString('base64');
+      expect(refusal({ TEMPORAL_TLS_CERT: pem, TEMPORAL_TLS_KEY: encoded })).not.toContain(encoded);
       expect(refusal({ TEMPORAL_TLS: 'false', TEMPORAL_TLS_CA: pem })).toContain(
         'TEMPORAL_TLS: false, yet TEMPORAL_TLS_CA is set',
       );

@@ -25,7 +25,7 @@ export function pruneRequestLog(db: CommonQueryMethods, retentionMs: number, lim
     SELECT count(*)::int AS n FROM gone`);
 }
 
-/** Rejected generations (nothing charged, nothing stored) created more than `retentionMs` ago. */
+/** Rejected generations (nothing charged, nothing stored) created more than `retentionMs` ago, and no key holds. */
 export function pruneRejectedGenerations(
   db: CommonQueryMethods,
   retentionMs: number,
@@ -35,6 +35,13 @@ export function pruneRejectedGenerations(
     WITH old AS (
       SELECT id FROM generations
       WHERE status = 'rejected' AND created_at < now() - ${interval(retentionMs)}
+        -- A key that still names it (its horizon set by the API at the time) keeps it: the retry's
+        -- answer is this row's 402, whatever the retention is now.
+        AND NOT EXISTS (
+          SELECT 1 FROM idempotency_keys k
+          WHERE k.api_key_id = generations.api_key_id AND k.idempotency_key = generations.idempotency_key
+            AND k.generation_id = generations.id AND k.held_until > now()
+        )
       ORDER BY created_at LIMIT ${limit}
     ), gone AS (
       DELETE FROM generations g USING old WHERE g.id = old.id AND g.status = 'rejected' RETURNING 1

@@ -109,6 +109,24 @@ describe('pruning', () => {
     ]);
   });
 
+  it('keeps a rejected generation past its retention while an Idempotency-Key still names it', async () => {
+    await db.pool.query(sql.unsafe`
+      INSERT INTO generations (id, account_id, api_key_id, status, model, media_type, created_at, idempotency_key)
+      VALUES ('gen_refusedheld', ${account.accountId}, ${account.keyId}, 'rejected', 'lumen-lite', 'image',
+              ${ago(400)}, 'still-held')`);
+    // The horizon was set when the retention was longer than the one pruning is given now.
+    await keyRecord('still-held', 'gen_refusedheld', ago(-30));
+    const stillThere = async () =>
+      (await ids(sql.unsafe`SELECT id FROM generations WHERE id = 'gen_refusedheld'`)).length === 1;
+    await prune({ rejectedRetentionMs: 10 * DAY });
+    expect(await stillThere()).toBe(true);
+    await db.pool.query(
+      sql.unsafe`UPDATE idempotency_keys SET held_until = ${ago(1)} WHERE idempotency_key = 'still-held'`,
+    );
+    await prune({ rejectedRetentionMs: 10 * DAY });
+    expect(await stillThere()).toBe(false);
+  });
+
   it('a retention of 0 keeps its table whole', async () => {
     await logRequest('/v1/ancient', ago(1000));
     await generation('gen_ancientrejection', 'rejected', ago(1000));
