@@ -1,5 +1,6 @@
 import type { Readable } from 'node:stream';
 import {
+  DeleteObjectCommand,
   DeleteObjectsCommand,
   GetObjectCommand,
   HeadBucketCommand,
@@ -94,6 +95,9 @@ export function createS3Client(endpoint: S3Endpoint): S3Client {
  * bucket's public endpoint serving the same keys.
  */
 export class S3Storage implements Storage {
+  /** Set once the store has answered that it has no DeleteObjects. */
+  private oneByOne = false;
+
   constructor(
     private readonly client: S3Client,
     private readonly location: BucketLocation,
@@ -131,7 +135,7 @@ export class S3Storage implements Storage {
 
   /**
    * Lists the prefix page by page (1,000 keys each unless told) and deletes each page in one
-   * DeleteObjects. Any error, including one key DeleteObjects reports it could not delete, throws:
+   * DeleteObjects (or key by key, on a store without it). Any error, including one key DeleteObjects reports it could not delete, throws:
    * the content is then not gone, and content expiry must retry rather than record it as done.
    */
   async deletePrefix(prefix: string): Promise<void> {
@@ -147,12 +151,20 @@ export class S3Storage implements Storage {
           ContinuationToken: continuationToken,
         }),
       );
-      const keys = (page.Contents ?? []).flatMap((object) => (object.Key ? [{ Key: object.Key }] : []));
-      if (keys.length > 0) {
+      const keys = (page.Contents ?? []).flatMap((object) => (object.Key ? [object.Key] : []));
+      if (keys.length > 0) await this.deleteKeys(prefix, keys);
+      continuationToken = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (continuationToken);
+  }
+
+  /** Deletes one page of keys: one DeleteObjects, or one DeleteObject each where the store has no DeleteObjects. */
+  private async deleteKeys(prefix: string, keys: string[]): Promise<void> {
+    if (!this.oneByOne) {
+      try {
         const deleted = await this.client.send(
           new DeleteObjectsCommand({
             Bucket: this.location.bucket,
-            Delete: { Objects: keys, Quiet: true },
+            Delete: { Objects: keys.map((Key) => ({ Key })), Quiet: true },
           }),
         );
         const failed = deleted.Errors ?? [];
@@ -162,9 +174,23 @@ export class S3Storage implements Storage {
             `${failed.length} of ${keys.length} objects under ${prefix} could not be deleted (first: ${first.Key ?? '?'}: ${first.Code ?? 'error'} ${first.Message ?? ''})`.trim(),
           );
         }
+        return;
+      } catch (error) {
+        if (!(
+          error instanceof S3ServiceException &&
+          (error.name === 'NotImplemented' || statusOf(error) === 501)
+        ))
+          throw error;
+        // GCS's XML API, for one, has no multi-object delete.
+        this.oneByOne = true;
       }
-      continuationToken = page.IsTruncated ? page.NextContinuationToken : undefined;
-    } while (continuationToken);
+    }
+    for (let i = 0; i < keys.length; i += 10)
+      await Promise.all(
+        keys
+          .slice(i, i + 10)
+          .map((Key) => this.client.send(new DeleteObjectCommand({ Bucket: this.location.bucket, Key }))),
+      );
   }
 
   urlFor(prefix: string, name: string): string {

@@ -131,6 +131,25 @@ describe('S3Storage', () => {
     expect(await keysUnder('results/rbroken/')).toHaveLength(1);
   });
 
+  it('deletes key by key on a store that has no DeleteObjects', async () => {
+    const storage = storageThrough(proxy.endpoint);
+    for (let i = 0; i < 3; i++) await storage.put('rsingle', `output-${i}.png`, Buffer.from('x'));
+    proxy.fault = ({ method, url }) =>
+      method === 'POST' && url.includes('delete')
+        ? {
+            status: 501,
+            body: '<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code><Message>A header you provided implies functionality that is not implemented</Message></Error>',
+          }
+        : undefined;
+    try {
+      await storage.deletePrefix('rsingle');
+      expect(proxy.faulted).toBeGreaterThan(0);
+      expect(await keysUnder('results/rsingle/')).toEqual([]);
+    } finally {
+      proxy.fault = null;
+    }
+  });
+
   it('streams a byte range, and says when a range starts past the end', async () => {
     const storage = storageThrough(s3.endpoint);
     await storage.put('rrange', 'output-0.png', Buffer.from('0123456789'));
