@@ -55,6 +55,12 @@ const secret = z
   .string()
   .optional()
   .transform((value) => (value?.trim() ? value.trim() : undefined));
+/** An optional variable for which blank means unset (docker-compose passes `${VAR:-}` through as ''). */
+const blankIsUnset = <T extends z.ZodTypeAny>(schema: T) =>
+  z.preprocess(
+    (value) => (typeof value === 'string' && value.trim() === '' ? undefined : value),
+    schema.optional(),
+  );
 /** A provider's base URL, without a trailing slash. */
 const baseUrl = (fallback: string) =>
   z
@@ -197,12 +203,11 @@ const configSchema = z.object({
       if (problem) ctx.addIssue({ code: z.ZodIssueCode.custom, message: problem });
     }),
   /** A non-AWS store's endpoint (MinIO, Cloudflare R2, GCS interoperability): `https://host[:port]`. */
-  S3_ENDPOINT: z
-    .string()
-    .regex(/^https?:\/\/[^/]/, 'must be an http:// or https:// URL, such as http://minio:9000')
-    .optional(),
+  S3_ENDPOINT: blankIsUnset(
+    z.string().regex(/^https?:\/\/[^/]/, 'must be an http:// or https:// URL, such as http://minio:9000'),
+  ),
   /** The bucket's region; unset: the SDK's own (AWS_REGION, the profile). */
-  S3_REGION: z.string().trim().min(1).optional(),
+  S3_REGION: blankIsUnset(z.string()),
   /** Path-style requests (`endpoint/bucket/key`), which MinIO and most self-hosted stores need. */
   S3_FORCE_PATH_STYLE: z
     .enum(['true', 'false', '1', '0', ''])

@@ -21,6 +21,18 @@ describe('STORAGE_URL and the S3_ variables', () => {
     });
   });
 
+  it('takes blank S3_ variables as unset (docker-compose passes unset ones through as blank)', () => {
+    expect(locationOf({ STORAGE_URL: '', S3_ENDPOINT: '', S3_REGION: ' ', S3_FORCE_PATH_STYLE: '' })).toEqual(
+      { kind: 'folder', dir: '.data/results' },
+    );
+    expect(locationOf({ STORAGE_URL: 's3://bucket-name', S3_ENDPOINT: '', S3_REGION: '' })).toEqual({
+      kind: 'bucket',
+      bucket: 'bucket-name',
+      keyPrefix: '',
+      forcePathStyle: false,
+    });
+  });
+
   it('takes a folder as a file URL', () => {
     expect(locationOf({ STORAGE_URL: 'file:///srv/shared%20volume/results' })).toEqual({
       kind: 'folder',
