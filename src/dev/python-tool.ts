@@ -7,7 +7,7 @@ import { projectRoot } from '../project-root.js';
 import { isExecutable } from './temporal-binaries.js';
 
 /** A pinned Python tool from PyPI, kept in a virtualenv of its own under the git-ignored `.tools/`. */
-export interface PythonTool {
+interface PythonTool {
   /** The virtualenv is `.tools/<folder>/`; a new pin gets a new folder. */
   folder: string;
   /** What pip installs, pinned (`package==version`). */

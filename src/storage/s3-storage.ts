@@ -45,7 +45,7 @@ export interface ObjectHead {
 }
 
 /** What a ranged streaming read found. */
-export type ObjectRead =
+type ObjectRead =
   | {
       kind: 'found';
       head: ObjectHead;
