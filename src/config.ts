@@ -1,9 +1,11 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import type { ProviderName } from './catalog/provider-mapping.js';
 import { isValidRange } from './net/address-policy.js';
 import { projectRoot } from './project-root.js';
+import type { StorageLocation } from './storage/open-storage.js';
 import type { StepHorizons } from './workflows/generation-types.js';
 
 /**
@@ -54,6 +56,12 @@ const secret = z
   .string()
   .optional()
   .transform((value) => (value?.trim() ? value.trim() : undefined));
+/** An optional variable for which blank means unset (docker-compose passes `${VAR:-}` through as ''). */
+const blankIsUnset = <T extends z.ZodTypeAny>(schema: T) =>
+  z.preprocess(
+    (value) => (typeof value === 'string' && value.trim() === '' ? undefined : value),
+    schema.optional(),
+  );
 /** A provider's base URL, without a trailing slash. */
 const baseUrl = (fallback: string) =>
   z
@@ -243,6 +251,34 @@ const configSchema = z.object({
   /** The simulated provider's jobs are kept this long after submission (0: forever); longer than every step's horizon. */
   SIM_PROVIDER_JOB_RETENTION_MS: int(7 * 24 * 3600 * 1000, 0),
 
+  // ── Object storage (issue 13) ──
+  /**
+   * Where results and inline input images are stored: `file:///absolute/folder`, or
+   * `s3://bucket/optional/key/prefix` for any S3-compatible store. Unset: the folder STORAGE_DIR.
+   * Credentials for a bucket come from the AWS SDK's default chain (AWS_ACCESS_KEY_ID and
+   * AWS_SECRET_ACCESS_KEY, a profile, a role), never from here.
+   */
+  STORAGE_URL: z
+    .string()
+    .trim()
+    .optional()
+    .transform((value) => value || undefined)
+    .superRefine((value, ctx) => {
+      const problem = value === undefined ? null : storageUrlProblem(value);
+      if (problem) ctx.addIssue({ code: z.ZodIssueCode.custom, message: problem });
+    }),
+  /** A non-AWS store's endpoint (MinIO, Cloudflare R2, GCS interoperability): `https://host[:port]`. */
+  S3_ENDPOINT: blankIsUnset(
+    z.string().regex(/^https?:\/\/[^/]/, 'must be an http:// or https:// URL, such as http://minio:9000'),
+  ),
+  /** The bucket's region; unset: the SDK's own (AWS_REGION, the profile). */
+  S3_REGION: blankIsUnset(z.string()),
+  /** Path-style requests (`endpoint/bucket/key`), which MinIO and most self-hosted stores need. */
+  S3_FORCE_PATH_STYLE: z
+    .enum(['true', 'false', '1', '0', ''])
+    .default('false')
+    .transform((value) => value === 'true' || value === '1'),
+
   RESULT_HOST: z.string().default('127.0.0.1'),
   RESULT_PORT: int(8081),
   /** The {result_host} of the spec: the public base URL of stored results. */
@@ -355,6 +391,49 @@ function parseEnv<Schema extends z.ZodTypeAny>(schema: Schema, env: NodeJS.Proce
     throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
   }
   return parsed.data as z.output<Schema>;
+}
+
+/** A bucket name as S3 and the stores that copy it allow. */
+const bucketName = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
+
+/** What is wrong with a STORAGE_URL, or null. */
+function storageUrlProblem(value: string): string | null {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return 'must be file:///absolute/folder or s3://bucket[/prefix]';
+  }
+  if (url.protocol === 'file:') {
+    try {
+      fileURLToPath(url);
+      return null;
+    } catch {
+      return 'must be a file URL of a folder on this machine: file:///absolute/folder';
+    }
+  }
+  if (url.protocol !== 's3:') return 'must be file:///absolute/folder or s3://bucket[/prefix]';
+  if (url.username || url.password)
+    return 'must not hold credentials: they come from the AWS SDK chain (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, roles)';
+  if (!bucketName.test(url.hostname)) return `names no valid bucket (s3://bucket[/prefix])`;
+  if (url.search || url.hash) return 'must be s3://bucket[/prefix], without a query or fragment';
+  return null;
+}
+
+/** Where this process stores and reads files: STORAGE_URL, or the folder STORAGE_DIR. */
+export function storageLocation(config: Config): StorageLocation {
+  const url = config.STORAGE_URL ? new URL(config.STORAGE_URL) : null;
+  if (!url) return { kind: 'folder', dir: config.STORAGE_DIR };
+  if (url.protocol === 'file:') return { kind: 'folder', dir: fileURLToPath(url) };
+  const keyPrefix = decodeURIComponent(url.pathname).replace(/^\/+|\/+$/g, '');
+  return {
+    kind: 'bucket',
+    bucket: url.hostname,
+    keyPrefix: keyPrefix ? `${keyPrefix}/` : '',
+    ...(config.S3_ENDPOINT ? { endpoint: config.S3_ENDPOINT } : {}),
+    ...(config.S3_REGION ? { region: config.S3_REGION } : {}),
+    forcePathStyle: config.S3_FORCE_PATH_STYLE,
+  };
 }
 
 /** The step horizons a generation's workflow is started with. */

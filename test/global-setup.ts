@@ -7,6 +7,7 @@ import { startMigratedPostgres } from '../src/dev/migrated-postgres.js';
 import { startTemporalDevServer } from '../src/dev/temporal-dev-server.js';
 import { temporalTestServerPath } from '../src/dev/temporal-binaries.js';
 import { buildWorkflowBundle } from '../src/worker/workflow-bundle.js';
+import { motoPython } from './support/s3-server.js';
 
 export const TEMPLATE_DATABASE = 'template_app';
 
@@ -14,9 +15,13 @@ export const TEMPLATE_DATABASE = 'template_app';
  * Starts, once per test run, the real servers every test file shares: an
  * embedded PostgreSQL holding a migrated template database (each file clones
  * its own database from it) and an in-memory Temporal dev server. The workflow
- * bundle is built once here too.
+ * bundle is built once here too, and the tools some files start servers of
+ * their own from (the Temporal time-skipping server, moto's S3) are fetched.
  */
 export default async function setup(project: TestProject) {
+  // The S3 server's first fetch (pip, under a minute) runs while the other servers start.
+  const moto = motoPython();
+  moto.catch(() => {}); // awaited below; not an unhandled rejection meanwhile
   const scratch = await mkdtemp(path.join(os.tmpdir(), 'generation-service-test-'));
   const postgres = await startMigratedPostgres({
     dataDir: path.join(process.cwd(), '.data', `test-postgres-${process.pid}`),
@@ -36,6 +41,7 @@ export default async function setup(project: TestProject) {
   project.provide('temporalAddress', temporal.address);
   project.provide('workflowBundlePath', bundlePath);
   project.provide('temporalTestServerPath', testServerPath);
+  project.provide('motoPython', await moto);
 
   return async () => {
     await temporal.stop();

@@ -4,13 +4,13 @@ import type { Logger } from 'pino';
 import { Authenticator } from '../auth/authenticator.js';
 import { CatalogCache } from '../catalog/catalog-cache.js';
 import { ProviderAvailability } from './provider-availability.js';
-import { providersWithCredentials, stepHorizons, type Config } from '../config.js';
+import { providersWithCredentials, stepHorizons, storageLocation, type Config } from '../config.js';
 import type { CreditBalance } from '../db/credits-repository.js';
 import type { GenerationRow } from '../db/generation-reads.js';
 import { InvalidatedCache } from '../invalidated-cache.js';
 import { NotificationListener } from '../db/notifications.js';
 import { createDatabasePool, type DatabasePool } from '../db/pool.js';
-import { LocalStorage } from '../storage/storage.js';
+import { openStorage } from '../storage/open-storage.js';
 import { temporalConnectionOptions } from '../temporal/connection-options.js';
 import { buildApp } from './app.js';
 import { RequestLogWriter } from './request-log-writer.js';
@@ -91,7 +91,7 @@ export async function createApiService(
       providerDownFor: (provider) => providers.retryAfterSeconds(provider),
       temporal,
       taskQueue: config.TEMPORAL_TASK_QUEUE,
-      storage: new LocalStorage(config.STORAGE_DIR, config.RESULT_BASE_URL),
+      storage: openStorage(storageLocation(config), config.RESULT_BASE_URL),
       admissionTimeoutMs: config.ADMISSION_TIMEOUT_MS,
       timing: {
         submitTimeoutMs: config.PROVIDER_SUBMIT_TIMEOUT_MS,

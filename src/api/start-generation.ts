@@ -86,7 +86,14 @@ export async function startGeneration(
     deps.storage,
     request.input,
     request.idempotencyKey ? `${workflowId}:${request.fingerprint}` : null,
-  );
+  ).catch((error: unknown) => {
+    // Nothing has started and nothing is charged: the same request may simply be sent again.
+    throw new ApiError(
+      'service_unavailable',
+      'Inline images could not be stored. Retry with the same Idempotency-Key and body.',
+      { cause: error },
+    );
+  });
   const start: GenerationStart = {
     generationId,
     workflowId,

@@ -3,40 +3,47 @@ import { access, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import fastifyStatic from '@fastify/static';
 import { readiness, readinessCheck } from '../readiness.js';
+import type { S3Storage } from '../storage/s3-storage.js';
+import { serveBucketFiles } from './bucket-files.js';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 
 /**
  * The {result_host}: serves stored results read-only at stable, unguessable
  * URLs (`/<random token>/<file>`). Files never change once written, so they
- * are served as immutable; there is no listing and no index.
+ * are served as immutable; there is no listing and no index. They come from
+ * the storage folder, or, with a bucket, are streamed from it.
  */
-export async function buildResultHost(options: {
-  storageDir: string;
-  logger: FastifyBaseLogger;
-}): Promise<FastifyInstance> {
-  const root = path.resolve(options.storageDir);
-  await mkdir(root, { recursive: true });
+export async function buildResultHost(
+  options: { logger: FastifyBaseLogger } & ({ storageDir: string } | { bucket: S3Storage }),
+): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: options.logger,
     logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,
   });
-  await app.register(fastifyStatic, {
-    root,
-    index: false,
-    list: false,
-    dotfiles: 'deny',
-    immutable: true,
-    maxAge: '365d',
-    // Results are addressed by token only; no redirects from directory paths.
-    redirect: false,
-  });
-  // Alive; ready when the storage folder can be read. No result is ever named like these (folders are tokens).
+  let storageReadable: () => Promise<unknown>;
+  if ('bucket' in options) {
+    serveBucketFiles(app, options.bucket);
+    storageReadable = () => options.bucket.check();
+  } else {
+    const root = path.resolve(options.storageDir);
+    await mkdir(root, { recursive: true });
+    await app.register(fastifyStatic, {
+      root,
+      index: false,
+      list: false,
+      dotfiles: 'deny',
+      immutable: true,
+      maxAge: '365d',
+      // Results are addressed by token only; no redirects from directory paths.
+      redirect: false,
+    });
+    storageReadable = () => access(root, constants.R_OK);
+  }
+  // Alive; ready when the storage (folder or bucket) can be read. No result is ever named like these (folders are tokens).
   app.get('/healthz', (_request, reply) => reply.send({ status: 'ok' }));
   app.get('/readyz', async (_request, reply) => {
-    const { statusCode, body } = readiness({
-      storage: await readinessCheck(() => access(root, constants.R_OK)),
-    });
+    const { statusCode, body } = readiness({ storage: await readinessCheck(storageReadable) });
     return reply.code(statusCode).send(body);
   });
   app.setNotFoundHandler((_request, reply) =>

@@ -11,7 +11,10 @@ export interface Storage {
   put(prefix: string, name: string, bytes: Buffer): Promise<string>;
   /** An object's bytes, or null when there is no such object (never written, deleted, or not a valid key). */
   read(prefix: string, name: string): Promise<Buffer | null>;
-  /** Deletes everything under a prefix; deleting what is gone is not an error. */
+  /**
+   * Deletes everything under a prefix; deleting what is gone is not an error. Throws when it cannot
+   * tell that everything is gone, so that the caller retries rather than records the content as deleted.
+   */
   deletePrefix(prefix: string): Promise<void>;
   urlFor(prefix: string, name: string): string;
   /**
@@ -24,6 +27,54 @@ export interface Storage {
 }
 
 const safeSegment = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9]+)?$/;
+
+/** Whether a prefix or a name can be part of a key: letters, digits, `-`, `_` and one extension. */
+export function isSafeSegment(segment: string): boolean {
+  return safeSegment.test(segment);
+}
+
+/**
+ * The key a URL under `baseUrl` stands for, or null when the URL is not under it. Every store
+ * publishes `{baseUrl}/{prefix}/{name}`, whichever serves it (our result host, a CDN, a bucket's
+ * public endpoint).
+ */
+export function keyOfResultUrl(baseUrl: string, url: string): { prefix: string; name: string } | null {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return null;
+  }
+  const base = new URL(baseUrl);
+  const basePath = base.pathname.replace(/\/$/, '');
+  if (parsed.origin !== base.origin || !parsed.pathname.startsWith(`${basePath}/`)) return null;
+  // The result host serves by path alone: queries and fragments change nothing.
+  const segments = parsed.pathname.slice(basePath.length + 1).split('/');
+  const decoded = segments.map((segment) => {
+    try {
+      return decodeURIComponent(segment);
+    } catch {
+      return segment;
+    }
+  });
+  // Ours, whatever the path: a path that names no object reads as missing.
+  return decoded.length === 2 ? { prefix: decoded[0]!, name: decoded[1]! } : { prefix: '', name: '' };
+}
+
+const mediaTypes: Record<string, string> = {
+  png: 'image/png',
+  jpg: 'image/jpeg',
+  jpeg: 'image/jpeg',
+  webp: 'image/webp',
+  gif: 'image/gif',
+  mp4: 'video/mp4',
+};
+
+/** The media type a stored object is served with, from its name's extension (all we ever store). */
+export function mediaTypeOfName(name: string): string {
+  const dot = name.lastIndexOf('.');
+  return (dot >= 0 && mediaTypes[name.slice(dot + 1).toLowerCase()]) || 'application/octet-stream';
+}
 
 /** Files on a local disk (or a mounted volume) under one folder. */
 export class LocalStorage implements Storage {
@@ -62,26 +113,7 @@ export class LocalStorage implements Storage {
   }
 
   keyOf(url: string): { prefix: string; name: string } | null {
-    let parsed: URL;
-    try {
-      parsed = new URL(url);
-    } catch {
-      return null;
-    }
-    const base = new URL(this.baseUrl);
-    const basePath = base.pathname.replace(/\/$/, '');
-    if (parsed.origin !== base.origin || !parsed.pathname.startsWith(`${basePath}/`)) return null;
-    // The result host serves by path alone: queries and fragments change nothing.
-    const segments = parsed.pathname.slice(basePath.length + 1).split('/');
-    const decoded = segments.map((segment) => {
-      try {
-        return decodeURIComponent(segment);
-      } catch {
-        return segment;
-      }
-    });
-    // Ours, whatever the path: a path that names no object reads as missing.
-    return decoded.length === 2 ? { prefix: decoded[0]!, name: decoded[1]! } : { prefix: '', name: '' };
+    return keyOfResultUrl(this.baseUrl, url);
   }
 
   private pathOf(prefix: string, name?: string): string {

@@ -1,7 +1,7 @@
 import type { CommonQueryMethods } from 'slonik';
 import type { Logger } from 'pino';
 import type { ProviderName } from '../catalog/provider-mapping.js';
-import { inFlightCaps, stepHorizons, type Config } from '../config.js';
+import { inFlightCaps, stepHorizons, storageLocation, type Config } from '../config.js';
 import type { Provider } from '../providers/provider.js';
 import { trackHealth, type HealthPolicy } from './provider-health-tracker.js';
 import type { ActivityDeps } from '../activities/activity-deps.js';
@@ -12,7 +12,7 @@ import { OpenAiImagesProvider } from '../providers/openai/openai-images-provider
 import { ReplicateProvider } from '../providers/replicate/replicate-provider.js';
 import { ChildProcessRenderer } from '../providers/simulated/renderer.js';
 import { SimulatedProvider } from '../providers/simulated/simulated-provider.js';
-import { LocalStorage } from '../storage/storage.js';
+import { openStorage } from '../storage/open-storage.js';
 import { providerRegistry } from './provider-registry.js';
 
 /** How long after our provider-wait horizon Replicate's own deadline (Cancel-After) falls. */
@@ -25,7 +25,7 @@ export function activityDeps(
   logger: Logger,
   overrides: Partial<ActivityDeps> & Pick<ActivityDeps, 'temporal'>,
 ): { deps: ActivityDeps; providers: ReadonlyMap<ProviderName, Provider> } {
-  const storage = new LocalStorage(config.STORAGE_DIR, config.RESULT_BASE_URL);
+  const storage = openStorage(storageLocation(config), config.RESULT_BASE_URL);
   const healthLog = logger.child({ component: 'provider-health' });
   /** How a provider's result files are fetched: plain http only when its API is a local stand-in on http. */
   const downloadPolicy = (apiUrl: string) => ({

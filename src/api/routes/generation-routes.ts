@@ -1,4 +1,4 @@
-import type { FastifyReply } from 'fastify';
+import type { FastifyBaseLogger, FastifyReply } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
 import type { CatalogCache } from '../../catalog/catalog-cache.js';
 import type { CatalogEntry } from '../../catalog/catalog-entry.js';
@@ -57,7 +57,7 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
         fingerprint: fingerprint(request.body),
       });
       reply.header('x-request-id', started.generationId);
-      if (started.outcome !== 'admitted') throw await refusal(started);
+      if (started.outcome !== 'admitted') throw await refusal(started, request.log);
       // Through the cache: the client's first polls of a new generation are answered from memory.
       const row = await readGeneration(principal.accountId, started.generationId);
       if (!row) throw new Error(`admitted generation ${started.generationId} has no projection row`);
@@ -155,8 +155,19 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
    * The error a request that will not run answers with. Its inline images are not kept: a
    * conflict's are its own (another fingerprint, another folder), a rejected generation's are never read.
    */
-  async function refusal(refused: Exclude<StartOutcome, { outcome: 'admitted' }>): Promise<ApiError> {
-    if (refused.inputPrefix) await deps.storage.deletePrefix(refused.inputPrefix);
+  async function refusal(
+    refused: Exclude<StartOutcome, { outcome: 'admitted' }>,
+    log: FastifyBaseLogger,
+  ): Promise<ApiError> {
+    // The answer stands if the store fails: images left behind are never read, and the bucket's
+    // lifecycle rule (see the README) removes them in the end.
+    if (refused.inputPrefix)
+      await deps.storage.deletePrefix(refused.inputPrefix).catch((error: unknown) => {
+        log.warn(
+          { err: error, prefix: refused.inputPrefix },
+          "a refused request's inline images could not be deleted",
+        );
+      });
     return refused.outcome === 'conflict'
       ? idempotencyConflict(refused.generationId)
       : admissionRefusal(refused.error, refused.generationId);

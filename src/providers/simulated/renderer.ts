@@ -1,6 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
+import { createRequire } from 'node:module';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { VideoJob } from './video-drawing.js';
 
 /** What the simulated provider needs drawn: a picture, or a video with its audio. */
@@ -84,7 +85,10 @@ export class ChildProcessRenderer implements SimRenderer {
     const self = fileURLToPath(import.meta.url);
     const extension = path.extname(self);
     const child = fork(path.join(path.dirname(self), `renderer-child${extension}`), [], {
-      execArgv: extension === '.ts' ? ['--import', 'tsx'] : [],
+      // tsx as this module finds it: `--import tsx` alone is looked up from the working directory,
+      // which need not be the project's.
+      execArgv:
+        extension === '.ts' ? ['--import', pathToFileURL(createRequire(self).resolve('tsx')).href] : [],
       env: rendererEnvironment(process.env),
       serialization: 'advanced',
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
