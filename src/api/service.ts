@@ -12,6 +12,7 @@ import { NotificationListener } from '../db/notifications.js';
 import { createDatabasePool, type DatabasePool } from '../db/pool.js';
 import { LocalStorage } from '../storage/storage.js';
 import { buildApp } from './app.js';
+import { MemoryAuthLimits } from './rate-limit.js';
 import { RequestLogWriter } from './request-log-writer.js';
 
 export interface ApiService {
@@ -70,6 +71,7 @@ export async function createApiService(
   const temporalConnection = Connection.lazy({ address: config.TEMPORAL_ADDRESS });
   const temporal = new Client({ connection: temporalConnection, namespace: config.TEMPORAL_NAMESPACE });
   const requestLog = new RequestLogWriter(config.DATABASE_URL, logger.child({ component: 'request-log' }));
+  const limits = new MemoryAuthLimits(config.RATE_LIMIT_PER_MINUTE);
   const app = await buildApp({
     db: pool,
     logger,
@@ -77,11 +79,11 @@ export async function createApiService(
     balances,
     catalog,
     requestLog,
+    limits,
     settings: {
       publicUrl: config.API_PUBLIC_URL,
       bodyLimitBytes: config.BODY_LIMIT_BYTES,
       trustProxy: config.TRUST_PROXY,
-      requestsPerMinutePerKey: config.RATE_LIMIT_PER_MINUTE,
       requestTimeoutMs: config.API_REQUEST_TIMEOUT_MS,
       headersTimeoutMs: config.API_HEADERS_TIMEOUT_MS,
     },
@@ -110,6 +112,7 @@ export async function createApiService(
       catalog.stop();
       providers.stop();
       await requestLog.close();
+      await limits.close();
       await listener.close();
       await temporalConnection.close();
       await pool.end();
