@@ -6,6 +6,7 @@ import { freePort } from '../src/dev/free-port.js';
 import { startMigratedPostgres } from '../src/dev/migrated-postgres.js';
 import { startTemporalDevServer } from '../src/dev/temporal-dev-server.js';
 import { temporalTestServerPath } from '../src/dev/temporal-binaries.js';
+import { valkeyServerPath } from '../src/dev/valkey-server.js';
 import { buildWorkflowBundle } from '../src/worker/workflow-bundle.js';
 
 export const TEMPLATE_DATABASE = 'template_app';
@@ -30,12 +31,15 @@ export default async function setup(project: TestProject) {
   await buildWorkflowBundle(bundlePath);
   // Fetched now (once, outside any test's timeout) so time-skipping tests start at once.
   const testServerPath = await temporalTestServerPath();
+  // A Redis-compatible server for the shared-limits tests, fetched once; each of those files starts its own.
+  const redisServerPath = await valkeyServerPath();
 
   project.provide('pgAdminUrl', postgres.adminUrl);
   project.provide('pgTemplate', TEMPLATE_DATABASE);
   project.provide('temporalAddress', temporal.address);
   project.provide('workflowBundlePath', bundlePath);
   project.provide('temporalTestServerPath', testServerPath);
+  project.provide('redisServerPath', redisServerPath);
 
   return async () => {
     await temporal.stop();
@@ -51,5 +55,6 @@ declare module 'vitest' {
     temporalAddress: string;
     workflowBundlePath: string;
     temporalTestServerPath: string;
+    redisServerPath: string;
   }
 }

