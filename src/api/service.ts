@@ -12,7 +12,8 @@ import { NotificationListener } from '../db/notifications.js';
 import { createDatabasePool, type DatabasePool } from '../db/pool.js';
 import { LocalStorage } from '../storage/storage.js';
 import { buildApp } from './app.js';
-import { MemoryAuthLimits } from './rate-limit.js';
+import { MemoryAuthLimits, type AuthLimits } from './rate-limit.js';
+import { RedisAuthLimits } from './redis-limits.js';
 import { RequestLogWriter } from './request-log-writer.js';
 
 export interface ApiService {
@@ -71,7 +72,14 @@ export async function createApiService(
   const temporalConnection = Connection.lazy({ address: config.TEMPORAL_ADDRESS });
   const temporal = new Client({ connection: temporalConnection, namespace: config.TEMPORAL_NAMESPACE });
   const requestLog = new RequestLogWriter(config.DATABASE_URL, logger.child({ component: 'request-log' }));
-  const limits = new MemoryAuthLimits(config.RATE_LIMIT_PER_MINUTE);
+  const limits: AuthLimits = config.REDIS_URL
+    ? await RedisAuthLimits.connect({
+        url: config.REDIS_URL,
+        requestsPerKey: config.RATE_LIMIT_PER_MINUTE,
+        commandTimeoutMs: config.REDIS_TIMEOUT_MS,
+        logger: logger.child({ component: 'rate-limits' }),
+      })
+    : new MemoryAuthLimits(config.RATE_LIMIT_PER_MINUTE);
   const app = await buildApp({
     db: pool,
     logger,
