@@ -9,32 +9,45 @@ import {
 } from './rate-limit.js';
 
 /**
- * One round trip per request, atomic: refuse if the address is over its failed-authentication limit
- * (counting nothing), else add one to the counter asked for, starting its window (PEXPIRE) on the first
- * hit. The same fixed windows as MemoryAuthLimits: a window ends a minute after its first hit.
+ * The checks of one batch, atomically and in order: for each, refuse if the address is over its
+ * failed-authentication limit (counting nothing), else add one to the counter asked for, starting its
+ * window (PEXPIRE) on the first hit: the same fixed windows as MemoryAuthLimits, a window ending a
+ * minute after its first hit.
  *
- * KEYS[1]: the address's failed authentications; KEYS[2]: the counter to add one to.
- * ARGV[1]: the failed-authentication limit; ARGV[2]: the window (ms); ARGV[3]: '1' to count, '0' to only check.
- * Returns {-1, ms left of the block} or {count after the hit, ms left of its window} ({0, 0} if not counting).
+ * Check i: KEYS[2i-1] its address's failed authentications, KEYS[2i] the counter to add one to;
+ * ARGV[2+i] '1' to count, '0' to only check. ARGV[1]: the failed-authentication limit; ARGV[2]: the
+ * window (ms). Returns, per check, {-1, ms left of the block} or {count after the hit, ms left of its
+ * window} ({0, 0} if not counting), flattened.
  */
 const checkAndCount = `
-local failures = tonumber(redis.call('GET', KEYS[1]) or '0')
-if failures >= tonumber(ARGV[1]) then
-  return {-1, redis.call('PTTL', KEYS[1])}
+local limit = tonumber(ARGV[1])
+local out = {}
+for i = 1, #KEYS / 2 do
+  local failures = KEYS[2 * i - 1]
+  local counter = KEYS[2 * i]
+  if tonumber(redis.call('GET', failures) or '0') >= limit then
+    out[2 * i - 1] = -1
+    out[2 * i] = redis.call('PTTL', failures)
+  elseif ARGV[2 + i] ~= '1' then
+    out[2 * i - 1] = 0
+    out[2 * i] = 0
+  else
+    local count = redis.call('INCR', counter)
+    local ttl = redis.call('PTTL', counter)
+    if ttl < 0 then
+      redis.call('PEXPIRE', counter, ARGV[2])
+      ttl = tonumber(ARGV[2])
+    end
+    out[2 * i - 1] = count
+    out[2 * i] = ttl
+  end
 end
-if ARGV[3] ~= '1' then
-  return {0, 0}
-end
-local count = redis.call('INCR', KEYS[2])
-local ttl = redis.call('PTTL', KEYS[2])
-if ttl < 0 then
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
-  ttl = tonumber(ARGV[2])
-end
-return {count, ttl}
+return out
 `;
 
 const windowMs = 60_000;
+/** Checks sent in one script call at most (the script holds Redis for its whole run). */
+const maxBatch = 256;
 /** After a command fails while the connection looks up, Redis is left alone this long (the limits are counted in memory). */
 const pauseAfterFailureMs = 1_000;
 /** While Redis stays away, a reminder is logged at most this often (one line, not one per request). */
@@ -50,15 +63,17 @@ interface RedisAuthLimitsOptions {
   logger: Logger;
 }
 
-type ScriptReply = [number, number];
+/** One request's check, waiting for its batch; settled with its [count, ttl], or null if Redis failed. */
+interface PendingCheck {
+  failuresKey: string;
+  counterKey: string;
+  count: '0' | '1';
+  settle(reply: [number, number] | null): void;
+}
+
 type LimitsClient = Redis & {
-  authLimitsCheck(
-    failuresKey: string,
-    counterKey: string,
-    failureLimit: number,
-    windowMs: number,
-    count: '0' | '1',
-  ): Promise<ScriptReply>;
+  /** numberOfKeys, then the keys, then the arguments (see checkAndCount). */
+  authLimitsCheck(...keysAndArgs: Array<string | number>): Promise<number[]>;
 };
 
 /**
@@ -75,6 +90,8 @@ export class RedisAuthLimits implements AuthLimits {
   /** Commands are not sent before this (a failure while connected pauses them). */
   private pausedUntil = 0;
   private closing = false;
+  private queue: PendingCheck[] = [];
+  private flushScheduled = false;
 
   readonly requestsPerKey: number;
 
@@ -91,10 +108,8 @@ export class RedisAuthLimits implements AuthLimits {
       commandTimeout: options.commandTimeoutMs,
       connectTimeout: Math.max(1_000, options.commandTimeoutMs * 4),
       retryStrategy: (attempt) => Math.min(100 * 2 ** Math.min(attempt, 5), 2_000),
-      // Many requests in one event-loop turn share one write to the socket.
-      enableAutoPipelining: true,
       connectionName: 'generation-api-limits',
-      scripts: { authLimitsCheck: { lua: checkAndCount, numberOfKeys: 2 } },
+      scripts: { authLimitsCheck: { lua: checkAndCount } },
     }) as LimitsClient;
     this.client.on('error', (error: Error) => this.outage.failed(error));
     this.client.on('close', () => {
@@ -128,41 +143,81 @@ export class RedisAuthLimits implements AuthLimits {
 
   checkKey(ip: string, keyId: string): KeyVerdict | Promise<KeyVerdict> {
     if (!this.usable()) return this.local.checkKey(ip, keyId);
-    return this.client
-      .authLimitsCheck(failuresKey(ip), `ratelimit:key:${keyId}`, FAILED_AUTH_LIMIT_PER_MINUTE, windowMs, '1')
-      .then(
-        ([count, ttl]): KeyVerdict => {
-          this.outage.recovered();
-          if (count < 0) return { blocked: true, retryAfterSeconds: seconds(ttl) };
-          return {
+    return new Promise((resolve) =>
+      this.enqueue({
+        failuresKey: failuresKey(ip),
+        counterKey: `ratelimit:key:${keyId}`,
+        count: '1',
+        settle: (reply) => {
+          if (!reply) return resolve(this.local.checkKey(ip, keyId));
+          const [count, ttl] = reply;
+          if (count < 0) return resolve({ blocked: true, retryAfterSeconds: seconds(ttl) });
+          resolve({
             blocked: false,
             allowed: count <= this.requestsPerKey,
             remaining: Math.max(0, this.requestsPerKey - count),
             retryAfterSeconds: seconds(ttl),
-          };
+          });
         },
-        (error: unknown) => {
-          this.commandFailed(error);
-          return this.local.checkKey(ip, keyId);
-        },
-      );
+      }),
+    );
   }
 
   checkFailure(ip: string, counts: boolean): FailureVerdict | Promise<FailureVerdict> {
     if (!this.usable()) return this.local.checkFailure(ip, counts);
     const key = failuresKey(ip);
-    return this.client
-      .authLimitsCheck(key, key, FAILED_AUTH_LIMIT_PER_MINUTE, windowMs, counts ? '1' : '0')
-      .then(
-        ([count, ttl]): FailureVerdict => {
-          this.outage.recovered();
-          return count < 0 ? { blocked: true, retryAfterSeconds: seconds(ttl) } : { blocked: false };
+    return new Promise((resolve) =>
+      this.enqueue({
+        failuresKey: key,
+        counterKey: key,
+        count: counts ? '1' : '0',
+        settle: (reply) => {
+          if (!reply) return resolve(this.local.checkFailure(ip, counts));
+          const [count, ttl] = reply;
+          resolve(count < 0 ? { blocked: true, retryAfterSeconds: seconds(ttl) } : { blocked: false });
         },
-        (error: unknown) => {
-          this.commandFailed(error);
-          return this.local.checkFailure(ip, counts);
-        },
-      );
+      }),
+    );
+  }
+
+  /**
+   * Checks wait for the end of the event-loop turn (setImmediate: after the sockets read in this turn
+   * have had their requests parsed), then go to Redis in one script call per batch. Under load that is
+   * one round trip, and one command for ioredis and for Redis to handle, for many requests; alone, a
+   * request waits for nothing but its own round trip.
+   */
+  private enqueue(check: PendingCheck): void {
+    this.queue.push(check);
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(this.flush);
+  }
+
+  private readonly flush = (): void => {
+    this.flushScheduled = false;
+    const queue = this.queue;
+    this.queue = [];
+    for (let start = 0; start < queue.length; start += maxBatch)
+      this.send(queue.slice(start, start + maxBatch));
+  };
+
+  private send(batch: PendingCheck[]): void {
+    const keys: string[] = [];
+    const counts: string[] = [];
+    for (const check of batch) {
+      keys.push(check.failuresKey, check.counterKey);
+      counts.push(check.count);
+    }
+    this.client.authLimitsCheck(keys.length, ...keys, FAILED_AUTH_LIMIT_PER_MINUTE, windowMs, ...counts).then(
+      (reply) => {
+        this.outage.recovered();
+        for (const [i, check] of batch.entries()) check.settle([reply[2 * i]!, reply[2 * i + 1]!]);
+      },
+      (error: unknown) => {
+        this.commandFailed(error);
+        for (const check of batch) check.settle(null);
+      },
+    );
   }
 
   async close(): Promise<void> {
