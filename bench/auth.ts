@@ -1,50 +1,72 @@
+import { Redis } from 'ioredis';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { createDatabasePool } from '../src/db/pool.js';
 import { startScript, stopChild } from '../src/dev/child-processes.js';
+import { freePort } from '../src/dev/free-port.js';
+import { startValkeyServer, valkeyServerPath } from '../src/dev/valkey-server.js';
 import type { AuthServers } from './auth-servers.js';
 import { benchDatabase, cpuMs, load, median, medianRun, printTable, type LoadResult } from './support.js';
 
 /**
  * npm run bench:auth — authenticated GET /v1/credits (key check, per-key rate
  * limit, request log, balance) against a bare Fastify route answering the same
- * body, on the same machine, at 64 connections. Target: ours ≥ 0.5 × bare.
+ * body, on the same machine, at 64 connections. Target: ours ≥ 0.5 × bare, with
+ * the limits counted in memory (no REDIS_URL) and in Redis (REDIS_URL) alike.
  *
- * The two are run in alternating rounds and the median round of each is
+ * The three are run in alternating rounds and the median round of each is
  * reported: on a small shared machine one run alone is noisy. Alongside, the
- * CPU each request cost the server process and PostgreSQL (the request log's
- * writes) shows where the time goes.
+ * CPU each request cost the server process, PostgreSQL (the request log's
+ * writes) and Redis shows where the time goes.
  *
- * BENCH_SECONDS (default 10) per run, BENCH_ROUNDS (default 5), BENCH_CONNECTIONS (default 64).
+ * Redis: REDIS_URL if set, else a valkey-server started here (fetched once,
+ * like the tests' one). BENCH_SECONDS (default 10) per run, BENCH_ROUNDS
+ * (default 5), BENCH_CONNECTIONS (default 64).
  */
 const seconds = Number(process.env.BENCH_SECONDS ?? 10);
 const rounds = Number(process.env.BENCH_ROUNDS ?? 5);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 64);
 const database = await benchDatabase();
+const valkey = process.env.REDIS_URL
+  ? undefined
+  : await startValkeyServer({ binary: await valkeyServerPath(), port: await freePort() });
+const redisUrl = process.env.REDIS_URL ?? valkey!.url;
+// Only the server started here is measured; an external one's CPU is not ours to see.
+const redisPattern = valkey ? `valkey-server 127.0.0.1:${valkey.port}` : null;
 const { child, ready } = startScript<AuthServers>('bench/auth-servers.ts', {
-  env: { ...process.env, DATABASE_URL: database.url },
+  env: { ...process.env, DATABASE_URL: database.url, BENCH_REDIS_URL: redisUrl },
 });
 const info = await ready;
+const scriptCalls0 = await scriptCallsOf(redisUrl);
 try {
+  const authorization = { authorization: `Bearer ${info.key}` };
   const targets = {
     bare: { label: 'bare Fastify GET /bare', url: `http://127.0.0.1:${info.barePort}/bare`, headers: {} },
     ours: {
-      label: 'authenticated GET /v1/credits',
+      label: 'GET /v1/credits, limits in memory',
       url: `http://127.0.0.1:${info.apiPort}/v1/credits`,
-      headers: { authorization: `Bearer ${info.key}` },
+      headers: authorization,
+    },
+    redis: {
+      label: 'GET /v1/credits, limits in Redis',
+      url: `http://127.0.0.1:${info.redisApiPort}/v1/credits`,
+      headers: authorization,
     },
   };
-  const runs: Record<keyof typeof targets, Array<LoadResult & { serverUs: number; postgresUs: number }>> = {
-    bare: [],
-    ours: [],
-  };
+  type Run = LoadResult & { serverUs: number; postgresUs: number; redisUs: number | string };
+  const runs: Record<keyof typeof targets, Run[]> = { bare: [], ours: [], redis: [] };
+  const redisCpuMs = () => (redisPattern ? cpuMs(redisPattern) : Promise.resolve(0));
   for (const target of Object.values(targets))
     await load('warm-up', { url: target.url, headers: target.headers, connections, duration: 2 });
   for (let round = 0; round < rounds; round++) {
     for (const [name, target] of Object.entries(targets) as Array<
       [keyof typeof targets, (typeof targets)['bare']]
     >) {
-      const [server0, postgres0] = [await cpuMs('bench/auth-servers'), await cpuMs('postgres')];
+      const [server0, postgres0, redis0] = [
+        await cpuMs('bench/auth-servers'),
+        await cpuMs('postgres'),
+        await redisCpuMs(),
+      ];
       const result = await load(target.label, {
         url: target.url,
         headers: target.headers,
@@ -52,31 +74,43 @@ try {
         duration: seconds,
       });
       await new Promise((r) => setTimeout(r, 1200)); // let the request log's last flush land in the figures
-      const [server1, postgres1] = [await cpuMs('bench/auth-servers'), await cpuMs('postgres')];
+      const [server1, postgres1, redis1] = [
+        await cpuMs('bench/auth-servers'),
+        await cpuMs('postgres'),
+        await redisCpuMs(),
+      ];
       runs[name].push({
         ...result,
         serverUs: Math.round(((server1 - server0) * 1000) / result.requests),
         postgresUs: Math.round(((postgres1 - postgres0) * 1000) / result.requests),
+        redisUs: redisPattern ? Math.round(((redis1 - redis0) * 1000) / result.requests) : '-',
       });
     }
   }
   const bare = medianRun(runs.bare);
   const ours = medianRun(runs.ours);
+  const withRedis = medianRun(runs.redis);
+  const perRound = (variant: Run[]) => variant.map((r) => r.requestsPerSecond.toFixed(0)).join(' / ');
   console.log(
-    `\n${connections} connections, ${rounds} alternating rounds of ${seconds} s, loopback, ${database.embedded ? 'embedded PostgreSQL' : 'DATABASE_URL'}, ${process.env.BENCH_CPUS ?? 'all'} cores shared by load generator, server and PostgreSQL`,
+    `\n${connections} connections, ${rounds} alternating rounds of ${seconds} s, loopback, ${database.embedded ? 'embedded PostgreSQL' : 'DATABASE_URL'}, ${valkey ? 'valkey-server started here' : 'REDIS_URL'}, ${process.env.BENCH_CPUS ?? 'all'} cores shared by load generator, server, PostgreSQL and Redis`,
   );
   console.log(
-    `rounds, req/s: bare ${runs.bare.map((r) => r.requestsPerSecond.toFixed(0)).join(' / ')}; ours ${runs.ours.map((r) => r.requestsPerSecond.toFixed(0)).join(' / ')}\n`,
+    `rounds, req/s: bare ${perRound(runs.bare)}; in memory ${perRound(runs.ours)}; in Redis ${perRound(runs.redis)}\n`,
   );
-  printTable([bare, ours], ['serverUs', 'postgresUs']);
-  const ratio = ours.requestsPerSecond / bare.requestsPerSecond;
-  const roundRatios = runs.ours.map((r, i) => r.requestsPerSecond / runs.bare[i]!.requestsPerSecond);
+  printTable([bare, ours, withRedis], ['serverUs', 'postgresUs', 'redisUs']);
   console.log(
-    `\n(serverUs, postgresUs: CPU microseconds per request in the server process and in PostgreSQL)`,
+    `\n(serverUs, postgresUs, redisUs: CPU microseconds per request in the server process, PostgreSQL and Redis)`,
   );
-  console.log(
-    `ratio (authenticated / bare), median rounds: ${ratio.toFixed(2)}   per round: ${roundRatios.map((r) => r.toFixed(2)).join(', ')} (median ${median(roundRatios).toFixed(2)})   target ≥ 0.50`,
-  );
+  for (const [label, variant, median_] of [
+    ['limits in memory', runs.ours, ours],
+    ['limits in Redis ', runs.redis, withRedis],
+  ] as const) {
+    const ratio = median_.requestsPerSecond / bare.requestsPerSecond;
+    const roundRatios = variant.map((r, i) => r.requestsPerSecond / runs.bare[i]!.requestsPerSecond);
+    console.log(
+      `ratio (authenticated / bare), ${label}: median rounds ${ratio.toFixed(2)}   per round: ${roundRatios.map((r) => r.toFixed(2)).join(', ')} (median ${median(roundRatios).toFixed(2)})   target ≥ 0.50`,
+    );
+  }
 
   const pool = await createDatabasePool(database.url, { maximumPoolSize: 1 });
   const logged = await pool.oneFirst(
@@ -85,9 +119,27 @@ try {
     )`SELECT count(*)::int AS n FROM api_request_log WHERE account_id = ${info.accountId}`,
   );
   await pool.end();
-  const sent = [...runs.ours].reduce((n, r) => n + r.requests, 0);
+  const sent = [...runs.ours, ...runs.redis].reduce((n, r) => n + r.requests, 0);
   console.log(`request log: ${logged} rows for ${sent} measured requests (warm-up included in the rows)`);
+  // Proof that the Redis variant counted in Redis, not in its in-memory fallback: one script call per request.
+  const scriptCalls = (await scriptCallsOf(redisUrl)) - scriptCalls0;
+  const sentToRedis = runs.redis.reduce((n, r) => n + r.requests, 0);
+  console.log(
+    `Redis ran the limits script ${scriptCalls} times for ${sentToRedis} measured requests to the Redis variant (warm-up included in the calls)`,
+  );
 } finally {
   await stopChild(child);
+  await valkey?.stop();
   await database.stop();
+}
+
+/** EVALSHA and EVAL calls Redis has answered since it started (INFO commandstats). */
+async function scriptCallsOf(url: string): Promise<number> {
+  const redis = new Redis(url);
+  try {
+    const stats = await redis.info('commandstats');
+    return [...stats.matchAll(/^cmdstat_eval(?:sha)?:calls=(\d+)/gm)].reduce((n, m) => n + Number(m[1]), 0);
+  } finally {
+    redis.disconnect();
+  }
 }

@@ -279,6 +279,21 @@ const configSchema = z.object({
     .default('false')
     .transform((value) => value === 'true' || value === '1'),
 
+  // ── Shared limits (issue 13) ──
+  /**
+   * Redis or Valkey (`redis://` or `rediss://`) where every API process counts the per-key and
+   * failed-authentication limits, so replicas share them. Unset: each process counts in memory.
+   */
+  REDIS_URL: z
+    .string()
+    .optional()
+    .transform((value) => (value?.trim() ? value.trim() : undefined))
+    .refine((value) => value === undefined || /^rediss?:\/\//.test(value), {
+      message: 'must be a redis:// or rediss:// URL (redis://host:6379/0)',
+    }),
+  /** Longest a limit check waits for Redis; past it the request is counted in this process's memory. */
+  REDIS_TIMEOUT_MS: int(250, 10),
+
   RESULT_HOST: z.string().default('127.0.0.1'),
   RESULT_PORT: int(8081),
   /** The {result_host} of the spec: the public base URL of stored results. */

@@ -153,4 +153,14 @@ describe('configuration', () => {
       );
     });
   });
+
+  it('REDIS_URL: unset or blank means in-memory limits; otherwise a redis:// or rediss:// URL', () => {
+    expect(loadConfig(base).REDIS_URL).toBeUndefined();
+    expect(loadConfig(base).REDIS_TIMEOUT_MS).toBe(250);
+    expect(loadConfig({ ...base, REDIS_URL: '  ' }).REDIS_URL).toBeUndefined();
+    expect(loadConfig({ ...base, REDIS_URL: 'rediss://:secret@cache:6380/2' }).REDIS_URL).toBe(
+      'rediss://:secret@cache:6380/2',
+    );
+    expect(() => loadConfig({ ...base, REDIS_URL: 'cache:6379' })).toThrow(/REDIS_URL: must be a redis:\/\//);
+  });
 });

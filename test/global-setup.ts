@@ -6,6 +6,7 @@ import { freePort } from '../src/dev/free-port.js';
 import { startMigratedPostgres } from '../src/dev/migrated-postgres.js';
 import { startTemporalDevServer } from '../src/dev/temporal-dev-server.js';
 import { temporalTestServerPath } from '../src/dev/temporal-binaries.js';
+import { valkeyServerPath } from '../src/dev/valkey-server.js';
 import { buildWorkflowBundle } from '../src/worker/workflow-bundle.js';
 import { motoPython } from './support/s3-server.js';
 
@@ -35,6 +36,8 @@ export default async function setup(project: TestProject) {
   await buildWorkflowBundle(bundlePath);
   // Fetched now (once, outside any test's timeout) so time-skipping tests start at once.
   const testServerPath = await temporalTestServerPath();
+  // A Redis-compatible server for the shared-limits tests, fetched once; each of those files starts its own.
+  const redisServerPath = await valkeyServerPath();
 
   project.provide('pgAdminUrl', postgres.adminUrl);
   project.provide('pgTemplate', TEMPLATE_DATABASE);
@@ -42,6 +45,7 @@ export default async function setup(project: TestProject) {
   project.provide('workflowBundlePath', bundlePath);
   project.provide('temporalTestServerPath', testServerPath);
   project.provide('motoPython', await moto);
+  project.provide('redisServerPath', redisServerPath);
 
   return async () => {
     await temporal.stop();
@@ -57,5 +61,6 @@ declare module 'vitest' {
     temporalAddress: string;
     workflowBundlePath: string;
     temporalTestServerPath: string;
+    redisServerPath: string;
   }
 }

@@ -8,6 +8,7 @@ import type { InvalidatedCache } from '../invalidated-cache.js';
 import { newId } from '../ids.js';
 import { registerAuth } from './auth-plugin.js';
 import { registerErrorHandling } from './errors-plugin.js';
+import type { AuthLimits } from './rate-limit.js';
 import type { RequestLogWriter } from './request-log-writer.js';
 import { refuseUnstorableText } from './storable-text-hook.js';
 import { useZodSchemas } from './zod-type-provider.js';
@@ -25,11 +26,12 @@ interface AppDeps {
   balances: InvalidatedCache<string, CreditBalance>;
   catalog: CatalogCache;
   requestLog: RequestLogWriter;
+  /** The per-key and failed-authentication limits (RATE_LIMIT_PER_MINUTE; shared through Redis with REDIS_URL). */
+  limits: AuthLimits;
   settings: {
     publicUrl: string;
     bodyLimitBytes: number;
     trustProxy: TrustProxy;
-    requestsPerMinutePerKey: number;
     /** Longest a client may take to send a whole request, and its headers (see API_REQUEST_TIMEOUT_MS). */
     requestTimeoutMs: number;
     headersTimeoutMs: number;
@@ -71,7 +73,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const auth = registerAuth(app, {
     authenticator: deps.authenticator,
     requestLog: deps.requestLog,
-    requestsPerMinutePerKey: deps.settings.requestsPerMinutePerKey,
+    limits: deps.limits,
   });
   const onFrameworkError = registerErrorHandling(app, auth);
   app.addHook('preValidation', refuseUnstorableText);

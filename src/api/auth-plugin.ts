@@ -1,16 +1,14 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
 import type { AuthOutcome, Authenticator, Principal } from '../auth/authenticator.js';
 import { ApiError } from '../errors.js';
-import { FixedWindowCounter } from './rate-limit.js';
+import type { AuthLimits, FailureVerdict, KeyVerdict } from './rate-limit.js';
 import type { RequestLogWriter } from './request-log-writer.js';
-
-/** The spec's limit on failed authentications: 20 per minute per IP. */
-const FAILED_AUTH_LIMIT_PER_MINUTE = 20;
 
 interface AuthPluginOptions {
   authenticator: Authenticator;
   requestLog: RequestLogWriter;
-  requestsPerMinutePerKey: number;
+  /** The failed-authentication and per-key limits: in memory, or shared through Redis. */
+  limits: AuthLimits;
 }
 
 /**
@@ -20,7 +18,8 @@ interface AuthPluginOptions {
  * first (429, even with a good key, so guessing cannot go on); then the key
  * (401), the account (403), and the key's request budget (429). Every request
  * made with a recognised key is written to the request log, rejected ones too,
- * so the key is resolved even for a blocked IP.
+ * so the key is resolved even for a blocked IP. The address is the client's as
+ * TRUST_PROXY resolves it (`request.ip`).
  */
 export function registerAuth(
   app: FastifyInstance,
@@ -30,9 +29,8 @@ export function registerAuth(
   /** For answers given outside Fastify's hooks (errors raised before routing). */
   logRequest: (request: FastifyRequest, reply: FastifyReply) => void;
 } {
-  const failedAuth = new FixedWindowCounter(FAILED_AUTH_LIMIT_PER_MINUTE);
-  const perKey = new FixedWindowCounter(options.requestsPerMinutePerKey);
-  const limitHeader = String(perKey.limit);
+  const { limits } = options;
+  const limitHeader = String(limits.requestsPerKey);
 
   app.decorateRequest('principal', null);
   app.decorateRequest('recognisedKey', null);
@@ -43,14 +41,15 @@ export function registerAuth(
     done();
   });
 
-  // Callback style, not async: a cached key is checked without allocating a promise. Attached per route
-  // (all but `config.public` ones) when routes are declared, rather than tested on every request.
+  // Callback style, not async: a cached key counted in memory is checked without allocating a promise.
+  // Attached per route (all but `config.public` ones) when routes are declared, rather than tested on
+  // every request.
   const authenticate: onRequestHookHandler = (request, reply, done) => {
     const outcome = options.authenticator.authenticate(presentedKey(request));
     if (outcome instanceof Promise) {
-      outcome.then((o) => done(admit(request, reply, o)), done);
+      outcome.then((o) => admit(request, reply, o, done), done);
     } else {
-      done(admit(request, reply, outcome));
+      admit(request, reply, outcome, done);
     }
   };
   app.addHook('onRoute', (route) => {
@@ -59,35 +58,52 @@ export function registerAuth(
     route.onRequest = [authenticate, ...existing];
   });
 
-  /** Records who called, spends one request of the key's budget; returns the error to answer with, if any. */
-  function admit(request: FastifyRequest, reply: FastifyReply, outcome: AuthOutcome): ApiError | undefined {
-    const blocked = failedAuth.exhausted(request.ip);
-    if (blocked.exhausted) {
-      // The key was resolved all the same, so that a refused request made with a key still goes to
-      // its account's request log (the spec's rule 12); the answer is the same whatever the key.
-      request.recognisedKey = outcome.ok ? outcome.principal : outcome.recognised;
-      return new ApiError(
-        'rate_limited',
-        'Too many failed authentication attempts from this address. Try again later.',
-        { retryAfterSeconds: blocked.retryAfterSeconds },
-      );
+  /**
+   * Records who called, checks the address's failed-authentication block and spends one request of
+   * the key's budget (one call to the limits); calls `done` with the error to answer with, if any.
+   */
+  function admit(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    outcome: AuthOutcome,
+    done: (error?: Error) => void,
+  ): void {
+    // The key is resolved even when the address is blocked, so that a refused request made with a
+    // key still goes to its account's request log (the spec's rule 12); the answer is the same
+    // whatever the key.
+    request.recognisedKey = outcome.ok ? outcome.principal : outcome.recognised;
+    if (outcome.ok) {
+      const verdict = limits.checkKey(request.ip, outcome.principal.keyId);
+      if (verdict instanceof Promise) {
+        verdict.then((v) => done(afterKeyCheck(request, reply, outcome.principal, v)), done);
+      } else {
+        done(afterKeyCheck(request, reply, outcome.principal, verdict));
+      }
+      return;
     }
-    if (!outcome.ok) {
-      request.recognisedKey = outcome.recognised;
-      if (outcome.countsAsFailedAuth) failedAuth.hit(request.ip);
-      return outcome.error;
+    const verdict = limits.checkFailure(request.ip, outcome.countsAsFailedAuth);
+    if (verdict instanceof Promise) {
+      verdict.then((v) => done(blockedError(v) ?? outcome.error), done);
+    } else {
+      done(blockedError(verdict) ?? outcome.error);
     }
-    request.recognisedKey = outcome.principal;
-    const budget = perKey.hit(outcome.principal.keyId);
+  }
+
+  function afterKeyCheck(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    principal: Principal,
+    verdict: KeyVerdict,
+  ): ApiError | undefined {
+    if (verdict.blocked) return blockedError(verdict);
     reply.header('x-ratelimit-limit', limitHeader);
-    reply.header('x-ratelimit-remaining', String(budget.remaining));
-    reply.header('x-ratelimit-reset', String(budget.retryAfterSeconds));
-    if (!budget.allowed) {
-      return new ApiError('rate_limited', `Rate limit of ${perKey.limit} requests per minute exceeded.`, {
-        retryAfterSeconds: budget.retryAfterSeconds,
-      });
+    reply.header('x-ratelimit-remaining', String(verdict.remaining));
+    reply.header('x-ratelimit-reset', String(verdict.retryAfterSeconds));
+    if (!verdict.allowed) {
+      const message = `Rate limit of ${limits.requestsPerKey} requests per minute exceeded.`;
+      return new ApiError('rate_limited', message, { retryAfterSeconds: verdict.retryAfterSeconds });
     }
-    request.principal = outcome.principal;
+    request.principal = principal;
     return undefined;
   }
 
@@ -115,6 +131,13 @@ export function registerAuth(
     done();
   });
   return { authenticate, logRequest };
+}
+
+/** The refusal of an address over its failed-authentication limit, whatever key it sent. */
+function blockedError(verdict: FailureVerdict | KeyVerdict): ApiError | undefined {
+  if (!verdict.blocked) return undefined;
+  const message = 'Too many failed authentication attempts from this address. Try again later.';
+  return new ApiError('rate_limited', message, { retryAfterSeconds: verdict.retryAfterSeconds });
 }
 
 /** `Authorization: Bearer <key>` or `x-api-key: <key>`; anything else present is passed on to fail as malformed. */

@@ -58,3 +58,76 @@ export class FixedWindowCounter {
       if (now - window.startedAt >= this.windowMs) this.windows.delete(key);
   }
 }
+
+/** The spec's limit on failed authentications: 20 per minute per client address. */
+export const FAILED_AUTH_LIMIT_PER_MINUTE = 20;
+
+/** The address is over its failed-authentication limit: every request from it is refused, nothing counted. */
+interface Blocked {
+  blocked: true;
+  retryAfterSeconds: number;
+}
+/** One request counted against its key's budget. */
+interface Counted {
+  blocked: false;
+  allowed: boolean;
+  remaining: number;
+  retryAfterSeconds: number;
+}
+export type KeyVerdict = Blocked | Counted;
+export type FailureVerdict = Blocked | { blocked: false };
+
+/**
+ * Where the auth plugin counts its two limits, both in fixed one-minute windows: failed
+ * authentications per client address, and requests per API key. An answer may be synchronous (in
+ * memory) or a promise (Redis), and never rejects: a store that cannot be reached answers from
+ * memory instead (see RedisAuthLimits).
+ */
+export interface AuthLimits {
+  readonly requestsPerKey: number;
+  /** A request whose key was accepted: refused if `ip` is blocked, else one request counted against `keyId`. */
+  checkKey(ip: string, keyId: string): KeyVerdict | Promise<KeyVerdict>;
+  /** A request whose key was not: refused if `ip` is blocked, else one failure counted if `counts`. */
+  checkFailure(ip: string, counts: boolean): FailureVerdict | Promise<FailureVerdict>;
+  close(): Promise<void>;
+}
+
+const notBlocked = Object.freeze({ blocked: false as const });
+
+/** Both limits counted in this process's memory: the default, and the fallback while Redis is away. */
+export class MemoryAuthLimits implements AuthLimits {
+  private readonly failures: FixedWindowCounter;
+  private readonly requests: FixedWindowCounter;
+
+  constructor(
+    readonly requestsPerKey: number,
+    failuresPerAddress = FAILED_AUTH_LIMIT_PER_MINUTE,
+    now: () => number = Date.now,
+  ) {
+    this.failures = new FixedWindowCounter(failuresPerAddress, 60_000, now);
+    this.requests = new FixedWindowCounter(requestsPerKey, 60_000, now);
+  }
+
+  checkKey(ip: string, keyId: string): KeyVerdict {
+    const block = this.failures.exhausted(ip);
+    if (block.exhausted) return { blocked: true, retryAfterSeconds: block.retryAfterSeconds };
+    const hit = this.requests.hit(keyId);
+    return {
+      blocked: false,
+      allowed: hit.allowed,
+      remaining: hit.remaining,
+      retryAfterSeconds: hit.retryAfterSeconds,
+    };
+  }
+
+  checkFailure(ip: string, counts: boolean): FailureVerdict {
+    const block = this.failures.exhausted(ip);
+    if (block.exhausted) return { blocked: true, retryAfterSeconds: block.retryAfterSeconds };
+    if (counts) this.failures.hit(ip);
+    return notBlocked;
+  }
+
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}

@@ -13,6 +13,8 @@ import { createDatabasePool, type DatabasePool } from '../db/pool.js';
 import { openStorage } from '../storage/open-storage.js';
 import { temporalConnectionOptions } from '../temporal/connection-options.js';
 import { buildApp } from './app.js';
+import { MemoryAuthLimits, type AuthLimits } from './rate-limit.js';
+import { RedisAuthLimits } from './redis-limits.js';
 import { RequestLogWriter } from './request-log-writer.js';
 
 export interface ApiService {
@@ -71,6 +73,14 @@ export async function createApiService(
   const temporalConnection = Connection.lazy(temporalConnectionOptions(config.TEMPORAL_ADDRESS, config));
   const temporal = new Client({ connection: temporalConnection, namespace: config.TEMPORAL_NAMESPACE });
   const requestLog = new RequestLogWriter(config.DATABASE_URL, logger.child({ component: 'request-log' }));
+  const limits: AuthLimits = config.REDIS_URL
+    ? await RedisAuthLimits.connect({
+        url: config.REDIS_URL,
+        requestsPerKey: config.RATE_LIMIT_PER_MINUTE,
+        commandTimeoutMs: config.REDIS_TIMEOUT_MS,
+        logger: logger.child({ component: 'rate-limits' }),
+      })
+    : new MemoryAuthLimits(config.RATE_LIMIT_PER_MINUTE);
   const app = await buildApp({
     db: pool,
     logger,
@@ -78,11 +88,11 @@ export async function createApiService(
     balances,
     catalog,
     requestLog,
+    limits,
     settings: {
       publicUrl: config.API_PUBLIC_URL,
       bodyLimitBytes: config.BODY_LIMIT_BYTES,
       trustProxy: config.TRUST_PROXY,
-      requestsPerMinutePerKey: config.RATE_LIMIT_PER_MINUTE,
       requestTimeoutMs: config.API_REQUEST_TIMEOUT_MS,
       headersTimeoutMs: config.API_HEADERS_TIMEOUT_MS,
     },
@@ -111,6 +121,7 @@ export async function createApiService(
       catalog.stop();
       providers.stop();
       await requestLog.close();
+      await limits.close();
       await listener.close();
       await temporalConnection.close();
       await pool.end();

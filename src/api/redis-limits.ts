@@ -1,0 +1,344 @@
+import { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import {
+  FAILED_AUTH_LIMIT_PER_MINUTE,
+  MemoryAuthLimits,
+  type AuthLimits,
+  type FailureVerdict,
+  type KeyVerdict,
+} from './rate-limit.js';
+
+/**
+ * The checks of one batch, atomically and in order: for each, refuse if the address is over its
+ * failed-authentication limit (counting nothing), else add one to the counter asked for, starting its
+ * window (PEXPIRE) on the first hit: the same fixed windows as MemoryAuthLimits, a window ending a
+ * minute after its first hit.
+ *
+ * Check i: KEYS[2i-1] its address's failed authentications, KEYS[2i] the counter to add one to;
+ * ARGV[2+i] '1' to count, '0' to only check. ARGV[1]: the failed-authentication limit; ARGV[2]: the
+ * window (ms). Returns, per check, {-1, ms left of the block} or {count after the hit, ms left of its
+ * window} ({0, 0} if not counting), flattened.
+ *
+ * Each key is read once per batch and written once at the end (INCRBY what the batch added): a busy
+ * key's or address's checks cost one GET and one PTTL per batch, not three calls per request. The
+ * decisions are those of applying the checks one by one.
+ */
+const checkAndCount = `
+local limit = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local value, ttl, fresh, added = {}, {}, {}, {}
+local function load(key)
+  if value[key] == nil then
+    value[key] = tonumber(redis.call('GET', key) or '0')
+    ttl[key] = redis.call('PTTL', key)
+    fresh[key] = ttl[key] < 0
+    if fresh[key] then ttl[key] = window end
+    added[key] = 0
+  end
+end
+local out = {}
+for i = 1, #KEYS / 2 do
+  local failures = KEYS[2 * i - 1]
+  local counter = KEYS[2 * i]
+  load(failures)
+  if value[failures] >= limit then
+    out[2 * i - 1] = -1
+    out[2 * i] = ttl[failures]
+  elseif ARGV[2 + i] ~= '1' then
+    out[2 * i - 1] = 0
+    out[2 * i] = 0
+  else
+    load(counter)
+    value[counter] = value[counter] + 1
+    added[counter] = added[counter] + 1
+    out[2 * i - 1] = value[counter]
+    out[2 * i] = ttl[counter]
+  end
+end
+for key, n in pairs(added) do
+  if n > 0 then
+    redis.call('INCRBY', key, n)
+    if fresh[key] then redis.call('PEXPIRE', key, window) end
+  end
+end
+return out
+`;
+
+const windowMs = 60_000;
+/** Checks sent in one script call at most (the script holds Redis for its whole run). */
+const maxBatch = 256;
+/** After a command fails while the connection looks up, Redis is left alone this long (the limits are counted in memory). */
+const pauseAfterFailureMs = 1_000;
+/** While Redis stays away, a reminder is logged at most this often (one line, not one per request). */
+const outageLogIntervalMs = 60_000;
+/** How long start-up waits for the first connection before serving with in-memory limits. */
+const startupWaitMs = 2_000;
+
+interface RedisAuthLimitsOptions {
+  url: string;
+  requestsPerKey: number;
+  /** A command not answered within this is abandoned, and the request counted in memory. */
+  commandTimeoutMs: number;
+  logger: Logger;
+}
+
+/** One request's check, waiting for its batch; settled with its [count, ttl], or null if Redis failed. */
+interface PendingCheck {
+  failuresKey: string;
+  counterKey: string;
+  count: '0' | '1';
+  settle(reply: [number, number] | null): void;
+}
+
+type LimitsClient = Redis & {
+  /** numberOfKeys, then the keys, then the arguments (see checkAndCount). */
+  authLimitsCheck(...keysAndArgs: Array<string | number>): Promise<number[]>;
+};
+
+/**
+ * Both limits counted in Redis (or Valkey), so that every API process shares them: N replicas together
+ * allow what one would. Fails open, to this process's memory: while Redis cannot be
+ * reached (refused, closed, or slower than `commandTimeoutMs`), each process counts on its own, as
+ * without REDIS_URL, and says so in the log once (then once a minute, and again when Redis is back).
+ * A request never waits for a Redis known to be away, and never fails because of it.
+ */
+export class RedisAuthLimits implements AuthLimits {
+  private readonly client: LimitsClient;
+  private readonly local: MemoryAuthLimits;
+  private readonly outage: OutageLog;
+  /** Commands are not sent before this (a failure while connected pauses them). */
+  private pausedUntil = 0;
+  private closing = false;
+  private queue: PendingCheck[] = [];
+  private flushScheduled = false;
+
+  readonly requestsPerKey: number;
+
+  private constructor(options: RedisAuthLimitsOptions) {
+    this.requestsPerKey = options.requestsPerKey;
+    this.local = new MemoryAuthLimits(options.requestsPerKey);
+    this.outage = new OutageLog(options.logger, redisAddress(options.url));
+    this.client = new Redis(options.url, {
+      // Fail fast instead of queueing: a command sent while disconnected is refused at once, a command
+      // sent to a Redis that does not answer is abandoned after the timeout; either way the request is
+      // counted in memory.
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      commandTimeout: options.commandTimeoutMs,
+      connectTimeout: Math.max(1_000, options.commandTimeoutMs * 4),
+      retryStrategy: (attempt) => Math.min(100 * 2 ** Math.min(attempt, 5), 2_000),
+      connectionName: 'generation-api-limits',
+      scripts: { authLimitsCheck: { lua: checkAndCount } },
+    }) as LimitsClient;
+    this.client.on('error', (error: Error) => this.outage.failed(error));
+    this.client.on('close', () => {
+      if (!this.closing) this.outage.failed(new Error('connection closed'));
+    });
+    this.client.on('ready', () => this.outage.recovered());
+  }
+
+  /**
+   * Connects and waits for the first connection a short while (so that the first requests are shared
+   * too); an unreachable Redis does not stop the API from starting: it serves with in-memory limits
+   * and keeps trying.
+   */
+  static async connect(options: RedisAuthLimitsOptions): Promise<RedisAuthLimits> {
+    const limits = new RedisAuthLimits(options);
+    const client = limits.client;
+    await new Promise<void>((resolve) => {
+      const finish = () => {
+        clearTimeout(timer);
+        client.off('ready', finish);
+        client.off('error', finish);
+        resolve();
+      };
+      const timer = setTimeout(finish, startupWaitMs);
+      client.once('ready', finish);
+      client.once('error', finish);
+    });
+    if (client.status !== 'ready') limits.outage.failed(new Error(`not connected (${client.status})`));
+    return limits;
+  }
+
+  checkKey(ip: string, keyId: string): KeyVerdict | Promise<KeyVerdict> {
+    if (!this.usable()) return this.local.checkKey(ip, keyId);
+    return new Promise((resolve) =>
+      this.enqueue({
+        failuresKey: failuresKey(ip),
+        counterKey: `ratelimit:key:${keyId}`,
+        count: '1',
+        settle: (reply) => {
+          if (!reply) return resolve(this.local.checkKey(ip, keyId));
+          const [count, ttl] = reply;
+          if (count < 0) return resolve({ blocked: true, retryAfterSeconds: seconds(ttl) });
+          resolve({
+            blocked: false,
+            allowed: count <= this.requestsPerKey,
+            remaining: Math.max(0, this.requestsPerKey - count),
+            retryAfterSeconds: seconds(ttl),
+          });
+        },
+      }),
+    );
+  }
+
+  checkFailure(ip: string, counts: boolean): FailureVerdict | Promise<FailureVerdict> {
+    if (!this.usable()) return this.local.checkFailure(ip, counts);
+    const key = failuresKey(ip);
+    return new Promise((resolve) =>
+      this.enqueue({
+        failuresKey: key,
+        counterKey: key,
+        count: counts ? '1' : '0',
+        settle: (reply) => {
+          if (!reply) return resolve(this.local.checkFailure(ip, counts));
+          const [count, ttl] = reply;
+          resolve(count < 0 ? { blocked: true, retryAfterSeconds: seconds(ttl) } : { blocked: false });
+        },
+      }),
+    );
+  }
+
+  /**
+   * Checks wait for the end of the event-loop turn (setImmediate: after the sockets read in this turn
+   * have had their requests parsed), then go to Redis in one script call per batch. Under load that is
+   * one round trip, and one command for ioredis and for Redis to handle, for many requests; alone, a
+   * request waits for nothing but its own round trip.
+   */
+  private enqueue(check: PendingCheck): void {
+    this.queue.push(check);
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(this.flush);
+  }
+
+  private readonly flush = (): void => {
+    this.flushScheduled = false;
+    const queue = this.queue;
+    this.queue = [];
+    for (let start = 0; start < queue.length; start += maxBatch)
+      this.send(queue.slice(start, start + maxBatch));
+  };
+
+  private send(batch: PendingCheck[]): void {
+    const keys: string[] = [];
+    const counts: string[] = [];
+    for (const check of batch) {
+      keys.push(check.failuresKey, check.counterKey);
+      counts.push(check.count);
+    }
+    this.client.authLimitsCheck(keys.length, ...keys, FAILED_AUTH_LIMIT_PER_MINUTE, windowMs, ...counts).then(
+      (reply) => {
+        this.outage.recovered();
+        for (const [i, check] of batch.entries()) check.settle([reply[2 * i]!, reply[2 * i + 1]!]);
+      },
+      (error: unknown) => {
+        this.commandFailed(error);
+        for (const check of batch) check.settle(null);
+      },
+    );
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    this.outage.stop();
+    this.client.disconnect();
+    await this.local.close();
+  }
+
+  private usable(): boolean {
+    if (this.client.status === 'ready' && Date.now() >= this.pausedUntil) return true;
+    this.outage.countedLocally();
+    return false;
+  }
+
+  private commandFailed(error: unknown): void {
+    this.pausedUntil = Date.now() + pauseAfterFailureMs;
+    this.outage.failed(error instanceof Error ? error : new Error(String(error)));
+  }
+}
+
+const failuresKey = (ip: string) => `ratelimit:failed-auth:${ip}`;
+const seconds = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
+
+/** host:port of a Redis URL: what the log may name (the URL can hold a password). */
+function redisAddress(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return `${parsed.hostname}:${parsed.port || '6379'}`;
+  } catch {
+    return 'the REDIS_URL server';
+  }
+}
+
+/**
+ * The log of Redis outages: one warning when Redis goes away, a reminder at most once a minute while
+ * it stays away (with how many requests were counted in memory meanwhile), and one line when it is
+ * back. ioredis reports every failed reconnection; none of those reach the log on their own.
+ */
+class OutageLog {
+  private downSince: number | null = null;
+  private lastLogAt = 0;
+  private errorsSinceLog = 0;
+  private localSinceLog = 0;
+  private lastError = '';
+  private reminder: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly log: Logger,
+    private readonly address: string,
+  ) {}
+
+  failed(error: Error): void {
+    this.errorsSinceLog += 1;
+    this.lastError = error.message;
+    if (this.downSince !== null) return;
+    this.downSince = Date.now();
+    this.lastLogAt = this.downSince;
+    this.log.warn(
+      { redis: this.address, err: { message: error.message } },
+      'Redis unreachable or not answering: rate limits are counted in this process only until it is back',
+    );
+    this.errorsSinceLog = 0;
+    this.localSinceLog = 0;
+    this.reminder = setInterval(() => this.remind(), outageLogIntervalMs);
+    this.reminder.unref();
+  }
+
+  countedLocally(): void {
+    if (this.downSince !== null) this.localSinceLog += 1;
+  }
+
+  /** Called on every answer from Redis: a no-op unless it had been away. */
+  recovered(): void {
+    if (this.downSince === null) return;
+    this.log.info(
+      { redis: this.address, down_ms: Date.now() - this.downSince, counted_locally: this.localSinceLog },
+      'Redis reachable again: rate limits are shared again',
+    );
+    this.downSince = null;
+    this.stop();
+  }
+
+  stop(): void {
+    clearInterval(this.reminder);
+    this.reminder = undefined;
+  }
+
+  private remind(): void {
+    if (this.downSince === null || Date.now() - this.lastLogAt < outageLogIntervalMs - 100) return;
+    this.lastLogAt = Date.now();
+    this.log.warn(
+      {
+        redis: this.address,
+        down_ms: this.lastLogAt - this.downSince,
+        errors: this.errorsSinceLog,
+        counted_locally: this.localSinceLog,
+        err: { message: this.lastError },
+      },
+      'Redis still unreachable: rate limits are counted in this process only',
+    );
+    this.errorsSinceLog = 0;
+    this.localSinceLog = 0;
+  }
+}
