@@ -6,6 +6,8 @@ import type { TrustProxy } from '../config.js';
 import type { CreditBalance } from '../db/credits-repository.js';
 import type { InvalidatedCache } from '../invalidated-cache.js';
 import { newId } from '../ids.js';
+import { observeHttpRequests } from '../observability/http-metrics.js';
+import type { Registry } from 'prom-client';
 import { registerAuth } from './auth-plugin.js';
 import { registerErrorHandling } from './errors-plugin.js';
 import type { RequestLogWriter } from './request-log-writer.js';
@@ -35,6 +37,8 @@ interface AppDeps {
     headersTimeoutMs: number;
   };
   generations: Omit<GenerationRouteDeps, 'db' | 'catalog'>;
+  /** The process's metrics registry: requests are timed into it (no registry: nothing is measured). */
+  metrics?: Registry;
   /** Adds routes before the app is sealed (embedding; tests add probe routes). */
   configure?: (app: FastifyInstance) => void;
 }
@@ -73,7 +77,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     requestLog: deps.requestLog,
     requestsPerMinutePerKey: deps.settings.requestsPerMinutePerKey,
   });
-  const onFrameworkError = registerErrorHandling(app, auth);
+  const observe = deps.metrics ? observeHttpRequests(app, deps.metrics) : undefined;
+  const onFrameworkError = registerErrorHandling(app, {
+    authenticate: auth.authenticate,
+    logRequest: (request, reply) => {
+      auth.logRequest(request, reply);
+      observe?.(request, reply);
+    },
+  });
   app.addHook('preValidation', refuseUnstorableText);
 
   const routes = useZodSchemas(app);

@@ -11,12 +11,16 @@ import { InvalidatedCache } from '../invalidated-cache.js';
 import { NotificationListener } from '../db/notifications.js';
 import { createDatabasePool, type DatabasePool } from '../db/pool.js';
 import { LocalStorage } from '../storage/storage.js';
+import { ApiGenerationMetrics, createMetricsRegistry } from '../observability/metrics.js';
+import { startMetricsServer, type MetricsServer } from '../observability/metrics-server.js';
 import { buildApp } from './app.js';
 import { RequestLogWriter } from './request-log-writer.js';
 
 export interface ApiService {
   app: FastifyInstance;
   pool: DatabasePool;
+  /** The metrics port (METRICS_PORT), when one is configured. */
+  metrics: MetricsServer | null;
   close(): Promise<void>;
 }
 
@@ -70,6 +74,8 @@ export async function createApiService(
   const temporalConnection = Connection.lazy({ address: config.TEMPORAL_ADDRESS });
   const temporal = new Client({ connection: temporalConnection, namespace: config.TEMPORAL_NAMESPACE });
   const requestLog = new RequestLogWriter(config.DATABASE_URL, logger.child({ component: 'request-log' }));
+  // Measured only when someone can read it: no metrics port, no per-request cost.
+  const registry = config.METRICS_PORT === undefined ? undefined : createMetricsRegistry();
   const app = await buildApp({
     db: pool,
     logger,
@@ -77,6 +83,7 @@ export async function createApiService(
     balances,
     catalog,
     requestLog,
+    metrics: registry,
     settings: {
       publicUrl: config.API_PUBLIC_URL,
       bodyLimitBytes: config.BODY_LIMIT_BYTES,
@@ -88,6 +95,7 @@ export async function createApiService(
     generations: {
       cache: generationCache,
       providerDownFor: (provider) => providers.retryAfterSeconds(provider),
+      metrics: registry && new ApiGenerationMetrics(registry),
       temporal,
       taskQueue: config.TEMPORAL_TASK_QUEUE,
       storage: new LocalStorage(config.STORAGE_DIR, config.RESULT_BASE_URL),
@@ -102,10 +110,20 @@ export async function createApiService(
     },
     configure,
   });
+  const metrics =
+    registry &&
+    (await startMetricsServer({
+      host: config.METRICS_HOST,
+      port: config.METRICS_PORT!,
+      registry,
+      onError: (error) => logger.warn({ err: error }, 'metrics scrape failed'),
+    }));
   return {
     app,
     pool,
+    metrics: metrics ?? null,
     async close() {
+      await metrics?.close();
       await app.close();
       catalog.stop();
       providers.stop();

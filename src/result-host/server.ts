@@ -4,6 +4,8 @@ import path from 'node:path';
 import fastifyStatic from '@fastify/static';
 import { readiness, readinessCheck } from '../readiness.js';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Registry } from 'prom-client';
+import { observeHttpRequests } from '../observability/http-metrics.js';
 
 /**
  * The {result_host}: serves stored results read-only at stable, unguessable
@@ -13,6 +15,8 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 export async function buildResultHost(options: {
   storageDir: string;
   logger: FastifyBaseLogger;
+  /** Downloads are timed into it (by route pattern: `/*` for every result, never its token). */
+  metrics?: Registry;
 }): Promise<FastifyInstance> {
   const root = path.resolve(options.storageDir);
   await mkdir(root, { recursive: true });
@@ -21,6 +25,7 @@ export async function buildResultHost(options: {
     logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,
   });
+  if (options.metrics) observeHttpRequests(app, options.metrics);
   await app.register(fastifyStatic, {
     root,
     index: false,

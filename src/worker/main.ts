@@ -13,19 +13,41 @@ import { activityDeps, healthPolicy, reconciliationOptions } from './worker-deps
 import { startProbing } from './provider-health-tracker.js';
 import { startHealthServer } from './health-server.js';
 import { logUnconfiguredProviders } from './provider-registry.js';
+import { createWorkerMetrics } from './worker-metrics.js';
+import { startMetricsServer } from '../observability/metrics-server.js';
+import { providersWithCredentials } from '../config.js';
 
 /** `npm run worker`: runs generation workflows and their activities. Configured by environment variables only. */
 const config = loadConfigOrExit();
 const logger = createLogger('worker', config.LOG_LEVEL);
-installTemporalRuntime(logger);
+installTemporalRuntime(
+  logger,
+  config.WORKER_TEMPORAL_METRICS_PORT === undefined
+    ? undefined
+    : hostPort(config.METRICS_HOST, config.WORKER_TEMPORAL_METRICS_PORT),
+);
 const pool = await createDatabasePool(config.DATABASE_URL, { maximumPoolSize: config.DATABASE_POOL_SIZE });
+const metrics =
+  config.WORKER_METRICS_PORT === undefined
+    ? undefined
+    : createWorkerMetrics(pool, {
+        queuedTooLongMs: config.QUEUED_TOO_LONG_MS,
+        providers: [...providersWithCredentials(config)],
+        log: logger.child({ component: 'metrics' }),
+      });
 const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
 // The worker's own client: search attributes, the reconciliation schedule, and the sweep's look-ups.
 const clientConnection = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
 const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
 await registerSearchAttributes();
 await logUnconfiguredProviders(config, pool, logger);
-const { deps, providers } = activityDeps(config, pool, logger, { temporal: () => Promise.resolve(client) });
+const { deps, providers } = activityDeps(
+  config,
+  pool,
+  logger,
+  { temporal: () => Promise.resolve(client) },
+  metrics,
+);
 const stopProbing = startProbing(
   providers,
   pool,
@@ -70,9 +92,18 @@ const health =
         temporal: client,
         polling: () => worker.polling(),
       });
+const metricsServer =
+  metrics &&
+  (await startMetricsServer({
+    host: config.METRICS_HOST,
+    port: config.WORKER_METRICS_PORT!,
+    registry: metrics.registry,
+    onError: (error) => logger.warn({ err: error }, 'metrics scrape failed'),
+  }));
 reportReady();
 await running;
 health?.close();
+await metricsServer?.close();
 stopProbing();
 await connection.close();
 await clientConnection.close();
@@ -90,4 +121,9 @@ async function registerSearchAttributes(): Promise<void> {
       'could not register search attributes (does this worker have operator rights?); register GenerationStatus, AccountId, Model (Keyword) and NeedsReview (Bool) by hand',
     );
   }
+}
+
+/** host:port, with brackets around an IPv6 address. */
+function hostPort(host: string, port: number): string {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }
