@@ -1,4 +1,5 @@
 import { Client, Connection } from '@temporalio/client';
+import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { Authenticator } from '../auth/authenticator.js';
@@ -13,6 +14,7 @@ import { createDatabasePool, type DatabasePool } from '../db/pool.js';
 import { LocalStorage } from '../storage/storage.js';
 import { ApiGenerationMetrics, createMetricsRegistry } from '../observability/metrics.js';
 import { startMetricsServer, type MetricsServer } from '../observability/metrics-server.js';
+import { startTracing } from '../observability/tracing.js';
 import { buildApp } from './app.js';
 import { RequestLogWriter } from './request-log-writer.js';
 
@@ -30,6 +32,10 @@ export async function createApiService(
   logger: Logger,
   configure?: (app: FastifyInstance) => void,
 ): Promise<ApiService> {
+  // First, so that the tracer provider is in place before anything starts a span.
+  const tracing = config.OTEL_EXPORTER_OTLP_ENDPOINT
+    ? startTracing('generation-api', config.OTEL_EXPORTER_OTLP_ENDPOINT)
+    : null;
   const pool = await createDatabasePool(config.DATABASE_URL, { maximumPoolSize: config.DATABASE_POOL_SIZE });
   const listener = new NotificationListener(
     config.DATABASE_URL,
@@ -72,7 +78,12 @@ export async function createApiService(
   await providers.start(config.CATALOG_REFRESH_MS);
   // Lazy: the API starts, and reads work, while Temporal is away; POST answers 503 until it is back.
   const temporalConnection = Connection.lazy({ address: config.TEMPORAL_ADDRESS });
-  const temporal = new Client({ connection: temporalConnection, namespace: config.TEMPORAL_NAMESPACE });
+  const temporal = new Client({
+    connection: temporalConnection,
+    namespace: config.TEMPORAL_NAMESPACE,
+    // The POST's trace goes into the workflow's start and update headers (see src/workflows/tracing-interceptors.ts).
+    ...(tracing ? { interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] } } : {}),
+  });
   const requestLog = new RequestLogWriter(config.DATABASE_URL, logger.child({ component: 'request-log' }));
   // Measured only when someone can read it: no metrics port, no per-request cost.
   const registry = config.METRICS_PORT === undefined ? undefined : createMetricsRegistry();
@@ -84,6 +95,7 @@ export async function createApiService(
     catalog,
     requestLog,
     metrics: registry,
+    tracing: tracing !== null,
     settings: {
       publicUrl: config.API_PUBLIC_URL,
       bodyLimitBytes: config.BODY_LIMIT_BYTES,
@@ -131,6 +143,7 @@ export async function createApiService(
       await listener.close();
       await temporalConnection.close();
       await pool.end();
+      await tracing?.shutdown();
     },
   };
 }

@@ -7,7 +7,14 @@ import {
   type LogLevel,
 } from '@temporalio/worker';
 import type { Logger } from 'pino';
-import type { ActivityInterceptorsFactory } from '@temporalio/worker';
+import type { ActivityInterceptorsFactory, InjectedSinks } from '@temporalio/worker';
+import {
+  makeWorkflowExporter,
+  OpenTelemetryActivityInboundInterceptor,
+  OpenTelemetryActivityOutboundInterceptor,
+  type OpenTelemetrySinks,
+} from '@temporalio/interceptors-opentelemetry';
+import type { Tracing } from '../observability/tracing.js';
 import { classifyFailure } from '../activities/failures.js';
 import type { Activities } from '../activities/index.js';
 import { providerWaitQueue } from '../workflows/generation-types.js';
@@ -25,6 +32,8 @@ interface WorkerOptions {
   maxConcurrentActivities?: number;
   /** Provider waits running at once; each is an idle poll loop, so many fit. */
   maxProviderWaits?: number;
+  /** Traced workflows' spans, and their activities', are exported through it (OTEL_EXPORTER_OTLP_ENDPOINT). */
+  tracing?: Tracing;
 }
 
 /** A generation worker: one or more Temporal workers that start, run and stop together. */
@@ -47,7 +56,10 @@ interface GenerationWorker {
  */
 export async function createWorker(options: WorkerOptions): Promise<GenerationWorker> {
   const { activities } = options;
-  const interceptors = { activity: [classifyActivityFailures] };
+  const interceptors = {
+    activity: options.tracing ? [activitySpans, classifyActivityFailures] : [classifyActivityFailures],
+  };
+  const sinks = workflowSpanSinks(options.tracing);
   const waits = { waitForProvider: activities.waitForProvider.bind(activities) };
   const steps = Object.fromEntries(Object.entries(activities).filter(([name]) => !(name in waits)));
   const workers = [
@@ -57,6 +69,7 @@ export async function createWorker(options: WorkerOptions): Promise<GenerationWo
       taskQueue: options.taskQueue,
       activities: steps,
       interceptors,
+      sinks,
       ...(options.maxCachedWorkflows ? { maxCachedWorkflows: options.maxCachedWorkflows } : {}),
       ...(options.maxConcurrentActivities
         ? { maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities }
@@ -110,6 +123,23 @@ export async function createWorker(options: WorkerOptions): Promise<GenerationWo
     shutdown,
     polling,
   };
+}
+
+/** A span for each activity run, the child of the span its workflow scheduled it under (from its headers). */
+const activitySpans: ActivityInterceptorsFactory = (ctx) => ({
+  inbound: new OpenTelemetryActivityInboundInterceptor(ctx),
+  outbound: new OpenTelemetryActivityOutboundInterceptor(ctx),
+});
+
+/**
+ * Where traced workflows send their spans (the workflow sandbox cannot export them itself). A
+ * workflow is traced when its start carried a trace context, which an API with tracing gives it
+ * even if this worker has none: then the spans are dropped here instead of reaching an
+ * unregistered sink.
+ */
+function workflowSpanSinks(tracing: Tracing | undefined): InjectedSinks<OpenTelemetrySinks> {
+  if (tracing) return { exporter: makeWorkflowExporter(tracing.spanProcessor, tracing.resource) };
+  return { exporter: { export: { fn: () => undefined } } };
 }
 
 /** Every activity's failure is classified (retryable or not) in one place: see classifyFailure. */

@@ -15,6 +15,7 @@ import { startHealthServer } from './health-server.js';
 import { logUnconfiguredProviders } from './provider-registry.js';
 import { createWorkerMetrics } from './worker-metrics.js';
 import { startMetricsServer } from '../observability/metrics-server.js';
+import { startTracing } from '../observability/tracing.js';
 import { providersWithCredentials } from '../config.js';
 
 /** `npm run worker`: runs generation workflows and their activities. Configured by environment variables only. */
@@ -26,6 +27,9 @@ installTemporalRuntime(
     ? undefined
     : hostPort(config.METRICS_HOST, config.WORKER_TEMPORAL_METRICS_PORT),
 );
+const tracing = config.OTEL_EXPORTER_OTLP_ENDPOINT
+  ? startTracing('generation-worker', config.OTEL_EXPORTER_OTLP_ENDPOINT)
+  : undefined;
 const pool = await createDatabasePool(config.DATABASE_URL, { maximumPoolSize: config.DATABASE_POOL_SIZE });
 const metrics =
   config.WORKER_METRICS_PORT === undefined
@@ -64,6 +68,7 @@ const worker = await createWorker({
   maxCachedWorkflows: config.WORKER_MAX_CACHED_WORKFLOWS,
   maxConcurrentActivities: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
   maxProviderWaits: config.WORKER_MAX_PROVIDER_WAITS,
+  tracing,
 });
 const schedule = await ensureReconciliationSchedule(client, {
   taskQueue: config.TEMPORAL_TASK_QUEUE,
@@ -108,6 +113,7 @@ stopProbing();
 await connection.close();
 await clientConnection.close();
 await pool.end();
+await tracing?.shutdown();
 logger.info('worker stopped');
 
 /** Our search attributes must exist before a workflow sets them; registering is idempotent. */
