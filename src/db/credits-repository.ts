@@ -46,7 +46,7 @@ export async function grantCredits(
 }
 
 /** What a refund changed: nothing (done before), or the generation ended failed, with the credits returned if it had a debit. */
-export type RefundOutcome =
+type RefundOutcome =
   { changed: false } | { changed: true; model: string; refundedCredits: number | null };
 
 /**
