@@ -14,7 +14,8 @@
  *   providers   the provider interface and each adapter (simulated/, and the real ones)
  *   catalog, auth              models, prices and request schemas; API keys
  *   db, workflows              PostgreSQL repositories; the deterministic workflow code
- *   net, storage, media        outbound HTTP and its address policy; result storage; measuring media (ffmpeg)
+ *   net, storage, media, observability   outbound HTTP and its address policy; result storage; measuring
+ *               media (ffmpeg); metrics and tracing
  *   foundation  src/*.ts: errors, ids, logger, the generation vocabulary, small utilities
  */
 
@@ -26,6 +27,7 @@ const floors = [
     { name: 'net', path: '^src/net/' },
     { name: 'storage', path: '^src/storage/' },
     { name: 'media', path: '^src/media/' },
+    { name: 'observability', path: '^src/observability/' },
   ],
   [
     { name: 'db', path: '^src/db/' },

@@ -294,6 +294,22 @@ const configSchema = z.object({
   /** Longest a limit check waits for Redis; past it the request is counted in this process's memory. */
   REDIS_TIMEOUT_MS: int(250, 10),
 
+  // ── Metrics and tracing (issue 13) ──
+  /** The API's Prometheus port (GET /metrics); unset: none. A port of its own, out of the request log. */
+  METRICS_PORT: z.coerce.number().int().min(1).max(65_535).optional(),
+  /** Where every metrics port listens: loopback unless Prometheus scrapes from another host. */
+  METRICS_HOST: z.string().default('127.0.0.1'),
+  /** The worker's Prometheus port (ours, and the PostgreSQL gauges); unset: none (workers may share a host). */
+  WORKER_METRICS_PORT: z.coerce.number().int().min(1).max(65_535).optional(),
+  /** The Temporal SDK's own worker metrics, served by its core on a port of their own; unset: none. */
+  WORKER_TEMPORAL_METRICS_PORT: z.coerce.number().int().min(1).max(65_535).optional(),
+  /** The result host's Prometheus port; unset: none. */
+  RESULT_METRICS_PORT: z.coerce.number().int().min(1).max(65_535).optional(),
+  /** A generation still queued this long after it was created counts as queued too long. */
+  QUEUED_TOO_LONG_MS: int(10 * 60_000, 1_000),
+  /** An OTLP/HTTP collector (http://host:4318): traces are sent there; unset: no tracing. */
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.string().url().optional(),
+
   RESULT_HOST: z.string().default('127.0.0.1'),
   RESULT_PORT: int(8081),
   /** The {result_host} of the spec: the public base URL of stored results. */

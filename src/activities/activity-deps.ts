@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import type { CommonQueryMethods } from 'slonik';
 import type { ProviderName } from '../catalog/provider-mapping.js';
+import type { GenerationMetrics } from '../observability/metrics.js';
 import type { Provider } from '../providers/provider.js';
 import type { Storage } from '../storage/storage.js';
 
@@ -18,4 +19,6 @@ export interface ActivityDeps {
   temporal: () => Promise<Client>;
   /** How often persistResults says it is alive while it copies (default 30 s; its heartbeat timeout is 2 minutes). */
   persistHeartbeatMs?: number;
+  /** Counts each generation's outcomes where they commit (absent: nothing is counted). */
+  metrics?: GenerationMetrics;
 }

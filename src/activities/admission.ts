@@ -3,6 +3,7 @@ import { catalogEntryOf, type CatalogEntry } from '../catalog/catalog-entry.js';
 import { quotePrice, resolveOptions } from '../catalog/pricing.js';
 import { decideAdmission, recordRefusal, type AdmissionRecord } from '../db/admission-repository.js';
 import type { GenerationError } from '../generation.js';
+import { noGenerationMetrics, type GenerationMetrics } from '../observability/metrics.js';
 import { admissionRefusals } from '../workflows/generation-errors.js';
 import type { Admission, GenerationStart, KeyClaim } from '../workflows/generation-types.js';
 
@@ -51,6 +52,8 @@ export async function admitGeneration(
   start: GenerationStart,
   concurrencyLimit: number,
   key: KeyClaim | null = null,
+  /** Told of a debit or a refusal this call decided (a replay of an earlier decision counts nothing). */
+  metrics: GenerationMetrics = noGenerationMetrics,
 ): Promise<Admission> {
   // The generation's row, as admit_generation() inserts it when accepted and recordRefusal when not.
   const record: AdmissionRecord = {
@@ -111,6 +114,7 @@ export async function admitGeneration(
           ? { outcome: 'rejected', error: decision.error, claimsKey: claimsKey(decision.error) }
           : { outcome: 'accepted', credits: decision.credits };
       case 'accepted':
+        metrics.admitted(start.model, decision.credits);
         return { outcome: 'accepted', credits: decision.credits };
       case 'requote':
         quoted = { digest: decision.digest, entry: catalogEntryOf(start.model, decision.definition) };
@@ -129,8 +133,10 @@ export async function admitGeneration(
         break;
     }
     // Recorded (listed, named by x-request-id) unless another attempt wrote the row first: then its decision stands.
-    if (await recordRefusal(db, record, refusal, claimsKey(refusal) ? key : null))
+    if (await recordRefusal(db, record, refusal, claimsKey(refusal) ? key : null)) {
+      metrics.rejected(start.model, refusal.code);
       return { outcome: 'rejected', error: refusal, claimsKey: claimsKey(refusal) };
+    }
   }
   throw new Error(
     `admission of ${start.generationId} did not settle (the catalog entry of ${start.model} kept changing)`,

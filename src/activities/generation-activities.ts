@@ -34,6 +34,7 @@ import { buildProviderInput, type ProviderName } from '../catalog/provider-mappi
 import { measureMedia } from '../media/measure-media.js';
 import { PermanentError } from '../errors.js';
 import type { GenerationError } from '../generation.js';
+import { noGenerationMetrics } from '../observability/metrics.js';
 import {
   errorTypes,
   type Admission,
@@ -45,7 +46,7 @@ import type { ActivityDeps } from './activity-deps.js';
 
 type GenerationActivityDeps = Pick<
   ActivityDeps,
-  'db' | 'providerFor' | 'storage' | 'concurrencyLimit' | 'persistHeartbeatMs' | 'inFlightCap'
+  'db' | 'providerFor' | 'storage' | 'concurrencyLimit' | 'persistHeartbeatMs' | 'inFlightCap' | 'metrics'
 >;
 
 const extensionOf: Record<string, string> = {
@@ -65,11 +66,12 @@ export function createGenerationActivities(
   deps: GenerationActivityDeps,
 ): GenerationActivities<ProviderResult, StoredOutput> {
   const { db, storage } = deps;
+  const metrics = deps.metrics ?? noGenerationMetrics;
 
   return {
     /** Concurrency slot, price quote, debit and the key's record in one transaction (run as a local activity). */
     async admit(start: GenerationStart, key?: KeyClaim): Promise<Admission> {
-      return admitGeneration(db, start, deps.concurrencyLimit, key ?? null);
+      return admitGeneration(db, start, deps.concurrencyLimit, key ?? null, metrics);
     },
 
     /**
@@ -257,6 +259,7 @@ export function createGenerationActivities(
           await storage.deletePrefix(prefix);
           throw settledFailure(generation.generationId);
         }
+        if (completed.completedNow) metrics.succeeded(generation.model);
         return { expiresAt: completed.expiresAt, outputs };
       } finally {
         clearInterval(alive);
@@ -265,12 +268,14 @@ export function createGenerationActivities(
 
     /** Returns the debit and marks the generation failed; retried until it commits. */
     async refund(generationId: string, error: GenerationError): Promise<void> {
-      await refundGeneration(db, generationId, error);
+      const refunded = await refundGeneration(db, generationId, error);
+      if (refunded.changed) metrics.failed(refunded.model, error.code, refunded.refundedCredits);
       await releaseProviderSlot(db, generationId);
     },
 
     async markNeedsReview(generationId: string, error: GenerationError): Promise<void> {
-      await markNeedsReview(db, generationId, error);
+      const model = await markNeedsReview(db, generationId, error);
+      if (model !== null) metrics.sentToReview(model);
     },
 
     /** Support resolved an uncertain submission with the provider's job id. */

@@ -15,6 +15,7 @@ import type {
   ReconciliationOptions,
   ReconciliationReport,
 } from '../workflows/reconciliation-workflow.js';
+import { noGenerationMetrics } from '../observability/metrics.js';
 import type { ActivityDeps } from './activity-deps.js';
 
 /**
@@ -26,8 +27,9 @@ import type { ActivityDeps } from './activity-deps.js';
  * every step's horizon is reported once and marked for support (its status stays queued).
  */
 export function createReconciliationActivities(
-  deps: Pick<ActivityDeps, 'db' | 'temporal'>,
+  deps: Pick<ActivityDeps, 'db' | 'temporal' | 'metrics'>,
 ): ReconciliationActivities {
+  const metrics = deps.metrics ?? noGenerationMetrics;
   return {
     async reconcileGenerations(options: ReconciliationOptions): Promise<ReconciliationReport> {
       const { log } = Context.current();
@@ -51,7 +53,8 @@ export function createReconciliationActivities(
           const overdue = Date.now() - Date.parse(row.created_at) > options.overdueMs;
           const reason = 'queued past every step horizon while its workflow still runs';
           if (overdue && (await record(row, 'running_past_horizon', reason))) {
-            await flagQueuedForReview(deps.db, row.id);
+            const model = await flagQueuedForReview(deps.db, row.id);
+            if (model !== null) metrics.sentToReview(model);
             log.warn('generation running past its horizon', {
               generationId: row.id,
               workflowId: row.workflow_id,
@@ -61,12 +64,15 @@ export function createReconciliationActivities(
           continue;
         }
         if (row.provider_job_id !== null || row.submitted) {
-          await markNeedsReview(deps.db, row.id, generationErrors.interruptedNeedsReview);
+          const model = await markNeedsReview(deps.db, row.id, generationErrors.interruptedNeedsReview);
+          if (model !== null) metrics.sentToReview(model);
           await record(row, 'flagged_for_review', 'no running workflow; the provider may have run the job');
           log.warn('generation without a workflow flagged for review', { generationId: row.id });
           report.flaggedForReview.push(row.id);
         } else {
-          await refundGeneration(deps.db, row.id, generationErrors.interrupted);
+          const refunded = await refundGeneration(deps.db, row.id, generationErrors.interrupted);
+          if (refunded.changed)
+            metrics.failed(refunded.model, generationErrors.interrupted.code, refunded.refundedCredits);
           await record(row, 'refunded', 'no running workflow; nothing reached the provider');
           log.warn('generation without a workflow refunded', { generationId: row.id });
           report.refunded.push(row.id);

@@ -1,3 +1,4 @@
+import { FastifyOtelInstrumentation } from '@fastify/otel';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
 import type { Authenticator } from '../auth/authenticator.js';
@@ -6,6 +7,8 @@ import type { TrustProxy } from '../config.js';
 import type { CreditBalance } from '../db/credits-repository.js';
 import type { InvalidatedCache } from '../invalidated-cache.js';
 import { newId } from '../ids.js';
+import { observeHttpRequests } from '../observability/http-metrics.js';
+import type { Registry } from 'prom-client';
 import { registerAuth } from './auth-plugin.js';
 import { registerErrorHandling } from './errors-plugin.js';
 import type { AuthLimits } from './rate-limit.js';
@@ -37,6 +40,10 @@ interface AppDeps {
     headersTimeoutMs: number;
   };
   generations: Omit<GenerationRouteDeps, 'db' | 'catalog'>;
+  /** The process's metrics registry: requests are timed into it (no registry: nothing is measured). */
+  metrics?: Registry;
+  /** Each request gets a server span (a tracer provider is registered: see startTracing). */
+  tracing?: boolean;
   /** Adds routes before the app is sealed (embedding; tests add probe routes). */
   configure?: (app: FastifyInstance) => void;
 }
@@ -67,6 +74,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Errors raised before routing (a path that is not valid percent-encoding) in the envelope too.
     frameworkErrors: (error, request, reply) => onFrameworkError(error, request, reply),
   });
+  if (deps.tracing) await app.register(requestSpans().plugin());
   app.decorateRequest('errorCode', null);
   // JSON only: without this, Fastify would accept text/plain bodies as strings.
   app.removeContentTypeParser('text/plain');
@@ -75,7 +83,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     requestLog: deps.requestLog,
     limits: deps.limits,
   });
-  const onFrameworkError = registerErrorHandling(app, auth);
+  const observe = deps.metrics ? observeHttpRequests(app, deps.metrics) : undefined;
+  const onFrameworkError = registerErrorHandling(app, {
+    authenticate: auth.authenticate,
+    logRequest: (request, reply) => {
+      auth.logRequest(request, reply);
+      observe?.(request, reply);
+    },
+  });
   app.addHook('preValidation', refuseUnstorableText);
 
   const routes = useZodSchemas(app);
@@ -91,6 +106,23 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   deps.configure?.(app);
   await app.ready();
   return app;
+}
+
+/**
+ * A server span per request (continuing the caller's `traceparent`), named by method and route
+ * pattern, active while the request is handled, so that the Temporal client's spans of a POST are
+ * its children. @fastify/otel registers as a plugin and patches no module (no loader hook is
+ * needed under ESM), and it knows Fastify's route patterns, which the generic HTTP instrumentation
+ * does not. Health checks are not traced; hooks get no spans of their own.
+ */
+function requestSpans(): FastifyOtelInstrumentation {
+  const untraced = new Set(['/healthz', '/readyz']);
+  return new FastifyOtelInstrumentation({
+    instrumentHooks: false,
+    ignorePaths: ({ url }) => untraced.has(url.split('?')[0]!),
+    requestHook: (span, request) =>
+      span.updateName(`${request.method} ${request.routeOptions.url ?? 'unmatched'}`),
+  });
 }
 
 /**

@@ -1,4 +1,5 @@
 import { Client, Connection } from '@temporalio/client';
+import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { Authenticator } from '../auth/authenticator.js';
@@ -12,6 +13,9 @@ import { NotificationListener } from '../db/notifications.js';
 import { createDatabasePool, type DatabasePool } from '../db/pool.js';
 import { openStorage } from '../storage/open-storage.js';
 import { temporalConnectionOptions } from '../temporal/connection-options.js';
+import { ApiGenerationMetrics, createMetricsRegistry } from '../observability/metrics.js';
+import { startMetricsServer, type MetricsServer } from '../observability/metrics-server.js';
+import { startTracing } from '../observability/tracing.js';
 import { buildApp } from './app.js';
 import { MemoryAuthLimits, type AuthLimits } from './rate-limit.js';
 import { RedisAuthLimits } from './redis-limits.js';
@@ -20,6 +24,8 @@ import { RequestLogWriter } from './request-log-writer.js';
 export interface ApiService {
   app: FastifyInstance;
   pool: DatabasePool;
+  /** The metrics port (METRICS_PORT), when one is configured. */
+  metrics: MetricsServer | null;
   close(): Promise<void>;
 }
 
@@ -29,6 +35,10 @@ export async function createApiService(
   logger: Logger,
   configure?: (app: FastifyInstance) => void,
 ): Promise<ApiService> {
+  // First, so that the tracer provider is in place before anything starts a span.
+  const tracing = config.OTEL_EXPORTER_OTLP_ENDPOINT
+    ? startTracing('generation-api', config.OTEL_EXPORTER_OTLP_ENDPOINT)
+    : null;
   const pool = await createDatabasePool(config.DATABASE_URL, { maximumPoolSize: config.DATABASE_POOL_SIZE });
   const listener = new NotificationListener(
     config.DATABASE_URL,
@@ -71,8 +81,15 @@ export async function createApiService(
   await providers.start(config.CATALOG_REFRESH_MS);
   // Lazy: the API starts, and reads work, while Temporal is away; POST answers 503 until it is back.
   const temporalConnection = Connection.lazy(temporalConnectionOptions(config.TEMPORAL_ADDRESS, config));
-  const temporal = new Client({ connection: temporalConnection, namespace: config.TEMPORAL_NAMESPACE });
+  const temporal = new Client({
+    connection: temporalConnection,
+    namespace: config.TEMPORAL_NAMESPACE,
+    // The POST's trace goes into the workflow's start and update headers (see src/workflows/tracing-interceptors.ts).
+    ...(tracing ? { interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] } } : {}),
+  });
   const requestLog = new RequestLogWriter(config.DATABASE_URL, logger.child({ component: 'request-log' }));
+  // Measured only when someone can read it: no metrics port, no per-request cost.
+  const registry = config.METRICS_PORT === undefined ? undefined : createMetricsRegistry();
   const limits: AuthLimits = config.REDIS_URL
     ? await RedisAuthLimits.connect({
         url: config.REDIS_URL,
@@ -89,6 +106,8 @@ export async function createApiService(
     catalog,
     requestLog,
     limits,
+    metrics: registry,
+    tracing: tracing !== null,
     settings: {
       publicUrl: config.API_PUBLIC_URL,
       bodyLimitBytes: config.BODY_LIMIT_BYTES,
@@ -99,6 +118,7 @@ export async function createApiService(
     generations: {
       cache: generationCache,
       providerDownFor: (provider) => providers.retryAfterSeconds(provider),
+      metrics: registry && new ApiGenerationMetrics(registry),
       temporal,
       taskQueue: config.TEMPORAL_TASK_QUEUE,
       storage: openStorage(storageLocation(config), config.RESULT_BASE_URL),
@@ -113,10 +133,20 @@ export async function createApiService(
     },
     configure,
   });
+  const metrics =
+    registry &&
+    (await startMetricsServer({
+      host: config.METRICS_HOST,
+      port: config.METRICS_PORT!,
+      registry,
+      onError: (error) => logger.warn({ err: error }, 'metrics scrape failed'),
+    }));
   return {
     app,
     pool,
+    metrics: metrics ?? null,
     async close() {
+      await metrics?.close();
       await app.close();
       catalog.stop();
       providers.stop();
@@ -125,6 +155,7 @@ export async function createApiService(
       await listener.close();
       await temporalConnection.close();
       await pool.end();
+      await tracing?.shutdown();
     },
   };
 }

@@ -45,17 +45,21 @@ export async function grantCredits(
   });
 }
 
+/** What a refund changed: nothing (done before), or the generation ended failed, with the credits returned if it had a debit. */
+type RefundOutcome = { changed: false } | { changed: true; model: string; refundedCredits: number | null };
+
 /**
  * Returns a generation's debit, once: ledger row, balances (to the pools it
  * came from) and the projection (failed, credits_refunded) in one
- * transaction. `credits` keeps the original debit. Refunding twice is a no-op, record included.
+ * transaction. `credits` keeps the original debit. Refunding twice is a no-op, record included,
+ * and says so (`changed: false`), so that the caller counts the outcome once.
  */
 export async function refundGeneration(
   db: CommonQueryMethods,
   generationId: string,
   error: GenerationError,
-): Promise<void> {
-  await db.transaction(async (tx) => {
+): Promise<RefundOutcome> {
+  return db.transaction(async (tx): Promise<RefundOutcome> => {
     const debit = await tx.maybeOne(sql.type(
       z.object({
         id: z.number(),
@@ -70,7 +74,7 @@ export async function refundGeneration(
       sql.unsafe`SELECT 1 FROM credit_ledger WHERE generation_id = ${generationId} AND kind = 'refund'`,
     );
     // Refunded before (a retry, a support reset): the record keeps the outcome it was refunded with.
-    if (refunded) return;
+    if (refunded) return { changed: false };
     if (debit) {
       await tx.query(sql.unsafe`
         UPDATE credit_balances SET subscription_credits = subscription_credits + ${-debit.subscription_delta},
@@ -80,9 +84,15 @@ export async function refundGeneration(
         INSERT INTO credit_ledger (account_id, kind, generation_id, refund_of, subscription_delta, one_time_delta, reason)
         VALUES (${debit.account_id}, 'refund', ${generationId}, ${debit.id}, ${-debit.subscription_delta}, ${-debit.one_time_delta}, ${error.code})`);
     }
-    await tx.query(sql.unsafe`
-      UPDATE generations SET status = 'failed', credits_refunded = ${debit !== null}, error = ${sql.jsonb(error as never)},
-        needs_review = false, completed_at = COALESCE(completed_at, now()), updated_at = now()
-      WHERE id = ${generationId}`);
+    // Without a debit there is no refund row to tell a retry: the row's state before tells it.
+    const ended = await tx.maybeOne(sql.type(z.object({ model: z.string(), changed: z.boolean() }))`
+      UPDATE generations g SET status = 'failed', credits_refunded = ${debit !== null}, error = ${sql.jsonb(error as never)},
+        needs_review = false, completed_at = COALESCE(g.completed_at, now()), updated_at = now()
+      FROM (SELECT id, status, needs_review FROM generations WHERE id = ${generationId} FOR UPDATE) before
+      WHERE g.id = before.id
+      RETURNING g.model, (before.status <> 'failed' OR before.needs_review) AS changed`);
+    if (!ended || (!ended.changed && !debit)) return { changed: false };
+    const refundedCredits = debit ? -(debit.subscription_delta + debit.one_time_delta) : null;
+    return { changed: true, model: ended.model, refundedCredits };
   });
 }

@@ -31,14 +31,15 @@ export interface StoredOutput {
 /**
  * Succeeded: output, completed_at, expires_at (retention after storage) and, for images, the
  * account's gallery rows, in one statement. A generation completed before keeps its output and
- * expires_at (a retried or reset persist changes nothing); a refunded one is left alone (null).
+ * expires_at (a retried or reset persist changes nothing, and `completedNow` is false); a refunded
+ * one is left alone (null).
  */
 export async function completeGeneration(
   db: CommonQueryMethods,
   generationId: string,
   outputs: StoredOutput[],
   retentionMs: number,
-): Promise<{ expiresAt: string } | null> {
+): Promise<{ expiresAt: string; completedNow: boolean } | null> {
   const images = outputs.map((o) => ({ url: o.url, width: o.width, height: o.height }));
   const videos = outputs.map((o) => ({
     url: o.url,
@@ -49,7 +50,9 @@ export async function completeGeneration(
     content_type: o.contentType,
   }));
   // A refunded generation never succeeds: nothing is written, and the caller hears null.
-  const expiresAt = await db.maybeOneFirst(sql.type(z.object({ expires_at: z.string().nullable() }))`
+  const row = await db.one(sql.type(
+    z.object({ expires_at: z.string().nullable(), completed_now: z.boolean() }),
+  )`
     WITH target AS (
       SELECT id, media_type, expires_at FROM generations WHERE id = ${generationId} AND NOT credits_refunded FOR UPDATE
     ), done AS (
@@ -66,8 +69,9 @@ export async function completeGeneration(
       WHERE done.media_type = 'image'
       ON CONFLICT DO NOTHING
     )
-    SELECT coalesce((SELECT expires_at FROM done), (SELECT expires_at FROM target)) AS expires_at`);
-  return expiresAt ? { expiresAt } : null;
+    SELECT coalesce((SELECT expires_at FROM done), (SELECT expires_at FROM target)) AS expires_at,
+      EXISTS (SELECT 1 FROM done) AS completed_now`);
+  return row.expires_at ? { expiresAt: row.expires_at, completedNow: row.completed_now } : null;
 }
 
 /** The storage folders holding a generation's content (outputs and inline inputs). */

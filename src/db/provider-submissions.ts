@@ -93,13 +93,20 @@ export async function recordProviderJob(
     WHERE id = ${generationId} AND status IN ('queued', 'failed') AND NOT credits_refunded`);
 }
 
-/** Listed as failed and needing review: the provider may or may not have the job. Nothing is refunded. */
+/**
+ * Listed as failed and needing review: the provider may or may not have the job. Nothing is refunded.
+ * Returns the generation's model when this call sent it to review (null: it was in review already,
+ * or refunded).
+ */
 export async function markNeedsReview(
   db: CommonQueryMethods,
   generationId: string,
   error: GenerationError,
-): Promise<void> {
-  await db.query(sql.unsafe`
-    UPDATE generations SET status = 'failed', needs_review = true, error = ${sql.jsonb(error as never)}, updated_at = now()
-    WHERE id = ${generationId} AND NOT credits_refunded`);
+): Promise<string | null> {
+  const sent = await db.maybeOne(sql.type(z.object({ model: z.string(), changed: z.boolean() }))`
+    UPDATE generations g SET status = 'failed', needs_review = true, error = ${sql.jsonb(error as never)}, updated_at = now()
+    FROM (SELECT id, status, needs_review FROM generations WHERE id = ${generationId} FOR UPDATE) before
+    WHERE g.id = before.id AND NOT g.credits_refunded
+    RETURNING g.model, (before.status <> 'failed' OR NOT before.needs_review) AS changed`);
+  return sent?.changed ? sent.model : null;
 }

@@ -67,7 +67,12 @@ export async function listReconciliations(db: CommonQueryMethods, limit: number)
  * queued): `npm run admin -- generations --needs-review` lists it. Its workflow clears the mark
  * when it ends the generation.
  */
-export async function flagQueuedForReview(db: CommonQueryMethods, generationId: string): Promise<void> {
-  await db.query(sql.unsafe`
-    UPDATE generations SET needs_review = true WHERE id = ${generationId} AND status = 'queued'`);
+export async function flagQueuedForReview(
+  db: CommonQueryMethods,
+  generationId: string,
+): Promise<string | null> {
+  // The model when this call set the mark (null: set before, or the generation is no longer queued).
+  return db.maybeOneFirst(sql.type(z.object({ model: z.string() }))`
+    UPDATE generations SET needs_review = true WHERE id = ${generationId} AND status = 'queued' AND NOT needs_review
+    RETURNING model`);
 }

@@ -6,6 +6,8 @@ import { readiness, readinessCheck } from '../readiness.js';
 import type { S3Storage } from '../storage/s3-storage.js';
 import { serveBucketFiles } from './bucket-files.js';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Registry } from 'prom-client';
+import { observeHttpRequests } from '../observability/http-metrics.js';
 
 /**
  * The {result_host}: serves stored results read-only at stable, unguessable
@@ -14,13 +16,18 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
  * the storage folder, or, with a bucket, are streamed from it.
  */
 export async function buildResultHost(
-  options: { logger: FastifyBaseLogger } & ({ storageDir: string } | { bucket: S3Storage }),
+  options: {
+    logger: FastifyBaseLogger;
+    /** Downloads are timed into it (by route pattern: `/*` for every result, never its token). */
+    metrics?: Registry;
+  } & ({ storageDir: string } | { bucket: S3Storage }),
 ): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: options.logger,
     logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,
   });
+  if (options.metrics) observeHttpRequests(app, options.metrics);
   let storageReadable: () => Promise<unknown>;
   if ('bucket' in options) {
     serveBucketFiles(app, options.bucket);

@@ -7,7 +7,14 @@ import {
   type LogLevel,
 } from '@temporalio/worker';
 import type { Logger } from 'pino';
-import type { ActivityInterceptorsFactory } from '@temporalio/worker';
+import type { ActivityInterceptorsFactory, InjectedSinks } from '@temporalio/worker';
+import {
+  makeWorkflowExporter,
+  OpenTelemetryActivityInboundInterceptor,
+  OpenTelemetryActivityOutboundInterceptor,
+  type OpenTelemetrySinks,
+} from '@temporalio/interceptors-opentelemetry';
+import type { Tracing } from '../observability/tracing.js';
 import { classifyFailure } from '../activities/failures.js';
 import type { Activities } from '../activities/index.js';
 import { providerWaitQueue } from '../workflows/generation-types.js';
@@ -27,6 +34,8 @@ interface WorkerOptions {
   maxProviderWaits?: number;
   /** After a shutdown starts, how long activities in flight may run on before they are cancelled. */
   shutdownGraceMs?: number;
+  /** Traced workflows' spans, and their activities', are exported through it (OTEL_EXPORTER_OTLP_ENDPOINT). */
+  tracing?: Tracing;
 }
 
 /** A generation worker: one or more Temporal workers that start, run and stop together. */
@@ -49,7 +58,10 @@ interface GenerationWorker {
  */
 export async function createWorker(options: WorkerOptions): Promise<GenerationWorker> {
   const { activities } = options;
-  const interceptors = { activity: [classifyActivityFailures] };
+  const interceptors = {
+    activity: options.tracing ? [activitySpans, classifyActivityFailures] : [classifyActivityFailures],
+  };
+  const sinks = workflowSpanSinks(options.tracing);
   const waits = { waitForProvider: activities.waitForProvider.bind(activities) };
   // Past the grace, activities still running are cancelled and retried elsewhere; the force time
   // leaves them a few seconds to notice (a heartbeat) and fail their attempt cleanly.
@@ -65,6 +77,7 @@ export async function createWorker(options: WorkerOptions): Promise<GenerationWo
       activities: steps,
       interceptors,
       ...shutdownTimes,
+      sinks,
       ...(options.maxCachedWorkflows ? { maxCachedWorkflows: options.maxCachedWorkflows } : {}),
       ...(options.maxConcurrentActivities
         ? { maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities }
@@ -121,6 +134,23 @@ export async function createWorker(options: WorkerOptions): Promise<GenerationWo
   };
 }
 
+/** A span for each activity run, the child of the span its workflow scheduled it under (from its headers). */
+const activitySpans: ActivityInterceptorsFactory = (ctx) => ({
+  inbound: new OpenTelemetryActivityInboundInterceptor(ctx),
+  outbound: new OpenTelemetryActivityOutboundInterceptor(ctx),
+});
+
+/**
+ * Where traced workflows send their spans (the workflow sandbox cannot export them itself). A
+ * workflow is traced when its start carried a trace context, which an API with tracing gives it
+ * even if this worker has none: then the spans are dropped here instead of reaching an
+ * unregistered sink.
+ */
+function workflowSpanSinks(tracing: Tracing | undefined): InjectedSinks<OpenTelemetrySinks> {
+  if (tracing) return { exporter: makeWorkflowExporter(tracing.spanProcessor, tracing.resource) };
+  return { exporter: { export: { fn: () => undefined } } };
+}
+
 /** Every activity's failure is classified (retryable or not) in one place: see classifyFailure. */
 const classifyActivityFailures: ActivityInterceptorsFactory = () => ({
   inbound: {
@@ -142,9 +172,46 @@ const pinoLevel: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'>
   ERROR: 'error',
 };
 
-/** Sends the SDK's own logs (worker state, workflow and activity logs) through our JSON logger. Call once, first. */
-export function installTemporalRuntime(logger: Logger): void {
-  Runtime.install({ logger: new DefaultLogger('INFO', temporalLogSink(logger)) });
+/**
+ * The SDK's worker metrics the Grafana dashboard reads (as installTemporalRuntime names them);
+ * the metrics test checks that a real worker serves each one.
+ */
+export const temporalSdkMetricNames = [
+  'temporal_worker_task_slots_available',
+  'temporal_worker_task_slots_used',
+  'temporal_num_pollers',
+  'temporal_sticky_cache_size',
+  'temporal_workflow_task_schedule_to_start_latency_seconds',
+  'temporal_workflow_task_execution_latency_seconds',
+  'temporal_activity_schedule_to_start_latency_seconds',
+  'temporal_activity_execution_latency_seconds',
+  'temporal_request_latency_seconds',
+] as const;
+
+/**
+ * Sends the SDK's own logs (worker state, workflow and activity logs) through our JSON logger and,
+ * given `metricsAddress` (host:port), serves the SDK's own worker metrics there in Prometheus's
+ * format (task slots, poll and schedule-to-start latencies, sticky cache, workflow and activity
+ * outcomes), named the Prometheus way: seconds, and `_total` on counters. Call once, first.
+ */
+export function installTemporalRuntime(logger: Logger, metricsAddress?: string): void {
+  Runtime.install({
+    logger: new DefaultLogger('INFO', temporalLogSink(logger)),
+    ...(metricsAddress
+      ? {
+          telemetryOptions: {
+            metrics: {
+              prometheus: {
+                bindAddress: metricsAddress,
+                countersTotalSuffix: true,
+                unitSuffix: true,
+                useSecondsForDurations: true,
+              },
+            },
+          },
+        }
+      : {}),
+  });
 }
 
 /**

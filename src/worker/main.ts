@@ -15,13 +15,33 @@ import { startProbing } from './provider-health-tracker.js';
 import { startHealthServer } from './health-server.js';
 import { temporalConnectionOptions } from '../temporal/connection-options.js';
 import { logUnconfiguredProviders } from './provider-registry.js';
+import { createWorkerMetrics } from './worker-metrics.js';
+import { startMetricsServer } from '../observability/metrics-server.js';
+import { startTracing } from '../observability/tracing.js';
+import { providersWithCredentials } from '../config.js';
 
 /** `npm run worker`: runs generation workflows and their activities. Configured by environment variables only. */
 const config = loadConfigOrExit();
 const logger = createLogger('worker', config.LOG_LEVEL);
-installTemporalRuntime(logger);
+installTemporalRuntime(
+  logger,
+  config.WORKER_TEMPORAL_METRICS_PORT === undefined
+    ? undefined
+    : hostPort(config.METRICS_HOST, config.WORKER_TEMPORAL_METRICS_PORT),
+);
+const tracing = config.OTEL_EXPORTER_OTLP_ENDPOINT
+  ? startTracing('generation-worker', config.OTEL_EXPORTER_OTLP_ENDPOINT)
+  : undefined;
 await waitForDependenciesOrExit(config, logger, 'wait');
 const pool = await createDatabasePool(config.DATABASE_URL, { maximumPoolSize: config.DATABASE_POOL_SIZE });
+const metrics =
+  config.WORKER_METRICS_PORT === undefined
+    ? undefined
+    : createWorkerMetrics(pool, {
+        queuedTooLongMs: config.QUEUED_TOO_LONG_MS,
+        providers: [...providersWithCredentials(config)],
+        log: logger.child({ component: 'metrics' }),
+      });
 const temporalOptions = temporalConnectionOptions(config.TEMPORAL_ADDRESS, config);
 const connection = await NativeConnection.connect(temporalOptions);
 // The worker's own client: search attributes, the reconciliation and pruning schedules, and the sweep's look-ups.
@@ -29,7 +49,13 @@ const clientConnection = await Connection.connect(temporalOptions);
 const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
 await registerSearchAttributes();
 await logUnconfiguredProviders(config, pool, logger);
-const { deps, providers } = activityDeps(config, pool, logger, { temporal: () => Promise.resolve(client) });
+const { deps, providers } = activityDeps(
+  config,
+  pool,
+  logger,
+  { temporal: () => Promise.resolve(client) },
+  metrics,
+);
 const stopProbing = startProbing(
   providers,
   pool,
@@ -47,6 +73,7 @@ const worker = await createWorker({
   maxConcurrentActivities: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
   maxProviderWaits: config.WORKER_MAX_PROVIDER_WAITS,
   shutdownGraceMs: config.WORKER_SHUTDOWN_GRACE_MS,
+  tracing,
 });
 const schedule = await ensureReconciliationSchedule(client, {
   taskQueue: config.TEMPORAL_TASK_QUEUE,
@@ -89,6 +116,14 @@ const health =
         temporal: client,
         polling: () => worker.polling(),
       });
+const metricsServer =
+  metrics &&
+  (await startMetricsServer({
+    host: config.METRICS_HOST,
+    port: config.WORKER_METRICS_PORT!,
+    registry: metrics.registry,
+    onError: (error) => logger.warn({ err: error }, 'metrics scrape failed'),
+  }));
 reportReady();
 await running.catch((error: unknown) => {
   // Activities that outlived the grace and ignored their cancellation: the process exits anyway.
@@ -96,10 +131,12 @@ await running.catch((error: unknown) => {
   process.exitCode = 1;
 });
 health?.close();
+await metricsServer?.close();
 stopProbing();
 await connection.close();
 await clientConnection.close();
 await pool.end();
+await tracing?.shutdown();
 logger.info('worker stopped');
 
 /** Our search attributes must exist before a workflow sets them; registering is idempotent. */
@@ -113,4 +150,9 @@ async function registerSearchAttributes(): Promise<void> {
       'could not register search attributes (does this worker have operator rights?); register GenerationStatus, AccountId, Model (Keyword) and NeedsReview (Bool) by hand',
     );
   }
+}
+
+/** host:port, with brackets around an IPv6 address. */
+function hostPort(host: string, port: number): string {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }

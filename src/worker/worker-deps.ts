@@ -14,16 +14,22 @@ import { ChildProcessRenderer } from '../providers/simulated/renderer.js';
 import { SimulatedProvider } from '../providers/simulated/simulated-provider.js';
 import { openStorage } from '../storage/open-storage.js';
 import { providerRegistry } from './provider-registry.js';
+import { measureProvider } from './provider-metrics.js';
+import type { WorkerMetrics } from './worker-metrics.js';
 
 /** How long after our provider-wait horizon Replicate's own deadline (Cancel-After) falls. */
 const replicateDeadlineMarginMs = 15 * 60_000;
 
-/** The activities' dependencies from configuration: storage, and the providers with credentials. */
+/**
+ * The activities' dependencies from configuration: storage, and the providers with credentials.
+ * With `metrics`, every provider call is timed and the activities count the outcomes they commit.
+ */
 export function activityDeps(
   config: Config,
   db: CommonQueryMethods,
   logger: Logger,
   overrides: Partial<ActivityDeps> & Pick<ActivityDeps, 'temporal'>,
+  metrics?: WorkerMetrics,
 ): { deps: ActivityDeps; providers: ReadonlyMap<ProviderName, Provider> } {
   const storage = openStorage(storageLocation(config), config.RESULT_BASE_URL);
   const healthLog = logger.child({ component: 'provider-health' });
@@ -69,7 +75,15 @@ export function activityDeps(
           cancelAfterMs: config.PROVIDER_WAIT_HORIZON_MS + replicateDeadlineMarginMs,
         }),
     },
-    (name, provider) => trackHealth(name, provider, db, healthPolicy(config), healthLog),
+    // Timed inside the health tracking, so that its bookkeeping is not counted as the provider's time.
+    (name, provider) =>
+      trackHealth(
+        name,
+        metrics ? measureProvider(name, provider, metrics.providerCalls) : provider,
+        db,
+        healthPolicy(config),
+        healthLog,
+      ),
   );
   const caps = inFlightCaps(config);
   return {
@@ -79,6 +93,7 @@ export function activityDeps(
       storage,
       inFlightCap: (name) => caps[name],
       concurrencyLimit: config.CONCURRENT_GENERATIONS_PER_ACCOUNT,
+      metrics: metrics?.generations,
       ...overrides,
     },
     providers,

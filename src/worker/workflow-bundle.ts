@@ -3,10 +3,16 @@ import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode } from '@temporalio/worker';
 
 const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+/** Idle unless a workflow was started with a trace context: every bundle has it (see the module). */
+const tracingInterceptors = fileURLToPath(new URL('../workflows/tracing-interceptors.ts', import.meta.url));
 
 /** Bundles the workflow code (webpack) without printing webpack's statistics. */
 export async function bundleWorkflows(): Promise<string> {
-  const { code } = await bundleWorkflowCode({ workflowsPath, logger: quietBundlerLogger });
+  const { code } = await bundleWorkflowCode({
+    workflowsPath,
+    workflowInterceptorModules: [tracingInterceptors],
+    logger: quietBundlerLogger,
+  });
   return code;
 }
 

@@ -7,6 +7,7 @@ import { recordRejectedRequest } from '../../db/admission-repository.js';
 import type { InvalidatedCache } from '../../invalidated-cache.js';
 import { ApiError, ValidationError, admissionRefusal, idempotencyConflict } from '../../errors.js';
 import { newId } from '../../ids.js';
+import type { ApiGenerationMetrics } from '../../observability/metrics.js';
 import { toStorableText } from '../../storable-text.js';
 import { principalOf } from '../auth-plugin.js';
 import {
@@ -29,6 +30,8 @@ export interface GenerationRouteDeps extends StartGenerationDeps {
   catalog: CatalogCache;
   /** Seconds until a down provider is probed again; null when it takes requests. */
   providerDownFor?: (provider: string) => number | null;
+  /** Counts the POSTs refused here (validation, a provider that is down); admission's refusals are the worker's. */
+  metrics?: ApiGenerationMetrics;
 }
 
 /**
@@ -73,6 +76,7 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
     const provider = entry.provider?.name ?? 'simulated';
     const retryAfterSeconds = deps.providerDownFor?.(provider) ?? null;
     if (retryAfterSeconds === null) return;
+    deps.metrics?.rejected(entry.id, 'service_unavailable');
     throw new ApiError(
       'service_unavailable',
       `The provider of model ${entry.id} is unavailable. Nothing was charged; retry after ${retryAfterSeconds} s with the same Idempotency-Key and body.`,
@@ -134,6 +138,8 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
     const what = body.ok ? { model: body.model.entry.id, mediaType: body.model.entry.media_type } : body;
     const id = newId('gen');
     const error = new ValidationError(issues, 'The request is invalid.');
+    // A model the catalog does not know is not a label: the client could send any text.
+    deps.metrics?.rejected(body.ok || body.mediaType !== 'unknown' ? what.model : 'unknown', error.code);
     await recordRejectedRequest(deps.db, {
       id,
       accountId: principal.accountId,

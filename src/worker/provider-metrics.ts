@@ -1,0 +1,53 @@
+import type { Histogram } from 'prom-client';
+import type { ProviderCall } from '../observability/metrics.js';
+import {
+  ProviderRejection,
+  ProviderResultGone,
+  ProviderThrottled,
+  ProviderTransientError,
+  ProviderUncertainError,
+  type Provider,
+} from '../providers/provider.js';
+
+/** A call's outcome as the metrics label it: how it ended, never what it was about. */
+function outcomeOf(error: unknown): string {
+  if (error instanceof ProviderRejection) return 'rejected';
+  if (error instanceof ProviderThrottled) return 'throttled';
+  if (error instanceof ProviderTransientError) return 'transient';
+  if (error instanceof ProviderUncertainError) return 'uncertain';
+  if (error instanceof ProviderResultGone) return 'gone';
+  return 'error';
+}
+
+/**
+ * Wraps a provider so that every call (submit, status, fetch_result, lookup, cancel, probe) is
+ * timed into `calls` by provider, call and outcome. A status call that reports a failed job is an
+ * `ok` call: the provider answered.
+ */
+export function measureProvider(
+  name: string,
+  provider: Provider,
+  calls: Histogram<'provider' | 'call' | 'outcome'>,
+): Provider {
+  async function timed<T>(call: ProviderCall, run: () => Promise<T>): Promise<T> {
+    const end = calls.startTimer({ provider: name, call });
+    try {
+      const result = await run();
+      end({ outcome: 'ok' });
+      return result;
+    } catch (error) {
+      end({ outcome: outcomeOf(error) });
+      throw error;
+    }
+  }
+  return {
+    submit: (job) => timed('submit', () => provider.submit(job)),
+    status: (jobId) => timed('status', () => provider.status(jobId)),
+    fetchResult: (jobId, index, result) =>
+      timed('fetch_result', () => provider.fetchResult(jobId, index, result)),
+    lookup: (token) => timed('lookup', () => provider.lookup(token)),
+    cancel: (jobId) => timed('cancel', () => provider.cancel(jobId)),
+    probe: provider.probe && (() => timed('probe', () => provider.probe!())),
+    submitsLocally: provider.submitsLocally,
+  };
+}
