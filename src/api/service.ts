@@ -26,6 +26,8 @@ export interface ApiService {
   pool: DatabasePool;
   /** The metrics port (METRICS_PORT), when one is configured. */
   metrics: MetricsServer | null;
+  /** Which providers this process holds down (pushed by NOTIFY): what its POSTs are refused for. */
+  providers: ProviderAvailability;
   close(): Promise<void>;
 }
 
@@ -145,6 +147,7 @@ export async function createApiService(
     app,
     pool,
     metrics: metrics ?? null,
+    providers,
     async close() {
       await metrics?.close();
       await app.close();

@@ -108,6 +108,8 @@ describe.each([
     expect(early.statusCode, early.body).toBe(202);
     expect(early.json().status).toBe('queued');
     await waitFor(async () => (await state()) === 'down', 30_000);
+    // The API learns it by NOTIFY, a moment after the row changed.
+    await waitFor(() => Promise.resolve(api.providers.retryAfterSeconds(provider) !== null), 5_000);
 
     const before = await credits();
     const refused = await createGeneration(

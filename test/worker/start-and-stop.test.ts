@@ -33,7 +33,12 @@ describe('the worker process at start and at stop', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    api = await startTestApi(db.url, { TEMPORAL_TASK_QUEUE: taskQueue, PROVIDER_POLL_INTERVAL_MS: '200' });
+    api = await startTestApi(db.url, {
+      TEMPORAL_TASK_QUEUE: taskQueue,
+      PROVIDER_POLL_INTERVAL_MS: '200',
+      // A worker process that has just started takes its first workflow task slowly on a busy machine.
+      ADMISSION_TIMEOUT_MS: '30000',
+    });
     account = await createPaidAccount(db.pool, { oneTime: 20 });
     client = new Client({ connection: await Connection.connect({ address: inject('temporalAddress') }) });
   });
@@ -95,7 +100,7 @@ describe('the worker process at start and at stop', () => {
     }));
     const first = await workers.start();
     const response = await createGeneration(api, account.key, { model: 'lumen-lite', prompt: 'stop gently' });
-    expect(response.statusCode).toBe(202);
+    expect(response.statusCode, response.body).toBe(202);
     const id = response.json().id as string;
     const handle = client.workflow.getHandle(await workflowIdOf(db.pool, id));
     const waitRunning = async () =>
