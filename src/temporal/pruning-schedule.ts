@@ -1,10 +1,6 @@
-import {
-  ScheduleAlreadyRunning,
-  ScheduleNotFoundError,
-  ScheduleOverlapPolicy,
-  type Client,
-} from '@temporalio/client';
+import { ScheduleNotFoundError, type Client } from '@temporalio/client';
 import { pruningWorkflow, type PruningOptions } from '../workflows/pruning-workflow.js';
+import { ensureIntervalSchedule } from './interval-schedule.js';
 
 /** One pruning schedule per task queue, like the reconciliation sweep (its workers share one database). */
 export const pruningScheduleId = (taskQueue: string): string => `generation-pruning.${taskQueue}`;
@@ -29,29 +25,12 @@ export async function ensurePruningSchedule(
       throw error;
     }
   }
-  const spec = { intervals: [{ every: settings.intervalMs }] };
-  const action = {
-    type: 'startWorkflow' as const,
+  return ensureIntervalSchedule(client, {
+    scheduleId,
     workflowType: pruningWorkflow,
-    workflowId: scheduleId,
     taskQueue: settings.taskQueue,
-    args: [settings.options] as [PruningOptions],
-  };
-  try {
-    await client.schedule.create({
-      scheduleId,
-      spec,
-      action,
-      policies: { overlap: ScheduleOverlapPolicy.SKIP },
-      memo: {
-        purpose:
-          'Deletes key records past their horizon and old request-log, rejected and simulated-job rows',
-      },
-    });
-    return 'created';
-  } catch (error) {
-    if (!(error instanceof ScheduleAlreadyRunning)) throw error;
-  }
-  await handle.update((previous) => ({ ...previous, spec, action }));
-  return 'updated';
+    intervalMs: settings.intervalMs,
+    args: [settings.options],
+    purpose: 'Deletes key records past their horizon and old request-log, rejected and simulated-job rows',
+  });
 }

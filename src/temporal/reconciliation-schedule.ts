@@ -1,9 +1,5 @@
-import {
-  ScheduleAlreadyRunning,
-  ScheduleNotFoundError,
-  ScheduleOverlapPolicy,
-  type Client,
-} from '@temporalio/client';
+import { ScheduleNotFoundError, type Client } from '@temporalio/client';
+import { ensureIntervalSchedule } from './interval-schedule.js';
 import { reconciliationWorkflow, type ReconciliationOptions } from '../workflows/reconciliation-workflow.js';
 
 /**
@@ -25,29 +21,14 @@ export async function ensureReconciliationSchedule(
   client: Client,
   settings: { taskQueue: string; intervalMs: number; options: ReconciliationOptions },
 ): Promise<'created' | 'updated'> {
-  const scheduleId = reconciliationScheduleId(settings.taskQueue);
-  const spec = { intervals: [{ every: settings.intervalMs }] };
-  const action = {
-    type: 'startWorkflow' as const,
+  return ensureIntervalSchedule(client, {
+    scheduleId: reconciliationScheduleId(settings.taskQueue),
     workflowType: reconciliationWorkflow,
-    workflowId: scheduleId,
     taskQueue: settings.taskQueue,
-    args: [settings.options] as [ReconciliationOptions],
-  };
-  try {
-    await client.schedule.create({
-      scheduleId,
-      spec,
-      action,
-      policies: { overlap: ScheduleOverlapPolicy.SKIP },
-      memo: { purpose: 'Refunds or flags generations left queued without a running workflow' },
-    });
-    return 'created';
-  } catch (error) {
-    if (!(error instanceof ScheduleAlreadyRunning)) throw error;
-  }
-  await client.schedule.getHandle(scheduleId).update((previous) => ({ ...previous, spec, action }));
-  return 'updated';
+    intervalMs: settings.intervalMs,
+    args: [settings.options],
+    purpose: 'Refunds or flags generations left queued without a running workflow',
+  });
 }
 
 /**
