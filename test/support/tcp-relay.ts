@@ -14,10 +14,18 @@ export async function startTcpRelay(target: { host: string; port: number }, port
   const sockets = new Set<Socket>();
   const server = createServer((client) => {
     const upstream = connect(target.port, target.host);
-    for (const socket of [client, upstream]) {
+    for (const [socket, other] of [
+      [client, upstream],
+      [upstream, client],
+    ] as const) {
       sockets.add(socket);
       socket.on('error', () => undefined);
-      socket.on('close', () => sockets.delete(socket));
+      // One side gone (a process killed resets, it does not end) takes the other with it: the far
+      // end must see the connection close, as it would without the relay.
+      socket.on('close', () => {
+        sockets.delete(socket);
+        other.destroy();
+      });
     }
     client.pipe(upstream).pipe(client);
   });
