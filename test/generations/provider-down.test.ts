@@ -128,6 +128,7 @@ describe.each([
 
     await fake.goUp();
     await waitFor(async () => (await state()) === 'up', 30_000);
+    await waitFor(() => Promise.resolve(api.providers.retryAfterSeconds(provider) === null), 5_000);
     // The worker writes the line just after the state (its log reaches us through a pipe).
     await waitFor(() => Promise.resolve(workers.logs().includes(`provider ${provider} is up again`)), 10_000);
     const retried = await createGeneration(

@@ -75,6 +75,8 @@ describe('a provider that is down', () => {
     expect(early.statusCode).toBe(202);
     expect(early.json().status).toBe('queued');
     await waitFor(async () => (await healthOf())?.state === 'down', 20_000);
+    // The API learns it by NOTIFY, a moment after the row changed.
+    await waitFor(() => Promise.resolve(stack.api.providers.retryAfterSeconds('simulated') !== null), 5_000);
 
     const creditsBefore = await balance();
     const refused = await createGeneration(
@@ -100,6 +102,7 @@ describe('a provider that is down', () => {
 
     simulatedOutage.state.down = false;
     await waitFor(async () => (await healthOf())?.state === 'up', 10_000);
+    await waitFor(() => Promise.resolve(stack.api.providers.retryAfterSeconds('simulated') === null), 5_000);
     const retried = await createGeneration(
       stack.api,
       stack.account.key,
