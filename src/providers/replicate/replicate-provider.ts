@@ -1,4 +1,4 @@
-import type { Storage } from '../../storage/storage.js';
+import { mediaTypeOfName, type Storage } from '../../storage/storage.js';
 import {
   callProvider,
   downloadResult,
@@ -69,15 +69,6 @@ interface Prediction {
   error?: unknown;
   data_removed?: unknown;
 }
-
-const contentTypeByExtension: Record<string, string> = {
-  png: 'image/png',
-  jpg: 'image/jpeg',
-  jpeg: 'image/jpeg',
-  webp: 'image/webp',
-  gif: 'image/gif',
-  mp4: 'video/mp4',
-};
 
 export class ReplicateProvider implements Provider {
   private readonly apiUrl: string;
@@ -272,10 +263,9 @@ function duration(ms: number): string {
 
 /** What we know of one output file before downloading it: its URL and the type its name says. */
 function resultAt(url: string): ProviderResult {
-  let extension = '';
+  let contentType = 'application/octet-stream';
   try {
-    const path = new URL(url).pathname;
-    extension = path.slice(path.lastIndexOf('.') + 1).toLowerCase();
+    contentType = mediaTypeOfName(new URL(url).pathname);
   } catch {
     // Not a URL we can read: the download will say.
   }
@@ -284,6 +274,6 @@ function resultAt(url: string): ProviderResult {
     url,
     width: 0,
     height: 0,
-    contentType: contentTypeByExtension[extension] ?? 'application/octet-stream',
+    contentType,
   };
 }
