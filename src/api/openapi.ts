@@ -79,6 +79,21 @@ const requestIdHeader = {
   schema: { type: 'string' },
 };
 
+const etagHeader = {
+  description:
+    'Strong entity tag of the body: it changes whenever anything in the body changes. Send it back in If-None-Match.',
+  schema: { type: 'string' },
+};
+const retryAfterHeader = {
+  description: 'Present while the generation is queued: seconds until the next poll is worth making (2).',
+  schema: { type: 'integer' },
+};
+const generationHeaders = {
+  'x-request-id': requestIdHeader,
+  etag: etagHeader,
+  'retry-after': retryAfterHeader,
+};
+
 /** One response per status the codes answer with; a 400 always has its issues. */
 function errorResponses(...codes: ErrorCode[]) {
   const byStatus = new Map<number, ErrorCode[]>();
@@ -168,7 +183,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
           responses: {
             '202': {
               description: 'Accepted (or a replay).',
-              headers: { 'x-request-id': requestIdHeader },
+              headers: generationHeaders,
               content: json(refTo(routeSchemas.createGeneration.response[202])),
             },
             ...errorResponses(
@@ -197,12 +212,27 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
       '/generations/{id}': {
         get: {
           summary: 'Get a generation',
-          parameters: pathParameters(routeSchemas.getGeneration.params),
+          parameters: [
+            ...pathParameters(routeSchemas.getGeneration.params),
+            {
+              name: 'If-None-Match',
+              in: 'header',
+              required: false,
+              description:
+                'An ETag of an earlier answer: 304 with no body while the generation is unchanged.',
+              schema: { type: 'string' },
+            },
+          ],
           responses: {
             '200': {
               description: 'The generation.',
-              headers: { 'x-request-id': requestIdHeader },
+              headers: generationHeaders,
               content: json(refTo(routeSchemas.getGeneration.response[200])),
+            },
+            '304': {
+              description:
+                'Not Modified: If-None-Match names the current ETag. No body; counts against the rate limit like any request.',
+              headers: generationHeaders,
             },
             ...errorResponses('not_found', ...everyOperation),
           },

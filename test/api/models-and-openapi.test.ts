@@ -160,7 +160,7 @@ describe('GET /v1/models, GET /v1/credits and GET /v1/openapi.json', () => {
       [...everyOperation, '202', '402', '409', '413', '415'].sort(),
     );
     expect(statuses('/generations', 'get')).toEqual([...everyOperation, '200'].sort());
-    expect(statuses('/generations/{id}', 'get')).toEqual([...everyOperation, '200', '404'].sort());
+    expect(statuses('/generations/{id}', 'get')).toEqual([...everyOperation, '200', '304', '404'].sort());
     expect(statuses('/credits', 'get')).toEqual([...everyOperation, '200'].sort());
     expect(statuses('/models', 'get')).toEqual([...everyOperation, '200'].sort());
     expect(statuses('/openapi.json', 'get')).toEqual(['200', '400', '500', '503']);

@@ -17,6 +17,7 @@ import {
   type BodyCheck,
   type IdempotencyKeyCheck,
 } from '../generation-request.js';
+import { sendGeneration } from '../conditional-reads.js';
 import { toGeneration } from '../generation-view.js';
 import { encodeCursor } from '../list-query.js';
 import { routeSchemas } from '../route-schemas.js';
@@ -64,7 +65,7 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
       // Through the cache: the client's first polls of a new generation are answered from memory.
       const row = await readGeneration(principal.accountId, started.generationId);
       if (!row) throw new Error(`admitted generation ${started.generationId} has no projection row`);
-      return reply.code(202).send(toGeneration(row));
+      return sendGeneration(reply, row, { status: 202 });
     },
   );
 
@@ -90,7 +91,7 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
     const row = id ? await readGeneration(accountId, id) : null;
     if (!row) throw new ApiError('not_found', 'No generation with this id in this account.');
     reply.header('x-request-id', row.id);
-    return toGeneration(row);
+    return sendGeneration(reply, row, { status: 200, ifNoneMatch: request.headers['if-none-match'] });
   });
 
   app.get('/v1/generations', { schema: routeSchemas.listGenerations }, async (request) => {
