@@ -184,6 +184,7 @@ describe('GET /v1/models, GET /v1/credits and GET /v1/openapi.json', () => {
       ['cursor', false],
       ['status', false],
       ['model', false],
+      ['idempotency_key', false],
     ]);
     expect(parameters[0]!.schema).toMatchObject({ type: 'integer', minimum: 1, maximum: 100 });
     const ajv = new Ajv2019.default({ strict: false, unicodeRegExp: true });
@@ -203,6 +204,9 @@ describe('GET /v1/models, GET /v1/credits and GET /v1/openapi.json', () => {
       ['cursor', cursor, cursor],
       ['model', '', ''],
       ['model', 'lumen-lite', 'lumen-lite'],
+      ['idempotency_key', 'order-1', 'order-1'],
+      ['idempotency_key', 'has space', 'has space'],
+      ['idempotency_key', 'x'.repeat(129), 'x'.repeat(129)],
       ['model', '%00', '\u0000'],
     ] as const) {
       const published = ajv.validate(schemaOf(name), value);

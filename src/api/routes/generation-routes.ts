@@ -97,8 +97,13 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
   app.get('/v1/generations', { schema: routeSchemas.listGenerations }, async (request) => {
     const { query } = request;
     const limit = query.limit ?? 20;
+    const principal = principalOf(request);
     const rows = await listGenerations(deps.db, {
-      accountId: principalOf(request).accountId,
+      accountId: principal.accountId,
+      idempotencyKey:
+        query.idempotency_key === undefined
+          ? null
+          : { apiKeyId: principal.keyId, key: query.idempotency_key },
       limit: limit + 1,
       statuses: query.status ?? null,
       model: query.model ?? null,
