@@ -18,6 +18,7 @@ import { useZodSchemas } from './zod-type-provider.js';
 import { creditsRoutes } from './routes/credits-routes.js';
 import { generationRoutes, type GenerationRouteDeps } from './routes/generation-routes.js';
 import { modelsRoutes } from './routes/models-routes.js';
+import { quoteRoutes } from './routes/quote-routes.js';
 import { healthRoutes } from './routes/health-routes.js';
 import { openApiRoutes } from './routes/openapi-routes.js';
 
@@ -97,6 +98,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   creditsRoutes(routes, { db: deps.db, balances: deps.balances });
   modelsRoutes(routes, { catalog: deps.catalog });
   generationRoutes(routes, { db: deps.db, catalog: deps.catalog, ...deps.generations });
+  quoteRoutes(routes, { db: deps.db, catalog: deps.catalog, balances: deps.balances });
   healthRoutes(app, {
     db: deps.db,
     temporal: deps.generations.temporal,

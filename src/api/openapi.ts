@@ -9,6 +9,7 @@ import {
   generationListSchema,
   generationSchema,
   modelListSchema,
+  quoteSchema,
   validationErrorBodySchema,
 } from './schemas.js';
 
@@ -33,6 +34,7 @@ const components = new Map<ZodType, string>([
   [generationListSchema, 'GenerationList'],
   [creditBalanceSchema, 'CreditBalance'],
   [modelListSchema, 'ModelList'],
+  [quoteSchema, 'Quote'],
 ]);
 
 /** A reference to the component of a route's response schema. */
@@ -140,6 +142,13 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
     ]),
   );
   const json = (schema: unknown) => ({ 'application/json': { schema } });
+  const generationRequest = {
+    required: true,
+    content: json({
+      oneOf: Object.keys(requestSchemas).map(ref),
+      discriminator: { propertyName: 'model' },
+    }),
+  };
   return {
     openapi: '3.1.0',
     info: {
@@ -173,13 +182,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
               schema: { type: 'string', minLength: 1, maxLength: 128, pattern: '^[\\x21-\\x7E]+$' },
             },
           ],
-          requestBody: {
-            required: true,
-            content: json({
-              oneOf: Object.keys(requestSchemas).map(ref),
-              discriminator: { propertyName: 'model' },
-            }),
-          },
+          requestBody: generationRequest,
           responses: {
             '202': {
               description: 'Accepted (or a replay).',
@@ -206,6 +209,21 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
               content: json(refTo(routeSchemas.listGenerations.response[200])),
             },
             ...errorResponses(...everyOperation),
+          },
+        },
+      },
+      '/generations/quote': {
+        post: {
+          summary: 'Quote a generation: its price now and whether the balance covers it',
+          description:
+            'The same body as a create, validated exactly as a create (the same 400 with issues). Nothing is charged, started, stored or fetched. Counts against the rate limit like any request.',
+          requestBody: generationRequest,
+          responses: {
+            '200': {
+              description: 'The quote.',
+              content: json(refTo(routeSchemas.quoteGeneration.response[200])),
+            },
+            ...errorResponses('payload_too_large', 'unsupported_media_type', ...everyOperation),
           },
         },
       },

@@ -127,6 +127,7 @@ describe('GET /v1/models, GET /v1/credits and GET /v1/openapi.json', () => {
     expect(Object.keys(doc.paths).sort()).toEqual([
       '/credits',
       '/generations',
+      '/generations/quote',
       '/generations/{id}',
       '/models',
       '/openapi.json',
@@ -160,6 +161,7 @@ describe('GET /v1/models, GET /v1/credits and GET /v1/openapi.json', () => {
       [...everyOperation, '202', '402', '409', '413', '415'].sort(),
     );
     expect(statuses('/generations', 'get')).toEqual([...everyOperation, '200'].sort());
+    expect(statuses('/generations/quote', 'post')).toEqual([...everyOperation, '200', '413', '415'].sort());
     expect(statuses('/generations/{id}', 'get')).toEqual([...everyOperation, '200', '304', '404'].sort());
     expect(statuses('/credits', 'get')).toEqual([...everyOperation, '200'].sort());
     expect(statuses('/models', 'get')).toEqual([...everyOperation, '200'].sort());
