@@ -18,6 +18,7 @@ export interface Stack {
   temporalAddress: string;
   pool: DatabasePool;
   workerPid: number;
+  apiPid: number;
   env: NodeJS.ProcessEnv;
   stop(): Promise<void>;
 }
@@ -67,7 +68,7 @@ export async function startStack(
     await ready;
     return child;
   };
-  const [worker] = await Promise.all([start('src/worker/main.ts'), start('src/api/main.ts')]);
+  const [worker, api] = await Promise.all([start('src/worker/main.ts'), start('src/api/main.ts')]);
 
   const pool = await createDatabasePool(database.url, { maximumPoolSize: 4 });
   const { accountId, key } = await createFundedAccount(pool, {
@@ -83,6 +84,7 @@ export async function startStack(
     temporalAddress: temporal.address,
     pool,
     workerPid: worker.pid!,
+    apiPid: api.pid!,
     env: common,
     async stop() {
       await Promise.all(children.map((child) => stopChild(child, 5000)));

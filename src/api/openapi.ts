@@ -2,6 +2,7 @@ import { zodToJsonSchema } from 'zod-to-json-schema';
 import { ZodCatch, ZodOptional, type AnyZodObject, type ZodType } from 'zod';
 import type { CatalogCache } from '../catalog/catalog-cache.js';
 import { errorCodes, type ErrorCode } from '../errors.js';
+import { generationHeaders, preferWaitParameter, requestIdHeader } from './openapi-headers.js';
 import { routeSchemas } from './route-schemas.js';
 import {
   creditBalanceSchema,
@@ -74,27 +75,6 @@ function pathParameters(schema: AnyZodObject) {
     schema: toSchema(field instanceof ZodCatch ? (field as ZodCatch<ZodType>).removeCatch() : field),
   }));
 }
-
-const requestIdHeader = {
-  description:
-    'The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support.',
-  schema: { type: 'string' },
-};
-
-const etagHeader = {
-  description:
-    'Strong entity tag of the body: it changes whenever anything in the body changes. Send it back in If-None-Match.',
-  schema: { type: 'string' },
-};
-const retryAfterHeader = {
-  description: 'Present while the generation is queued: seconds until the next poll is worth making (2).',
-  schema: { type: 'integer' },
-};
-const generationHeaders = {
-  'x-request-id': requestIdHeader,
-  etag: etagHeader,
-  'retry-after': retryAfterHeader,
-};
 
 /** One response per status the codes answer with; a 400 always has its issues. */
 function errorResponses(...codes: ErrorCode[]) {
@@ -174,6 +154,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
         post: {
           summary: 'Create a generation',
           parameters: [
+            preferWaitParameter,
             {
               name: 'Idempotency-Key',
               in: 'header',
@@ -196,6 +177,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
               'payload_too_large',
               'unsupported_media_type',
               'concurrency_limit_exceeded',
+              'wait_limit_exceeded',
               ...everyOperation,
             ),
           },
@@ -232,6 +214,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
           summary: 'Get a generation',
           parameters: [
             ...pathParameters(routeSchemas.getGeneration.params),
+            preferWaitParameter,
             {
               name: 'If-None-Match',
               in: 'header',
@@ -252,7 +235,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
                 'Not Modified: If-None-Match names the current ETag. No body; counts against the rate limit like any request.',
               headers: generationHeaders,
             },
-            ...errorResponses('not_found', ...everyOperation),
+            ...errorResponses('not_found', 'wait_limit_exceeded', ...everyOperation),
           },
         },
       },
