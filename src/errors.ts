@@ -63,6 +63,8 @@ export class ApiError extends Error {
       retryAfterSeconds?: number;
       requestId?: string;
       cause?: unknown;
+      /** Answered beside `error` (a 409 not_cancelable shows the generation as it stands). */
+      generation?: unknown;
     } = {},
   ) {
     super(message, { cause: extra.cause });

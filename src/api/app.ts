@@ -15,6 +15,7 @@ import type { AuthLimits } from './rate-limit.js';
 import type { RequestLogWriter } from './request-log-writer.js';
 import { refuseUnstorableText } from './storable-text-hook.js';
 import { useZodSchemas } from './zod-type-provider.js';
+import { cancelRoutes } from './routes/cancel-routes.js';
 import { creditsRoutes } from './routes/credits-routes.js';
 import { generationRoutes, type GenerationRouteDeps } from './routes/generation-routes.js';
 import { modelsRoutes } from './routes/models-routes.js';
@@ -99,6 +100,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   modelsRoutes(routes, { catalog: deps.catalog });
   generationRoutes(routes, { db: deps.db, catalog: deps.catalog, ...deps.generations });
   quoteRoutes(routes, { db: deps.db, catalog: deps.catalog, balances: deps.balances });
+  cancelRoutes(routes, {
+    db: deps.db,
+    temporal: deps.generations.temporal,
+    admissionTimeoutMs: deps.generations.admissionTimeoutMs,
+  });
   healthRoutes(app, {
     db: deps.db,
     temporal: deps.generations.temporal,

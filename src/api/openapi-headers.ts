@@ -1,4 +1,4 @@
-/** The headers and header parameters the OpenAPI description names on the generation operations. */
+/** The headers, header parameters and longer texts the OpenAPI description gives the generation operations. */
 
 export const requestIdHeader = {
   description:
@@ -33,3 +33,7 @@ export const preferWaitParameter = {
     '`wait=N` (1 to 60 seconds; larger is clamped to 60): the answer comes as soon as the generation is succeeded, failed or rejected, or after N seconds with its current state. Woken by the change itself, not by polling. At most 1,000 waiting requests per API key and 10,000 per API process; past that, 429 wait_limit_exceeded.',
   schema: { type: 'string', examples: ['wait=30'] },
 };
+
+/** POST /generations/{id}/cancel. */
+export const cancelDescription =
+  'No Idempotency-Key needed: a cancel is idempotent. Not yet handed to the provider, or still in its queue and stopped there: the generation ends failed with error.code canceled and credits_refunded true (refunded once). Running or finished at the provider, or terminal already: 409 not_cancelable with the generation, and nothing changes. A canceled generation answers 200 again.';

@@ -2,7 +2,7 @@ import { zodToJsonSchema } from 'zod-to-json-schema';
 import { ZodCatch, ZodOptional, type AnyZodObject, type ZodType } from 'zod';
 import type { CatalogCache } from '../catalog/catalog-cache.js';
 import { errorCodes, type ErrorCode } from '../errors.js';
-import { generationHeaders, preferWaitParameter, requestIdHeader } from './openapi-headers.js';
+import * as described from './openapi-headers.js';
 import { routeSchemas } from './route-schemas.js';
 import {
   creditBalanceSchema,
@@ -10,6 +10,7 @@ import {
   generationListSchema,
   generationSchema,
   modelListSchema,
+  notCancelableBodySchema,
   quoteSchema,
   validationErrorBodySchema,
 } from './schemas.js';
@@ -36,6 +37,7 @@ const components = new Map<ZodType, string>([
   [creditBalanceSchema, 'CreditBalance'],
   [modelListSchema, 'ModelList'],
   [quoteSchema, 'Quote'],
+  [notCancelableBodySchema, 'NotCancelable'],
 ]);
 
 /** A reference to the component of a route's response schema. */
@@ -86,7 +88,7 @@ function errorResponses(...codes: ErrorCode[]) {
       String(status),
       {
         description: list.map((c) => `\`${c}\`: ${errorCodes[c].description}`).join(' '),
-        headers: { 'x-request-id': requestIdHeader },
+        headers: { 'x-request-id': described.requestIdHeader },
         content: { 'application/json': { schema: ref(status === 400 ? 'ValidationError' : 'Error') } },
       },
     ]),
@@ -154,7 +156,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
         post: {
           summary: 'Create a generation',
           parameters: [
-            preferWaitParameter,
+            described.preferWaitParameter,
             {
               name: 'Idempotency-Key',
               in: 'header',
@@ -167,7 +169,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
           responses: {
             '202': {
               description: 'Accepted (or a replay).',
-              headers: generationHeaders,
+              headers: described.generationHeaders,
               content: json(refTo(routeSchemas.createGeneration.response[202])),
             },
             ...errorResponses(
@@ -214,7 +216,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
           summary: 'Get a generation',
           parameters: [
             ...pathParameters(routeSchemas.getGeneration.params),
-            preferWaitParameter,
+            described.preferWaitParameter,
             {
               name: 'If-None-Match',
               in: 'header',
@@ -227,15 +229,35 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
           responses: {
             '200': {
               description: 'The generation.',
-              headers: generationHeaders,
+              headers: described.generationHeaders,
               content: json(refTo(routeSchemas.getGeneration.response[200])),
             },
             '304': {
               description:
                 'Not Modified: If-None-Match names the current ETag. No body; counts against the rate limit like any request.',
-              headers: generationHeaders,
+              headers: described.generationHeaders,
             },
             ...errorResponses('not_found', 'wait_limit_exceeded', ...everyOperation),
+          },
+        },
+      },
+      '/generations/{id}/cancel': {
+        post: {
+          summary: 'Cancel a generation the provider has not run',
+          description: described.cancelDescription,
+          parameters: pathParameters(routeSchemas.cancelGeneration.params),
+          responses: {
+            '200': {
+              description: 'Canceled (now or before): failed, `canceled`, refunded.',
+              headers: described.generationHeaders,
+              content: json(refTo(routeSchemas.cancelGeneration.response[200])),
+            },
+            ...errorResponses('not_found', ...everyOperation),
+            '409': {
+              description: `\`not_cancelable\`: ${errorCodes.not_cancelable.description}`,
+              headers: { 'x-request-id': described.requestIdHeader },
+              content: json(ref('NotCancelable')),
+            },
           },
         },
       },

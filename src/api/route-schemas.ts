@@ -29,6 +29,7 @@ export const routeSchemas = {
   createGeneration: { response: { 202: generationSchema } },
   quoteGeneration: { response: { 200: quoteSchema } },
   getGeneration: { params: generationPathSchema, response: { 200: generationSchema } },
+  cancelGeneration: { params: generationPathSchema, response: { 200: generationSchema } },
   listGenerations: { querystring: listGenerationsQuerySchema, response: { 200: generationListSchema } },
   getCredits: { response: { 200: creditBalanceSchema } },
   listModels: { response: { 200: modelListSchema } },

@@ -101,3 +101,9 @@ export const quoteSchema = z.object({
   }),
   affordable: z.boolean().describe('Whether the balance covers the price now (a create would not be 402).'),
 });
+
+/** A 409 not_cancelable: the envelope, and the generation as it stands (nothing changed). */
+export const notCancelableBodySchema = z.object({
+  error: errorSchema.extend({ code: z.literal('not_cancelable') }),
+  generation: generationSchema,
+});

@@ -44,3 +44,9 @@ export interface GenerationActivities<Result = unknown, Output = unknown> {
   /** Deletes stored files and nulls input and output. */
   expireContent: (generationId: string) => Promise<void>;
 }
+
+/** The activity behind a client's cancel (src/activities/cancel-activities.ts implements it). */
+export interface CancelActivities {
+  /** A client's cancel: stops the job only if the provider confirms it never ran (see Provider.stopBeforeRun). */
+  stopJobBeforeRun: (jobId: string, generationId: string) => Promise<{ stopped: boolean }>;
+}

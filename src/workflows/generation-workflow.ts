@@ -22,6 +22,7 @@ import {
   type Resolution,
 } from './generation-types.js';
 import type { GenerationError } from '../generation.js';
+import { cancelRules, type CancelOutcome } from './generation-cancel.js';
 import { trackProgress } from './generation-progress.js';
 import { admissionFailure, failureType, isPermanent, isSettled } from './step-failures.js';
 
@@ -29,6 +30,8 @@ import { admissionFailure, failureType, isPermanent, isSettled } from './step-fa
 export const admitUpdate = defineUpdate<AdmitResult>('admit');
 /** Support's decision on a generation that needs review. */
 export const resolveUpdate = defineUpdate<GenerationProgress, [Resolution]>('resolve');
+/** A client's, support's or an operator's cancel: the workflow decides (see cancelRules). */
+export const cancelUpdate = defineUpdate<CancelOutcome, [generationId: string]>('cancel');
 /** Where the generation stands, as the workflow sees it. */
 export const progressQuery = defineQuery<GenerationProgress>('progress');
 
@@ -89,6 +92,8 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
     };
   });
   setHandler(progressQuery, () => progress);
+  const cancel = cancelRules(progress, (jobId) => steps.stopJobBeforeRun(jobId, start.generationId));
+  setHandler(cancelUpdate, (generationId) => cancel.request(generationId));
   setHandler(
     resolveUpdate,
     async (decision) => {
@@ -157,13 +162,17 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
     for (;;) {
       progress.providerJobId = jobId;
       enter('generating', 'queued', `generating (provider job ${jobId})`);
+      const job = jobId;
       try {
-        outcome = await steps.waitForProvider(
-          { model: start.model, jobId, generationId: start.generationId },
-          start.timing.pollIntervalMs,
+        outcome = await cancel.duringWait(() =>
+          steps.waitForProvider(
+            { model: start.model, jobId: job, generationId: start.generationId },
+            start.timing.pollIntervalMs,
+          ),
         );
         break;
       } catch (error) {
+        if (cancel.stopped) return fail(generationErrors.canceled);
         // A synchronous provider's call whose answer was lost: it may have run (and billed).
         if (failureType(error) === errorTypes.providerUncertain && patched('uncertain-wait-to-review')) {
           jobId = await waitForSupport();
@@ -175,6 +184,8 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
         return gaveUp;
       }
     }
+    // The provider reports the stopped job as failed: it is the cancel's refund, with its code.
+    if (outcome.state === 'failed' && cancel.stopped) return fail(generationErrors.canceled);
     if (outcome.state === 'failed')
       return fail(
         outcome.rejected

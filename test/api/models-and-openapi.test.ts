@@ -129,6 +129,7 @@ describe('GET /v1/models, GET /v1/credits and GET /v1/openapi.json', () => {
       '/generations',
       '/generations/quote',
       '/generations/{id}',
+      '/generations/{id}/cancel',
       '/models',
       '/openapi.json',
     ]);
@@ -161,6 +162,9 @@ describe('GET /v1/models, GET /v1/credits and GET /v1/openapi.json', () => {
       [...everyOperation, '202', '402', '409', '413', '415'].sort(),
     );
     expect(statuses('/generations', 'get')).toEqual([...everyOperation, '200'].sort());
+    expect(statuses('/generations/{id}/cancel', 'post')).toEqual(
+      [...everyOperation, '200', '404', '409'].sort(),
+    );
     expect(statuses('/generations/quote', 'post')).toEqual([...everyOperation, '200', '413', '415'].sort());
     expect(statuses('/generations/{id}', 'get')).toEqual([...everyOperation, '200', '304', '404'].sort());
     expect(statuses('/credits', 'get')).toEqual([...everyOperation, '200'].sort());
