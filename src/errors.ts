@@ -71,7 +71,9 @@ export class ValidationError extends ApiError {
  * code's status; a code the API does not know answers 400 (sendError gives every 400 its issues).
  */
 export function admissionRefusal(error: GenerationError, requestId: string): ApiError {
-  const code: ErrorCode = error.code in errorCodes ? (error.code as ErrorCode) : 'invalid_request';
+  const code: ErrorCode = Object.hasOwn(errorCodes, error.code)
+    ? (error.code as ErrorCode)
+    : 'invalid_request';
   return new ApiError(code, error.message, { requestId });
 }
 
