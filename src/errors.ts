@@ -14,7 +14,16 @@ export const errorCodes = {
   api_access_disabled: { status: 403, description: 'API access is disabled for the account.' },
   not_found: { status: 404, description: 'No such route, or no such generation in this account.' },
   method_not_allowed: { status: 405, description: 'The route exists but not with this method.' },
+  not_acceptable: {
+    status: 406,
+    description: 'The response cannot be given in a form the Accept header allows.',
+  },
+  request_timeout: {
+    status: 408,
+    description: 'The request was not received in time; the connection is closed.',
+  },
   idempotency_conflict: { status: 409, description: 'The Idempotency-Key was used with a different body.' },
+  length_required: { status: 411, description: 'The request needs a Content-Length.' },
   payload_too_large: { status: 413, description: 'The request body is larger than the service accepts.' },
   unsupported_media_type: { status: 415, description: 'The body is not application/json.' },
   rate_limited: { status: 429, description: 'A rate limit was exceeded; see Retry-After.' },
