@@ -132,6 +132,12 @@ const configSchema = z.object({
   BODY_LIMIT_BYTES: int(32 * 1024 * 1024, 1024),
   /** Requests per minute per API key, replays included (429 rate_limited beyond it). */
   RATE_LIMIT_PER_MINUTE: int(600, 1),
+  /** IPv6 clients are counted by their network of this many bits in the failed-authentication limit. */
+  FAILED_AUTH_IPV6_PREFIX: z.coerce.number().int().min(32).max(128).default(64),
+  /** Failed key lookups one API process allows per minute, all clients together (see auth-plugin.ts). */
+  FAILED_AUTH_PROCESS_PER_MINUTE: int(600, 1),
+  /** How long a key PostgreSQL does not know is answered 401 from memory; 0: asked every time. */
+  UNKNOWN_KEY_CACHE_MS: int(30_000),
   /**
    * How long a client may take to send a whole request, body included, and its headers alone
    * (Node's requestTimeout and headersTimeout): a slow client cannot hold a socket or a buffer for

@@ -1,10 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ApiService } from '../../src/api/service.js';
+import { generateApiKey } from '../../src/auth/api-key.js';
 import type { ModelDefinition } from '../../src/catalog/catalog-entry.js';
 import { defaultCatalog } from '../../src/catalog/default-catalog.js';
 import { upsertModel } from '../../src/db/catalog-repository.js';
 import { recordProviderFailure, recordProviderSuccess } from '../../src/db/provider-health.js';
-import { bearer } from '../support/api.js';
+import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { chargesOf } from '../support/ledger.js';
 import { useGenerationStack } from '../support/stack.js';
@@ -72,6 +74,47 @@ describe('a retry of a charged request while its provider is down (issue 19, ite
     expect(await chargesOf(db.pool, doneId)).toMatchObject({ debits: 1, refunds: 0, submissions: 1 });
     expect(await chargesOf(db.pool, runningId)).toMatchObject({ debits: 1, refunds: 0, submissions: 1 });
   }, 60_000);
+});
+
+describe('failed authentications from rotating addresses (issue 19, item 7)', () => {
+  let db: TestDatabase;
+  let api: ApiService;
+  let alice: TestAccount;
+  const get = (key: string, remoteAddress: string) =>
+    api.app.inject({ method: 'GET', url: '/v1/credits', headers: bearer(key), remoteAddress });
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    api = await startTestApi(db.url, { FAILED_AUTH_PROCESS_PER_MINUTE: '60' });
+    alice = await createPaidAccount(db.pool);
+  });
+  afterAll(async () => {
+    await api?.close();
+    await db?.drop();
+  });
+
+  it('an IPv6 client rotating through its /64 is blocked like one address; the next /64 is not', async () => {
+    for (let i = 1; i <= 20; i++)
+      expect((await get(generateApiKey(), `2001:db8:aa:1::${i.toString(16)}`)).statusCode).toBe(401);
+    const blocked = await get(generateApiKey(), '2001:db8:aa:1:ffff:ffff:ffff:fffe');
+    expect(blocked.statusCode).toBe(429);
+    expect(blocked.json().error.code).toBe('rate_limited');
+    expect((await get(alice.key, '2001:db8:aa:1:1234::1')).statusCode).toBe(429);
+    expect((await get(alice.key, '2001:db8:aa:2::1')).statusCode).toBe(200);
+  });
+
+  it('addresses spread over many networks meet the per-process budget; keys known to work still do', async () => {
+    expect((await get(alice.key, '198.51.100.200')).statusCode).toBe(200);
+    // 21 failed lookups were counted above (a blocked address's key is still looked up, for the
+    // request log); 39 more from 39 networks reach the budget of 60.
+    for (let i = 1; i <= 39; i++)
+      expect((await get(generateApiKey(), `2001:db8:bb:${i.toString(16)}::1`)).statusCode).toBe(401);
+    const refused = await get(generateApiKey(), '2001:db8:cc::1');
+    expect(refused.statusCode).toBe(429);
+    expect(refused.json().error.code).toBe('rate_limited');
+    expect(Number(refused.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect((await get(alice.key, '2001:db8:dd::1')).statusCode).toBe(200);
+  });
 });
 
 describe('catalog enum values named like Object.prototype members (issue 19, item 7)', () => {
