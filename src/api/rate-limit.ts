@@ -1,3 +1,8 @@
+interface Window {
+  startedAt: number;
+  count: number;
+}
+
 // Asked on every authenticated request; almost always the answer.
 const notExhausted = Object.freeze({ exhausted: false, retryAfterSeconds: 0 });
 
@@ -13,7 +18,14 @@ const notExhausted = Object.freeze({ exhausted: false, retryAfterSeconds: 0 });
  * for a sweep of the whole map.
  */
 export class FixedWindowCounter {
-  private readonly windows = new Map<string, { startedAt: number; count: number }>();
+  private readonly windows = new Map<string, Window>();
+  /**
+   * Every window as it started, oldest first, read from `head`. An array, not the map's own order:
+   * V8 leaves deleted map entries in place until it rehashes, so iterating from a map's front after
+   * many deletions walks all of them, and each hit would cost more the more were dropped.
+   */
+  private started: Array<[string, Window]> = [];
+  private head = 0;
 
   constructor(
     readonly limit: number,
@@ -34,9 +46,9 @@ export class FixedWindowCounter {
     const now = this.now();
     let window = this.current(key);
     if (!window) {
-      this.windows.delete(key); // an ended window's key goes to the back with its new window
       window = { startedAt: now, count: 0 };
       this.windows.set(key, window);
+      this.started.push([key, window]);
       this.dropOldest(now);
     }
     window.count += 1;
@@ -60,9 +72,16 @@ export class FixedWindowCounter {
 
   /** Drops the ended windows at the front, and the oldest beyond `maxKeys`; stops at the first to keep. */
   private dropOldest(now: number): void {
-    for (const [key, window] of this.windows) {
-      if (this.windows.size <= this.maxKeys && now - window.startedAt < this.windowMs) return;
-      this.windows.delete(key);
+    while (this.head < this.started.length) {
+      const [key, window] = this.started[this.head]!;
+      const current = this.windows.get(key) === window; // else its key has started another since
+      if (current && this.windows.size <= this.maxKeys && now - window.startedAt < this.windowMs) break;
+      if (current) this.windows.delete(key);
+      this.head += 1;
+    }
+    if (this.head > 1024 && this.head * 2 > this.started.length) {
+      this.started = this.started.slice(this.head);
+      this.head = 0;
     }
   }
 
