@@ -248,3 +248,8 @@ export function usage(): string {
     ...Object.entries(commands).map(([name, c]) => `  ${`${name} ${c.usage}`.trimEnd()}\n      ${c.summary}`),
   ].join('\n');
 }
+
+/** The commands' names, as `npm run admin -- <command>` takes them. */
+export function commandNames(): string[] {
+  return Object.keys(commands);
+}
