@@ -189,7 +189,8 @@ export function safeProviderMessage(text: string): string {
       // eslint-disable-next-line no-control-regex -- control characters are exactly what is removed
       .replace(/[\u0000-\u001f\u007f-\u009f]+/g, ' ')
       .replace(/\bhttps?:\/\/\S+/gi, '[url]')
-      .replace(/\b(Bearer|Token|Basic|Key)\s+\S+/gi, '$1 [redacted]')
+      // A scheme's credential, not an English word after it ("key provided:"): 8+ characters with a digit, a symbol or an inner colon.
+      .replace(/\b(Bearer|Token|Basic|Key)\s+(?=\S*[0-9_=-]|\S*:\S)\S{8,}/gi, '$1 [redacted]')
       .replace(
         /\b((?:api[_-]?)?(?:key|token|secret|password|authorization))("?\s*[:=]\s*"?)[^\s",;}]+/gi,
         '$1$2[redacted]',

@@ -49,7 +49,8 @@ describe('ReplicateProvider', () => {
     options: {},
     images: [],
     longEdgePx: 1024,
-    target,
+    // As the catalog's mapping declares them: the fields taken from `images` or an image option.
+    target: { referenceFields: ['input_image', 'images'], ...target },
   });
   const schnell = (input: Record<string, unknown>): ProviderTarget => ({
     model: 'black-forest-labs/flux-schnell',
