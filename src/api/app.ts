@@ -33,6 +33,8 @@ interface AppDeps {
   requestLog: RequestLogWriter;
   /** The per-key and failed-authentication limits (RATE_LIMIT_PER_MINUTE; shared through Redis with REDIS_URL). */
   limits: AuthLimits;
+  /** How failed authentications are counted (FAILED_AUTH_IPV6_PREFIX, FAILED_AUTH_PROCESS_PER_MINUTE). */
+  failedAuth: { ipv6PrefixLength: number; perProcessPerMinute: number };
   settings: {
     publicUrl: string;
     bodyLimitBytes: number;
@@ -84,6 +86,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     authenticator: deps.authenticator,
     requestLog: deps.requestLog,
     limits: deps.limits,
+    failedAuth: deps.failedAuth,
   });
   const observe = deps.metrics ? observeHttpRequests(app, deps.metrics) : undefined;
   const onFrameworkError = registerErrorHandling(app, {

@@ -49,7 +49,11 @@ export async function createApiService(
   );
   // Caches are trusted only while the change feed that invalidates them is connected.
   const cacheEnabled = () => listener.listening;
-  const authenticator = new Authenticator(pool, { ttlMs: config.CACHE_TTL_MS, cacheEnabled });
+  const authenticator = new Authenticator(pool, {
+    ttlMs: config.CACHE_TTL_MS,
+    cacheEnabled,
+    unknownKeyTtlMs: config.UNKNOWN_KEY_CACHE_MS,
+  });
   const balances = new InvalidatedCache<string, CreditBalance>({
     ttlMs: config.CACHE_TTL_MS,
     enabled: cacheEnabled,
@@ -116,6 +120,10 @@ export async function createApiService(
     catalog,
     requestLog,
     limits,
+    failedAuth: {
+      ipv6PrefixLength: config.FAILED_AUTH_IPV6_PREFIX,
+      perProcessPerMinute: config.FAILED_AUTH_PROCESS_PER_MINUTE,
+    },
     metrics: registry,
     tracing: tracing !== null,
     settings: {

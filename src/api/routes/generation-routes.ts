@@ -54,16 +54,21 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
       const key = checkIdempotencyKey(request.headers['idempotency-key']);
       const body = checkBody(deps.catalog, request.body);
       if (!key.ok || !body.ok) return reject(reply, principal, key, body);
-      refuseIfProviderDown(body.model.entry);
 
-      const started = await startGeneration(deps, {
-        accountId: principal.accountId,
-        apiKeyId: principal.keyId,
-        idempotencyKey: key.key,
-        model: body.model.entry,
-        input: body.input,
-        fingerprint: fingerprint(request.body),
-      });
+      // A retry of an accepted request is answered with its generation even while the provider is
+      // down: only a new generation is refused (issue 19, item 3).
+      const started = await startGeneration(
+        deps,
+        {
+          accountId: principal.accountId,
+          apiKeyId: principal.keyId,
+          idempotencyKey: key.key,
+          model: body.model.entry,
+          input: body.input,
+          fingerprint: fingerprint(request.body),
+        },
+        { refuseNew: providerDownRefusal(body.model.entry) },
+      );
       reply.header('x-request-id', started.generationId);
       if (started.outcome !== 'admitted') throw await refusal(started, request.log);
       // Through the cache: the client's first polls of a new generation are answered from memory.
@@ -76,18 +81,22 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
 
   /**
    * A provider that is down gets no new jobs: the POST is refused before anything is charged, with
-   * the time of the next probe as Retry-After, instead of debiting and refunding each request.
+   * the time of the next probe as Retry-After, instead of debiting and refunding each request. The
+   * refusal is thrown only for a request that is not a retry of an accepted one (see
+   * startGeneration); undefined while the provider takes requests (the usual case costs nothing).
    */
-  function refuseIfProviderDown(entry: CatalogEntry): void {
+  function providerDownRefusal(entry: CatalogEntry): (() => never) | undefined {
     const provider = entry.provider?.name ?? 'simulated';
     const retryAfterSeconds = deps.providerDownFor?.(provider) ?? null;
-    if (retryAfterSeconds === null) return;
-    deps.metrics?.rejected(entry.id, 'service_unavailable');
-    throw new ApiError(
-      'service_unavailable',
-      `The provider of model ${entry.id} is unavailable. Nothing was charged; retry after ${retryAfterSeconds} s with the same Idempotency-Key and body.`,
-      { retryAfterSeconds },
-    );
+    if (retryAfterSeconds === null) return undefined;
+    return () => {
+      deps.metrics?.rejected(entry.id, 'service_unavailable');
+      throw new ApiError(
+        'service_unavailable',
+        `The provider of model ${entry.id} is unavailable, so no new generation was started. Nothing was charged; retry after ${retryAfterSeconds} s with the same Idempotency-Key and body.`,
+        { retryAfterSeconds },
+      );
+    };
   }
 
   app.get('/v1/generations/:id', { schema: routeSchemas.getGeneration }, async (request, reply) => {
@@ -193,7 +202,7 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
     log: FastifyBaseLogger,
   ): Promise<ApiError> {
     // The answer stands if the store fails: images left behind are never read, and the bucket's
-    // lifecycle rule (see the README) removes them in the end.
+    // lifecycle rule (docs/operating.md, Object storage) removes them in the end.
     if (refused.inputPrefix)
       await deps.storage.deletePrefix(refused.inputPrefix).catch((error: unknown) => {
         log.warn(
