@@ -1,5 +1,6 @@
 import {
   ApplicationFailure,
+  CancellationScope,
   allHandlersFinished,
   condition,
   defineQuery,
@@ -50,6 +51,19 @@ export const progressQuery = defineQuery<GenerationProgress>('progress');
  * workflow only decides; every read and write happens in an activity.
  */
 export async function generationWorkflow(start: GenerationStart): Promise<GenerationProgress> {
+  // "Request Cancellation" (Temporal UI, `temporal workflow cancel`) follows the cancel endpoint's
+  // rules: the story runs on, not cancellable as a whole, and the request is one more cancel.
+  // (Runs started before this rule end cancelled on a request; they keep doing so when replayed.)
+  if (!patched('cancel-request-follows-cancel-rules')) return generationStory(start, null);
+  const requested = CancellationScope.current().cancelRequested;
+  return CancellationScope.nonCancellable(() => generationStory(start, requested));
+}
+
+/** The generation's story; `cancelRequested` rejects when the run is asked to cancel (see above). */
+async function generationStory(
+  start: GenerationStart,
+  cancelRequested: Promise<never> | null,
+): Promise<GenerationProgress> {
   const { progress, enter, stepAside } = trackProgress(start.generationId);
   const steps = generationSteps(start.timing);
   // Without an Idempotency-Key there is no key to hold: the run ends with the generation's story.
@@ -94,6 +108,11 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
   setHandler(progressQuery, () => progress);
   const cancel = cancelRules(progress, (jobId) => steps.stopJobBeforeRun(jobId, start.generationId));
   setHandler(cancelUpdate, (generationId) => cancel.request(generationId));
+  cancelRequested?.catch(async () => {
+    const { outcome, step } = await cancel.request(start.generationId);
+    if (outcome === 'not_cancelable')
+      setCurrentDetails(`cancellation requested, but not cancelable at ${step}`);
+  });
   setHandler(
     resolveUpdate,
     async (decision) => {

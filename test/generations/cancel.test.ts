@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { generationSchema } from '../../src/api/schemas.js';
 import { bearer, createPaidAccount } from '../support/api.js';
 import { createGeneration, getGeneration, pollGeneration } from '../support/generations.js';
-import { chargesOf } from '../support/ledger.js';
+import { chargesOf, workflowIdOf } from '../support/ledger.js';
 import { useGenerationStack } from '../support/stack.js';
 
 describe('POST /v1/generations/{id}/cancel with the simulated provider', () => {
@@ -127,5 +127,30 @@ describe('POST /v1/generations/{id}/cancel with the simulated provider', () => {
     expect(response.statusCode).toBe(200);
     expect(response.json()).toMatchObject({ status: 'failed', error: { code: 'canceled' } });
     expect(await chargesOf(stack.db.pool, id)).toMatchObject({ debits: 1, refunds: 1 });
+  });
+
+  describe('"Request Cancellation" on the run (Temporal UI, temporal workflow cancel) follows the same rules', () => {
+    it('a queued job is stopped and refunded within seconds, and the run completes', async () => {
+      const id = await create('operator stops it [sim:queued=60]');
+      const handle = stack.client.workflow.getHandle(await workflowIdOf(stack.db.pool, id));
+      await handle.cancel();
+      const final = await pollGeneration(
+        stack.api,
+        stack.account.key,
+        id,
+        (g) => g.status !== 'queued',
+        10_000,
+      );
+      expect(final).toMatchObject({ status: 'failed', error: { code: 'canceled' }, credits_refunded: true });
+      expect(await chargesOf(stack.db.pool, id)).toMatchObject({ debits: 1, refunds: 1 });
+    });
+
+    it('a running job runs on: the request changes nothing, and it is delivered and charged', async () => {
+      const id = await create('operator cannot [sim:slow=2]');
+      await stack.client.workflow.getHandle(await workflowIdOf(stack.db.pool, id)).cancel();
+      const final = await pollGeneration(stack.api, stack.account.key, id);
+      expect(final).toMatchObject({ status: 'succeeded', credits_refunded: false });
+      expect(await chargesOf(stack.db.pool, id)).toMatchObject({ debits: 1, refunds: 0 });
+    });
   });
 });
