@@ -4,6 +4,15 @@ import path from 'node:path';
 import { imageSize } from 'image-size';
 import { runFfmpeg } from './ffmpeg.js';
 
+/**
+ * The bytes are neither an image nor a video we can read: no retry can change that. Any other
+ * failure to measure (ffmpeg missing, timed out or killed, a full disk, no memory) is this worker's
+ * trouble, and another attempt may succeed.
+ */
+export class UnreadableMediaError extends Error {
+  override readonly name = 'UnreadableMediaError';
+}
+
 /** What a stored result is, read from its bytes rather than taken from whoever produced it. */
 interface MeasuredMedia {
   contentType: string;
@@ -23,7 +32,8 @@ const imageTypes: Record<string, string> = {
 
 /**
  * The true type, size and (for a video) duration of a result. Images are read from their headers;
- * anything else is handed to ffmpeg. Throws when the bytes are neither an image nor a video.
+ * anything else is handed to ffmpeg. Throws UnreadableMediaError when the bytes are neither an image
+ * nor a video; any other error when they could not be measured.
  */
 export async function measureMedia(bytes: Buffer): Promise<MeasuredMedia> {
   const image = measureImage(bytes);
@@ -42,16 +52,36 @@ function measureImage(bytes: Buffer): MeasuredMedia | null {
   return null;
 }
 
+/** ffmpeg's exit (a code, not a signal or our timeout) after failing to open or parse its input. */
+const unreadableInput =
+  /^ffmpeg exited with code \d+: [\s\S]*(Invalid data found when processing input|moov atom not found)/;
+
 async function measureVideo(bytes: Buffer): Promise<MeasuredMedia> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'measure-'));
   try {
     const file = path.join(dir, 'media');
     await writeFile(file, bytes);
     // ffmpeg exits non-zero without an output; `-f null -` decodes nothing and describes the streams.
-    const report = await runFfmpeg(['-hide_banner', '-nostdin', '-i', file, '-t', '0', '-f', 'null', '-']);
+    const report = await runFfmpeg([
+      '-hide_banner',
+      '-nostdin',
+      '-i',
+      file,
+      '-t',
+      '0',
+      '-f',
+      'null',
+      '-',
+    ]).catch((error: unknown) => {
+      // ffmpeg ran to its end and said it cannot read the input: the bytes are at fault.
+      if (error instanceof Error && unreadableInput.test(error.message))
+        throw new UnreadableMediaError(`the result is not media ffmpeg can read: ${error.message}`);
+      throw error;
+    });
     const size = /Stream .*Video: .*?, (\d{2,5})x(\d{2,5})/.exec(report);
     const duration = /Duration: (\d+):(\d+):([\d.]+)/.exec(report);
-    if (!size || !duration) throw new Error('the result is neither an image nor a video ffmpeg can read');
+    if (!size || !duration)
+      throw new UnreadableMediaError('the result is neither an image nor a video ffmpeg can read');
     const [hours, minutes, seconds] = duration.slice(1).map(Number) as [number, number, number];
     const container = /Input #0, ([^,]+)/.exec(report)?.[1] ?? '';
     return {
