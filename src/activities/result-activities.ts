@@ -11,20 +11,12 @@ import {
 } from '../db/generation-results.js';
 import type { ProviderResult } from '../providers/provider.js';
 import { parseJobReference } from '../providers/job-reference.js';
-import { measureMedia, UnreadableMediaError } from '../media/measure-media.js';
-import { PermanentError } from '../errors.js';
+import { copyResult } from '../providers/result-copy.js';
 import { noGenerationMetrics } from '../observability/metrics.js';
 import type { ActivityDeps } from './activity-deps.js';
 import { settledFailure } from './settled-failure.js';
 
 type ResultDeps = Pick<ActivityDeps, 'db' | 'providerFor' | 'storage' | 'persistHeartbeatMs' | 'metrics'>;
-
-const extensionOf: Record<string, string> = {
-  'image/png': 'png',
-  'image/jpeg': 'jpg',
-  'image/webp': 'webp',
-  'video/mp4': 'mp4',
-};
 
 /** A generation's files in our storage: copied in from the provider, and deleted when their time is up. */
 export function createResultActivities(deps: ResultDeps) {
@@ -54,25 +46,16 @@ export function createResultActivities(deps: ResultDeps) {
       const claimed = await claimOutputPrefix(db, generation.generationId, `r${randomBase62(32)}`);
       if (claimed.completed) return claimed.completed;
       if (claimed.refunded) throw settledFailure(generation.generationId);
-      const parsed = parseJobReference(generation.jobId);
-      const provider = deps.providerFor(parsed.provider);
-      for (const [index, result] of generation.results.entries()) {
-        const { bytes } = await provider.fetchResult(parsed.jobId, index, result);
-        // What the file is, from its bytes: a provider's own figures may be rounded, or absent.
-        const media = await measureMedia(bytes).catch((error: unknown) => {
-          // Only bytes that are not media are final; a worker that could not measure them
-          // (ffmpeg timed out or missing, no memory, a full disk) leaves it to the next attempt.
-          if (error instanceof UnreadableMediaError)
-            throw new PermanentError(`result ${index} of job ${generation.jobId}: ${error.message}`);
-          throw error;
-        });
-        const url = await storage.put(
-          claimed.prefix,
-          `output-${index}.${extensionOf[media.contentType] ?? 'bin'}`,
-          bytes,
+      const { provider, jobId } = parseJobReference(generation.jobId);
+      for (const [index, result] of generation.results.entries())
+        outputs.push(
+          await copyResult(
+            deps.providerFor(provider),
+            { jobId, reference: generation.jobId, index, result },
+            storage,
+            claimed.prefix,
+          ),
         );
-        outputs.push({ url, ...media });
-      }
       const completed = await completeGeneration(db, generation.generationId, outputs, retentionMs);
       if (!completed) {
         await storage.deletePrefix(claimed.prefix);

@@ -23,6 +23,7 @@ import {
 } from '../providers/provider.js';
 import { jobReference } from '../providers/job-reference.js';
 import { buildProviderInput, type ProviderName } from '../catalog/provider-mapping.js';
+import { referenceImageFields } from '../providers/reference-images.js';
 import { PermanentError } from '../errors.js';
 import { errorTypes, type GenerationStart } from '../workflows/generation-types.js';
 import type { ActivityDeps } from './activity-deps.js';
@@ -213,6 +214,7 @@ function providerJob(start: GenerationStart, token: string, entry: CatalogEntry)
     model: entry.provider.model,
     version: entry.provider.version,
     input: buildProviderInput(entry.provider, { prompt, images, options }),
+    referenceFields: referenceImageFields(entry),
   };
   return {
     token,
