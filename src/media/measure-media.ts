@@ -14,9 +14,12 @@ export class UnreadableMediaError extends Error {
   override readonly name = 'UnreadableMediaError';
 }
 
-/** ffmpeg's exit (a code, not a signal or our timeout) after failing to open or parse its input. */
+/**
+ * ffmpeg's exit (a code, not a signal or our timeout) after failing to open or parse its input, or
+ * refusing its container (not one untrustedInput lets through).
+ */
 const unreadableInput =
-  /^ffmpeg exited with code \d+: [\s\S]*(Invalid data found when processing input|moov atom not found)/;
+  /^ffmpeg exited with code \d+: [\s\S]*(Invalid data found when processing input|moov atom not found|Format not on whitelist)/;
 
 /** What a stored result is, read from its bytes rather than taken from whoever produced it. */
 export interface MeasuredMedia {
