@@ -2,8 +2,6 @@ import {
   ApplicationFailure,
   allHandlersFinished,
   condition,
-  defineQuery,
-  defineUpdate,
   isCancellation,
   patched,
   setCurrentDetails,
@@ -11,32 +9,29 @@ import {
   sleep,
 } from '@temporalio/workflow';
 import { admissionErrors, generationErrors, whatFailed } from './generation-errors.js';
+import { generationEndings } from './generation-endings.js';
+import { admitUpdate, progressQuery, resolveUpdate } from './generation-messages.js';
 import { generationSteps } from './generation-steps.js';
 import {
   errorTypes,
   type Admission,
   type AdmissionDecision,
-  type AdmitResult,
   type GenerationProgress,
   type GenerationStart,
   type Resolution,
 } from './generation-types.js';
-import type { GenerationError } from '../generation.js';
 import { trackProgress } from './generation-progress.js';
 import { admissionFailure, failureType, isPermanent, isSettled } from './step-failures.js';
 
-/** POST /v1/generations: answers once admission is decided and an accepted job handed over (at once, for a repeat). */
-export const admitUpdate = defineUpdate<AdmitResult>('admit');
-/** Support's decision on a generation that needs review. */
-export const resolveUpdate = defineUpdate<GenerationProgress, [Resolution]>('resolve');
-/** Where the generation stands, as the workflow sees it. */
-export const progressQuery = defineQuery<GenerationProgress>('progress');
+export { admitUpdate, progressQuery, resolveUpdate };
 
 /**
  * One generation, from admission to content expiry:
  *
  *   admit (debit) → submit [the POST answers here] → wait for the provider → persist results
  *   → succeeded → keep the results until expires_at → expire the content.
+ *
+ * A generation that ends without success (refunded, rejected) has its files deleted at once.
  *
  * Admission records a keyed generation's Idempotency-Key in PostgreSQL until its horizon, so the
  * run need not stay open to hold it (runs started before key records hold it until the horizon).
@@ -49,6 +44,7 @@ export const progressQuery = defineQuery<GenerationProgress>('progress');
 export async function generationWorkflow(start: GenerationStart): Promise<GenerationProgress> {
   const { progress, enter, stepAside } = trackProgress(start.generationId);
   const steps = generationSteps(start.timing);
+  const { fail, giveUp, settled, discardContent } = generationEndings(start, steps, enter);
   // Without an Idempotency-Key there is no key to hold: the run ends with the generation's story.
   // (Runs started before this rule held the key; they keep doing so when replayed.)
   const holdsNoKey = start.idempotencyKey === null && patched('keyless-runs-hold-no-key');
@@ -115,6 +111,8 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
   }
   if (admitted.outcome === 'rejected') {
     enter('rejected', 'rejected', `rejected: ${admitted.error.code}`);
+    // The inline images the API stored for it are not kept.
+    if (start.inputPrefix !== null) await discardContent();
     // A rejection that does not claim the key ends the run now, so a retry with the same key starts afresh.
     if (holdsKeyOpen(admitted)) await holdKeyUntilHorizon();
     await condition(allHandlersFinished);
@@ -252,29 +250,6 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
       setCurrentDetails('the provider is slow to accept; submitting in the background');
       return steps.submitInBackground(start);
     }
-  }
-
-  /** A step gave up after the debit: refunded and failed, unless the generation was settled already. */
-  async function giveUp(error: unknown, what: string): Promise<false> {
-    if (isCancellation(error)) throw error;
-    if (isSettled(error)) {
-      settled();
-      return false;
-    }
-    return fail(isPermanent(error) ? generationErrors.cannotComplete(what) : generationErrors.timedOut(what));
-  }
-
-  /** Failure after the debit: refund, retried until it commits (or its horizon), then failed. */
-  async function fail(error: GenerationError): Promise<false> {
-    enter('refunding', 'queued', `refunding: ${error.code}`);
-    await steps.refund(start.generationId, error);
-    enter('failed', 'failed', `failed: ${error.code} (refunded)`);
-    return false;
-  }
-
-  /** Already refunded before this run (a support reset): nothing is submitted, stored or refunded again. */
-  function settled(): void {
-    enter('failed', 'failed', 'already refunded; nothing more to do');
   }
 
   /** No speculative refund, no second submission: wait for support to say what happened. */
