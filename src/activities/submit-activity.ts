@@ -13,6 +13,7 @@ import {
 import { releaseProviderSlot, takeProviderSlot } from '../db/provider-slots.js';
 import { entryToSubmit, lastQuotedEntry } from './admission.js';
 import type { CatalogEntry } from '../catalog/catalog-entry.js';
+import { ownValue } from '../catalog/own-value.js';
 import { resolveOptions } from '../catalog/pricing.js';
 import {
   ProviderRejection,
@@ -207,7 +208,7 @@ async function lookUp(provider: Provider, token: string): ReturnType<Provider['l
 function providerJob(start: GenerationStart, token: string, entry: CatalogEntry): ProviderJob {
   const options = resolveOptions(entry, start.input);
   const sizeBy = entry.output_size ? String(options[entry.output_size.by]) : '';
-  const longEdgePx = entry.output_size?.long_edge_px[sizeBy] ?? 1024;
+  const longEdgePx = (entry.output_size && ownValue(entry.output_size.long_edge_px, sizeBy)) ?? 1024;
   const prompt = typeof start.input.prompt === 'string' ? start.input.prompt : '';
   const images = Array.isArray(start.input.images) ? (start.input.images as string[]) : [];
   const target = entry.provider && {
