@@ -12,7 +12,7 @@ const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
 export async function build() {
   await rm(new URL('../dist', import.meta.url), { recursive: true, force: true });
   for (const project of ['tsconfig.json', 'tsconfig.cjs.json'])
-    execFileSync(process.execPath, [tsc, '-p', project], { cwd: root, stdio: 'inherit' });
+    execFileSync(process.execPath, [tsc, '-p', project], { cwd: root, stdio: ['ignore', 2, 2] });
   await mkdir(new URL('../dist/cjs', import.meta.url), { recursive: true });
   await writeFile(new URL('../dist/cjs/package.json', import.meta.url), '{ "type": "commonjs" }\n');
 }

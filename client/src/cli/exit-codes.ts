@@ -44,7 +44,9 @@ export function exitCodeOf(error: unknown): number {
   if (error instanceof InsufficientCreditsError || error instanceof TooDearError) return exitCodes.credits;
   if (error instanceof GenerationRejectedError)
     return error.code === 'insufficient_credits' ? exitCodes.credits : exitCodes.rejected;
-  if (error instanceof GenerationFailedError) return exitCodes.failed;
+  // The provider refused the job (it ran nothing, and it was refunded): rejected, though its status is failed.
+  if (error instanceof GenerationFailedError)
+    return error.code === 'provider_rejected' ? exitCodes.rejected : exitCodes.failed;
   if (error instanceof WaitTimeoutError) return exitCodes.stillRunning;
   if (error instanceof AbortedError) return exitCodes.interrupted;
   if (error instanceof ConnectionError) return exitCodes.error;

@@ -99,7 +99,7 @@ export async function runCommand(
   } catch (error) {
     if (error instanceof ConnectionError)
       io.stderr.write(
-        `The request may or may not have reached the API. Re-run the same command with --idempotency-key ${idempotencyKey}: the same key and body never make or charge a second generation.\n`,
+        `The request may or may not have reached the API. Re-run the same command with this key: the same key and body never make or charge a second generation.\n  --idempotency-key ${idempotencyKey}\n`,
       );
     throw error;
   }
@@ -152,7 +152,7 @@ export async function waitAndSave(
     throw new GenerationRejectedError(done);
   }
   if (flags['no-download']) {
-    if (flags.json) printFinal(done, flags, io);
+    if (flags.json || flags.jsonl) printFinal(done, flags, io);
     else
       for (const file of [...(done.output?.images ?? []), ...(done.output?.videos ?? [])])
         io.stdout.write(`${file.url}  ${file.width}×${file.height}  expires ${done.expires_at ?? 'never'}\n`);
@@ -170,12 +170,12 @@ function printFinal(done: Generation, flags: RunFlags, io: Io): void {
 /** Downloads into `-o DIR` or ./generations/<id>/; paths go to stdout (stderr when stdout carries JSON). */
 export async function saveFiles(
   done: Generation,
-  flags: Pick<RunFlags, 'output' | 'json'>,
+  flags: Pick<RunFlags, 'output' | 'json' | 'jsonl'>,
   io: Io,
 ): Promise<void> {
   const dir = path.resolve(io.cwd, flags.output ?? path.join('generations', done.id));
   const saved = await downloadAll(done, dir, { warn: (m) => io.stderr.write(m + '\n') });
-  const to = flags.json ? io.stderr : io.stdout;
+  const to = flags.json || flags.jsonl ? io.stderr : io.stdout;
   for (const file of saved)
     to.write(
       `${path.relative(io.cwd, file.path) || file.path}  ${formatBytes(file.size)}  ${file.width}×${file.height}\n`,
