@@ -61,9 +61,9 @@ export default tseslint.config(
     },
   },
   { files: ['*.js', '*.cjs'], ...tseslint.configs.disableTypeChecked },
-  // The client's build and generator scripts and its bin: plain Node ES modules.
+  // The client's build and generator scripts, its bin and the runtime smoke script: plain ES modules.
   {
-    files: ['client/scripts/*.mjs', 'client/bin/*.js'],
+    files: ['client/scripts/*.mjs', 'client/bin/*.js', 'test/client/runtimes/*.mjs'],
     ...tseslint.configs.disableTypeChecked,
     languageOptions: {
       ...tseslint.configs.disableTypeChecked.languageOptions,

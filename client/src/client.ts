@@ -29,12 +29,15 @@ export interface ClientOptions {
 
 /** Reads an environment variable where the runtime has them and lets us (Deno asks for --allow-env). */
 function env(name: string): string | undefined {
+  const runtime = globalThis as {
+    process?: { env?: Record<string, string | undefined> };
+    Deno?: { env: { get(name: string): string | undefined } };
+  };
   try {
-    const proc = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process;
-    const value = proc?.env?.[name];
+    const value = runtime.process?.env?.[name] ?? runtime.Deno?.env.get(name);
     return value === '' ? undefined : value;
   } catch {
-    return undefined;
+    return undefined; // no permission to read it: as if unset
   }
 }
 

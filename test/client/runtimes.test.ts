@@ -1,0 +1,60 @@
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { projectRoot } from '../../src/project-root.js';
+import { ensureClientBuilt, useListeningStack } from './client-stack.js';
+
+const smoke = path.join(projectRoot, 'test/client/runtimes/smoke.mjs');
+const bin = (name: string) => path.join(projectRoot, 'node_modules/.bin', name);
+
+/**
+ * The runtimes the core is checked on: this Node, and Bun and Deno from their npm packages
+ * (devDependencies of the client; both run without install scripts). CLIENT_TEST_NODES adds other
+ * Node binaries (comma-separated paths), e.g. Node 22 and 24.
+ */
+const runtimes: Array<{ name: string; command: string; args: string[] }> = [
+  { name: `node ${process.version}`, command: process.execPath, args: [smoke] },
+  { name: 'bun', command: bin('bun'), args: ['run', smoke] },
+  {
+    name: 'deno',
+    command: bin('deno'),
+    args: ['run', '--allow-net=127.0.0.1', '--allow-env', '--allow-read', smoke],
+  },
+  ...(process.env.CLIENT_TEST_NODES ?? '')
+    .split(',')
+    .filter(Boolean)
+    .map((node) => ({ name: node, command: node, args: [smoke] })),
+];
+
+describe('the core runs the same on each runtime (real stack)', () => {
+  const stack = useListeningStack({ account: { oneTime: 1000 }, worker: { simDelayMs: 100 } });
+  beforeAll(async () => {
+    await ensureClientBuilt();
+  }, 180_000);
+
+  it.each(runtimes)(
+    '$name: models, create, wait, replay by key, a 400 as InvalidRequestError, list',
+    async ({ command, args }) => {
+      const { stdout } = await promisify(execFile)(command, args, {
+        cwd: projectRoot,
+        env: {
+          PATH: process.env.PATH,
+          HOME: process.env.HOME,
+          DENO_NO_UPDATE_CHECK: '1',
+          GENERATION_API_KEY: stack.account.key,
+          GENERATION_BASE_URL: stack.listening.baseURL,
+        },
+        timeout: 60_000,
+      });
+      expect(JSON.parse(stdout.trim().split('\n').at(-1)!)).toEqual({
+        models: 5,
+        status: 'succeeded',
+        keyIsUuid: true,
+        replaySameId: true,
+        invalid: { isInvalidRequest: true, code: 'invalid_request', issues: 1 },
+        listed: 1,
+      });
+    },
+  );
+});
