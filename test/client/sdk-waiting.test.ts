@@ -18,6 +18,7 @@ import {
 import { downloadAll, DownloadError } from '../../client/src/node/index.js';
 import { projectRoot } from '../../src/project-root.js';
 import { createPaidAccount } from '../support/api.js';
+import { startFaultyFront } from '../support/faulty-front.js';
 import { useListeningStack } from './client-stack.js';
 
 /** Whether the API on this checkout has a route (the issue-20 additions are being built beside this client). */
@@ -26,6 +27,11 @@ const routeSources = readdirSync(path.join(projectRoot, 'src/api/routes'))
   .join('\n');
 const hasCancel = routeSources.includes('/cancel');
 const hasQuote = routeSources.includes('/quote');
+const hasPreferWait = readdirSync(path.join(projectRoot, 'src/api'), { recursive: true })
+  .filter((f) => String(f).endsWith('.ts'))
+  .some((f) =>
+    readFileSync(path.join(projectRoot, 'src/api', String(f)), 'utf8').includes('preference-applied'),
+  );
 const hasKeyFilter = readFileSync(path.join(projectRoot, 'src/api/list-query.ts'), 'utf8').includes(
   'idempotency_key',
 );
@@ -95,6 +101,33 @@ describe('waiting, listing and reading with the client (real stack)', () => {
     const id = (error as AbortedError).generationId!;
     expect(id).toMatch(/^gen_/);
     expect((await client().generations.wait(id, { timeoutMs: 30_000 })).status).toBe('succeeded');
+  });
+
+  it('wait() asks the server to hold (Prefer: wait); an API that does not polls every 2–3 s, never faster', async () => {
+    const front = await startFaultyFront({ host: '127.0.0.1', port: stack.listening.port }, []);
+    try {
+      const c = new Client({ apiKey: stack.account.key, baseURL: `${front.origin}/v1` });
+      const created = await c.generations.create({ model: 'lumen-lite', prompt: 'paced [sim:slow=6]' });
+      const done = await c.generations.wait(created.id, { timeoutMs: 30_000 });
+      expect(done.status).toBe('succeeded');
+      const gets = front.requests.filter((r) => r.line.startsWith(`GET /v1/generations/${created.id} `));
+      expect(gets[0]!.head).toMatch(/\nprefer: wait=\d+/);
+      const gaps = gets.slice(1).map((g, i) => g.at - gets[i]!.at);
+      console.log(`wait(): ${gets.length} GETs over ${done.status}, gaps ${gaps.join(', ')} ms`);
+      if (hasPreferWait) {
+        expect(gets.length).toBeLessThanOrEqual(2); // held until done
+      } else {
+        expect(gets.length).toBeGreaterThanOrEqual(2);
+        for (const gap of gaps) {
+          expect(gap).toBeGreaterThanOrEqual(1990);
+          expect(gap).toBeLessThan(3500);
+        }
+        // The fallback asks no more holds of a server that showed it does not hold.
+        for (const get of gets.slice(1)) expect(get.head).not.toContain('prefer:');
+      }
+    } finally {
+      await front.close();
+    }
   });
 
   it('insufficient credits: InsufficientCreditsError (402) with the request id, nothing charged', async () => {
@@ -179,6 +212,26 @@ describe('waiting, listing and reading with the client (real stack)', () => {
       credits_refunded: true,
     });
   });
+
+  it.runIf(hasCancel)(
+    'run() with cancelOnAbort: aborting the wait cancels the generation (refunded)',
+    async () => {
+      const controller = new AbortController();
+      const error = await client()
+        .generations.run(
+          { model: 'lumen-lite', prompt: 'cancel on abort [sim:slow=20]' },
+          {
+            signal: controller.signal,
+            cancelOnAbort: true,
+            onUpdate: () => setTimeout(() => controller.abort(), 100),
+          },
+        )
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(AbortedError);
+      const after = await client().generations.get((error as AbortedError).generationId!);
+      expect(after).toMatchObject({ status: 'failed', error: { code: 'canceled' }, credits_refunded: true });
+    },
+  );
 
   it.runIf(hasQuote)('quote(): the price of a body and whether it is affordable', async () => {
     const quote = await client().generations.quote({ model: 'lumen-pro', prompt: 'x', resolution: '2K' });

@@ -21,8 +21,8 @@ export interface FaultRule {
 export interface FaultyFront {
   port: number;
   origin: string;
-  /** Every request line seen, with when it arrived (ms since the epoch). */
-  requests: Array<{ line: string; at: number }>;
+  /** Every request seen: its line, its header block (lower-cased) and when it arrived (ms since the epoch). */
+  requests: Array<{ line: string; head: string; at: number }>;
   /** The rules' remaining counts, in order. */
   remaining(): number[];
   close(): Promise<void>;
@@ -65,7 +65,7 @@ export async function startFaultyFront(
       const text = chunk.toString('latin1');
       const line = /^(GET|POST|PUT|DELETE|PATCH|HEAD|OPTIONS) [^\r\n]*/.exec(text)?.[0];
       if (line) {
-        requests.push({ line, at: Date.now() });
+        requests.push({ line, head: text.split('\r\n\r\n')[0]!.toLowerCase(), at: Date.now() });
         const index = rules.findIndex((r, i) => counts[i]! > 0 && line.startsWith(r.requestLine));
         if (index >= 0) {
           counts[index]!--;
