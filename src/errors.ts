@@ -2,7 +2,7 @@ import type { GenerationError } from './generation.js';
 
 /**
  * Every error code the API can answer with, and its HTTP status: the one table
- * the error handler, the OpenAPI description and the README are built from.
+ * the error handler, the OpenAPI description and docs/api/using-the-api.md are built from.
  * Codes in the spec's table keep the spec's status; the rest fill what the spec
  * leaves "not shown".
  */

@@ -31,7 +31,8 @@ import {
 } from '../providers/provider.js';
 import { jobReference, parseJobReference } from '../providers/job-reference.js';
 import { buildProviderInput, type ProviderName } from '../catalog/provider-mapping.js';
-import { measureMedia } from '../media/measure-media.js';
+import { copyResult } from '../providers/result-copy.js';
+import { referenceImageFields } from '../providers/reference-images.js';
 import { PermanentError } from '../errors.js';
 import type { GenerationError } from '../generation.js';
 import { noGenerationMetrics } from '../observability/metrics.js';
@@ -48,13 +49,6 @@ type GenerationActivityDeps = Pick<
   ActivityDeps,
   'db' | 'providerFor' | 'storage' | 'concurrencyLimit' | 'persistHeartbeatMs' | 'inFlightCap' | 'metrics'
 >;
-
-const extensionOf: Record<string, string> = {
-  'image/png': 'png',
-  'image/jpeg': 'jpg',
-  'image/webp': 'webp',
-  'video/mp4': 'mp4',
-};
 
 /**
  * The generation workflow's activities. Each is idempotent on the generation
@@ -241,19 +235,15 @@ export function createGenerationActivities(
           `r${randomBase62(32)}`,
         );
         if (refunded) throw settledFailure(generation.generationId);
-        for (const [index, result] of generation.results.entries()) {
-          const { bytes } = await provider.fetchResult(jobId, index, result);
-          // What the file is, from its bytes: a provider's own figures may be rounded, or absent.
-          const media = await measureMedia(bytes).catch((error: unknown) => {
-            throw new PermanentError(`result ${index} of job ${generation.jobId}: ${messageOf(error)}`);
-          });
-          const url = await storage.put(
-            prefix,
-            `output-${index}.${extensionOf[media.contentType] ?? 'bin'}`,
-            bytes,
+        for (const [index, result] of generation.results.entries())
+          outputs.push(
+            await copyResult(
+              provider,
+              { jobId, reference: generation.jobId, index, result },
+              storage,
+              prefix,
+            ),
           );
-          outputs.push({ url, ...media });
-        }
         const completed = await completeGeneration(db, generation.generationId, outputs, retentionMs);
         if (!completed) {
           await storage.deletePrefix(prefix);
@@ -322,6 +312,7 @@ export function createGenerationActivities(
       model: entry.provider.model,
       version: entry.provider.version,
       input: buildProviderInput(entry.provider, { prompt, images, options }),
+      referenceFields: referenceImageFields(entry),
     };
     return {
       token,

@@ -2,7 +2,7 @@ import type { GenerationError } from '../generation.js';
 
 /**
  * The errors a generation record can end with after its debit, as the client reads them
- * (`error.code`, `error.message`). Documented in the README's error table.
+ * (`error.code`, `error.message`). Documented in docs/api/using-the-api.md (Errors).
  */
 export const generationErrors = {
   providerRejected: {

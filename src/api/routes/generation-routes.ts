@@ -166,7 +166,7 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
     log: FastifyBaseLogger,
   ): Promise<ApiError> {
     // The answer stands if the store fails: images left behind are never read, and the bucket's
-    // lifecycle rule (see the README) removes them in the end.
+    // lifecycle rule (docs/operating.md, Object storage) removes them in the end.
     if (refused.inputPrefix)
       await deps.storage.deletePrefix(refused.inputPrefix).catch((error: unknown) => {
         log.warn(

@@ -1,12 +1,12 @@
 import { mediaTypeOfName, type Storage } from '../../storage/storage.js';
 import {
   callProvider,
-  downloadResult,
-  inlineStoredImages,
   safeProviderMessage,
   type DownloadPolicy,
   type ProviderAnswer,
 } from '../provider-http.js';
+import { inlineStoredImages } from '../reference-images.js';
+import { downloadResult } from '../result-download.js';
 import {
   ProviderRejection,
   ProviderResultGone,
@@ -16,6 +16,7 @@ import {
   type ProviderJob,
   type ProviderResult,
   type ProviderStatus,
+  type ResultContent,
 } from '../provider.js';
 
 /**
@@ -89,7 +90,7 @@ export class ReplicateProvider implements Provider {
     // Ours go as data URIs when small (Replicate's guidance), else as our URL, which Replicate
     // fetches itself (so RESULT_BASE_URL must then be public HTTPS).
     const input = await inlineStoredImages(
-      target.input,
+      target,
       this.options.storage,
       this.options.download,
       maxDataUriBytes,
@@ -150,11 +151,7 @@ export class ReplicateProvider implements Provider {
     }
   }
 
-  async fetchResult(
-    jobId: string,
-    index: number,
-    result: ProviderResult,
-  ): Promise<{ bytes: Buffer; contentType: string }> {
+  async fetchResult(jobId: string, index: number, result: ProviderResult): Promise<ResultContent> {
     if (!result.url) throw new ProviderResultGone(`result ${index} of prediction ${jobId} has no URL`);
     // Output files are public, short-lived URLs: our token is never sent to them.
     return downloadResult(result.url, this.options.download);
