@@ -225,6 +225,44 @@ describe('gen, the command line, as a user meets it (real stack)', () => {
     }
   });
 
+  it('Ctrl-C stops the waiting, prints how to resume (exit 130); --params-json - reads the body from stdin', async () => {
+    const child = spawn(
+      process.execPath,
+      [genBin, 'run', 'lumen-lite', 'interrupted [sim:slow=5]', '--jsonl'],
+      {
+        cwd: home,
+        env: envFor(stack.account.key),
+      },
+    );
+    let stdout = '';
+    let stderr = '';
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+    // The first JSON line is the queued generation: the wait has begun.
+    await new Promise<void>((resolve) =>
+      child.stdout.on('data', (c: Buffer) => {
+        stdout += c.toString();
+        if (stdout.includes('\n')) resolve();
+      }),
+    );
+    child.kill('SIGINT');
+    expect(await exited).toBe(130);
+    const id = JSON.parse(stdout.split('\n')[0]!).id;
+    expect(stderr).toContain(`gen wait ${id}`);
+    expect((await gen(['wait', id, '--no-download'])).code).toBe(0); // it went on
+
+    const piped = await gen(['run', 'lumen-lite', 'from stdin', '--params-json', '-', '--no-wait'], {
+      stdin: JSON.stringify({ quality: 'high', output_format: 'jpeg' }),
+    });
+    expect(piped.code, piped.stderr).toBe(0);
+    expect(piped.stderr).toContain('lumen-lite: 4 credits');
+    expect(JSON.parse((await gen(['get', piped.stdout.trim()])).stdout).input).toEqual({
+      prompt: 'from stdin',
+      quality: 'high',
+      output_format: 'jpeg',
+    });
+  });
+
   it('gen login keeps the key in the XDG config folder with mode 0600, and gen uses it', async () => {
     const login = await gen(['login'], { key: undefined, stdin: `${stack.account.key}\n` });
     expect(login.code, login.stderr).toBe(0);
