@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -9,13 +10,30 @@ const smoke = path.join(projectRoot, 'test/client/runtimes/smoke.mjs');
 const bin = (name: string) => path.join(projectRoot, 'node_modules/.bin', name);
 
 /**
+ * Bun's executable. The `bun` package's own bin is a placeholder until its postinstall moves the
+ * binary there; when npm skips install scripts, the binary is still in the platform package
+ * (@oven/bun-<os>-<arch>[-variant]/bin/bun).
+ */
+function bunExecutable(): string {
+  const oven = path.join(projectRoot, 'node_modules/@oven');
+  const platform = existsSync(oven)
+    ? readdirSync(oven)
+        .filter((d) => d.startsWith(`bun-${process.platform}-${process.arch}`))
+        .map((d) => path.join(oven, d, 'bin', 'bun'))
+        .find((file) => existsSync(file))
+    : undefined;
+  return platform ?? path.join(projectRoot, 'node_modules/bun/bin/bun.exe');
+}
+
+/**
  * The runtimes the core is checked on: this Node, and Bun and Deno from their npm packages
- * (devDependencies of the client; both run without install scripts). CLIENT_TEST_NODES adds other
+ * (devDependencies of the client; both run whether or not npm ran their install scripts: Deno's bin
+ * is a launcher script, Bun's binary is taken from its platform package). CLIENT_TEST_NODES adds other
  * Node binaries (comma-separated paths), e.g. Node 22 and 24.
  */
 const runtimes: Array<{ name: string; command: string; args: string[] }> = [
   { name: `node ${process.version}`, command: process.execPath, args: [smoke] },
-  { name: 'bun', command: bin('bun'), args: ['run', smoke] },
+  { name: 'bun', command: bunExecutable(), args: ['run', smoke] },
   {
     name: 'deno',
     command: bin('deno'),
