@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -26,6 +26,24 @@ function bunExecutable(): string {
 }
 
 /**
+ * The machine's own Node, when it is another version than the one running the tests (npm scripts
+ * run on the `node` dev dependency, 24; the system's may be 20, the oldest the client supports).
+ */
+function systemNodes(): Array<{ name: string; command: string; args: string[] }> {
+  const found = new Map<string, string>();
+  for (const candidate of ['/usr/bin/node', '/usr/local/bin/node']) {
+    if (!existsSync(candidate)) continue;
+    const version = execFileSync(candidate, ['--version'], { encoding: 'utf8' }).trim();
+    if (version !== process.version && !found.has(version)) found.set(version, candidate);
+  }
+  return [...found].map(([version, command]) => ({
+    name: `node ${version} (${command})`,
+    command,
+    args: [smoke],
+  }));
+}
+
+/**
  * The runtimes the core is checked on: this Node, and Bun and Deno from their npm packages
  * (devDependencies of the client; both run whether or not npm ran their install scripts: Deno's bin
  * is a launcher script, Bun's binary is taken from its platform package). CLIENT_TEST_NODES adds other
@@ -39,6 +57,7 @@ const runtimes: Array<{ name: string; command: string; args: string[] }> = [
     command: bin('deno'),
     args: ['run', '--allow-net=127.0.0.1', '--allow-env', '--allow-read', smoke],
   },
+  ...systemNodes(),
   ...(process.env.CLIENT_TEST_NODES ?? '')
     .split(',')
     .filter(Boolean)
