@@ -57,7 +57,7 @@ let noStoreSupported: boolean | undefined;
 function noStore(): { cache?: 'no-store' } {
   if (noStoreSupported === undefined) {
     try {
-      new Request('http://localhost/', { cache: 'no-store' } as RequestInit);
+      new Request('http://localhost/', { cache: 'no-store' });
       noStoreSupported = true;
     } catch {
       noStoreSupported = false;
