@@ -1,4 +1,4 @@
-import { CancellationScope, condition, patched } from '@temporalio/workflow';
+import { CancellationScope, condition, patched, setCurrentDetails } from '@temporalio/workflow';
 import type { GenerationProgress } from './generation-types.js';
 
 /** What a cancel came to: the generation was stopped (failed, `canceled`, refunded), or it could not be. */
@@ -62,6 +62,14 @@ export function cancelRules(
       });
       return deciding;
     },
+    /** A cancellation request on the run (see withCancelRequests) is one more cancel. */
+    follow(cancelRequested: Promise<never> | null): void {
+      cancelRequested?.catch(async () => {
+        const { outcome, step } = await this.request(progress.generationId);
+        if (outcome === 'not_cancelable')
+          setCurrentDetails(`cancellation requested, but not cancelable at ${step}`);
+      });
+    },
     /** Runs the wait for the provider where a stopping cancel can interrupt it. */
     async duringWait<T>(wait: () => Promise<T>): Promise<T> {
       waiting = new CancellationScope();
@@ -72,4 +80,17 @@ export function cancelRules(
       }
     },
   };
+}
+
+/**
+ * "Request Cancellation" (Temporal UI, `temporal workflow cancel`) follows the cancel endpoint's
+ * rules: the story runs non-cancellable as a whole, and the request is handed to it as one more
+ * cancel. (Runs started before this rule end cancelled on a request; they keep doing so when replayed.)
+ */
+export function withCancelRequests<T>(
+  story: (cancelRequested: Promise<never> | null) => Promise<T>,
+): Promise<T> {
+  if (!patched('cancel-request-follows-cancel-rules')) return story(null);
+  const requested = CancellationScope.current().cancelRequested;
+  return CancellationScope.nonCancellable(() => story(requested));
 }

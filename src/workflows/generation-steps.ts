@@ -98,7 +98,7 @@ export function generationSteps(timing: GenerationStart['timing']) {
   });
 
   /** Refunds and bookkeeping: until they commit the generation stays queued (credits_refunded false). */
-  const { refund, markNeedsReview, recordProviderJob, expireContent, submissionState } =
+  const { refund, markNeedsReview, recordProviderJob, expireContent, discardContent, submissionState } =
     proxyActivities<GenerationActivities>({
       startToCloseTimeout: '30 seconds',
       scheduleToCloseTimeout: horizon.bookkeepingMs,
@@ -140,6 +140,7 @@ export function generationSteps(timing: GenerationStart['timing']) {
     markNeedsReview,
     recordProviderJob,
     expireContent,
+    discardContent,
     submissionState,
   };
 }

@@ -73,6 +73,8 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
   readonly files: FileStore;
   /** Page size of GET /v1/predictions. */
   pageSize = 100;
+  /** Awaited before each create is handled (a test's fault at that moment: a database restart, say). */
+  beforeCreate: ((input: unknown) => Promise<void>) | undefined;
   private predictions = new Map<string, Prediction>();
   private createFaults = new Script<unknown, Fault>();
   private pollFaults: Fault[] = [];
@@ -180,6 +182,7 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
       body = undefined;
     }
     const input = body?.input;
+    await this.beforeCreate?.(input);
     const fault = this.createFaults.take(input);
     const invalid = this.invalidField(model, body);
     if (!fault && invalid) {
