@@ -4,6 +4,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../../src/project-root.js';
+import { nodeReleaseExecutable } from '../support/node-release.js';
 import { ensureClientBuilt, useListeningStack } from './client-stack.js';
 
 const smoke = path.join(projectRoot, 'test/client/runtimes/smoke.mjs');
@@ -26,12 +27,13 @@ function bunExecutable(): string {
 }
 
 /**
- * The machine's own Node, when it is another version than the one running the tests (npm scripts
- * run on the `node` dev dependency, 24; the system's may be 20, the oldest the client supports).
+ * Node 20 and 22 (the suite runs on 24, from the `node` dev dependency), fetched once from the npm
+ * registry, and the machine's own Node when it is yet another version.
  */
-function systemNodes(): Array<{ name: string; command: string; args: string[] }> {
+const otherReleases = await Promise.all(['20.20.2', '22.23.3'].map((v) => nodeReleaseExecutable(v)));
+function otherNodes(): Array<{ name: string; command: string; args: string[] }> {
   const found = new Map<string, string>();
-  for (const candidate of ['/usr/bin/node', '/usr/local/bin/node']) {
+  for (const candidate of [...otherReleases, '/usr/bin/node', '/usr/local/bin/node']) {
     if (!existsSync(candidate)) continue;
     const version = execFileSync(candidate, ['--version'], { encoding: 'utf8' }).trim();
     if (version !== process.version && !found.has(version)) found.set(version, candidate);
@@ -57,7 +59,7 @@ const runtimes: Array<{ name: string; command: string; args: string[] }> = [
     command: bin('deno'),
     args: ['run', '--allow-net=127.0.0.1', '--allow-env', '--allow-read', smoke],
   },
-  ...systemNodes(),
+  ...otherNodes(),
   ...(process.env.CLIENT_TEST_NODES ?? '')
     .split(',')
     .filter(Boolean)
