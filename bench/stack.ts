@@ -30,6 +30,7 @@ export interface Stack {
   temporalAddress: string;
   pool: DatabasePool;
   workerPid: number;
+  apiPid: number;
   env: NodeJS.ProcessEnv;
   stop(): Promise<void>;
 }
@@ -80,7 +81,7 @@ export async function startStack(
     await ready;
     return child;
   };
-  const [worker] = await Promise.all([
+  const [worker, api] = await Promise.all([
     start(entryFile(benchRuntime, 'worker')),
     start(entryFile(benchRuntime, 'api')),
   ]);
@@ -99,6 +100,7 @@ export async function startStack(
     temporalAddress: temporal.address,
     pool,
     workerPid: worker.pid!,
+    apiPid: api.pid!,
     env: common,
     async stop() {
       await Promise.all(children.map((child) => stopChild(child, 5000)));

@@ -31,6 +31,16 @@ export const errorCodes = {
     status: 429,
     description: 'Too many generations are in progress for the account; nothing was charged.',
   },
+  wait_limit_exceeded: {
+    status: 429,
+    description:
+      'Too many requests are already waiting (Prefer: wait) on this API key or this API process; nothing changed. Poll, or wait on fewer at once.',
+  },
+  not_cancelable: {
+    status: 409,
+    description:
+      'The generation can no longer be stopped unbilled (the provider is running or has finished it, or it is already terminal); nothing changed.',
+  },
   internal_error: { status: 500, description: 'Unexpected failure. Retry with the same Idempotency-Key.' },
   service_unavailable: {
     status: 503,
@@ -62,6 +72,8 @@ export class ApiError extends Error {
       retryAfterSeconds?: number;
       requestId?: string;
       cause?: unknown;
+      /** Answered beside `error` (a 409 not_cancelable shows the generation as it stands). */
+      generation?: unknown;
     } = {},
   ) {
     super(message, { cause: extra.cause });

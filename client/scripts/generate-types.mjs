@@ -23,9 +23,14 @@ export async function typesFor(document) {
   const doc = structuredClone(document);
   for (const name of Object.keys(doc.components?.schemas ?? {}))
     if (name.startsWith('GenerationRequest_')) delete doc.components.schemas[name];
-  const post = doc.paths?.['/generations']?.post;
-  if (post?.requestBody)
-    post.requestBody.content['application/json'].schema = { $ref: '#/components/schemas/GenerationRequest' };
+  // A create and a quote take the same body.
+  for (const path of ['/generations', '/generations/quote']) {
+    const post = doc.paths?.[path]?.post;
+    if (post?.requestBody)
+      post.requestBody.content['application/json'].schema = {
+        $ref: '#/components/schemas/GenerationRequest',
+      };
+  }
   doc.components.schemas.GenerationRequest = {
     type: 'object',
     description: "A model id and that model's fields at the top level (see GET /v1/models: request_schema).",

@@ -15,9 +15,11 @@ import type { AuthLimits } from './rate-limit.js';
 import type { RequestLogWriter } from './request-log-writer.js';
 import { refuseUnstorableText } from './storable-text-hook.js';
 import { useZodSchemas } from './zod-type-provider.js';
+import { cancelRoutes } from './routes/cancel-routes.js';
 import { creditsRoutes } from './routes/credits-routes.js';
 import { generationRoutes, type GenerationRouteDeps } from './routes/generation-routes.js';
 import { modelsRoutes } from './routes/models-routes.js';
+import { quoteRoutes } from './routes/quote-routes.js';
 import { healthRoutes } from './routes/health-routes.js';
 import { openApiRoutes } from './routes/openapi-routes.js';
 
@@ -100,6 +102,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   creditsRoutes(routes, { db: deps.db, balances: deps.balances });
   modelsRoutes(routes, { catalog: deps.catalog });
   generationRoutes(routes, { db: deps.db, catalog: deps.catalog, ...deps.generations });
+  quoteRoutes(routes, { db: deps.db, catalog: deps.catalog, balances: deps.balances });
+  cancelRoutes(routes, {
+    db: deps.db,
+    temporal: deps.generations.temporal,
+    admissionTimeoutMs: deps.generations.admissionTimeoutMs,
+  });
   healthRoutes(app, {
     db: deps.db,
     temporal: deps.generations.temporal,

@@ -17,6 +17,7 @@ import { ApiError, errorCodes, type ErrorCode, type ValidationIssue } from '../e
 interface ErrorBody {
   error: { code: ErrorCode; message: string };
   issues?: ValidationIssue[];
+  generation?: unknown;
 }
 
 /**
@@ -145,6 +146,7 @@ function sendError(request: FastifyRequest, reply: FastifyReply, error: ApiError
   // RFC 9110: a 401 names the scheme that would work.
   if (error.status === 401) reply.header('www-authenticate', 'Bearer');
   const body: ErrorBody = { error: { code: error.code, message: error.message } };
+  if (error.extra.generation !== undefined) body.generation = error.extra.generation;
   if (error.code === 'invalid_request') {
     // Every invalid_request names what was wrong, even one raised without field-level detail.
     body.issues = error.extra.issues ?? [{ field: '', code: 'invalid_value', message: error.message }];

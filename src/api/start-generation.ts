@@ -11,6 +11,7 @@ import type { AdmitResult, GenerationStart } from '../workflows/generation-types
 import { admitUpdate, generationWorkflow } from '../workflows/generation-workflow.js';
 import {
   AccountId,
+  GenerationId,
   GenerationStatus as GenerationStatusKey,
   Model,
   NeedsReview,
@@ -207,6 +208,7 @@ function admit(deps: StartGenerationDeps, start: GenerationStart, updateId: stri
             { key: AccountId, value: start.accountId },
             { key: Model, value: start.model },
             { key: NeedsReview, value: false },
+            { key: GenerationId, value: start.generationId },
           ],
         }),
       }),

@@ -49,3 +49,9 @@ export interface GenerationActivities<Result = unknown, Output = unknown> {
    */
   discardContent: (generationId: string) => Promise<void>;
 }
+
+/** The activity behind a client's cancel (src/activities/cancel-activities.ts implements it). */
+export interface CancelActivities {
+  /** A client's cancel: stops the job only if the provider confirms it never ran (see Provider.stopBeforeRun). */
+  stopJobBeforeRun: (jobId: string, generationId: string) => Promise<{ stopped: boolean }>;
+}

@@ -55,5 +55,15 @@ export function generationEndings(
     }
   }
 
-  return { fail, giveUp, settled, discardContent };
+  /** A job we gave up on is stopped at the provider, so it neither runs on nor bills; best effort. */
+  async function cancelAtProvider(jobId: string): Promise<void> {
+    try {
+      await steps.cancelJob(jobId, start.generationId);
+    } catch (error) {
+      if (isCancellation(error)) throw error;
+      setCurrentDetails(`could not cancel provider job ${jobId}: ${String(error)}`);
+    }
+  }
+
+  return { fail, giveUp, settled, discardContent, cancelAtProvider };
 }

@@ -10,7 +10,7 @@ import {
 } from '@temporalio/workflow';
 import { admissionErrors, generationErrors, whatFailed } from './generation-errors.js';
 import { generationEndings } from './generation-endings.js';
-import { admitUpdate, progressQuery, resolveUpdate } from './generation-messages.js';
+import { admitUpdate, cancelUpdate, progressQuery, resolveUpdate } from './generation-messages.js';
 import { generationSteps } from './generation-steps.js';
 import {
   errorTypes,
@@ -20,10 +20,11 @@ import {
   type GenerationStart,
   type Resolution,
 } from './generation-types.js';
+import { cancelRules, withCancelRequests } from './generation-cancel.js';
 import { trackProgress } from './generation-progress.js';
 import { admissionFailure, failureType, isPermanent, isSettled } from './step-failures.js';
 
-export { admitUpdate, progressQuery, resolveUpdate };
+export { admitUpdate, cancelUpdate, progressQuery, resolveUpdate };
 
 /**
  * One generation, from admission to content expiry:
@@ -41,10 +42,15 @@ export { admitUpdate, progressQuery, resolveUpdate };
  * the generation is refunded, or goes to review where the provider may have run the job. The
  * workflow only decides; every read and write happens in an activity.
  */
-export async function generationWorkflow(start: GenerationStart): Promise<GenerationProgress> {
+export function generationWorkflow(start: GenerationStart): Promise<GenerationProgress> {
+  return withCancelRequests((requested) => generationStory(start, requested));
+}
+
+/** The generation's story; `cancelRequested`: see withCancelRequests. */
+async function generationStory(start: GenerationStart, cancelRequested: Promise<never> | null) {
   const { progress, enter, stepAside } = trackProgress(start.generationId);
   const steps = generationSteps(start.timing);
-  const { fail, giveUp, settled, discardContent } = generationEndings(start, steps, enter);
+  const { fail, giveUp, settled, discardContent, cancelAtProvider } = generationEndings(start, steps, enter);
   // Without an Idempotency-Key there is no key to hold: the run ends with the generation's story.
   // (Runs started before this rule held the key; they keep doing so when replayed.)
   const holdsNoKey = start.idempotencyKey === null && patched('keyless-runs-hold-no-key');
@@ -85,6 +91,9 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
     };
   });
   setHandler(progressQuery, () => progress);
+  const cancel = cancelRules(progress, (jobId) => steps.stopJobBeforeRun(jobId, start.generationId));
+  setHandler(cancelUpdate, (generationId) => cancel.request(generationId));
+  cancel.follow(cancelRequested);
   setHandler(
     resolveUpdate,
     async (decision) => {
@@ -155,13 +164,17 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
     for (;;) {
       progress.providerJobId = jobId;
       enter('generating', 'queued', `generating (provider job ${jobId})`);
+      const job = jobId;
       try {
-        outcome = await steps.waitForProvider(
-          { model: start.model, jobId, generationId: start.generationId },
-          start.timing.pollIntervalMs,
+        outcome = await cancel.duringWait(() =>
+          steps.waitForProvider(
+            { model: start.model, jobId: job, generationId: start.generationId },
+            start.timing.pollIntervalMs,
+          ),
         );
         break;
       } catch (error) {
+        if (cancel.stopped) return fail(generationErrors.canceled);
         // A synchronous provider's call whose answer was lost: it may have run (and billed).
         if (failureType(error) === errorTypes.providerUncertain && patched('uncertain-wait-to-review')) {
           jobId = await waitForSupport();
@@ -173,11 +186,14 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
         return gaveUp;
       }
     }
+    // A job a cancel stopped is reported failed: its refund is the cancel's, with its code.
     if (outcome.state === 'failed')
       return fail(
-        outcome.rejected
-          ? generationErrors.providerRejected
-          : generationErrors.providerFailed(outcome.message),
+        cancel.stopped
+          ? generationErrors.canceled
+          : outcome.rejected
+            ? generationErrors.providerRejected
+            : generationErrors.providerFailed(outcome.message),
       );
 
     enter('persisting', 'queued', 'persisting results');
@@ -192,16 +208,6 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
     }
     enter('succeeded', 'succeeded', 'succeeded');
     return true;
-  }
-
-  /** A job we gave up on is stopped at the provider, so it neither runs on nor bills; best effort. */
-  async function cancelAtProvider(jobId: string): Promise<void> {
-    try {
-      await steps.cancelJob(jobId, start.generationId);
-    } catch (error) {
-      if (isCancellation(error)) throw error;
-      setCurrentDetails(`could not cancel provider job ${jobId}: ${String(error)}`);
-    }
   }
 
   /**

@@ -202,7 +202,7 @@ describe('waiting, listing and reading with the client (real stack)', () => {
   it.runIf(hasCancel)('cancel(): a queued generation is failed with canceled and refunded', async () => {
     const created = await client().generations.create({
       model: 'lumen-lite',
-      prompt: 'cancel me [sim:slow=20]',
+      prompt: 'cancel me [sim:queued=20]',
     });
     const canceled = await client().generations.cancel(created.id);
     expect(canceled).toMatchObject({
@@ -219,7 +219,7 @@ describe('waiting, listing and reading with the client (real stack)', () => {
       const controller = new AbortController();
       const error = await client()
         .generations.run(
-          { model: 'lumen-lite', prompt: 'cancel on abort [sim:slow=20]' },
+          { model: 'lumen-lite', prompt: 'cancel on abort [sim:queued=20]' },
           {
             signal: controller.signal,
             cancelOnAbort: true,

@@ -120,6 +120,8 @@ export interface paths {
                 query?: {
                     /** @description The next_cursor of the previous page, as it was given. */
                     cursor?: string;
+                    /** @description Only the generation that holds this Idempotency-Key in the calling API key's namespace, within the key horizon: a client that lost the 202 finds what it paid for. An empty list when none does. */
+                    idempotency_key?: string;
                     /** @description Page size, 1 to 100; 20 when absent. */
                     limit?: number;
                     /** @description Only generations of this model id. */
@@ -218,6 +220,8 @@ export interface paths {
                 header?: {
                     /** @description 1 to 128 printable ASCII characters without spaces; one per intended generation. */
                     "Idempotency-Key"?: string;
+                    /** @description `wait=N` (1 to 60 seconds; larger is clamped to 60): the answer comes as soon as the generation is succeeded, failed or rejected, or after N seconds with its current state. Woken by the change itself, not by polling. At most 1,000 waiting requests per API key and 10,000 per API process; past that, 429 wait_limit_exceeded. */
+                    Prefer?: string;
                 };
                 path?: never;
                 cookie?: never;
@@ -231,6 +235,12 @@ export interface paths {
                 /** @description Accepted (or a replay). */
                 202: {
                     headers: {
+                        /** @description Strong entity tag of the body: it changes whenever anything in the body changes. Send it back in If-None-Match. */
+                        etag?: string;
+                        /** @description With Prefer: wait=N, the wait that was applied: `wait=N` with N clamped to 1 to 60. */
+                        "preference-applied"?: string;
+                        /** @description Present while the generation is queued: seconds until the next poll is worth making (2). */
+                        "retry-after"?: number;
                         /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
                         "x-request-id"?: string;
                         [name: string]: unknown;
@@ -316,7 +326,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description `concurrency_limit_exceeded`: Too many generations are in progress for the account; nothing was charged. `rate_limited`: A rate limit was exceeded; see Retry-After. */
+                /** @description `concurrency_limit_exceeded`: Too many generations are in progress for the account; nothing was charged. `wait_limit_exceeded`: Too many requests are already waiting (Prefer: wait) on this API key or this API process; nothing changed. Poll, or wait on fewer at once. `rate_limited`: A rate limit was exceeded; see Retry-After. */
                 429: {
                     headers: {
                         /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
@@ -368,7 +378,12 @@ export interface paths {
         get: {
             parameters: {
                 query?: never;
-                header?: never;
+                header?: {
+                    /** @description An ETag of an earlier answer: 304 with no body while the generation is unchanged. */
+                    "If-None-Match"?: string;
+                    /** @description `wait=N` (1 to 60 seconds; larger is clamped to 60): the answer comes as soon as the generation is succeeded, failed or rejected, or after N seconds with its current state. Woken by the change itself, not by polling. At most 1,000 waiting requests per API key and 10,000 per API process; past that, 429 wait_limit_exceeded. */
+                    Prefer?: string;
+                };
                 path: {
                     /** @description A generation id; anything else is 404 like an unknown one. */
                     id: string;
@@ -380,6 +395,156 @@ export interface paths {
                 /** @description The generation. */
                 200: {
                     headers: {
+                        /** @description Strong entity tag of the body: it changes whenever anything in the body changes. Send it back in If-None-Match. */
+                        etag?: string;
+                        /** @description With Prefer: wait=N, the wait that was applied: `wait=N` with N clamped to 1 to 60. */
+                        "preference-applied"?: string;
+                        /** @description Present while the generation is queued: seconds until the next poll is worth making (2). */
+                        "retry-after"?: number;
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Generation"];
+                    };
+                };
+                /** @description Not Modified: If-None-Match names the current ETag. No body; counts against the rate limit like any request. */
+                304: {
+                    headers: {
+                        /** @description Strong entity tag of the body: it changes whenever anything in the body changes. Send it back in If-None-Match. */
+                        etag?: string;
+                        /** @description With Prefer: wait=N, the wait that was applied: `wait=N` with N clamped to 1 to 60. */
+                        "preference-applied"?: string;
+                        /** @description Present while the generation is queued: seconds until the next poll is worth making (2). */
+                        "retry-after"?: number;
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description `invalid_request`: The request failed validation; `issues` names each field. */
+                400: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description `unauthorized`: Missing, malformed, unknown or revoked API key. */
+                401: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. */
+                403: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `not_found`: No such route, or no such generation in this account. */
+                404: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `wait_limit_exceeded`: Too many requests are already waiting (Prefer: wait) on this API key or this API process; nothing changed. Poll, or wait on fewer at once. `rate_limited`: A rate limit was exceeded; see Retry-After. */
+                429: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `internal_error`: Unexpected failure. Retry with the same Idempotency-Key. */
+                500: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `service_unavailable`: A dependency is unreachable. Retry with the same Idempotency-Key and body. */
+                503: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/generations/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel a generation the provider has not run
+         * @description No Idempotency-Key needed: a cancel is idempotent. Not yet handed to the provider, or still in its queue and stopped there: the generation ends failed with error.code canceled and credits_refunded true (refunded once). Running or finished at the provider, or terminal already: 409 not_cancelable with the generation, and nothing changes. A canceled generation answers 200 again.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description A generation id; anything else is 404 like an unknown one. */
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Canceled (now or before): failed, `canceled`, refunded. */
+                200: {
+                    headers: {
+                        /** @description Strong entity tag of the body: it changes whenever anything in the body changes. Send it back in If-None-Match. */
+                        etag?: string;
+                        /** @description With Prefer: wait=N, the wait that was applied: `wait=N` with N clamped to 1 to 60. */
+                        "preference-applied"?: string;
+                        /** @description Present while the generation is queued: seconds until the next poll is worth making (2). */
+                        "retry-after"?: number;
                         /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
                         "x-request-id"?: string;
                         [name: string]: unknown;
@@ -432,6 +597,17 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description `not_cancelable`: The generation can no longer be stopped unbilled (the provider is running or has finished it, or it is already terminal); nothing changed. */
+                409: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["NotCancelable"];
+                    };
+                };
                 /** @description `rate_limited`: A rate limit was exceeded; see Retry-After. */
                 429: {
                     headers: {
@@ -467,8 +643,137 @@ export interface paths {
                 };
             };
         };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/generations/quote": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
         put?: never;
-        post?: never;
+        /**
+         * Quote a generation: its price now and whether the balance covers it
+         * @description The same body as a create, validated exactly as a create (the same 400 with issues). Nothing is charged, started, stored or fetched. Counts against the rate limit like any request.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["GenerationRequest"];
+                };
+            };
+            responses: {
+                /** @description The quote. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Quote"];
+                    };
+                };
+                /** @description `invalid_request`: The request failed validation; `issues` names each field. */
+                400: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description `unauthorized`: Missing, malformed, unknown or revoked API key. */
+                401: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. */
+                403: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `payload_too_large`: The request body is larger than the service accepts. */
+                413: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `unsupported_media_type`: The body is not application/json. */
+                415: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `rate_limited`: A rate limit was exceeded; see Retry-After. */
+                429: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `internal_error`: Unexpected failure. Retry with the same Idempotency-Key. */
+                500: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `service_unavailable`: A dependency is unreachable. Retry with the same Idempotency-Key and body. */
+                503: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
         delete?: never;
         options?: never;
         head?: never;
@@ -659,7 +964,7 @@ export interface components {
         Error: {
             error: {
                 /** @enum {string} */
-                code: "invalid_request" | "unauthorized" | "insufficient_credits" | "payment_required" | "api_access_disabled" | "not_found" | "method_not_allowed" | "idempotency_conflict" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "concurrency_limit_exceeded" | "internal_error" | "service_unavailable";
+                code: "invalid_request" | "unauthorized" | "insufficient_credits" | "payment_required" | "api_access_disabled" | "not_found" | "method_not_allowed" | "not_acceptable" | "request_timeout" | "idempotency_conflict" | "length_required" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "concurrency_limit_exceeded" | "wait_limit_exceeded" | "not_cancelable" | "internal_error" | "service_unavailable";
                 message: string;
             };
             /** @description Present on 400 invalid_request (and only there): one item per offending field. */
@@ -825,6 +1130,69 @@ export interface components {
                  */
                 unknown_fields: "reject" | "ignore";
             }[];
+        };
+        NotCancelable: {
+            error: {
+                /** @constant */
+                code: "not_cancelable";
+                message: string;
+            };
+            generation: {
+                /** @description UTC, ISO 8601 with milliseconds and Z. */
+                completed_at: string | null;
+                content_expired: boolean;
+                /**
+                 * Format: date-time
+                 * @description UTC, ISO 8601 with milliseconds and Z.
+                 */
+                created_at: string;
+                credits: number;
+                credits_refunded: boolean;
+                error: {
+                    code: string;
+                    message: string;
+                } | null;
+                /** @description UTC, ISO 8601 with milliseconds and Z. */
+                expires_at: string | null;
+                id: string;
+                input: {
+                    [key: string]: unknown;
+                } | null;
+                media_type: string;
+                model: string;
+                output: {
+                    images?: {
+                        height: number;
+                        /** Format: uri */
+                        url: string;
+                        width: number;
+                    }[];
+                    videos?: {
+                        content_type: string;
+                        duration_seconds: number;
+                        has_audio: boolean;
+                        height: number;
+                        /** Format: uri */
+                        url: string;
+                        width: number;
+                    }[];
+                } | null;
+                /** @enum {string} */
+                status: "queued" | "succeeded" | "failed" | "rejected";
+            };
+        };
+        Quote: {
+            /** @description Whether the balance covers the price now (a create would not be 402). */
+            affordable: boolean;
+            balance: {
+                one_time: number;
+                subscription: number;
+                /** @description What a create draws from: subscription credits first. */
+                total: number;
+            };
+            /** @description The full price a create with this body would debit now. */
+            credits: number;
+            model: string;
         };
         ValidationError: {
             error: {

@@ -1,4 +1,4 @@
-import type { FastifyBaseLogger, FastifyReply } from 'fastify';
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
 import type { CatalogCache } from '../../catalog/catalog-cache.js';
 import type { CatalogEntry } from '../../catalog/catalog-entry.js';
@@ -17,6 +17,9 @@ import {
   type BodyCheck,
   type IdempotencyKeyCheck,
 } from '../generation-request.js';
+import { sendGeneration } from '../conditional-reads.js';
+import type { GenerationWaiters } from '../generation-waiters.js';
+import { honourPreferWait } from '../prefer-wait.js';
 import { toGeneration } from '../generation-view.js';
 import { encodeCursor } from '../list-query.js';
 import { routeSchemas } from '../route-schemas.js';
@@ -32,6 +35,8 @@ export interface GenerationRouteDeps extends StartGenerationDeps {
   providerDownFor?: (provider: string) => number | null;
   /** Counts the POSTs refused here (validation, a provider that is down); admission's refusals are the worker's. */
   metrics?: ApiGenerationMetrics;
+  /** Requests held by `Prefer: wait`, and the longest wait allowed in seconds (at most 60). */
+  waiting?: { waiters: GenerationWaiters; maxSeconds: number };
 }
 
 /**
@@ -69,7 +74,8 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
       // Through the cache: the client's first polls of a new generation are answered from memory.
       const row = await readGeneration(principal.accountId, started.generationId);
       if (!row) throw new Error(`admitted generation ${started.generationId} has no projection row`);
-      return reply.code(202).send(toGeneration(row));
+      const answer = await waitIfPreferred(request, reply, row, principal);
+      return sendGeneration(reply, answer, { status: 202 });
     },
   );
 
@@ -99,14 +105,35 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
     const row = id ? await readGeneration(accountId, id) : null;
     if (!row) throw new ApiError('not_found', 'No generation with this id in this account.');
     reply.header('x-request-id', row.id);
-    return toGeneration(row);
+    const answer = await waitIfPreferred(request, reply, row, principalOf(request));
+    return sendGeneration(reply, answer, { status: 200, ifNoneMatch: request.headers['if-none-match'] });
   });
+
+  /** The generation once `Prefer: wait` has been honoured (see honourPreferWait). */
+  function waitIfPreferred(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    row: GenerationRow,
+    principal: { accountId: string; keyId: string },
+  ): Promise<GenerationRow> {
+    if (!deps.waiting) return Promise.resolve(row);
+    return honourPreferWait(request, reply, row, {
+      ...deps.waiting,
+      keyId: principal.keyId,
+      reread: () => readGeneration(principal.accountId, row.id),
+    });
+  }
 
   app.get('/v1/generations', { schema: routeSchemas.listGenerations }, async (request) => {
     const { query } = request;
     const limit = query.limit ?? 20;
+    const principal = principalOf(request);
     const rows = await listGenerations(deps.db, {
-      accountId: principalOf(request).accountId,
+      accountId: principal.accountId,
+      idempotencyKey:
+        query.idempotency_key === undefined
+          ? null
+          : { apiKeyId: principal.keyId, key: query.idempotency_key },
       limit: limit + 1,
       statuses: query.status ?? null,
       model: query.model ?? null,

@@ -54,6 +54,8 @@ interface Prediction {
   waited: boolean;
   released: boolean;
   canceled: boolean;
+  /** Canceled while `starting`: it never ran. */
+  neverStarted?: boolean;
   createdAt: string;
   output?: string | string[] | null;
 }
@@ -155,8 +157,12 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
       return sendJson(response, 200, await this.view(prediction));
     }
     if (request.method === 'POST' && one[2]) {
-      if (!['succeeded', 'failed', 'canceled', 'aborted'].includes(this.statusOf(prediction.id)))
+      const status = this.statusOf(prediction.id);
+      if (!['succeeded', 'failed', 'canceled', 'aborted'].includes(status)) {
+        // Canceled before it started: it never runs, and keeps no started_at.
+        prediction.neverStarted = status === 'starting';
         prediction.canceled = true;
+      }
       return sendJson(response, 200, await this.view(prediction));
     }
     sendJson(response, 405, problem(405, 'Method Not Allowed'));
@@ -235,7 +241,7 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
       source: 'api',
       status,
       created_at: p.createdAt,
-      started_at: status === 'starting' ? null : p.createdAt,
+      started_at: status === 'starting' || p.neverStarted ? null : p.createdAt,
       completed_at: done ? new Date().toISOString() : null,
       urls: { get: url, cancel: `${url}/cancel`, web: `https://replicate.com/p/${p.id}` },
       ...(done ? { metrics: { predict_time: 1.5 } } : {}),
