@@ -51,14 +51,18 @@ export class Authenticator {
       this.cache.peek(hash) ??
       this.cache.get(
         hash,
-        async (h) => judge(await findKeyPrincipal(this.db, h)),
+        async (h) => judgeKeyPrincipal(await findKeyPrincipal(this.db, h)),
         (o) => o.ok,
       )
     );
   }
 }
 
-function judge(principal: KeyPrincipal | null): AuthOutcome {
+/**
+ * The one rule for whether a key may act (unknown, revoked, access disabled, no paid purchase),
+ * shared by the API and the console's sessions.
+ */
+export function judgeKeyPrincipal(principal: KeyPrincipal | null): AuthOutcome {
   if (!principal) return failure('Unknown API key.');
   const recognised = { keyId: principal.key_id, accountId: principal.account_id };
   if (principal.revoked) return failure('This API key has been revoked.', recognised);
