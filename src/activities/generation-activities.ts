@@ -32,6 +32,7 @@ import {
 import { jobReference, parseJobReference } from '../providers/job-reference.js';
 import { buildProviderInput, type ProviderName } from '../catalog/provider-mapping.js';
 import { copyResult } from '../providers/result-copy.js';
+import { storeThumbnails } from './thumbnails.js';
 import { referenceImageFields } from '../providers/reference-images.js';
 import { PermanentError } from '../errors.js';
 import type { GenerationError } from '../generation.js';
@@ -244,6 +245,7 @@ export function createGenerationActivities(
               prefix,
             ),
           );
+        await storeThumbnails(storage, outputs);
         const completed = await completeGeneration(db, generation.generationId, outputs, retentionMs);
         if (!completed) {
           await storage.deletePrefix(prefix);
