@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createApiKey } from '../../src/auth/api-key-issuer.js';
 import { revokeApiKey } from '../../src/db/api-keys-repository.js';
 import { setApiAccess } from '../../src/db/accounts-repository.js';
+import { runAdminCli } from '../support/admin.js';
 import { createPaidAccount } from '../support/api.js';
 import { expectAccessible, signIn, useConsole } from '../support/console.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
@@ -98,6 +99,28 @@ describe('console: sign-in, sessions and the page defences', () => {
     } finally {
       await setApiAccess(stack.db.pool, stack.account.accountId, true);
     }
+    await context.close();
+  });
+
+  it('signs in once with an admin console-link, and never again with the same link', async () => {
+    const made = await runAdminCli(
+      ['console-link', '--account', stack.account.accountId, '--json'],
+      stack.db.url,
+      { CONSOLE_PUBLIC_URL: consoleUi.url },
+    );
+    expect(made.code, made.stderr).toBe(0);
+    const link = JSON.parse(made.stdout) as { url: string; api_key_id: string };
+    expect(link.url.startsWith(`${consoleUi.url}/sign-in/link?token=`)).toBe(true);
+    expect(link.api_key_id).toBe(stack.account.keyId);
+    const { context, page } = await consoleUi.newPage();
+    await page.goto(link.url);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.waitForURL((url) => url.pathname === '/');
+    const other = await consoleUi.newPage();
+    await other.page.goto(link.url);
+    await other.page.getByRole('button', { name: 'Sign in' }).click();
+    await expect.poll(() => other.page.getByRole('alert').textContent()).toContain('used or expired');
+    await other.context.close();
     await context.close();
   });
 });
