@@ -1,4 +1,4 @@
-import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
 import multipart from '@fastify/multipart';
@@ -9,7 +9,6 @@ import Fastify, {
   type FastifyReply,
   type FastifyRequest,
 } from 'fastify';
-import { projectRoot } from '../project-root.js';
 import { newId } from '../ids.js';
 import { sendPage } from './render.js';
 import { addSecurityHeaders, isLoopbackHttp } from './security.js';
@@ -45,7 +44,7 @@ export async function buildConsoleApp(deps: ConsoleAppDeps): Promise<FastifyInst
     limits: { fileSize: deps.maxUploadBytes, files: 16, fields: 64 },
   });
   await app.register(fastifyStatic, {
-    root: path.join(projectRoot, 'src', 'console', 'static'),
+    root: fileURLToPath(new URL('./static/', import.meta.url)),
     prefix: '/static/',
     cacheControl: true,
     maxAge: 300_000,

@@ -1,7 +1,6 @@
-import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Eta } from 'eta';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { projectRoot } from '../project-root.js';
 import { csrfTokenFor } from './session-ids.js';
 
 /**
@@ -11,7 +10,8 @@ import { csrfTokenFor } from './session-ids.js';
  * tsconfig change, and is small, typed and actively maintained.
  */
 const eta = new Eta({
-  views: path.join(projectRoot, 'src', 'console', 'views'),
+  // Beside this module, in src/ and in the build (npm run build copies them).
+  views: fileURLToPath(new URL('./views/', import.meta.url)),
   cache: process.env.NODE_ENV !== 'development',
   autoEscape: true,
 });

@@ -38,7 +38,7 @@ export class ConsoleSessions {
   ) {}
 
   async signInWithKey(presented: string, ip: string): Promise<SignIn> {
-    const outcome = await this.deps.authenticator.authenticate(presented.trim());
+    const outcome = await this.deps.authenticator.authenticate({ key: presented.trim() });
     if (outcome.ok) {
       const verdict = await this.deps.limits.checkKey(ip, outcome.principal.keyId);
       if (verdict.blocked) return tooMany();
