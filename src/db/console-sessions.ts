@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { qualifyingPurchaseSql } from './accounts-repository.js';
 
 /**
- * The console's sessions and one-time sign-in links (migration 0013). Ids and tokens arrive here
+ * The console's sessions and one-time sign-in links (migration 0014). Ids and tokens arrive here
  * already hashed: their plaintext lives only in the browser's cookie or the printed link.
  */
 
