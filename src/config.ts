@@ -5,6 +5,7 @@ import { z } from 'zod';
 import type { ProviderName } from './catalog/provider-mapping.js';
 import { isValidRange } from './net/address-policy.js';
 import { projectRoot } from './project-root.js';
+import { joinValues, parseOptions } from './zod-messages.js';
 import type { StorageLocation } from './storage/open-storage.js';
 import type { StepHorizons } from './workflows/generation-types.js';
 
@@ -14,6 +15,23 @@ import type { StepHorizons } from './workflows/generation-types.js';
  * development launcher (`npm start`) fills in DATABASE_URL and TEMPORAL_ADDRESS
  * for the embedded servers it starts.
  */
+/** A variable's message when it is unset; any other problem keeps zod's message. */
+const requiredError = (message: string) => (issue: { input: unknown }) =>
+  issue.input === undefined ? message : undefined;
+
+/**
+ * An enum whose refusal lists its values in the order written: zod 4 keeps an enum's values as an
+ * object's keys, which puts integer-like ones ('1', '0') first.
+ */
+const inOrder = <T extends string>(values: readonly [T, ...T[]]) =>
+  z.enum(values, {
+    error: (issue) =>
+      // Environment variables are text; anything else keeps zod's own message.
+      typeof issue.input === 'string'
+        ? `Invalid enum value. Expected ${joinValues(values)}, received '${issue.input}'`
+        : undefined,
+  });
+
 const int = (fallback: number, min = 0) => z.coerce.number().int().min(min).default(fallback);
 /**
  * Who may tell us the client's address in X-Forwarded-For: nobody (`false`), the
@@ -34,7 +52,7 @@ const trustProxy = z
       'use false (clients connect directly), the number of proxies in front (e.g. 1), or their addresses/CIDRs (e.g. 10.0.0.0/8)';
     if (value === 'true') {
       ctx.addIssue({
-        code: z.ZodIssueCode.custom,
+        code: 'custom',
         message: `true would believe any client's X-Forwarded-For; ${alternatives}`,
       });
       return z.NEVER;
@@ -43,7 +61,7 @@ const trustProxy = z
     const bad = entries.filter((entry) => !isValidRange(entry));
     if (bad.length > 0) {
       ctx.addIssue({
-        code: z.ZodIssueCode.custom,
+        code: 'custom',
         message: `${bad.map((entry) => JSON.stringify(entry)).join(', ')} ${bad.length === 1 ? 'is not an IP address or CIDR' : 'are not IP addresses or CIDRs'}; ${alternatives}`,
       });
       return z.NEVER;
@@ -57,7 +75,7 @@ const secret = z
   .optional()
   .transform((value) => (value?.trim() ? value.trim() : undefined));
 /** An optional variable for which blank means unset (docker-compose passes `${VAR:-}` through as ''). */
-const blankIsUnset = <T extends z.ZodTypeAny>(schema: T) =>
+const blankIsUnset = <T extends z.ZodType>(schema: T) =>
   z.preprocess(
     (value) => (typeof value === 'string' && value.trim() === '' ? undefined : value),
     schema.optional(),
@@ -86,7 +104,7 @@ const pem = z
       const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
       // The value is not echoed: it may be a key in a form we do not read (base64, quoted).
       ctx.addIssue({
-        code: z.ZodIssueCode.custom,
+        code: 'custom',
         message: `is not PEM text, and no file of that name can be read (${code}); give the PEM text or a PEM file's path`,
       });
       return z.NEVER;
@@ -114,11 +132,13 @@ type TemporalSecurity = z.output<z.ZodObject<typeof temporalSecurityShape>>;
 
 const configSchema = z.object({
   DATABASE_URL: z
-    .string({ required_error: 'is required (postgres://user:password@host:port/database)' })
+    .string({ error: requiredError('is required (postgres://user:password@host:port/database)') })
     .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL'),
   DATABASE_POOL_SIZE: int(10, 1),
 
-  TEMPORAL_ADDRESS: z.string({ required_error: 'is required (host:port of the Temporal frontend)' }).min(1),
+  TEMPORAL_ADDRESS: z
+    .string({ error: requiredError('is required (host:port of the Temporal frontend)') })
+    .min(1),
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
   TEMPORAL_TASK_QUEUE: z.string().min(1).default('generations'),
   ...temporalSecurityShape,
@@ -265,7 +285,7 @@ const configSchema = z.object({
     .transform((value) => value || undefined)
     .superRefine((value, ctx) => {
       const problem = value === undefined ? null : storageUrlProblem(value);
-      if (problem) ctx.addIssue({ code: z.ZodIssueCode.custom, message: problem });
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
     }),
   /** A non-AWS store's endpoint (MinIO, Cloudflare R2, GCS interoperability): `https://host[:port]`. */
   S3_ENDPOINT: blankIsUnset(
@@ -274,8 +294,7 @@ const configSchema = z.object({
   /** The bucket's region; unset: the SDK's own (AWS_REGION, the profile). */
   S3_REGION: blankIsUnset(z.string()),
   /** Path-style requests (`endpoint/bucket/key`), which MinIO and most self-hosted stores need. */
-  S3_FORCE_PATH_STYLE: z
-    .enum(['true', 'false', '1', '0', ''])
+  S3_FORCE_PATH_STYLE: inOrder(['true', 'false', '1', '0', ''])
     .default('false')
     .transform((value) => value === 'true' || value === '1'),
 
@@ -415,13 +434,13 @@ export function loadMigrateConfig(env: NodeJS.ProcessEnv = process.env): z.infer
   return parseEnv(migrateSchema, env);
 }
 
-function parseEnv<Schema extends z.ZodTypeAny>(schema: Schema, env: NodeJS.ProcessEnv): z.output<Schema> {
-  const parsed = schema.safeParse(env);
+function parseEnv<Schema extends z.ZodType>(schema: Schema, env: NodeJS.ProcessEnv): z.output<Schema> {
+  const parsed = schema.safeParse(env, parseOptions);
   if (!parsed.success) {
     const lines = parsed.error.issues.map((issue) => `  ${issue.path.join('.')}: ${issue.message}`);
     throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
   }
-  return parsed.data as z.output<Schema>;
+  return parsed.data;
 }
 
 /** A bucket name as S3 and the stores that copy it allow. */

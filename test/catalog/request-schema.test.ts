@@ -21,7 +21,7 @@ function validate(id: string, body: Record<string, unknown>) {
   const result = model(id).requestSchema.safeParse({ model: id, ...body });
   return result.success
     ? { ok: true as const, input: result.data as Record<string, unknown> }
-    : { ok: false as const, issues: toValidationIssues(result.error) };
+    : { ok: false as const, issues: toValidationIssues(result.error, { model: id, ...body }) };
 }
 
 describe('catalog: the request schema built from each entry', () => {
