@@ -148,6 +148,9 @@ const imagePatterns = {
   urlOrData: new RegExp(`${httpsImagePattern}|${dataUriImagePattern}`),
 };
 
+/** "1 character", "3000 characters". */
+const characters = (n: number) => `${n} ${n === 1 ? 'character' : 'characters'}`;
+
 function codePointString(min: number, max: number) {
   return storableString().superRefine((value, ctx) => {
     // A code point is one or two UTF-16 units, so the unit count bounds it cheaply first.
@@ -159,7 +162,7 @@ function codePointString(min: number, max: number) {
         origin: 'string',
         inclusive: true,
         input: value,
-        message: `Must be at least ${min} characters.`,
+        message: `Must be at least ${characters(min)}.`,
       });
     } else if (length > max) {
       ctx.addIssue({
@@ -168,7 +171,7 @@ function codePointString(min: number, max: number) {
         origin: 'string',
         inclusive: true,
         input: value,
-        message: `Must be at most ${max} characters.`,
+        message: `Must be at most ${characters(max)}.`,
       });
     }
   });

@@ -77,6 +77,13 @@ describe('catalog: the request schema built from each entry', () => {
       ok: false,
       issues: [{ field: 'prompt', code: 'too_small' }],
     });
+    // One character, several characters.
+    expect(validate('lumen-pro', { prompt: '' })).toMatchObject({
+      issues: [{ message: 'Must be at least 1 character.' }],
+    });
+    expect(validate('lumen-lite', { prompt: 'a'.repeat(3001) })).toMatchObject({
+      issues: [{ message: 'Must be at most 3000 characters.' }],
+    });
     expect(validate('lumen-pro', {})).toMatchObject({
       ok: false,
       issues: [{ field: 'prompt', code: 'required' }],
