@@ -9,7 +9,7 @@
  *   dev         the local launcher (`npm start`): embedded PostgreSQL, the Temporal dev server
  *   admin       the support and operator CLI (`npm run admin`)
  *   api, worker, result-host   the processes: composition and HTTP
- *   runtime     config.ts, process.ts, dev-state.ts: reading the environment, process lifecycle
+ *   runtime     config.ts and config/, process.ts, dev-state.ts: reading the environment, process lifecycle
  *   activities, temporal       the workflow's I/O; Temporal client-side set-up (schedules, search attributes)
  *   providers   the provider interface and each adapter (simulated/, and the real ones)
  *   catalog, auth              models, prices and request schemas; API keys
@@ -42,7 +42,7 @@ const floors = [
     { name: 'activities', path: '^src/activities/' },
     { name: 'temporal', path: '^src/temporal/' },
   ],
-  [{ name: 'runtime', path: '^src/(config|process|dev-state)\\.ts$' }],
+  [{ name: 'runtime', path: '^src/((config|process|dev-state)\\.ts$|config/)' }],
   [
     { name: 'api', path: '^src/api/' },
     { name: 'worker', path: '^src/worker/' },

@@ -1,7 +1,7 @@
 import Fastify from 'fastify';
 import { freePort } from '../src/dev/free-port.js';
 import { cpuMs, load, printTable } from './support.js';
-import { startStack } from './stack.js';
+import { stackProcesses, startStack } from './stack.js';
 
 /**
  * npm run bench:poll — GET /v1/generations/{id} of existing generations at
@@ -62,7 +62,7 @@ try {
     requests,
   });
   const [api0, pg0, temporal0] = [
-    await cpuMs('src/api/main.ts'),
+    await cpuMs(stackProcesses.api),
     await cpuMs('postgres'),
     await cpuMs('server start-dev'),
   ];
@@ -74,7 +74,7 @@ try {
   });
   await new Promise((r) => setTimeout(r, 1500));
   const [api1, pg1, temporal1] = [
-    await cpuMs('src/api/main.ts'),
+    await cpuMs(stackProcesses.api),
     await cpuMs('postgres'),
     await cpuMs('server start-dev'),
   ];

@@ -11,6 +11,18 @@ import { randomBase62 } from '../src/ids.js';
 import { buildWorkflowBundle } from '../src/worker/workflow-bundle.js';
 import { benchDatabase, cpuMs, printColumns } from './support.js';
 
+/**
+ * What the stack's API and worker run: `tsx` (src/, as in development; the worker bundles its
+ * workflows from a bundle made here) or `build` (BENCH_RUNTIME=build: dist/ on plain node, as in
+ * production, with the workflow bundle made at build time; run `npm run build` first).
+ */
+export const benchRuntime: 'tsx' | 'build' = process.env.BENCH_RUNTIME === 'build' ? 'build' : 'tsx';
+
+/** The entry file of each of our processes in a runtime. */
+export function entryFile(runtime: 'tsx' | 'build', process: 'api' | 'worker' | 'result-host'): string {
+  return runtime === 'build' ? `dist/${process}/main.js` : `src/${process}/main.ts`;
+}
+
 export interface Stack {
   apiUrl: string;
   key: string;
@@ -18,6 +30,7 @@ export interface Stack {
   temporalAddress: string;
   pool: DatabasePool;
   workerPid: number;
+  apiPid: number;
   env: NodeJS.ProcessEnv;
   stop(): Promise<void>;
 }
@@ -41,7 +54,8 @@ export async function startStack(
   const scratch = await mkdtemp(path.join(os.tmpdir(), 'bench-stack-'));
   await chmod(scratch, 0o755);
   const bundle = path.join(scratch, 'workflows.js');
-  await buildWorkflowBundle(bundle);
+  // The build brings its own bundle (dist/worker/workflow-code.js).
+  if (benchRuntime === 'tsx') await buildWorkflowBundle(bundle);
   const apiPort = await freePort();
   const common: NodeJS.ProcessEnv = {
     ...process.env,
@@ -52,7 +66,7 @@ export async function startStack(
     API_PORT: String(apiPort),
     RATE_LIMIT_PER_MINUTE: String(1_000_000_000),
     CONCURRENT_GENERATIONS_PER_ACCOUNT: String(1_000_000),
-    WORKFLOW_BUNDLE_PATH: bundle,
+    ...(benchRuntime === 'tsx' ? { WORKFLOW_BUNDLE_PATH: bundle } : {}),
     LOG_LEVEL: 'warn',
     MALLOC_ARENA_MAX: '2',
     ...env,
@@ -67,7 +81,10 @@ export async function startStack(
     await ready;
     return child;
   };
-  const [worker] = await Promise.all([start('src/worker/main.ts'), start('src/api/main.ts')]);
+  const [worker, api] = await Promise.all([
+    start(entryFile(benchRuntime, 'worker')),
+    start(entryFile(benchRuntime, 'api')),
+  ]);
 
   const pool = await createDatabasePool(database.url, { maximumPoolSize: 4 });
   const { accountId, key } = await createFundedAccount(pool, {
@@ -83,6 +100,7 @@ export async function startStack(
     temporalAddress: temporal.address,
     pool,
     workerPid: worker.pid!,
+    apiPid: api.pid!,
     env: common,
     async stop() {
       await Promise.all(children.map((child) => stopChild(child, 5000)));
@@ -239,8 +257,8 @@ export async function cpuByProcess(patterns: Record<string, string>): Promise<Re
 
 /** The processes of a benchmark stack, by the command lines that identify them. */
 export const stackProcesses = {
-  api: 'src/api/main.ts',
-  worker: 'src/worker/main.ts',
+  api: entryFile(benchRuntime, 'api'),
+  worker: entryFile(benchRuntime, 'worker'),
   'bare worker': 'bench/bare-worker.ts',
   // The simulated provider's drawing, a child of the worker (a real provider's own machines).
   'sim renderer': 'providers/simulated/renderer-child',

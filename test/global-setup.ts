@@ -6,9 +6,7 @@ import { freePort } from '../src/dev/free-port.js';
 import { startMigratedPostgres } from '../src/dev/migrated-postgres.js';
 import { startTemporalDevServer } from '../src/dev/temporal-dev-server.js';
 import { temporalTestServerPath } from '../src/dev/temporal-binaries.js';
-import { valkeyServerPath } from '../src/dev/valkey-server.js';
 import { buildWorkflowBundle } from '../src/worker/workflow-bundle.js';
-import { motoPython } from './support/s3-server.js';
 
 export const TEMPLATE_DATABASE = 'template_app';
 
@@ -16,13 +14,11 @@ export const TEMPLATE_DATABASE = 'template_app';
  * Starts, once per test run, the real servers every test file shares: an
  * embedded PostgreSQL holding a migrated template database (each file clones
  * its own database from it) and an in-memory Temporal dev server. The workflow
- * bundle is built once here too, and the tools some files start servers of
- * their own from (the Temporal time-skipping server, moto's S3) are fetched.
+ * bundle is built once here too, and the Temporal time-skipping server is
+ * fetched (many files use it). Tools only a few files use (moto's S3, Valkey)
+ * are fetched by the first of those files, so a run without them fetches none.
  */
 export default async function setup(project: TestProject) {
-  // The S3 server's first fetch (pip, under a minute) runs while the other servers start.
-  const moto = motoPython();
-  moto.catch(() => {}); // awaited below; not an unhandled rejection meanwhile
   const scratch = await mkdtemp(path.join(os.tmpdir(), 'generation-service-test-'));
   const postgres = await startMigratedPostgres({
     dataDir: path.join(process.cwd(), '.data', `test-postgres-${process.pid}`),
@@ -36,16 +32,12 @@ export default async function setup(project: TestProject) {
   await buildWorkflowBundle(bundlePath);
   // Fetched now (once, outside any test's timeout) so time-skipping tests start at once.
   const testServerPath = await temporalTestServerPath();
-  // A Redis-compatible server for the shared-limits tests, fetched once; each of those files starts its own.
-  const redisServerPath = await valkeyServerPath();
 
   project.provide('pgAdminUrl', postgres.adminUrl);
   project.provide('pgTemplate', TEMPLATE_DATABASE);
   project.provide('temporalAddress', temporal.address);
   project.provide('workflowBundlePath', bundlePath);
   project.provide('temporalTestServerPath', testServerPath);
-  project.provide('motoPython', await moto);
-  project.provide('redisServerPath', redisServerPath);
 
   return async () => {
     await temporal.stop();
@@ -61,6 +53,5 @@ declare module 'vitest' {
     temporalAddress: string;
     workflowBundlePath: string;
     temporalTestServerPath: string;
-    redisServerPath: string;
   }
 }

@@ -8,7 +8,7 @@ import { loadOrExit } from '../process.js';
 import { temporalConnectionOptions } from '../temporal/connection-options.js';
 import { Client, Connection, WorkflowUpdateFailedError } from '@temporalio/client';
 import type { AdminContext } from './command.js';
-import { UsageError } from './command.js';
+import { CommandRefused, UsageError } from './command.js';
 import { runAdminCommand, usage } from './commands.js';
 
 /**
@@ -17,9 +17,14 @@ import { runAdminCommand, usage } from './commands.js';
  */
 const argv = process.argv.slice(2);
 const json = argv.includes('--json');
-if (argv.length === 0 || argv[0] === 'help' || argv[0] === '--help') {
+if (argv[0] === 'help' || argv[0] === '--help') {
   process.stdout.write(`${usage()}\n`);
   process.exit(0);
+}
+if (argv.length === 0) {
+  // No command is a usage mistake (exit 2), answered with what the commands are.
+  process.stderr.write(`${usage()}\n`);
+  process.exit(2);
 }
 const config = loadOrExit(() => loadAdminConfig());
 const databaseUrl = config.DATABASE_URL ?? readDevState(config.DATA_DIR)?.databaseUrl;
@@ -57,7 +62,8 @@ try {
   else if (
     error instanceof NotFound ||
     error instanceof KeyCreationRefused ||
-    error instanceof CatalogFileRefused
+    error instanceof CatalogFileRefused ||
+    error instanceof CommandRefused
   )
     exitCode = 1;
   else throw error;
@@ -74,7 +80,9 @@ try {
           ? 'refused'
           : error instanceof CatalogFileRefused
             ? 'invalid_catalog'
-            : 'usage';
+            : error instanceof CommandRefused
+              ? error.code
+              : 'usage';
   const problems = error instanceof CatalogFileRefused ? { problems: error.problems } : {};
   if (json) process.stdout.write(`${JSON.stringify({ error: { code, message, ...problems } }, null, 2)}\n`);
   else process.stderr.write(`${message}\n`);

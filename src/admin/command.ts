@@ -15,6 +15,17 @@ export class UsageError extends Error {
   override readonly name = 'UsageError';
 }
 
+/** A command that cannot do what it was asked, said in one line (exit code 1, `code` under --json). */
+export class CommandRefused extends Error {
+  override readonly name = 'CommandRefused';
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 /** What commands work with: the database, and Temporal for the support commands. */
 export interface AdminContext {
   db: CommonQueryMethods;

@@ -242,6 +242,14 @@ export function usage(): string {
   return [
     'Usage: npm run admin -- <command> [options] [--json]',
     '',
-    ...Object.entries(commands).map(([name, c]) => `  ${name} ${c.usage}\n      ${c.summary}`),
+    'Every command takes --json (its result as JSON). ACCOUNT is an account id or its e-mail.',
+    'Exit code 1: the command was refused; 2: bad usage. Commands:',
+    '',
+    ...Object.entries(commands).map(([name, c]) => `  ${`${name} ${c.usage}`.trimEnd()}\n      ${c.summary}`),
   ].join('\n');
+}
+
+/** The commands' names, as `npm run admin -- <command>` takes them. */
+export function commandNames(): string[] {
+  return Object.keys(commands);
 }

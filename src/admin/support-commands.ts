@@ -1,7 +1,7 @@
 import { providerHealthReport } from '../db/provider-health.js';
 import { providerSlotsInUse } from '../db/provider-slots.js';
 import { randomUUID } from 'node:crypto';
-import type { Client } from '@temporalio/client';
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import {
   findGenerationsForSupport,
   getGenerationForSupport,
@@ -11,7 +11,8 @@ import { NotFound } from '../db/accounts-repository.js';
 import { listReconciliations } from '../db/reconciliation-repository.js';
 import type { GenerationStatus } from '../generation.js';
 import { progressQuery, resolveUpdate } from '../workflows/generation-workflow.js';
-import { optional, positiveInt, str, UsageError, type Command } from './command.js';
+import { cancelGeneration } from '../api/cancel-generation.js';
+import { CommandRefused, optional, positiveInt, str, UsageError, type Command } from './command.js';
 
 /**
  * Support's commands: find what is stuck or unresolved, look at one
@@ -89,10 +90,36 @@ export const supportCommands: Record<string, Command> = {
         await temporal()
       ).workflow
         .getHandle(row.workflow_id)
-        .executeUpdate(resolveUpdate, { args: [decision] });
+        .executeUpdate(resolveUpdate, { args: [decision] })
+        .catch(async (error: unknown) => {
+          // Resolving ends the story, and its workflow with it: a second resolve finds none.
+          if (!(error instanceof WorkflowNotFoundError)) throw error;
+          throw alreadyResolved(await find(db, row.id));
+        });
       return {
         json: progress,
         text: [`Resolved ${row.id} (${decision.action}); the workflow is now ${progress.step}.`],
+      };
+    },
+  },
+  'cancel-generation': {
+    summary:
+      "Cancel a generation under the client's rules: stopped and refunded (canceled) only if the provider never ran it; otherwise nothing changes.",
+    usage: '--id GENERATION_ID',
+    options: { id: { type: 'string', required: true } },
+    async run({ db, temporal }, v) {
+      const id = str(v.id);
+      const result = await cancelGeneration({ db, temporal: await temporal(), timeoutMs: 30_000 }, id, null);
+      if (!result) throw new NotFound(`No generation ${id}.`);
+      const { generation } = result;
+      if (!result.canceled)
+        throw new CommandRefused(
+          'not_cancelable',
+          `${id} is not cancelable (${generation.status}${generation.status === 'queued' ? ': the provider is running or has run it' : ''}); nothing changed.`,
+        );
+      return {
+        json: generation,
+        text: [`Canceled ${id}: failed (canceled), credits_refunded ${generation.credits_refunded}.`],
       };
     },
   },
@@ -200,6 +227,18 @@ async function resetToStart(client: Client, workflowId: string, reason: string):
     reason,
   });
   return response.runId ?? '';
+}
+
+function alreadyResolved(g: SupportGenerationRow): CommandRefused {
+  const state = [
+    `status ${g.status}`,
+    g.credits_refunded ? 'credits refunded' : '',
+    g.error ? `error ${g.error.code}` : '',
+  ].filter(Boolean);
+  return new CommandRefused(
+    'already_resolved',
+    `${g.id} is already resolved (${state.join(', ')}): its workflow has ended, so nothing was changed.`,
+  );
 }
 
 function describe(g: SupportGenerationRow): string {

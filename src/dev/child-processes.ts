@@ -21,13 +21,15 @@ interface RunningScript<Ready> {
 }
 
 /**
- * Runs one of our TypeScript files in a Node process of its own, with an IPC channel on which it
+ * Runs one of our files (TypeScript through tsx, or the build's JavaScript) in a Node process of its own, with an IPC channel on which it
  * says it is ready: `reportReady()` (src/process.ts) in our entry points, or a message carrying
  * what the parent needs to know. The channel is closed once it has, so it keeps neither alive.
  */
 export function startScript<Ready = unknown>(file: string, options: ScriptOptions): RunningScript<Ready> {
   const output = options.output ?? 'inherit';
-  const child = spawn(process.execPath, [...(options.nodeOptions ?? []), '--import', 'tsx', file], {
+  // TypeScript through tsx; the build's JavaScript (dist/) on plain node, as production runs it.
+  const loader = file.endsWith('.ts') ? ['--import', 'tsx'] : [];
+  const child = spawn(process.execPath, [...(options.nodeOptions ?? []), ...loader, file], {
     env: options.env,
     stdio: ['ignore', output, output, 'ipc'],
     detached: options.detached ?? false,

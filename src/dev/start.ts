@@ -14,6 +14,7 @@ import { projectRoot } from '../project-root.js';
 import { temporalConnectionOptions } from '../temporal/connection-options.js';
 import { ensureSearchAttributes } from '../temporal/search-attributes-setup.js';
 import { startScript, stopChild } from './child-processes.js';
+import { childStopGraceMs, metricsEndpoints, stillStoppingReason } from './start-banner.js';
 import { createFundedAccount } from './funded-account.js';
 import { startMigratedPostgres, type MigratedPostgres } from './migrated-postgres.js';
 import { startTemporalDevServer, type RunningDevServer } from './temporal-dev-server.js';
@@ -39,13 +40,23 @@ await takeLock();
 const cleanups: Array<() => Promise<void>> = [];
 let shuttingDown = false;
 const children: Array<{ name: string; child: ChildProcess }> = [];
+/** The service's configuration once loaded: what the stopping messages explain. */
+let running: Config | null = null;
 
 async function shutdown(code: number): Promise<never> {
   if (shuttingDown) process.exit(code);
   shuttingDown = true;
   say('\nStopping...');
-  // Clients first (api, worker, result host), then the servers they use.
-  await Promise.all(children.map(({ child }) => stopChild(child, 15_000)));
+  // Clients first (api, worker, result host), then the servers they use. One still running after a
+  // moment is named, with what it waits for: a worker with a job in flight takes seconds.
+  const config = running;
+  const explain = setTimeout(() => {
+    for (const { name, child } of children)
+      if (child.exitCode === null && child.signalCode === null)
+        say(`  Waiting for ${name}: ${config ? stillStoppingReason(name, config) : 'it is closing'}.`);
+  }, 1_000);
+  await Promise.all(children.map(({ child }) => stopChild(child, childStopGraceMs)));
+  clearTimeout(explain);
   for (const cleanup of cleanups.reverse())
     await cleanup().catch((error: unknown) => say(`  ${String(error)}`));
   await rm(lockFile, { force: true });
@@ -113,6 +124,7 @@ async function main(): Promise<void> {
 
   env.STORAGE_DIR ??= path.join(dataDir, 'results');
   const config = loadConfig(env);
+  running = config;
 
   // The embedded database was migrated as it started; one of your own is migrated now.
   const migration = postgres?.migration ?? (await migrate(config.DATABASE_URL));
@@ -139,15 +151,20 @@ async function main(): Promise<void> {
   say(`  Results:        ${config.RESULT_BASE_URL}`);
   say(`  Temporal UI:    ${temporal?.uiUrl ?? `(your Temporal at ${config.TEMPORAL_ADDRESS})`}`);
   say(`  PostgreSQL:     ${postgres ? config.DATABASE_URL : '(DATABASE_URL)'}`);
+  for (const [label, url] of metricsEndpoints(config)) say(`  ${`${label}:`.padEnd(15)} ${url}`);
+  say(`  Temporal CLI:   npm run temporal -- workflow list   (the CLI, pointed at this server)`);
   if (devKey.created) {
     say(`  Development API key (shown once; only its SHA-256 is stored): ${devKey.created}`);
   } else {
     say(
-      `  Development account ${DEV_EMAIL} has ${devKey.activeKeys} active key(s); another: npm run admin -- create-key --account ${DEV_EMAIL}`,
+      `  Development account ${DEV_EMAIL} has ${devKey.activeKeys} active key(s); another: npm run dev:admin -- create-key --account ${DEV_EMAIL}`,
     );
   }
   say(`  Try: curl -H "Authorization: Bearer <key>" ${config.API_PUBLIC_URL}/credits`);
-  say('Press Ctrl-C to stop.');
+  say(
+    'Press Ctrl-C to stop (a few seconds; with a job in flight the worker lets it finish, up to ' +
+      `${Math.min(config.WORKER_SHUTDOWN_GRACE_MS, childStopGraceMs) / 1000} s).`,
+  );
 }
 
 /** The development account: a completed credit pack, 1,000 credits, and a key if it has none. */

@@ -72,3 +72,16 @@ export function ffmpegEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
     Object.entries(env).filter(([name]) => /^(PATH|TMPDIR|TMP|TEMP|TZ|LANG|LC_\w+)$/.test(name)),
   );
 }
+
+/**
+ * The demuxers a file someone else made may be opened with: MP4/MOV, Matroska/WebM and GIF, the
+ * containers providers deliver. The bundled ffmpeg is a 2018 build; a crafted file cannot steer it
+ * into another demuxer (concat, HLS, image2 sequences and dozens more, each its own parser and
+ * some of them readers of other files or URLs), nor any protocol but plain files.
+ */
+const untrustedFormats = 'mov,mp4,m4a,3gp,3g2,mj2,matroska,webm,gif';
+
+/** `-i file` for a file we did not make: only the file protocol and the demuxers above. */
+export function untrustedInput(file: string): string[] {
+  return ['-protocol_whitelist', 'file', '-format_whitelist', untrustedFormats, '-i', file];
+}

@@ -18,6 +18,8 @@ type OutboundFetchErrorCode =
   | 'unsupported_encoding'
   | 'tls'
   | 'timeout'
+  /** The name does not resolve (NXDOMAIN): transient for a provider's host, final for a customer's. */
+  | 'unknown_host'
   | 'network';
 
 /** How an outbound fetch failed; `kind` says whether trying again can help. */
@@ -58,6 +60,10 @@ export function classify(error: unknown, url: URL, deadline: AbortSignal): Error
   // Certificate problems do not go away by asking again.
   if (/CERT|SELF_SIGNED|ERR_TLS|UNABLE_TO_VERIFY|SSL/.test(code))
     return new OutboundFetchError('tls', 'refused', `${origin(url)}: ${message}`, undefined, {
+      cause: error,
+    });
+  if (code === 'ENOTFOUND')
+    return new OutboundFetchError('unknown_host', 'transient', `${origin(url)}: no such host`, undefined, {
       cause: error,
     });
   return new OutboundFetchError('network', 'transient', `${origin(url)}: ${code || message}`, undefined, {

@@ -41,7 +41,7 @@ export interface OutboundFetchOptions {
   signal?: AbortSignal;
 }
 
-interface FetchedBody {
+export interface FetchedBody {
   bytes: Buffer;
   /** The declared media type, lower case, without parameters. */
   contentType: string;
@@ -53,11 +53,40 @@ const transientClientStatuses = new Set([408, 425, 429]);
 
 /** Fetches a URL under the rules above; resolves with the body, or rejects with an OutboundFetchError. */
 export async function outboundFetch(input: string, options: OutboundFetchOptions): Promise<FetchedBody> {
+  const deadline = AbortSignal.timeout(options.timeoutMs);
+  const signal = options.signal ? AbortSignal.any([deadline, options.signal]) : deadline;
+  const { response, url, contentType } = await openOutbound(input, options, signal, deadline);
+  try {
+    return { bytes: await readCapped(response, url, options.maxBytes), contentType };
+  } catch (error) {
+    throw classify(error, url, deadline);
+  } finally {
+    response.destroy();
+  }
+}
+
+/** An answer that passed every check, its body unread: the caller reads it, then destroys it. */
+export interface OpenedAnswer {
+  response: http.IncomingMessage;
+  /** The URL that answered (after redirects). */
+  url: URL;
+  contentType: string;
+}
+
+/**
+ * Follows the URL under the rules above up to a 200 whose headers pass (encoding, type, declared
+ * length), and resolves with it unread; `signal` covers everything until then, `deadline` is the
+ * part of it that means "too slow" (a timeout rather than a cancel).
+ */
+export async function openOutbound(
+  input: string,
+  options: Omit<OutboundFetchOptions, 'timeoutMs' | 'signal'>,
+  signal: AbortSignal,
+  deadline: AbortSignal,
+): Promise<OpenedAnswer> {
   const policy = new AddressPolicy(options.allowCidrs ?? []);
   const schemes = options.schemes ?? ['https:'];
   const maxRedirects = options.maxRedirects ?? 3;
-  const deadline = AbortSignal.timeout(options.timeoutMs);
-  const signal = options.signal ? AbortSignal.any([deadline, options.signal]) : deadline;
   const ca = options.extraCa?.length ? [...rootCertificates, ...options.extraCa] : undefined;
 
   let url = parseUrl(input);
@@ -88,6 +117,8 @@ export async function outboundFetch(input: string, options: OutboundFetchOptions
             status,
           );
         url = parseUrl(location, url);
+        // A redirect's body is not read; the connection is not reused.
+        response.destroy();
         continue;
       }
       if (status !== 200) {
@@ -115,12 +146,11 @@ export async function outboundFetch(input: string, options: OutboundFetchOptions
         );
       const declared = Number(response.headers['content-length']);
       if (Number.isFinite(declared) && declared > options.maxBytes) throw tooLarge(url, options.maxBytes);
-      return { bytes: await readCapped(response, url, options.maxBytes), contentType };
+      return { response, url, contentType };
     } catch (error) {
-      throw classify(error, url, deadline);
-    } finally {
-      // A redirect's or a refused answer's body is not read; the connection is not reused.
+      // A refused answer's body is not read; the connection is not reused.
       response.destroy();
+      throw classify(error, url, deadline);
     }
   }
 }

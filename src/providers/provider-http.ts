@@ -1,9 +1,6 @@
-import { OutboundFetchError } from '../net/outbound-fetch-error.js';
-import { outboundFetch } from '../net/outbound-fetch.js';
-import type { Storage } from '../storage/storage.js';
+import { Agent, fetch, type FormData, type Response } from 'undici';
 import {
   ProviderRejection,
-  ProviderResultGone,
   ProviderThrottled,
   ProviderTransientError,
   ProviderUncertainError,
@@ -68,6 +65,7 @@ export async function callProvider(
   let response: Response;
   try {
     response = await fetch(call.url, {
+      dispatcher: dispatcherFor(call.timeoutMs),
       method: call.method,
       headers: {
         ...call.headers,
@@ -93,11 +91,29 @@ export async function callProvider(
   throw refusal(provider, kind, response.status, response.headers, body ?? text);
 }
 
+/**
+ * undici's default dispatcher gives up on an answer's headers after 300 s and on a silent body
+ * after 300 s, whatever the call's own deadline: a 10-minute OpenAI call was cut at 5 minutes and
+ * its (billed) answer lost. Each deadline gets a dispatcher whose timeouts are that deadline, so
+ * the call's AbortSignal is the only clock. One per deadline, kept: connections are reused.
+ */
+const dispatchers = new Map<number, Agent>();
+function dispatcherFor(timeoutMs: number): Agent {
+  let agent = dispatchers.get(timeoutMs);
+  if (!agent) {
+    agent = new Agent({ headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+    dispatchers.set(timeoutMs, agent);
+  }
+  return agent;
+}
+
 function unanswered(provider: string, kind: CallKind, error: unknown, timeoutMs: number): Error {
   const code = errorCode(error);
   if (notConnected.has(code))
     return new ProviderTransientError(`${provider} could not be reached (${code}); nothing was sent`);
-  const timedOut = (error as Error | undefined)?.name === 'TimeoutError';
+  const timedOut =
+    (error as Error | undefined)?.name === 'TimeoutError' ||
+    ['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'].includes(code);
   const what = timedOut ? `no answer within ${timeoutMs} ms` : `the connection failed (${code || 'unknown'})`;
   if (kind === 'create')
     return new ProviderUncertainError(`${provider} received the request but ${what}: it may have the job`);
@@ -162,8 +178,10 @@ function retryAfterMs(header: string | null): number | undefined {
 
 /**
  * A provider's error text as we may keep and show it: the first line-worth of printable text,
- * without anything that looks like a URL (signed URLs carry secrets) or a bearer token, at most
- * 300 characters.
+ * without anything that looks like a URL (signed URLs carry secrets) or a credential, at most 300
+ * characters. Credentials as providers and proxies echo them: `Bearer x`, `Token x`, `Key x`,
+ * `key: x` / `api_key=x` / `"token": "x"`, OpenAI keys (`sk-…`), Replicate tokens (`r8_…`), and
+ * any long run of base64 or hex (a key, a signature, a JWT) whatever it is called.
  */
 export function safeProviderMessage(text: string): string {
   return (
@@ -171,7 +189,18 @@ export function safeProviderMessage(text: string): string {
       // eslint-disable-next-line no-control-regex -- control characters are exactly what is removed
       .replace(/[\u0000-\u001f\u007f-\u009f]+/g, ' ')
       .replace(/\bhttps?:\/\/\S+/gi, '[url]')
-      .replace(/\b(Bearer|Token|Key)\s+\S+/gi, '$1 [redacted]')
+      // A scheme's credential, not an English word after it ("key provided:"): 8+ characters with a digit, a symbol or an inner colon.
+      .replace(/\b(Bearer|Token|Basic|Key)\s+(?=\S*[0-9_=-]|\S*:\S)\S{8,}/gi, '$1 [redacted]')
+      .replace(
+        /\b((?:api[_-]?)?(?:key|token|secret|password|authorization))("?\s*[:=]\s*"?)[^\s",;}]+/gi,
+        '$1$2[redacted]',
+      )
+      .replace(/\bsk-[A-Za-z0-9_-]{8,}/g, '[redacted]')
+      .replace(/\br8_[A-Za-z0-9]{8,}/g, '[redacted]')
+      .replace(/[A-Za-z0-9+/_.=-]{32,}/g, (run) =>
+        /[0-9]/.test(run) && /[A-Za-z]/.test(run) ? '[redacted]' : run,
+      )
+      .replace(/\b[0-9a-f]{24,}\b/gi, '[redacted]')
       .replace(/\s+/g, ' ')
       .trim()
       .slice(0, 300)
@@ -224,118 +253,4 @@ export interface DownloadPolicy {
   allowCidrs: readonly string[];
   /** Whether plain http URLs are fetched: only when the provider's own API is configured on http (a local stand-in). */
   allowHttp: boolean;
-}
-
-/** Largest result accepted from a provider: 512 MiB (a long 4K video). */
-const maxResultBytes = 512 * 1024 * 1024;
-
-/**
- * Downloads a result the provider serves. Its URL is short-lived: one that has expired (403, 404,
- * 410) is gone for good; anything else that fails may work on the next attempt.
- */
-export async function downloadResult(
-  url: string,
-  policy: DownloadPolicy,
-  timeoutMs = 100_000,
-): Promise<{ bytes: Buffer; contentType: string }> {
-  try {
-    return await outboundFetch(url, {
-      maxBytes: maxResultBytes,
-      timeoutMs,
-      schemes: policy.allowHttp ? ['https:', 'http:'] : ['https:'],
-      allowCidrs: policy.allowCidrs,
-    });
-  } catch (error) {
-    if (error instanceof OutboundFetchError && !error.retryable) {
-      if (error.status === 403 || error.status === 404 || error.status === 410)
-        throw new ProviderResultGone(`the result is no longer served (${error.message})`);
-      throw new ProviderResultGone(`the result cannot be fetched: ${error.message}`);
-    }
-    throw new ProviderTransientError(
-      `the result could not be downloaded: ${error instanceof Error ? error.message : String(error)}`,
-    );
-  }
-}
-
-/** Largest reference image sent on: 10 MiB, as the API accepts. */
-const maxImageBytes = 10 * 1024 * 1024;
-
-/**
- * A reference image's bytes: one of ours (an inline image the API stored) is read from storage,
- * never over HTTP; any other URL is fetched under the outbound rules. A URL that cannot be had is
- * the request's fault (the provider would refuse it too): a rejection.
- */
-export async function readReferenceImage(
-  url: string,
-  storage: Storage,
-  policy: DownloadPolicy,
-): Promise<{ bytes: Buffer; contentType: string }> {
-  const key = storage.keyOf(url);
-  if (key) {
-    const bytes = await storage.read(key.prefix, key.name);
-    if (!bytes) throw new ProviderRejection('a reference image is no longer stored');
-    return { bytes, contentType: contentTypeOfName(key.name) };
-  }
-  try {
-    return await outboundFetch(url, {
-      maxBytes: maxImageBytes,
-      timeoutMs: 30_000,
-      accept: ['image/*'],
-      schemes: policy.allowHttp ? ['https:', 'http:'] : ['https:'],
-      allowCidrs: policy.allowCidrs,
-    });
-  } catch (error) {
-    if (error instanceof OutboundFetchError && !error.retryable)
-      throw new ProviderRejection(`a reference image could not be fetched: ${error.message}`);
-    throw new ProviderTransientError(
-      `a reference image could not be fetched: ${error instanceof Error ? error.message : String(error)}`,
-    );
-  }
-}
-
-/**
- * A provider's input with every reference image of ours (a URL on our result host, at any depth,
- * lists included) replaced by a data URI of its bytes, read from storage, when it is at most
- * `maxBytes`; a larger one stays our URL, for the provider to fetch. Other URLs stay as given.
- * Nothing has been sent yet, so a storage failure is transient (and a missing image a rejection).
- */
-export async function inlineStoredImages(
-  input: Record<string, unknown>,
-  storage: Storage,
-  policy: DownloadPolicy,
-  maxBytes = Number.POSITIVE_INFINITY,
-): Promise<Record<string, unknown>> {
-  const inline = async (value: unknown): Promise<unknown> => {
-    if (typeof value === 'string') {
-      if (!storage.keyOf(value)) return value;
-      const image = await readReferenceImage(value, storage, policy);
-      return image.bytes.length <= maxBytes ? dataUri(image) : value;
-    }
-    if (Array.isArray(value)) return Promise.all(value.map(inline));
-    if (value && typeof value === 'object')
-      return Object.fromEntries(
-        await Promise.all(
-          Object.entries(value).map(async ([field, item]) => [field, await inline(item)] as const),
-        ),
-      );
-    return value;
-  };
-  try {
-    return (await inline(input)) as Record<string, unknown>;
-  } catch (error) {
-    if (error instanceof ProviderRejection || error instanceof ProviderTransientError) throw error;
-    throw new ProviderTransientError(
-      `a reference image could not be read; nothing was sent: ${error instanceof Error ? error.message : String(error)}`,
-    );
-  }
-}
-
-/** A data URI of an image's bytes. */
-function dataUri(image: { bytes: Buffer; contentType: string }): string {
-  return `data:${image.contentType};base64,${image.bytes.toString('base64')}`;
-}
-
-function contentTypeOfName(name: string): string {
-  const extension = name.slice(name.lastIndexOf('.') + 1).toLowerCase();
-  return extension === 'jpg' ? 'image/jpeg' : `image/${extension}`;
 }

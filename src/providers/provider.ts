@@ -11,12 +11,11 @@ export interface Provider {
   submit(job: ProviderJob): Promise<{ jobId: string }>;
   /** Where the job stands. */
   status(jobId: string): Promise<ProviderStatus>;
-  /** The bytes of one result (`index` into the succeeded status's results, which `result` is). */
-  fetchResult(
-    jobId: string,
-    index: number,
-    result: ProviderResult,
-  ): Promise<{ bytes: Buffer; contentType: string }>;
+  /**
+   * One result (`index` into the succeeded status's results, which `result` is): its bytes when
+   * they are small and already in hand, or a file it was streamed into (see ResultContent).
+   */
+  fetchResult(jobId: string, index: number, result: ProviderResult): Promise<ResultContent>;
   /**
    * Whether the provider accepted a job with this token, for when a submit's
    * answer was lost. `unknown`: the provider cannot tell (or cannot be asked).
@@ -24,6 +23,12 @@ export interface Provider {
   lookup(token: string): Promise<{ found: true; jobId: string } | { found: false } | { found: 'unknown' }>;
   /** Asks the provider to stop a job we gave up on; best effort (a finished or unknown job is fine). */
   cancel(jobId: string): Promise<void>;
+  /**
+   * A client's cancel: stops the job only if the provider confirms it never ran (still in its queue)
+   * and will not bill it. `stopped: false` means it ran, runs or finished: nothing was changed.
+   * Without it, a job handed to this provider cannot be canceled unbilled.
+   */
+  stopBeforeRun?(jobId: string): Promise<{ stopped: boolean }>;
   /**
    * A cheap authenticated read that succeeds when the provider is reachable and serving, used to
    * find a provider that was down up again. Without one, a down provider is let try again after the
@@ -58,7 +63,21 @@ export interface ProviderTarget {
   model: string;
   version?: string;
   input: Record<string, unknown>;
+  /**
+   * The input fields that hold reference images (mapped from `images` or an image option): the
+   * only values an adapter reads as images. A prompt that happens to be a URL stays text.
+   */
+  referenceFields?: string[];
 }
+
+/**
+ * A result as an adapter hands it over: bytes already in memory (a staged OpenAI image, a data
+ * URI, a simulated render), or a temporary file a download was streamed into, which the taker
+ * removes once it has copied it (`dispose`). A large video is never held in memory whole.
+ */
+export type ResultContent =
+  | { bytes: Buffer; contentType: string }
+  | { file: string; size: number; contentType: string; dispose(): Promise<void> };
 
 export interface ProviderResult {
   /** What the provider says; persisting measures the stored bytes, which win. */
@@ -80,7 +99,18 @@ export type ProviderStatus =
 
 /** The provider refused the job outright; nothing ran, so the debit is refunded. */
 export class ProviderRejection extends Error {
-  override readonly name = 'ProviderRejection';
+  override readonly name: string = 'ProviderRejection';
+}
+
+/**
+ * Something the customer gave us (a reference image URL, an image of ours they named) cannot be
+ * used: too large, not an image, a host that does not resolve or refuses, or one that kept failing
+ * through a few tries. It is the request's fault, never the provider's: a rejection (nothing ran,
+ * the debit is refunded), and it never counts against the provider's health.
+ */
+export class CustomerInputRejection extends ProviderRejection {
+  override readonly name = 'CustomerInputRejection';
+  readonly code = 'reference_image_unusable';
 }
 
 /** A failure that says nothing about the job; the same call may be tried again (after `retryAfterMs`, when the provider said). */

@@ -1,10 +1,6 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import {
-  immutableCacheControl,
-  type ByteRange,
-  type ObjectHead,
-  type S3Storage,
-} from '../storage/s3-storage.js';
+import { immutableCacheControl, type ByteRange, type ObjectHead } from '../storage/s3-objects.js';
+import type { S3Storage } from '../storage/s3-storage.js';
 
 /**
  * Serves `/{prefix}/{name}` from the bucket, as @fastify/static serves the folder: type, length,

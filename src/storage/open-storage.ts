@@ -1,4 +1,5 @@
-import { createS3Client, S3Storage, type BucketLocation, type S3Endpoint } from './s3-storage.js';
+import { createS3Client, type BucketLocation, type S3Endpoint } from './s3-objects.js';
+import { S3Storage } from './s3-storage.js';
 import { LocalStorage } from './storage.js';
 
 /** Where stored files live: a folder (one machine, or a shared volume), or an S3-compatible bucket. */

@@ -1,3 +1,4 @@
+import { createReadStream } from 'node:fs';
 import type { Readable } from 'node:stream';
 import {
   DeleteObjectCommand,
@@ -7,85 +8,26 @@ import {
   HeadObjectCommand,
   ListObjectsV2Command,
   PutObjectCommand,
-  S3Client,
   S3ServiceException,
+  type S3Client,
 } from '@aws-sdk/client-s3';
+import {
+  headOf,
+  immutableCacheControl,
+  isNoSuchKey,
+  parseContentRange,
+  rangeHeader,
+  statusOf,
+  type BucketLocation,
+  type ByteRange,
+  type ObjectHead,
+  type ObjectRead,
+} from './s3-objects.js';
 import { isSafeSegment, keyOfResultUrl, mediaTypeOfName, type Storage } from './storage.js';
-
-/** What a stored object is served with; it never changes once written. */
-export const immutableCacheControl = 'public, max-age=31536000, immutable';
-
-/** Where objects live in a bucket: `{keyPrefix}{prefix}/{name}`. */
-export interface BucketLocation {
-  bucket: string;
-  /** Empty, or a path ending in `/` (from `s3://bucket/path`). */
-  keyPrefix: string;
-}
-
-/** How to reach an S3-compatible store. Credentials come from the AWS SDK's default chain, never from here. */
-export interface S3Endpoint {
-  /** A non-AWS store (MinIO, R2, GCS interoperability); unset: AWS S3. */
-  endpoint?: string;
-  /** Unset: the SDK's own (AWS_REGION, the shared config file's profile). */
-  region?: string;
-  /** `https://endpoint/bucket/key` instead of `https://bucket.endpoint/key` (MinIO and most self-hosted stores). */
-  forcePathStyle: boolean;
-}
-
-/** A byte range of an object, as a Range header asks: from `start` (to `end`, inclusive), or the last `suffix` bytes. */
-export type ByteRange = { start: number; end?: number } | { suffix: number };
-
-/** An object's description: what the result host puts in its headers. */
-export interface ObjectHead {
-  /** The whole object's size in bytes. */
-  size: number;
-  contentType: string;
-  etag?: string;
-  lastModified?: Date;
-}
-
-/** What a ranged streaming read found. */
-type ObjectRead =
-  | {
-      kind: 'found';
-      head: ObjectHead;
-      body: Readable;
-      length: number;
-      range?: { start: number; end: number };
-    }
-  | { kind: 'missing' }
-  /** The range starts past the object's end (its size, for the 416's Content-Range). */
-  | { kind: 'unsatisfiable'; size: number }
-  /** The caller's If-None-Match names this object's ETag. */
-  | { kind: 'not-modified'; etag: string };
 
 /** A delete that left objects behind: the prefix is not gone, and the caller must try again. */
 export class StorageDeleteError extends Error {
   override readonly name = 'StorageDeleteError';
-}
-
-/**
- * An S3 client for any S3-compatible store. Checksums are sent only where the API requires them
- * (DeleteObjects): stores other than AWS reject or mishandle the SDK's default extra checksums.
- */
-export function createS3Client(endpoint: S3Endpoint): S3Client {
-  return new S3Client({
-    ...(endpoint.region ? { region: endpoint.region } : {}),
-    ...(endpoint.endpoint ? { endpoint: endpoint.endpoint } : {}),
-    forcePathStyle: endpoint.forcePathStyle,
-    // A bucket in another region than the one configured is followed, not an error.
-    followRegionRedirects: true,
-    requestChecksumCalculation: 'WHEN_REQUIRED',
-    responseChecksumValidation: 'WHEN_REQUIRED',
-    requestHandler: {
-      connectionTimeout: 5_000,
-      // Idle time on a socket (not the whole transfer): a large download streams for as long as it takes.
-      requestTimeout: 60_000,
-      // The result host streams many downloads at once; the SDK's default pool is 50 sockets.
-      httpAgent: { keepAlive: true, maxSockets: 256 },
-      httpsAgent: { keepAlive: true, maxSockets: 256 },
-    },
-  });
 }
 
 /**
@@ -118,6 +60,25 @@ export class S3Storage implements Storage {
       }),
     );
     return this.urlFor(prefix, name);
+  }
+
+  /** A file's content, streamed with its length (one PutObject: up to 5 GiB, past our 512 MiB cap). */
+  async putFile(prefix: string, name: string, file: string, size: number): Promise<string> {
+    await this.client.send(
+      new PutObjectCommand({
+        Bucket: this.location.bucket,
+        Key: this.objectKey(prefix, name),
+        Body: createReadStream(file),
+        ContentLength: size,
+        ContentType: mediaTypeOfName(name),
+        CacheControl: immutableCacheControl,
+      }),
+    );
+    return this.urlFor(prefix, name);
+  }
+
+  async size(prefix: string, name: string): Promise<number | null> {
+    return (await this.head(prefix, name))?.size ?? null;
   }
 
   async read(prefix: string, name: string): Promise<Buffer | null> {
@@ -270,34 +231,4 @@ export class S3Storage implements Storage {
       if (!isSafeSegment(segment)) throw new Error(`unsafe storage key segment ${segment}`);
     return `${this.location.keyPrefix}${prefix}/${name}`;
   }
-}
-
-function headOf(name: string, size: number, object: { ETag?: string; LastModified?: Date }): ObjectHead {
-  return {
-    size,
-    // The name decides, as it does for files on disk: a store's own guess is not trusted.
-    contentType: mediaTypeOfName(name),
-    ...(object.ETag ? { etag: object.ETag } : {}),
-    ...(object.LastModified ? { lastModified: object.LastModified } : {}),
-  };
-}
-
-function rangeHeader(range: ByteRange): string {
-  if ('suffix' in range) return `bytes=-${range.suffix}`;
-  return `bytes=${range.start}-${range.end ?? ''}`;
-}
-
-/** `bytes 0-9/100` → its first and last byte and the whole size. */
-function parseContentRange(value: string): { start: number; end: number; size: number } | null {
-  const match = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(value.trim());
-  return match ? { start: Number(match[1]), end: Number(match[2]), size: Number(match[3]) } : null;
-}
-
-function statusOf(error: unknown): number | undefined {
-  return error instanceof S3ServiceException ? error.$metadata.httpStatusCode : undefined;
-}
-
-/** GetObject's "no such key" (a missing bucket is a 404 too, and must not read as a missing file). */
-function isNoSuchKey(error: unknown): boolean {
-  return error instanceof S3ServiceException && error.name === 'NoSuchKey';
 }

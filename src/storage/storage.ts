@@ -1,4 +1,4 @@
-import { mkdir, readFile, rm, writeFile, rename } from 'node:fs/promises';
+import { copyFile, mkdir, readFile, rm, stat, writeFile, rename } from 'node:fs/promises';
 import path from 'node:path';
 
 /**
@@ -9,6 +9,10 @@ import path from 'node:path';
  */
 export interface Storage {
   put(prefix: string, name: string, bytes: Buffer): Promise<string>;
+  /** Stores a file's content (streamed, never read into memory whole); `size` is the file's. */
+  putFile(prefix: string, name: string, file: string, size: number): Promise<string>;
+  /** An object's size in bytes without reading it, or null when there is no such object. */
+  size(prefix: string, name: string): Promise<number | null>;
   /** An object's bytes, or null when there is no such object (never written, deleted, or not a valid key). */
   read(prefix: string, name: string): Promise<Buffer | null>;
   /**
@@ -68,7 +72,14 @@ const mediaTypes: Record<string, string> = {
   webp: 'image/webp',
   gif: 'image/gif',
   mp4: 'video/mp4',
+  webm: 'video/webm',
 };
+
+/** The extension a file of this media type is stored under; undefined for a type we never store. */
+export function extensionOfMediaType(mediaType: string): string | undefined {
+  const extension = Object.entries(mediaTypes).find(([, type]) => type === mediaType)?.[0];
+  return extension === 'jpeg' ? 'jpg' : extension;
+}
 
 /** The media type a stored object is served with, from its name's extension (all we ever store). */
 export function mediaTypeOfName(name: string): string {
@@ -91,6 +102,27 @@ export class LocalStorage implements Storage {
     await writeFile(staging, bytes);
     await rename(staging, file);
     return this.urlFor(prefix, name);
+  }
+
+  async putFile(prefix: string, name: string, source: string): Promise<string> {
+    const file = this.pathOf(prefix, name);
+    await mkdir(path.dirname(file), { recursive: true });
+    const staging = `${file}.${process.pid}.tmp`;
+    await copyFile(source, staging);
+    await rename(staging, file);
+    return this.urlFor(prefix, name);
+  }
+
+  async size(prefix: string, name: string): Promise<number | null> {
+    if (!safeSegment.test(prefix) || !safeSegment.test(name)) return null;
+    try {
+      const found = await stat(this.pathOf(prefix, name));
+      return found.isFile() ? found.size : null;
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ENOTDIR') return null;
+      throw error;
+    }
   }
 
   async read(prefix: string, name: string): Promise<Buffer | null> {

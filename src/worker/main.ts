@@ -10,6 +10,7 @@ import { createDatabasePool } from '../db/pool.js';
 import { createLogger } from '../logger.js';
 import { loadConfigOrExit, reportReady, waitForDependenciesOrExit } from '../process.js';
 import { createWorker, installTemporalRuntime, NativeConnection } from './create-worker.js';
+import { prebuiltWorkflowBundle } from './workflow-bundle.js';
 import { activityDeps, healthPolicy, pruningOptions, reconciliationOptions } from './worker-deps.js';
 import { startProbing } from './provider-health-tracker.js';
 import { startHealthServer } from './health-server.js';
@@ -62,13 +63,15 @@ const stopProbing = startProbing(
   healthPolicy(config),
   logger.child({ component: 'provider-health' }),
 );
+// A bundle built ahead (WORKFLOW_BUNDLE_PATH, or the one `npm run build` put beside this module) starts the
+// worker without webpack; without one it bundles the workflows now.
+const workflowBundlePath = config.WORKFLOW_BUNDLE_PATH ?? prebuiltWorkflowBundle();
 const worker = await createWorker({
   connection,
   namespace: config.TEMPORAL_NAMESPACE,
   taskQueue: config.TEMPORAL_TASK_QUEUE,
   activities: createActivities(deps),
-  // A bundle built ahead (bundleWorkflowCode) starts the worker faster; without one it bundles src/workflows now.
-  workflowBundlePath: config.WORKFLOW_BUNDLE_PATH,
+  workflowBundlePath,
   maxCachedWorkflows: config.WORKER_MAX_CACHED_WORKFLOWS,
   maxConcurrentActivities: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
   maxProviderWaits: config.WORKER_MAX_PROVIDER_WAITS,
@@ -93,6 +96,7 @@ logger.info(
     reconciliationSchedule: schedule,
     legacyScheduleRemoved,
     pruningSchedule,
+    workflowBundle: workflowBundlePath ?? 'bundled at start',
   },
   'worker running',
 );
@@ -147,7 +151,7 @@ async function registerSearchAttributes(): Promise<void> {
   } catch (error) {
     logger.warn(
       { err: error },
-      'could not register search attributes (does this worker have operator rights?); register GenerationStatus, AccountId, Model (Keyword) and NeedsReview (Bool) by hand',
+      'could not register search attributes (does this worker have operator rights?); register GenerationStatus, AccountId, Model, GenerationId (Keyword) and NeedsReview (Bool) by hand',
     );
   }
 }

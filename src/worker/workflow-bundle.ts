@@ -1,10 +1,23 @@
+import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode } from '@temporalio/worker';
 
-const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+// The workflows sit beside this module's folder, as TypeScript (run through tsx) or as the build's JavaScript.
+const self = fileURLToPath(import.meta.url);
+const extension = path.extname(self);
+const workflowsPath = fileURLToPath(new URL(`../workflows/index${extension}`, import.meta.url));
 /** Idle unless a workflow was started with a trace context: every bundle has it (see the module). */
-const tracingInterceptors = fileURLToPath(new URL('../workflows/tracing-interceptors.ts', import.meta.url));
+const tracingInterceptors = fileURLToPath(
+  new URL(`../workflows/tracing-interceptors${extension}`, import.meta.url),
+);
+
+/**
+ * Where `npm run build` writes the bundle of the build's workflows: beside this module in dist/.
+ * Named apart from this module's own compiled file (workflow-bundle.js).
+ */
+export const prebuiltBundleName = 'workflow-code.js';
 
 /** Bundles the workflow code (webpack) without printing webpack's statistics. */
 export async function bundleWorkflows(): Promise<string> {
@@ -19,6 +32,17 @@ export async function bundleWorkflows(): Promise<string> {
 /** Writes the bundle to a file, so several workers or test files can share one build. */
 export async function buildWorkflowBundle(outFile: string): Promise<void> {
   await writeFile(outFile, await bundleWorkflows());
+}
+
+/**
+ * The bundle `npm run build` made, when this module runs from that build (dist/worker/) and the
+ * bundle is there: a worker then starts without webpack. Under tsx (development, tests) there is
+ * none, and the worker bundles src/workflows as it starts, so an edit needs no build.
+ */
+export function prebuiltWorkflowBundle(): string | undefined {
+  if (extension !== '.js') return undefined;
+  const bundle = path.join(path.dirname(self), prebuiltBundleName);
+  return existsSync(bundle) ? bundle : undefined;
 }
 
 const quietBundlerLogger = {

@@ -2,7 +2,7 @@ import type { GenerationError } from '../generation.js';
 
 /**
  * The errors a generation record can end with after its debit, as the client reads them
- * (`error.code`, `error.message`). Documented in the README's error table.
+ * (`error.code`, `error.message`). Documented in docs/api/using-the-api.md (Errors).
  */
 export const generationErrors = {
   providerRejected: {
@@ -17,6 +17,11 @@ export const generationErrors = {
   refundedBySupport: {
     code: 'generation_failed',
     message: 'Support found this generation was not produced. The credits were refunded.',
+  },
+  /** The client (or support, or an operator) canceled it before the provider ran it. */
+  canceled: {
+    code: 'canceled',
+    message: 'This generation was canceled before the provider ran it. The credits were refunded.',
   },
   /** A step failed in a way no retry can fix (a broken model entry, a result that cannot be used). */
   cannotComplete: (what: string): GenerationError => ({

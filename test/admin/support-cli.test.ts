@@ -1,9 +1,10 @@
 import { sql } from 'slonik';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { runAdminCommand } from '../../src/admin/commands.js';
 import type { AdminContext } from '../../src/admin/command.js';
 import { progressQuery } from '../../src/workflows/generation-workflow.js';
 import { bearer } from '../support/api.js';
+import { runAdminCli } from '../support/admin.js';
 import { useGenerationStack } from '../support/stack.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { chargesOf, galleryOf, providerJobIdOf, workflowIdOf } from '../support/ledger.js';
@@ -144,5 +145,60 @@ describe('support commands', () => {
       .toBe('failed');
     expect(await read(id)).toEqual(refunded);
     expect(await chargesOf(stack.db.pool, id)).toEqual({ debits: 1, refunds: 1, net: 0, submissions: 1 });
+  });
+
+  it('answers a second resolve-generation on a resolved generation in one line, through the CLI', async () => {
+    const id = (
+      await createGeneration(stack.api, stack.account.key, {
+        model: 'lumen-lite',
+        prompt: 'resolved twice [sim:uncertain]',
+      })
+    ).json().id as string;
+    await pollGeneration(stack.api, stack.account.key, id, (g) => g.error?.code === 'submission_unresolved');
+    const cli = (...args: string[]) =>
+      runAdminCli(args, stack.db.url, { TEMPORAL_ADDRESS: inject('temporalAddress') });
+    const first = await cli('resolve-generation', '--id', id, '--refund');
+    expect(first).toMatchObject({ code: 0, stdout: expect.stringMatching(/^Resolved .* \(refund\)/) });
+    await pollGeneration(stack.api, stack.account.key, id, (g) => g.credits_refunded);
+    // The refund ended the story; the workflow may take a moment more to close.
+    await expect
+      .poll(
+        async () =>
+          (
+            await (
+              await context.temporal()
+            ).workflow
+              .getHandle(await workflowIdOf(stack.db.pool, id))
+              .describe()
+          ).status.name,
+        { timeout: 20_000 },
+      )
+      .toBe('COMPLETED');
+    const again = await cli('resolve-generation', '--id', id, '--succeed', 'sim:anything');
+    expect(again.code).toBe(1);
+    expect(again.stdout).toBe('');
+    expect(again.stderr.trim().split('\n')).toEqual([
+      `${id} is already resolved (status failed, credits refunded, error generation_failed): its workflow has ended, so nothing was changed.`,
+    ]);
+    const asJson = await cli('resolve-generation', '--id', id, '--refund', '--json');
+    expect(asJson.code).toBe(1);
+    expect(JSON.parse(asJson.stdout)).toMatchObject({ error: { code: 'already_resolved' } });
+    expect(await chargesOf(stack.db.pool, id)).toMatchObject({ debits: 1, refunds: 1 });
+  }, 120_000); // three CLI processes: each starts TypeScript through tsx, seconds apiece on a busy machine
+
+  it('npm run admin with no command prints every command with its options and exits 2', async () => {
+    const { code, stdout, stderr } = await runAdminCli([], stack.db.url);
+    expect(code).toBe(2);
+    expect(stdout).toBe('');
+    for (const command of [
+      'create-key',
+      'providers',
+      'resolve-generation',
+      'import-catalog',
+      'reconciliations',
+    ])
+      expect(stderr).toMatch(new RegExp(`^  ${command}\\b`, 'm'));
+    expect(stderr).toContain('--succeed PROVIDER_JOB_ID');
+    expect(stderr).toContain('--queued-over-minutes N');
   });
 });

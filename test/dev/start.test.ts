@@ -2,6 +2,7 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/dev/free-port.js';
 
@@ -47,13 +48,8 @@ describe('npm start on embedded defaults', () => {
   it('starts everything, prints what a newcomer needs, refuses a second start, stops on Ctrl-C, keeps data', async () => {
     dataDir = await mkdtemp(path.join(os.tmpdir(), 'start-test-'));
     await chmod(dataDir, 0o755); // run as root, PostgreSQL runs as `postgres` and must reach its data here
-    const [api, results, temporal, ui, postgres] = await Promise.all([
-      freePort(),
-      freePort(),
-      freePort(),
-      freePort(),
-      freePort(),
-    ]);
+    const [api, results, temporal, ui, postgres, apiMetrics, workerMetrics, sdkMetrics, resultMetrics] =
+      await Promise.all(Array.from({ length: 9 }, () => freePort()));
     env = {
       ...process.env,
       DATA_DIR: dataDir,
@@ -62,6 +58,12 @@ describe('npm start on embedded defaults', () => {
       TEMPORAL_DEV_PORT: String(temporal),
       TEMPORAL_UI_PORT: String(ui),
       EMBEDDED_POSTGRES_PORT: String(postgres),
+      METRICS_PORT: String(apiMetrics),
+      WORKER_METRICS_PORT: String(workerMetrics),
+      WORKER_TEMPORAL_METRICS_PORT: String(sdkMetrics),
+      RESULT_METRICS_PORT: String(resultMetrics),
+      // Long enough that a generation is still in the worker's hands at Ctrl-C.
+      SIM_PROVIDER_DELAY_MS: '8000',
       LOG_LEVEL: 'warn',
     };
     delete env.DATABASE_URL;
@@ -80,13 +82,61 @@ describe('npm start on embedded defaults', () => {
     expect(await credits.json()).toEqual({ credits: 1000, subscription_credits: 0, one_time_credits: 1000 });
     expect((await fetch(`http://127.0.0.1:${ui}/`)).status).toBe(200);
     expect((await fetch(`http://127.0.0.1:${results}/nothing/here.png`)).status).toBe(404);
+    for (const [label, port] of [
+      ['API metrics:    ', apiMetrics],
+      ['Worker metrics: ', workerMetrics],
+      ['Worker SDK metrics: ', sdkMetrics],
+      ['Result metrics: ', resultMetrics],
+    ] as const) {
+      expect(first.output()).toContain(`${label}http://127.0.0.1:${port}/metrics`);
+      expect((await fetch(`http://127.0.0.1:${port}/metrics`)).status).toBe(200);
+    }
+    // The Temporal CLI as the banner gives it, pointed at this dev server by the state file.
+    expect(first.output()).toContain('npm run temporal -- workflow list');
+    const cli = spawn(process.execPath, ['--import', 'tsx', 'src/dev/temporal-cli.ts', 'workflow', 'list'], {
+      env,
+      stdio: 'pipe',
+    });
+    let cliOutput = '';
+    cli.stdout.on('data', (chunk: Buffer) => (cliOutput += chunk.toString()));
+    cli.stderr.on('data', (chunk: Buffer) => (cliOutput += chunk.toString()));
+    expect(await new Promise((resolve) => cli.once('exit', resolve)), cliOutput).toBe(0);
 
     const second = start();
     expect(await second.exited).toBe(1);
     expect(second.output()).toMatch(/already running/);
 
+    // A generation in the worker's hands: Ctrl-C says what the stop waits for.
+    const created = await fetch(`http://127.0.0.1:${api}/v1/generations`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'lumen-lite', prompt: 'in flight at Ctrl-C' }),
+    });
+    expect(created.status).toBe(202);
+    const { id } = (await created.json()) as { id: string };
+    const debited = await fetch(`http://127.0.0.1:${api}/v1/credits`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    const balance = ((await debited.json()) as { credits: number }).credits;
+    expect(balance).toBeLessThan(1000);
+    // Ctrl-C once the simulated provider has the job, while the worker waits on it.
+    const databaseUrl = (await first.waitFor(/PostgreSQL: +(postgres:\/\/\S+)/))[1]!;
+    const db = new pg.Client({ connectionString: databaseUrl });
+    await db.connect();
+    try {
+      await expect
+        .poll(
+          async () =>
+            (await db.query('SELECT 1 FROM sim_provider_jobs WHERE token = $1', [`tok_${id}`])).rowCount,
+          { timeout: 20_000, interval: 100 },
+        )
+        .toBe(1);
+    } finally {
+      await db.end();
+    }
     first.child.kill('SIGINT');
     expect(await first.exited).toBe(0);
+    expect(first.output()).toMatch(/Waiting for worker: the worker has stopped polling/);
     expect(first.output()).toContain('Stopped.');
     await expect(fetch(`http://127.0.0.1:${api}/v1/credits`)).rejects.toThrow();
 
@@ -96,7 +146,12 @@ describe('npm start on embedded defaults', () => {
     const after = await fetch(`http://127.0.0.1:${api}/v1/credits`, {
       headers: { authorization: `Bearer ${key}` },
     });
-    expect(((await after.json()) as { credits: number }).credits).toBe(1000);
+    // Kept across the restart: the debit (or its refund, if the generation failed once resumed) and the generation.
+    expect([balance, 1000]).toContain(((await after.json()) as { credits: number }).credits);
+    const kept = await fetch(`http://127.0.0.1:${api}/v1/generations/${id}`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    expect(kept.status).toBe(200);
     again.child.kill('SIGTERM');
     expect(await again.exited).toBe(0);
   }, 300_000);

@@ -5,6 +5,7 @@ import { imageSize } from 'image-size';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FalQueueProvider } from '../../src/providers/fal/fal-queue-provider.js';
 import {
+  CustomerInputRejection,
   ProviderRejection,
   ProviderResultGone,
   ProviderTransientError,
@@ -19,6 +20,8 @@ import {
   falRequestError,
   falValidationError,
 } from '../support/providers/fal-queue-server.js';
+import { resultBytes } from '../support/providers/result-content.js';
+import { pngClaiming } from '../support/test-servers.js';
 
 /** The fal queue adapter against the local fal queue, one call at a time. */
 describe('FalQueueProvider', () => {
@@ -49,7 +52,8 @@ describe('FalQueueProvider', () => {
     options: {},
     images: [],
     longEdgePx: 1024,
-    target: { model, input },
+    // As the catalog's mapping declares them: the fields taken from `images` or an image option.
+    target: { model, input, referenceFields: ['image_url', 'image_urls'] },
   });
   /** Polls until the request is no longer running, as the provider wait does. */
   const settle = async (jobId: string): Promise<Exclude<ProviderStatus, { state: 'running' }>> => {
@@ -81,7 +85,7 @@ describe('FalQueueProvider', () => {
     const results = resultsOf(done);
     expect(results).toHaveLength(2);
     expect(results[0]).toMatchObject({ width: 320, height: 200, contentType: 'image/png' });
-    const { bytes, contentType } = await adapter.fetchResult(jobId, 0, results[0]!);
+    const { bytes, contentType } = await resultBytes(await adapter.fetchResult(jobId, 0, results[0]!));
     expect(contentType).toBe('image/png');
     expect(imageSize(bytes)).toMatchObject({ width: 320, height: 200 });
     // Status and result were read under fal-ai/flux (no /dev), with the key.
@@ -111,13 +115,13 @@ describe('FalQueueProvider', () => {
     expect(file.contentType).toBe('video/mp4');
   });
 
-  it('sends our stored images as data URIs wherever they sit in the input, other URLs as they are', async () => {
+  it('sends our stored images in the reference fields as data URIs; a URL anywhere else is text', async () => {
     const png = await drawImage(16, 12);
     const ours = await storage.put('in0123456789', 'image-0.png', png);
     const theirs = 'https://images.example.com/b.png';
     const { jobId } = await adapter.submit(
       job({
-        prompt: 'edit',
+        prompt: ours,
         image_url: ours,
         image_urls: [theirs, ours],
         nested: { frames: [{ url: ours }] },
@@ -127,12 +131,24 @@ describe('FalQueueProvider', () => {
     const sent = fal.accepted().find((j) => j.id === jobId.split('::')[1])!.input;
     const inline = `data:image/png;base64,${png.toString('base64')}`;
     expect(sent).toEqual({
-      prompt: 'edit',
+      prompt: ours,
       image_url: inline,
       image_urls: [theirs, inline],
-      nested: { frames: [{ url: inline }] },
+      nested: { frames: [{ url: ours }] },
       strength: 0.5,
     });
+  });
+
+  it('refuses, without reading it whole or a create, a file of ours that is no reference image', async () => {
+    // An earlier video result, a file past 10 MiB (sized before it is read), a pixel bomb.
+    const video = await storage.put('r0123456789', 'output-0.mp4', Buffer.alloc(64 * 1024));
+    const huge = await storage.put('in0123456789', 'huge.png', Buffer.alloc(10 * 1024 * 1024 + 1));
+    const bomb = await storage.put('in0123456789', 'bomb.png', pngClaiming(20_000, 20_000));
+    for (const url of [video, huge, bomb]) {
+      const { made, outcome } = await creates(() => adapter.submit(job({ prompt: 'x', image_urls: [url] })));
+      expect(outcome).toBeInstanceOf(CustomerInputRejection);
+      expect(made).toBe(0);
+    }
   });
 
   it('refuses, without a create, a stored image that is gone', async () => {
@@ -213,11 +229,48 @@ describe('FalQueueProvider', () => {
     expect(await settle(jobId)).toMatchObject({ state: 'succeeded' });
   });
 
+  it('a 2xx result that is not JSON (a proxy’s page, empty, cut short) is a failed read, never “no image”', async () => {
+    fal.script({ pollsInQueue: 0, pollsInProgress: 0 });
+    const { jobId } = await adapter.submit(job({ prompt: 'unreadable' }));
+    const completed = { kind: 'status', status: 200, body: { status: 'COMPLETED' } } as const;
+    for (const [contentType, body] of [
+      ['text/html', '<html><body>502 Bad Gateway</body></html>'],
+      ['application/json', ''],
+      ['application/json', '{"images": [{"url": "https://v3.fal.media/files/'],
+    ]) {
+      fal.failPolls(completed, { kind: 'raw', status: 200, contentType: contentType!, body: body! });
+      await expect(adapter.status(jobId)).rejects.toBeInstanceOf(ProviderTransientError);
+    }
+    expect(await settle(jobId)).toMatchObject({ state: 'succeeded' });
+  });
+
+  it('a 404 on status right after the enqueue is “not visible yet”: running, and failed only past the grace', async () => {
+    fal.script({ pollsInQueue: 0, pollsInProgress: 0 });
+    const notFound = { kind: 'status', status: 404, body: { detail: 'Request not found' } } as const;
+    const { jobId } = await adapter.submit(job({ prompt: 'eventually consistent' }));
+    fal.failPolls(notFound);
+    expect(await adapter.status(jobId)).toEqual({ state: 'running' });
+    expect(await settle(jobId)).toMatchObject({ state: 'succeeded' });
+    // Past the grace (none here), or for a job id recorded before enqueue times were kept: gone.
+    const impatient = new FalQueueProvider({
+      key,
+      queueUrl: fal.origin,
+      storage,
+      download,
+      unknownGraceMs: 0,
+    });
+    const [model, requestId] = jobId.split('::');
+    fal.failPolls(notFound);
+    expect(await impatient.status(jobId)).toMatchObject({ state: 'failed' });
+    fal.failPolls(notFound);
+    expect(await adapter.status(`${model}::${requestId}`)).toMatchObject({ state: 'failed' });
+  });
+
   it('says a result whose URL expired is gone for good', async () => {
     fal.script({ pollsInQueue: 0, pollsInProgress: 0 });
     const { jobId } = await adapter.submit(job({ prompt: 'too late' }));
     const [result] = resultsOf(await settle(jobId));
-    expect((await adapter.fetchResult(jobId, 0, result!)).bytes.length).toBeGreaterThan(0);
+    expect((await resultBytes(await adapter.fetchResult(jobId, 0, result!))).bytes.length).toBeGreaterThan(0);
     fal.files.expire(result!.url);
     await expect(adapter.fetchResult(jobId, 0, result!)).rejects.toBeInstanceOf(ProviderResultGone);
   });

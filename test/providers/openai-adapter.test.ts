@@ -4,6 +4,7 @@ import path from 'node:path';
 import { imageSize } from 'image-size';
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Agent, getGlobalDispatcher, setGlobalDispatcher } from 'undici';
 import { z } from 'zod';
 import { freePort } from '../../src/dev/free-port.js';
 import {
@@ -79,6 +80,11 @@ describe('OpenAI Images adapter', () => {
     storage = new LocalStorage(storageDir, 'http://127.0.0.1:9/results');
     const png = await drawImage(40, 30, 'png');
     pictures = await startFakeHttp((request, _body, response) => {
+      // A customer's host misbehaving: gone, not an image, failing for now.
+      if (request.url === '/missing.png') return void response.writeHead(404).end();
+      if (request.url === '/page.png')
+        return void response.writeHead(200, { 'content-type': 'text/html' }).end('<html></html>');
+      if (request.url === '/flaky.png') return void response.writeHead(503).end();
       const gif = request.url === '/pic.gif';
       response.writeHead(200, { 'content-type': gif ? 'image/gif' : 'image/png' });
       response.end(gif ? Buffer.from('GIF89a\u0001\u0000\u0001\u0000') : png);
@@ -168,6 +174,47 @@ describe('OpenAI Images adapter', () => {
     expect(await adapter.status(jobId)).toMatchObject({ state: 'failed', rejected: true });
     expect(calls()).toBe(before);
     expect(await row(jobId)).toMatchObject({ state: 'failed', sends: 0 });
+  });
+
+  it('a customer’s image URL that fails is the request’s fault: rejected, OpenAI never called', async () => {
+    // No such host, a 404, a page that is no image: refused at once.
+    for (const url of [
+      'https://nowhere.invalid/a.png',
+      `${pictures.origin}/missing.png`,
+      `${pictures.origin}/page.png`,
+    ]) {
+      const jobId = await submitted(job('edit', {}, [url]));
+      const before = calls();
+      const started = Date.now();
+      const status = await adapter.status(jobId);
+      expect(status).toMatchObject({ state: 'failed', rejected: true });
+      expect(Date.now() - started).toBeLessThan(2_000);
+      expect(calls()).toBe(before);
+    }
+    // A host failing for now (5xx): three tries, a second, then two apart, then refused.
+    const flaky = () => pictures.requests.filter((r) => r.url === '/flaky.png').length;
+    const jobId = await submitted(job('edit', {}, [`${pictures.origin}/flaky.png`]));
+    expect(await adapter.status(jobId)).toMatchObject({
+      state: 'failed',
+      rejected: true,
+      message: expect.stringContaining('3 tries') as unknown,
+    });
+    expect(flaky()).toBe(3);
+    expect(await row(jobId)).toMatchObject({ state: 'failed', sends: 0 });
+  });
+
+  it('a call slower than undici’s own header timeout still gets its answer: the call’s deadline governs', async () => {
+    // Node's fetch gives up on headers after 300 s by default, under OpenAI's 10 minutes. Played
+    // short: a process-wide dispatcher that would give up after 300 ms, and a 1 s answer.
+    const before = getGlobalDispatcher();
+    setGlobalDispatcher(new Agent({ headersTimeout: 300, bodyTimeout: 300 }));
+    try {
+      openai.script({ delayMs: 1_000 }, promptContains('slow'));
+      const jobId = await submitted(job('a slow sunrise'));
+      expect(await make({ callTimeoutMs: 5_000 }).status(jobId)).toMatchObject({ state: 'succeeded' });
+    } finally {
+      setGlobalDispatcher(before);
+    }
   });
 
   it('more reference images than OpenAI takes are refused at submit', async () => {

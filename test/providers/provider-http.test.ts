@@ -92,6 +92,33 @@ describe('calling a provider', () => {
     expect((error as Error).message).not.toContain('sekrit');
   });
 
+  it('keeps credentials out of a provider message, however they are written', () => {
+    const secrets = {
+      openai: `sk-proj-${'aB3'.repeat(16)}`,
+      replicate: `r8_${'Xy9'.repeat(13)}`,
+      falKey: 'f00dcafe-1234-4bcd-9abc-00112233aabb:0123456789abcdef0123456789abcdef',
+      jwt: 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U',
+      hex: 'deadbeef'.repeat(5),
+    };
+    const message = safeProviderMessage(
+      [
+        `Incorrect API key provided: ${secrets.openai}.`,
+        `token=${secrets.replicate}`,
+        `key: ${secrets.falKey}`,
+        `{"api_key": "${secrets.falKey}"}`,
+        `authorization: Bearer ${secrets.jwt}`,
+        `signature ${secrets.hex}`,
+        `bare ${secrets.openai} and ${secrets.replicate}`,
+      ].join('\n'),
+    );
+    for (const secret of Object.values(secrets)) {
+      expect(message).not.toContain(secret);
+      expect(message).not.toContain(secret.slice(0, 16));
+    }
+    // What is left still says what went wrong.
+    expect(message).toContain('Incorrect API key provided');
+  });
+
   it('keeps signed URLs and tokens out of a provider message', () => {
     expect(
       safeProviderMessage(

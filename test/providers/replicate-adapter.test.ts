@@ -22,6 +22,7 @@ import { LocalStorage } from '../../src/storage/storage.js';
 import { drawImage } from '../support/providers/fake-files.js';
 import { promptContains } from '../support/providers/fake-http.js';
 import { ReplicateServer } from '../support/providers/replicate-server.js';
+import { resultBytes } from '../support/providers/result-content.js';
 
 /** The Replicate adapter against the local Replicate server: what it sends, and how it reads the answers. */
 describe('ReplicateProvider', () => {
@@ -48,7 +49,8 @@ describe('ReplicateProvider', () => {
     options: {},
     images: [],
     longEdgePx: 1024,
-    target,
+    // As the catalog's mapping declares them: the fields taken from `images` or an image option.
+    target: { referenceFields: ['input_image', 'images'], ...target },
   });
   const schnell = (input: Record<string, unknown>): ProviderTarget => ({
     model: 'black-forest-labs/flux-schnell',
@@ -149,7 +151,7 @@ describe('ReplicateProvider', () => {
       ],
     });
     if (done.state !== 'succeeded') throw new Error('not succeeded');
-    const file = await provider.fetchResult(jobId, 1, done.results[1]!);
+    const file = await resultBytes(await provider.fetchResult(jobId, 1, done.results[1]!));
     expect(file.contentType).toBe('image/png');
     expect(await sharp(file.bytes).metadata()).toMatchObject({ width: 1024, height: 576 });
   });
@@ -163,7 +165,7 @@ describe('ReplicateProvider', () => {
     const done = await finish(jobId);
     expect(done).toMatchObject({ state: 'succeeded', results: [{ contentType: 'video/mp4' }] });
     if (done.state !== 'succeeded') throw new Error('not succeeded');
-    const file = await provider.fetchResult(jobId, 0, done.results[0]!);
+    const file = await resultBytes(await provider.fetchResult(jobId, 0, done.results[0]!));
     expect(file.contentType).toBe('video/mp4');
     expect(file.bytes.subarray(4, 8).toString('latin1')).toBe('ftyp');
   });

@@ -3,14 +3,17 @@ import { promisify } from 'node:util';
 
 const run = promisify(execFile);
 
-/** Runs `npm run admin -- …` as a person would, in its own process, against `databaseUrl`. */
+/**
+ * Runs the admin CLI from src (`npm run dev:admin -- …`) as a person would, in its own process, against
+ * `databaseUrl`, on the Node that runs the tests.
+ */
 export async function runAdminCli(
   args: string[],
   databaseUrl: string,
   env: Record<string, string> = {},
 ): Promise<{ stdout: string; stderr: string; code: number }> {
   try {
-    const { stdout, stderr } = await run('node', ['--import', 'tsx', 'src/admin/cli.ts', ...args], {
+    const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', 'src/admin/cli.ts', ...args], {
       env: { ...process.env, DATABASE_URL: databaseUrl, ...env },
     });
     return { stdout, stderr, code: 0 };

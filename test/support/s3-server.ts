@@ -2,7 +2,6 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
-import { inject } from 'vitest';
 import { freePort } from '../../src/dev/free-port.js';
 import { pythonToolPython } from '../../src/dev/python-tool.js';
 import { randomBase62 } from '../../src/ids.js';
@@ -15,7 +14,10 @@ import { randomBase62 } from '../../src/ids.js';
  */
 const MOTO_VERSION = '5.2.5';
 
-/** The Python of moto's virtualenv under .tools/, fetched once (test/global-setup.ts does it before any test). */
+/**
+ * The Python of moto's virtualenv under .tools/, fetched once per checkout by the first test file that
+ * starts the server (others wait on its lock): a run of files that need no S3 fetches nothing.
+ */
 export function motoPython(): Promise<string> {
   return pythonToolPython({
     folder: `moto-${MOTO_VERSION}`,
@@ -54,7 +56,7 @@ export async function startS3Server(): Promise<S3TestServer> {
   process.env.AWS_EC2_METADATA_DISABLED = 'true';
   // The SDK's notice that its releases after January 2027 need Node 22, once per process.
   process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
-  const python = inject('motoPython');
+  const python = await motoPython();
   let child: ChildProcess | undefined;
   let port = 0;
   let output = '';
@@ -197,9 +199,3 @@ export const deleteObjectsDenied: Fault = ({ method, url, body }) => {
     body: `<?xml version="1.0" encoding="UTF-8"?><DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">${errors}</DeleteResult>`,
   };
 };
-
-declare module 'vitest' {
-  export interface ProvidedContext {
-    motoPython: string;
-  }
-}

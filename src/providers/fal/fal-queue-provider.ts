@@ -8,16 +8,17 @@ import {
   type ProviderJob,
   type ProviderResult,
   type ProviderStatus,
+  type ResultContent,
 } from '../provider.js';
 import {
   callProvider,
-  downloadResult,
-  inlineStoredImages,
   safeProviderMessage,
   type DownloadPolicy,
   type ProviderAnswer,
   probeProvider,
 } from '../provider-http.js';
+import { inlineStoredImages } from '../reference-images.js';
+import { downloadResult } from '../result-download.js';
 
 /**
  * fal's queue (https://queue.fal.run), over plain HTTP:
@@ -31,7 +32,8 @@ import {
  *
  * Status, result and cancel live under the model id's owner/app only (`fal-ai/flux/dev` →
  * `fal-ai/flux`), so the job id this adapter hands out carries the model id: `{model}::{request_id}`
- * (`fal-ai/flux/dev::764cabcf-…`). Every URL is built on FAL_QUEUE_URL: the key is never sent to
+ * (`fal-ai/flux/dev::764cabcf-…`), then the time it was enqueued (`::1767225600000`, see
+ * `unknownGraceMs`; job ids recorded before it, or typed in by support, have none). Every URL is built on FAL_QUEUE_URL: the key is never sent to
  * a host named in an answer.
  *
  * Reference images of ours (inline images the API stored) go to fal as base64 data URIs, which
@@ -54,6 +56,12 @@ interface FalQueueOptions {
   createTimeoutMs?: number;
   /** Deadline of each status, result or cancel call (default 30 s). */
   readTimeoutMs?: number;
+  /**
+   * How long after the enqueue a 404 on status means "not visible yet" rather than "gone": fal's
+   * queue can answer 404 for a request it has just accepted, which would still run (and bill).
+   * Until then the job counts as running (default 2 minutes).
+   */
+  unknownGraceMs?: number;
 }
 
 const provider = 'fal';
@@ -73,7 +81,7 @@ export class FalQueueProvider implements Provider {
     if (!target) throw new PermanentError(`model ${job.model} has no provider block: fal needs its model id`);
     if (!modelIdPattern.test(target.model))
       throw new PermanentError(`${JSON.stringify(target.model)} is not a fal model id (owner/app[/path])`);
-    const input = await inlineStoredImages(target.input, this.options.storage, this.options.download);
+    const input = await inlineStoredImages(target, this.options.storage, this.options.download);
     const answer = await callProvider(provider, 'create', {
       method: 'POST',
       url: `${this.options.queueUrl}/${target.model}`,
@@ -87,13 +95,19 @@ export class FalQueueProvider implements Provider {
       throw new ProviderUncertainError(
         `fal accepted the request (HTTP ${answer.status}) without a request_id`,
       );
-    return { jobId: `${target.model}${jobIdSeparator}${requestId}` };
+    return { jobId: [target.model, requestId, Date.now()].join(jobIdSeparator) };
   }
 
   async status(jobId: string): Promise<ProviderStatus> {
     const request = this.requestUrl(jobId);
     const answer = await this.read('GET', `${request}/status`, [404]);
-    if (answer.status === 404) return { state: 'failed', message: 'fal no longer knows this request.' };
+    if (answer.status === 404) {
+      const enqueuedAt = parseJobId(jobId).enqueuedAt;
+      // Just enqueued: fal may not show it yet, and it may still run. Ask again later.
+      if (enqueuedAt !== undefined && Date.now() - enqueuedAt < (this.options.unknownGraceMs ?? 120_000))
+        return { state: 'running' };
+      return { state: 'failed', message: 'fal no longer knows this request.' };
+    }
     const status = (answer.body as { status?: unknown } | undefined)?.status;
     if (status === 'IN_QUEUE' || status === 'IN_PROGRESS') return { state: 'running' };
     if (status !== 'COMPLETED')
@@ -101,11 +115,7 @@ export class FalQueueProvider implements Provider {
     return this.outcome(await this.read('GET', request, errorStatuses));
   }
 
-  async fetchResult(
-    _jobId: string,
-    index: number,
-    result: ProviderResult,
-  ): Promise<{ bytes: Buffer; contentType: string }> {
+  async fetchResult(_jobId: string, index: number, result: ProviderResult): Promise<ResultContent> {
     if (!result.url) throw new ProviderResultGone(`fal's result ${index} has no URL`);
     if (result.url.startsWith('data:')) return decodeDataUri(result.url, index);
     // An expired URL is ProviderResultGone: persisting gives up at once and the generation is refunded.
@@ -126,6 +136,21 @@ export class FalQueueProvider implements Provider {
     );
   }
 
+  /**
+   * A client's cancel: only a request still `IN_QUEUE` is cancelled (fal removes it from the queue
+   * unrun); one in progress or completed is left alone. fal cannot confirm more than that: a runner
+   * that picks the request up between the two calls may still run it (a window of one round trip).
+   */
+  async stopBeforeRun(jobId: string): Promise<{ stopped: boolean }> {
+    const request = this.requestUrl(jobId);
+    const status = await this.read('GET', `${request}/status`, [404]);
+    if ((status.body as { status?: unknown } | undefined)?.status !== 'IN_QUEUE') return { stopped: false };
+    const answer = await this.read('PUT', `${request}/cancel`, [400, 404]);
+    return {
+      stopped: (answer.body as { status?: unknown } | undefined)?.status === 'CANCELLATION_REQUESTED',
+    };
+  }
+
   async cancel(jobId: string): Promise<void> {
     // CANCELLATION_REQUESTED (202), ALREADY_COMPLETED (400) and NOT_FOUND (404) all leave nothing running.
     await this.read('PUT', `${this.requestUrl(jobId)}/cancel`, [400, 404]);
@@ -133,7 +158,12 @@ export class FalQueueProvider implements Provider {
 
   /** What a COMPLETED request's result says: its files, or the error it completed with. */
   private outcome(answer: ProviderAnswer): ProviderStatus {
-    if (answer.status >= 200 && answer.status < 300) return resultsOf(answer.body);
+    if (answer.status >= 200 && answer.status < 300) {
+      // Empty, cut short, or a proxy's HTML page: unreadable says nothing of the job; read it again.
+      if (answer.body === undefined || answer.body === null || typeof answer.body !== 'object')
+        throw new ProviderTransientError(`fal answered HTTP ${answer.status} with a result that is not JSON`);
+      return resultsOf(answer.body);
+    }
     const body = (answer.body ?? {}) as { detail?: unknown; error_type?: unknown };
     const errorType = safeProviderMessage(
       typeof body.error_type === 'string' ? body.error_type : (answer.headers.get('x-fal-error-type') ?? ''),
@@ -161,11 +191,7 @@ export class FalQueueProvider implements Provider {
 
   /** `{queue}/{owner}/{app}/requests/{id}` for one of our job ids. */
   private requestUrl(jobId: string): string {
-    const separator = jobId.indexOf(jobIdSeparator);
-    const model = separator > 0 ? jobId.slice(0, separator) : '';
-    const requestId = separator > 0 ? jobId.slice(separator + jobIdSeparator.length) : '';
-    if (!modelIdPattern.test(model) || requestId === '')
-      throw new PermanentError(`${JSON.stringify(jobId)} is not a fal job id ({model}::{request_id})`);
+    const { model, requestId } = parseJobId(jobId);
     const [owner, app] = model.split('/');
     return `${this.options.queueUrl}/${owner}/${app}/requests/${encodeURIComponent(requestId)}`;
   }
@@ -182,6 +208,20 @@ export class FalQueueProvider implements Provider {
   private auth(): Record<string, string> {
     return { authorization: `Key ${this.options.key}` };
   }
+}
+
+/** A job id's parts: `{model}::{request_id}`, then `::{enqueued at, ms}` on ids made since the grace. */
+function parseJobId(jobId: string): { model: string; requestId: string; enqueuedAt?: number } {
+  const [model = '', requestId = '', enqueued, ...rest] = jobId.split(jobIdSeparator);
+  const enqueuedAt = enqueued === undefined ? undefined : Number(enqueued);
+  if (
+    !modelIdPattern.test(model) ||
+    requestId === '' ||
+    rest.length > 0 ||
+    (enqueuedAt !== undefined && !Number.isSafeInteger(enqueuedAt))
+  )
+    throw new PermanentError(`${JSON.stringify(jobId)} is not a fal job id ({model}::{request_id})`);
+  return { model, requestId, ...(enqueuedAt !== undefined ? { enqueuedAt } : {}) };
 }
 
 /**

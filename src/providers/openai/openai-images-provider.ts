@@ -13,13 +13,9 @@ import {
   type ProviderResult,
   type ProviderStatus,
 } from '../provider.js';
-import {
-  callProvider,
-  readReferenceImage,
-  type DownloadPolicy,
-  type ProviderAnswer,
-  probeProvider,
-} from '../provider-http.js';
+import { FormData } from 'undici';
+import { callProvider, type DownloadPolicy, type ProviderAnswer, probeProvider } from '../provider-http.js';
+import { readReferenceImage } from '../reference-images.js';
 import {
   callOfToken,
   cancelCall,

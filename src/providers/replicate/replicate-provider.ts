@@ -1,12 +1,12 @@
 import { mediaTypeOfName, type Storage } from '../../storage/storage.js';
 import {
   callProvider,
-  downloadResult,
-  inlineStoredImages,
   safeProviderMessage,
   type DownloadPolicy,
   type ProviderAnswer,
 } from '../provider-http.js';
+import { inlineStoredImages } from '../reference-images.js';
+import { downloadResult } from '../result-download.js';
 import {
   ProviderRejection,
   ProviderResultGone,
@@ -16,6 +16,7 @@ import {
   type ProviderJob,
   type ProviderResult,
   type ProviderStatus,
+  type ResultContent,
 } from '../provider.js';
 
 /**
@@ -89,7 +90,7 @@ export class ReplicateProvider implements Provider {
     // Ours go as data URIs when small (Replicate's guidance), else as our URL, which Replicate
     // fetches itself (so RESULT_BASE_URL must then be public HTTPS).
     const input = await inlineStoredImages(
-      target.input,
+      target,
       this.options.storage,
       this.options.download,
       maxDataUriBytes,
@@ -150,11 +151,7 @@ export class ReplicateProvider implements Provider {
     }
   }
 
-  async fetchResult(
-    jobId: string,
-    index: number,
-    result: ProviderResult,
-  ): Promise<{ bytes: Buffer; contentType: string }> {
+  async fetchResult(jobId: string, index: number, result: ProviderResult): Promise<ResultContent> {
     if (!result.url) throw new ProviderResultGone(`result ${index} of prediction ${jobId} has no URL`);
     // Output files are public, short-lived URLs: our token is never sent to them.
     return downloadResult(result.url, this.options.download);
@@ -171,6 +168,26 @@ export class ReplicateProvider implements Provider {
    */
   lookup(_token: string): Promise<{ found: 'unknown' }> {
     return Promise.resolve({ found: 'unknown' });
+  }
+
+  /**
+   * A client's cancel: only a prediction still `starting` is cancelled, and it counts as stopped
+   * only when Replicate answers it `canceled` or `aborted` without having started it (no
+   * `started_at`): then it never ran and is not billed. Anything else is left as it is.
+   */
+  async stopBeforeRun(jobId: string): Promise<{ stopped: boolean }> {
+    const url = `${this.apiUrl}/predictions/${encodeURIComponent(jobId)}`;
+    const timeoutMs = this.options.readTimeoutMs ?? 15_000;
+    const now = await this.call('read', { method: 'GET', url, headers: this.auth(), timeoutMs });
+    if ((now.body as Prediction | undefined)?.status !== 'starting') return { stopped: false };
+    const answer = await this.call(
+      'read',
+      { method: 'POST', url: `${url}/cancel`, headers: this.auth(), timeoutMs },
+      [404],
+    );
+    const after = (answer.body ?? {}) as Prediction & { started_at?: string | null };
+    const ended = after.status === 'canceled' || after.status === 'aborted';
+    return { stopped: ended && !after.started_at };
   }
 
   async cancel(jobId: string): Promise<void> {

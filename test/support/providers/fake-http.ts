@@ -24,15 +24,20 @@ export interface RecordedRequest {
  * - `hang`: read the whole request, count it, then never answer (the socket stays open until the
  *   client gives up or the server closes).
  * - `drop`: read the whole request, count it, then destroy the socket without a byte of answer.
+ * - `raw`: answer with this status and body as they are (not JSON), as a proxy in front of the
+ *   provider might, or an answer cut to nothing.
  * `accepted`: whether the provider created the job anyway (defaults: false for `status`, true for
  * `hang` and `drop`, since the request reached the provider whole). Only creates use it.
  */
 export type Fault =
   | { kind: 'status'; status: number; body?: unknown; retryAfter?: number; accepted?: boolean }
   | { kind: 'hang'; accepted?: boolean }
-  | { kind: 'drop'; accepted?: boolean };
+  | { kind: 'drop'; accepted?: boolean }
+  /** Answer with this status and a body that is not JSON: a proxy's HTML page, an empty body. */
+  | { kind: 'raw'; status: number; contentType: string; body: string; accepted?: boolean };
 
-export const faultAccepts = (fault: Fault): boolean => fault.accepted ?? fault.kind !== 'status';
+export const faultAccepts = (fault: Fault): boolean =>
+  fault.accepted ?? (fault.kind !== 'status' && fault.kind !== 'raw');
 
 export interface FakeHttpServer {
   /** `http://127.0.0.1:PORT`, no trailing slash. */
@@ -146,6 +151,10 @@ export function playFault(
   if (fault.kind === 'hang') return; // never answered; close() destroys the socket
   if (fault.kind === 'drop') {
     response.socket?.destroy();
+    return;
+  }
+  if (fault.kind === 'raw') {
+    response.writeHead(fault.status, { 'content-type': fault.contentType }).end(fault.body);
     return;
   }
   const headers: Record<string, string> = { ...extraHeaders(fault.status) };

@@ -1,0 +1,122 @@
+import { z } from 'zod';
+import { isValidRange } from '../net/address-policy.js';
+import { int, settingGroup } from './setting.js';
+
+/**
+ * Who may tell us the client's address in X-Forwarded-For: nobody (`false`), the
+ * nearest N hops (the proxies in front, when nothing else can reach the API), or
+ * peers at these addresses/CIDRs. The client's address is then the nearest one
+ * not trusted; entries further out are the client's own writing.
+ */
+export type TrustProxy = false | number | readonly string[];
+
+const trustProxy = z
+  .string()
+  .default('false')
+  .transform((raw, ctx): TrustProxy => {
+    const value = raw.trim();
+    if (value === '' || value === 'false') return false;
+    if (/^\d+$/.test(value)) return Number(value) === 0 ? false : Number(value);
+    const alternatives =
+      'use false (clients connect directly), the number of proxies in front (e.g. 1), or their addresses/CIDRs (e.g. 10.0.0.0/8)';
+    if (value === 'true') {
+      ctx.addIssue({
+        code: 'custom',
+        message: `true would believe any client's X-Forwarded-For; ${alternatives}`,
+      });
+      return z.NEVER;
+    }
+    const entries = value.split(',').map((entry) => entry.trim());
+    const bad = entries.filter((entry) => !isValidRange(entry));
+    if (bad.length > 0) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `${bad.map((entry) => JSON.stringify(entry)).join(', ')} ${bad.length === 1 ? 'is not an IP address or CIDR' : 'are not IP addresses or CIDRs'}; ${alternatives}`,
+      });
+      return z.NEVER;
+    }
+    return entries;
+  });
+
+/** The HTTP API: where it listens, what it accepts, its limits and caches. */
+export const apiSettings = settingGroup({
+  title: 'API',
+  shape: {
+    API_HOST: z.string().default('127.0.0.1'),
+    API_PORT: int(8080),
+    API_PUBLIC_URL: z.string().url().optional(),
+    TRUST_PROXY: trustProxy,
+    BODY_LIMIT_BYTES: int(32 * 1024 * 1024, 1024),
+    RATE_LIMIT_PER_MINUTE: int(600, 1),
+    FAILED_AUTH_IPV6_PREFIX: z.coerce.number().int().min(32).max(128).default(64),
+    FAILED_AUTH_PROCESS_PER_MINUTE: int(600, 1),
+    UNKNOWN_KEY_CACHE_MS: int(30_000),
+    // Node's requestTimeout and headersTimeout: a slow client cannot hold a socket or a buffer for long.
+    API_REQUEST_TIMEOUT_MS: int(60_000, 100),
+    API_HEADERS_TIMEOUT_MS: int(10_000, 100),
+    CACHE_TTL_MS: int(60_000),
+    CATALOG_REFRESH_MS: int(30_000, 100),
+    REDIS_URL: z
+      .string()
+      .optional()
+      .transform((value) => (value?.trim() ? value.trim() : undefined))
+      .refine((value) => value === undefined || /^rediss?:\/\//.test(value), {
+        message: 'must be a redis:// or rediss:// URL (redis://host:6379/0)',
+      }),
+    REDIS_TIMEOUT_MS: int(250, 10),
+  },
+  docs: {
+    API_HOST: { readBy: ['api'], text: 'The address the API listens on.' },
+    API_PORT: { readBy: ['api'], text: 'The port the API listens on.' },
+    API_PUBLIC_URL: {
+      readBy: ['api'],
+      text: 'The spec’s `{base_url}`: what clients are told to call, ending in `/v1`.',
+      default: '`http://API_HOST:API_PORT/v1`',
+    },
+    TRUST_PROXY: {
+      readBy: ['api'],
+      text: 'Whose `X-Forwarded-For` to believe: `false`, the number of proxies in front, or their addresses/CIDRs, comma-separated. `true` is refused. See [Behind a load balancer](operating.md#behind-a-load-balancer-or-cdn-trust_proxy).',
+    },
+    BODY_LIMIT_BYTES: { readBy: ['api'], text: 'Larger bodies get `413 payload_too_large`.' },
+    RATE_LIMIT_PER_MINUTE: {
+      readBy: ['api'],
+      text: 'Requests per minute per API key, replays included (`429 rate_limited` beyond it).',
+    },
+    FAILED_AUTH_IPV6_PREFIX: {
+      readBy: ['api'],
+      text: 'The failed-authentication limit counts an IPv6 client by its network of this many bits (32 to 128), so rotating through one’s own /64 is one client. IPv4 clients are counted by address.',
+    },
+    FAILED_AUTH_PROCESS_PER_MINUTE: {
+      readBy: ['api'],
+      text: 'Failed key lookups (unknown or revoked keys) one API process allows per minute, all clients together. Beyond it, a key that would need a query and has not worked on this process in the last day gets `429 rate_limited` without one; keys that worked lately are still looked up.',
+    },
+    UNKNOWN_KEY_CACHE_MS: {
+      readBy: ['api'],
+      text: 'How long a key PostgreSQL does not know is answered `401` from memory (at most 100 000 remembered, forgotten on any key change); `0`: asked every time.',
+    },
+    API_REQUEST_TIMEOUT_MS: {
+      readBy: ['api'],
+      text: 'A client’s whole request, body included, must arrive in this; else 408 and the connection is closed.',
+    },
+    API_HEADERS_TIMEOUT_MS: {
+      readBy: ['api'],
+      text: 'The same for its headers alone (at most `API_REQUEST_TIMEOUT_MS`).',
+    },
+    CACHE_TTL_MS: {
+      readBy: ['api'],
+      text: 'How long a resolved API key or a balance is trusted without asking PostgreSQL; changes are pushed at once by NOTIFY.',
+    },
+    CATALOG_REFRESH_MS: {
+      readBy: ['api'],
+      text: 'Catalog reload safety net; edits are also pushed by NOTIFY.',
+    },
+    REDIS_URL: {
+      readBy: ['api'],
+      text: 'Redis or Valkey (`redis://`, `rediss://`) where every API process counts the per-key and failed-authentication limits. Unset: each process counts in memory. See [Limits shared by every API replica](operating.md#limits-shared-by-every-api-replica-redis_url).',
+    },
+    REDIS_TIMEOUT_MS: {
+      readBy: ['api'],
+      text: 'A limit check waits this long for Redis, then counts in the process’s memory.',
+    },
+  },
+});

@@ -1,0 +1,113 @@
+import { z } from 'zod';
+import type { ProviderName } from '../catalog/provider-mapping.js';
+import { isValidRange } from '../net/address-policy.js';
+import { baseUrl, int, secret, settingGroup } from './setting.js';
+
+/**
+ * Real providers. A provider without its key is not offered: its catalog models are left out of
+ * GET /v1/models and refused as unknown at POST. The URLs may point anywhere speaking the same
+ * protocol (a proxy, a regional endpoint, a test server). Keys never reach a log line.
+ */
+export const providerSettings = settingGroup({
+  title: 'Providers and outbound fetching',
+  shape: {
+    FAL_KEY: secret,
+    FAL_QUEUE_URL: baseUrl('https://queue.fal.run'),
+    REPLICATE_API_TOKEN: secret,
+    REPLICATE_API_URL: baseUrl('https://api.replicate.com/v1'),
+    OPENAI_API_KEY: secret,
+    OPENAI_BASE_URL: baseUrl('https://api.openai.com/v1'),
+    FAL_MAX_IN_FLIGHT: int(10),
+    REPLICATE_MAX_IN_FLIGHT: int(20),
+    OPENAI_MAX_IN_FLIGHT: int(5),
+    SIM_PROVIDER_MAX_IN_FLIGHT: int(0),
+    PROVIDER_DOWN_AFTER_FAILURES: int(5, 1),
+    PROVIDER_PROBE_INTERVAL_MS: int(30_000, 100),
+    SIM_PROVIDER_DELAY_MS: int(3_000),
+    OUTBOUND_ALLOW_CIDRS: z
+      .string()
+      .default('')
+      .transform((value) =>
+        value
+          .split(/[\s,]+/)
+          .map((range) => range.trim())
+          .filter(Boolean),
+      )
+      .refine((ranges) => ranges.every(isValidRange), {
+        message: 'must be comma-separated CIDRs or addresses, such as 10.20.0.0/16,fd12::/64',
+      }),
+  },
+  docs: {
+    FAL_KEY: {
+      readBy: ['api', 'worker'],
+      text: 'fal’s key (sent as `Authorization: Key …`). Unset: fal’s models are not offered.',
+    },
+    FAL_QUEUE_URL: { readBy: ['worker'], text: 'fal’s queue API, or anything speaking its protocol.' },
+    REPLICATE_API_TOKEN: {
+      readBy: ['api', 'worker'],
+      text: 'Replicate’s token. Unset: Replicate’s models are not offered.',
+    },
+    REPLICATE_API_URL: {
+      readBy: ['worker'],
+      text: 'Replicate’s HTTP API, or anything speaking its protocol.',
+    },
+    OPENAI_API_KEY: {
+      readBy: ['api', 'worker'],
+      text: 'OpenAI’s key. Unset: OpenAI’s models are not offered.',
+    },
+    OPENAI_BASE_URL: { readBy: ['worker'], text: 'OpenAI’s API, or anything speaking its protocol.' },
+    FAL_MAX_IN_FLIGHT: {
+      readBy: ['worker'],
+      text: 'Jobs the fal account may have in flight at once; more wait in our queue (`queued`) instead of collecting 429s. 0: no cap.',
+    },
+    REPLICATE_MAX_IN_FLIGHT: { readBy: ['worker'], text: 'The same for Replicate.' },
+    OPENAI_MAX_IN_FLIGHT: { readBy: ['worker'], text: 'The same for OpenAI (calls made at once).' },
+    SIM_PROVIDER_MAX_IN_FLIGHT: {
+      readBy: ['worker'],
+      text: 'The same for the simulated provider (0: no cap).',
+    },
+    PROVIDER_DOWN_AFTER_FAILURES: {
+      readBy: ['worker'],
+      text: 'Failures in a row (unreachable, 5xx, lost answers, refused credentials; never 429s) that take a provider down.',
+    },
+    PROVIDER_PROBE_INTERVAL_MS: {
+      readBy: ['worker'],
+      text: 'While a provider is down: how often it is probed, and the `Retry-After` its refused POSTs get.',
+    },
+    SIM_PROVIDER_DELAY_MS: { readBy: ['worker'], text: 'The simulated provider’s time per job.' },
+    OUTBOUND_ALLOW_CIDRS: {
+      readBy: ['worker'],
+      text: 'Non-public ranges (CIDRs or addresses, comma-separated) that fetched URLs may reach: an internal image mirror, say. Cloud metadata endpoints stay refused. See [Outbound fetching](providers.md#outbound-fetching).',
+      default: '(none)',
+    },
+  },
+});
+
+type ProviderConfig = z.output<z.ZodObject<typeof providerSettings.shape>>;
+
+/** The providers this process has credentials for (the simulated one needs none). */
+export function providersWithCredentials(config: ProviderConfig): Set<ProviderName> {
+  const names = new Set<ProviderName>(['simulated']);
+  if (config.FAL_KEY) names.add('fal');
+  if (config.REPLICATE_API_TOKEN) names.add('replicate');
+  if (config.OPENAI_API_KEY) names.add('openai');
+  return names;
+}
+
+/** Each provider account's cap on jobs in flight (0: none). */
+export function inFlightCaps(config: ProviderConfig): Record<ProviderName, number> {
+  return {
+    simulated: config.SIM_PROVIDER_MAX_IN_FLIGHT,
+    fal: config.FAL_MAX_IN_FLIGHT,
+    replicate: config.REPLICATE_MAX_IN_FLIGHT,
+    openai: config.OPENAI_MAX_IN_FLIGHT,
+  };
+}
+
+/** The variable that would give each provider its credentials. */
+export const providerCredentialVariables: Record<ProviderName, string | null> = {
+  simulated: null,
+  fal: 'FAL_KEY',
+  replicate: 'REPLICATE_API_TOKEN',
+  openai: 'OPENAI_API_KEY',
+};
