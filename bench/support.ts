@@ -33,7 +33,7 @@ export async function benchDatabase(): Promise<{ url: string; embedded: boolean;
 
 /** CPU time (user + system, ms) used so far by the processes whose command line matches `pattern`. */
 export async function cpuMs(pattern: string): Promise<number> {
-  let pids: string[] = [];
+  let pids: string[];
   try {
     pids = execFileSync('pgrep', ['-f', pattern], { encoding: 'utf8' }).trim().split('\n').filter(Boolean);
   } catch {

@@ -6,6 +6,7 @@ import type { ValidationIssue } from '../errors.js';
 import { randomBase62 } from '../ids.js';
 import { toStorableText, unstorableTextIssues } from '../storable-text.js';
 import type { Storage } from '../storage/storage.js';
+import { parseOptions } from '../zod-messages.js';
 
 /** Idempotency-Key: 1 to 128 printable ASCII characters, no spaces. */
 const idempotencyKeyPattern = /^[\x21-\x7e]{1,128}$/;
@@ -79,9 +80,13 @@ export function checkBody(catalog: CatalogCache, body: unknown): BodyCheck {
       toStorableText(modelId.slice(0, 200)),
     );
   }
-  const parsed = model.requestSchema.safeParse(body);
+  const parsed = model.requestSchema.safeParse(body, parseOptions);
   if (!parsed.success || textIssues.length > 0) {
-    return refuse(parsed.success ? [] : toValidationIssues(parsed.error), modelId, model.entry.media_type);
+    return refuse(
+      parsed.success ? [] : toValidationIssues(parsed.error, body),
+      modelId,
+      model.entry.media_type,
+    );
   }
   const { model: _model, ...input } = parsed.data as Record<string, unknown>;
   return { ok: true, model, input };

@@ -55,7 +55,7 @@ export const listGenerationsQuerySchema = z.object({
   limit: z
     .string()
     .regex(/^[0-9]+$/, 'Must be a whole number from 1 to 100.')
-    .pipe(z.coerce.number().int().min(1).max(100))
+    .pipe(z.coerce.number<string>().int().min(1).max(100))
     .optional()
     .describe('Page size, 1 to 100; 20 when absent.'),
   cursor: z

@@ -1,5 +1,5 @@
-import { zodToJsonSchema } from 'zod-to-json-schema';
-import { ZodCatch, ZodOptional, type AnyZodObject, type ZodType } from 'zod';
+import { ZodCatch, ZodOptional, ZodPipe, ZodTransform, type ZodObject, type ZodType } from 'zod';
+import { toJsonSchema } from '../json-schema.js';
 import type { CatalogCache } from '../catalog/catalog-cache.js';
 import { errorCodes, type ErrorCode } from '../errors.js';
 import * as described from './openapi-headers.js';
@@ -15,16 +15,7 @@ import {
   validationErrorBodySchema,
 } from './schemas.js';
 
-/** `pipe: 'output'`: a query parameter parsed from text into a number is published as the number it is. */
-const toSchema = (schema: ZodType, pipeStrategy: 'input' | 'output' = 'input') => {
-  const json = zodToJsonSchema(schema, {
-    target: 'jsonSchema2019-09',
-    $refStrategy: 'none',
-    pipeStrategy,
-  }) as Record<string, unknown>;
-  delete json.$schema;
-  return json;
-};
+const toSchema = (schema: ZodType) => toJsonSchema(schema, 'input');
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
@@ -51,24 +42,34 @@ function refTo(schema: ZodType) {
  * The query parameters of an operation, from the zod schema that parses them: what is published is
  * what is checked. Repeating a parameter is a 400, so each is a single value (`explode` has no say).
  */
-function queryParameters(schema: AnyZodObject) {
+function queryParameters(schema: ZodObject) {
   return Object.entries(schema.shape as Record<string, ZodType>).map(([name, field]) => ({
     name,
     in: 'query',
     required: !field.isOptional(),
     ...(field.description ? { description: field.description } : {}),
-    schema: toSchema(
+    schema: queryParameterSchema(
       field instanceof ZodOptional ? (field as ZodOptional<ZodType>).unwrap() : field,
-      'output',
     ),
   }));
+}
+
+/**
+ * A query parameter as it is read: a pipe (text checked, then parsed into a number) is published as
+ * what it gives out, the number; a transform (a cursor decoded) as the text it takes in.
+ */
+function queryParameterSchema(field: ZodType) {
+  return toJsonSchema(
+    field,
+    field instanceof ZodPipe && !(field.out instanceof ZodTransform) ? 'output' : 'input',
+  );
 }
 
 /**
  * The path parameters of an operation, from the zod schema its route validates them with. A
  * parameter that reads what it does not accept as "none" (a catch) publishes what it accepts.
  */
-function pathParameters(schema: AnyZodObject) {
+function pathParameters(schema: ZodObject) {
   return Object.entries(schema.shape as Record<string, ZodType>).map(([name, field]) => ({
     name,
     in: 'path',

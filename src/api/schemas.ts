@@ -55,7 +55,7 @@ export const generationSchema = z.object({
   media_type: z.string(),
   credits: z.number().int().nonnegative(),
   credits_refunded: z.boolean(),
-  input: z.record(z.unknown()).nullable(),
+  input: z.record(z.string(), z.unknown()).nullable(),
   output: z
     .object({
       images: z.array(imageOutputSchema).optional(),

@@ -9,6 +9,7 @@ import type {
 import { ZodType, type z } from 'zod';
 import { toValidationIssues } from '../catalog/request-schema.js';
 import { ValidationError } from '../errors.js';
+import { parseOptions } from '../zod-messages.js';
 
 /**
  * Route schemas are zod schemas (src/api/route-schemas.ts), the ones the OpenAPI description is
@@ -42,10 +43,10 @@ export function useZodSchemas(app: FastifyInstance): ZodApp {
   app.setValidatorCompiler(({ schema, method, url }) => {
     if (!(schema instanceof ZodType)) throw new TypeError(`${method} ${url}: route schemas are zod schemas`);
     return (data: unknown) => {
-      const parsed = (schema as ZodType<unknown>).safeParse(data);
+      const parsed = (schema as ZodType<unknown>).safeParse(data, parseOptions);
       return parsed.success
         ? { value: parsed.data }
-        : { error: new ValidationError(toValidationIssues(parsed.error)) };
+        : { error: new ValidationError(toValidationIssues(parsed.error, data)) };
     };
   });
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));

@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { ownValue } from './own-value.js';
 import { providerBlockIssues, providerBlockSchema } from './provider-mapping.js';
+// zod's messages in the words the service has always used, for whoever parses a definition.
+import '../zod-messages.js';
 
 /**
  * The shape of one model in the catalog (the `models` table). The stored
@@ -14,7 +16,7 @@ const enumOption = z.object({
   values: z.array(z.string().min(1)).min(1),
   default: z.string(),
   /** What each value means, for example `{ "basic": "2K output" }`. */
-  descriptions: z.record(z.string()).optional(),
+  descriptions: z.record(z.string(), z.string()).optional(),
   description: z.string(),
 });
 
@@ -61,9 +63,9 @@ const pricingSchema = z.object({
   /** The option whose value selects the base price, or null for a flat price. */
   by: z.string().nullable(),
   /** Credits per unit, keyed by the value of `by` (or `"*"` for a flat price). */
-  credits: z.record(price),
+  credits: z.record(z.string(), price),
   /** Extra credits per unit added when an option has a given value, e.g. `{ generate_audio: { "true": 2 } }`. */
-  surcharges: z.record(z.record(price)).default({}),
+  surcharges: z.record(z.string(), z.record(z.string(), price)).default({}),
 });
 
 export const modelDefinitionSchema = z
@@ -78,9 +80,11 @@ export const modelDefinitionSchema = z
     max_images: z.number().int().min(0),
     /** Whether image inputs may be `data:image/<type>;base64,...` as well as HTTPS URLs. */
     accepts_data_uris: z.boolean(),
-    options: z.record(modelOptionSchema),
+    options: z.record(z.string(), modelOptionSchema),
     /** Output long edge in pixels, keyed by the value of the option that sets the size. */
-    output_size: z.object({ by: z.string(), long_edge_px: z.record(z.number().int().positive()) }).optional(),
+    output_size: z
+      .object({ by: z.string(), long_edge_px: z.record(z.string(), z.number().int().positive()) })
+      .optional(),
     pricing: pricingSchema,
     /** Which provider runs the model and how the request maps onto its input; absent: the simulated provider. */
     provider: providerBlockSchema.optional(),

@@ -1,4 +1,5 @@
-import { z, type ZodIssue } from 'zod';
+import { z } from 'zod';
+import { joinValues, parseOptions } from '../zod-messages.js';
 import { modelDefinitionSchema, type ModelDefinition } from './catalog-entry.js';
 import { providerNames } from './provider-mapping.js';
 
@@ -63,7 +64,7 @@ export function parseCatalogFile(text: string, file: string): CatalogFileModel[]
   } catch (error) {
     throw new CatalogFileRefused(file, [`not JSON: ${(error as Error).message}`]);
   }
-  const shape = fileSchema.safeParse(json);
+  const shape = fileSchema.safeParse(json, parseOptions);
   if (!shape.success) {
     throw new CatalogFileRefused(file, [
       `not a catalog file: expected { "models": [ … ] }; ${describeIssues(shape.error.issues, json).join('; ')}`,
@@ -80,12 +81,16 @@ export function parseCatalogFile(text: string, file: string): CatalogFileModel[]
       if (first === undefined) firstIndexOf.set(id, index);
       else problems.push(`${label}: id: the same id as models[${first}]; each model appears once`);
     }
-    const entry = entrySchema.safeParse(raw);
+    const entry = entrySchema.safeParse(raw, parseOptions);
     const rawDefinition = (raw as { definition?: unknown } | null)?.definition;
     const definition = isPlainObject(rawDefinition)
-      ? modelDefinitionSchema.safeParse(rawDefinition, { path: ['definition'] })
+      ? modelDefinitionSchema.safeParse(rawDefinition, parseOptions)
       : null;
-    const issues = [...(entry.error?.issues ?? []), ...(definition?.error?.issues ?? [])];
+    const definitionIssues = (definition?.error?.issues ?? []).map((issue) => ({
+      ...issue,
+      path: ['definition', ...issue.path],
+    }));
+    const issues = [...(entry.error?.issues ?? []), ...definitionIssues];
     problems.push(...describeIssues(issues, raw).map((p) => `${label}: ${p}`));
     if (definition?.success) {
       // The definition schema drops fields it does not know; in a file they are typing mistakes.
@@ -99,28 +104,37 @@ export function parseCatalogFile(text: string, file: string): CatalogFileModel[]
   return models;
 }
 
+type Issue = z.core.$ZodIssue;
+type Path = Array<string | number>;
+const pathOf = (issue: Issue): Path => issue.path as Path;
+
 /** The issues as `path: message` lines an operator can act on (zod's own texts are terse). */
-function describeIssues(issues: readonly ZodIssue[], input: unknown): string[] {
+function describeIssues(issues: readonly Issue[], input: unknown): string[] {
   return issues.flatMap((issue) => {
-    if (issue.code === 'invalid_union') return describeIssues(closestBranch(issue, input), input);
+    const path = pathOf(issue);
+    if (issue.code === 'invalid_union' && issue.errors.length > 0)
+      return describeIssues(closestBranch(issue, input), input);
     if (issue.code === 'unrecognized_keys')
-      return issue.keys.map((key) => `${formatPath([...issue.path, key])}: unknown field`);
+      return issue.keys.map((key) => `${formatPath([...path, key])}: unknown field`);
     const message = messageFor(issue, input);
-    return [issue.path.length === 0 ? message : `${formatPath(issue.path)}: ${message}`];
+    return [path.length === 0 ? message : `${formatPath(path)}: ${message}`];
   });
 }
 
 /**
  * A union that matched no branch: the issues of the branch the input came closest to. When every
- * branch failed on the value's type alone, one issue naming all the types that would do.
+ * branch failed on the value's type alone, one issue naming all the types that would do. (A
+ * branch's issues are placed where the union is: zod 4 gives their paths from there.)
  */
-function closestBranch(issue: z.ZodInvalidUnionIssue, input: unknown): ZodIssue[] {
-  const branches = issue.unionErrors.map((error) => error.issues);
-  const onType = (b: ZodIssue[]) =>
-    b.length === 1 && b[0]!.code === 'invalid_type' && b[0]!.path.length === issue.path.length;
+function closestBranch(issue: z.core.$ZodIssueInvalidUnion, input: unknown): Issue[] {
+  const branches = issue.errors.map((errors) =>
+    errors.map((i): Issue => ({ ...i, path: [...issue.path, ...i.path] })),
+  );
+  const onType = (b: Issue[]) =>
+    b.length === 1 && b[0]!.code === 'invalid_type' && b[0].path.length === issue.path.length;
   if (branches.every(onType)) {
-    const expected = branches.map((b) => typeName((b[0] as z.ZodInvalidTypeIssue).expected));
-    const value = valueAt(input, issue.path);
+    const expected = branches.map((b) => typeName((b[0] as z.core.$ZodIssueInvalidType).expected));
+    const value = valueAt(input, pathOf(issue));
     return [
       {
         code: 'custom',
@@ -131,42 +145,46 @@ function closestBranch(issue: z.ZodInvalidUnionIssue, input: unknown): ZodIssue[
   }
   // Fewest unknown fields first (they say the input was meant as another branch), then the
   // fewest issues, then the deepest: the branch that got furthest.
-  const cost = (b: ZodIssue[]) =>
+  const cost = (b: Issue[]) =>
     b.reduce((sum, i) => sum + (i.code === 'unrecognized_keys' ? i.keys.length * 10 : 1), 0);
-  const depth = (b: ZodIssue[]) => Math.max(...b.map((i) => i.path.length));
+  const depth = (b: Issue[]) => Math.max(...b.map((i) => i.path.length));
   return branches.reduce((best, b) =>
     cost(b) < cost(best) || (cost(b) === cost(best) && depth(b) > depth(best)) ? b : best,
   );
 }
 
-function messageFor(issue: ZodIssue, input: unknown): string {
-  const value = valueAt(input, issue.path);
+function messageFor(issue: Issue, input: unknown): string {
+  const path = pathOf(issue);
+  const value = valueAt(input, path);
   switch (issue.code) {
     case 'invalid_type':
-      if (issue.received === 'undefined') return 'missing';
-      if (issue.expected === 'integer') return `expected a whole number, got ${describeValue(value)}`;
+      if (value === undefined) return 'missing';
+      if (issue.expected === 'int') return `expected a whole number, got ${describeValue(value)}`;
       return `expected ${typeName(issue.expected)}, got ${describeValue(value)}`;
-    case 'invalid_enum_value': {
-      const allowed = issue.options.join(', ');
-      if (issue.path.at(-1) === 'name' && issue.path.at(-2) === 'provider')
-        return `unknown provider ${JSON.stringify(issue.received)} (one of ${providerNames.join(', ')})`;
-      return `${JSON.stringify(issue.received)} is not allowed (one of ${allowed})`;
+    case 'invalid_union':
+      // No branch has the discriminator's value (the only union without branch errors).
+      return `${describeValue(value)} is not allowed (one of ${((issue as { options?: unknown[] }).options ?? []).map(String).join(', ')})`;
+    case 'invalid_value': {
+      // An enum: text that is none of its values, or no text at all (the words zod 3 had for each).
+      if (value === undefined) return 'missing';
+      if (typeof value !== 'string')
+        return `expected ${joinValues(issue.values)}, got ${describeValue(value)}`;
+      const allowed = issue.values.join(', ');
+      if (path.at(-1) === 'name' && path.at(-2) === 'provider')
+        return `unknown provider ${JSON.stringify(value)} (one of ${providerNames.join(', ')})`;
+      return `${JSON.stringify(value)} is not allowed (one of ${allowed})`;
     }
-    case 'invalid_union_discriminator':
-      return `${describeValue(value)} is not allowed (one of ${issue.options.map(String).join(', ')})`;
-    case 'invalid_literal':
-      return `must be ${JSON.stringify(issue.expected)}`;
     case 'too_small':
-      if (issue.type === 'array') return `must have at least ${issue.minimum} item(s)`;
-      if (issue.type === 'string')
+      if (issue.origin === 'array') return `must have at least ${issue.minimum} item(s)`;
+      if (issue.origin === 'string')
         return issue.minimum === 1 ? 'must not be empty' : `must be at least ${issue.minimum} characters`;
       return `must be ${issue.inclusive ? 'at least' : 'more than'} ${issue.minimum}, got ${describeValue(value)}`;
     case 'too_big':
-      if (issue.type === 'array') return `must have at most ${issue.maximum} item(s)`;
-      if (issue.type === 'string') return `must be at most ${issue.maximum} characters`;
+      if (issue.origin === 'array') return `must have at most ${issue.maximum} item(s)`;
+      if (issue.origin === 'string') return `must be at most ${issue.maximum} characters`;
       return `must be ${issue.inclusive ? 'at most' : 'less than'} ${issue.maximum}, got ${describeValue(value)}`;
-    case 'invalid_string':
-      if (issue.validation === 'regex' && issue.path.at(-1) === 'id' && issue.path.length === 1)
+    case 'invalid_format':
+      if (issue.format === 'regex' && path.at(-1) === 'id' && path.length === 1)
         return `${describeValue(value)} is not a model id (lower-case letters, digits, dots and hyphens, starting with a letter or digit)`;
       return `${describeValue(value)} is not valid: ${issue.message}`;
     default:

@@ -46,9 +46,10 @@ type FieldMapping =
  */
 const fieldMapping = z
   .object({
-    value: z.unknown(),
+    // Optional: zod 4 holds a key of z.unknown() to be present, and a mapping has value or from.
+    value: z.unknown().optional(),
     from: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]).optional(),
-    map: z.record(z.unknown()).optional(),
+    map: z.record(z.string(), z.unknown()).optional(),
     first: z.boolean().optional(),
   })
   .strict()
@@ -81,7 +82,7 @@ export const providerBlockSchema = z
     /** Replicate: run this version (`POST /predictions` with `version`) instead of the model's latest. */
     version: z.string().min(1).optional(),
     /** The provider's input, field by field. */
-    input: z.record(fieldMapping),
+    input: z.record(z.string(), fieldMapping),
   })
   .strict();
 type ProviderBlock = z.infer<typeof providerBlockSchema>;

@@ -10,7 +10,7 @@ const publicOptionSchema = z.object({
   type: z.enum(['enum', 'integer_enum', 'boolean', 'image']),
   values: z.array(z.union([z.string(), z.number()])).optional(),
   default: z.union([z.string(), z.number(), z.boolean()]).optional(),
-  descriptions: z.record(z.string()).optional(),
+  descriptions: z.record(z.string(), z.string()).optional(),
   unit: z.string().optional(),
   requires: z.string().optional(),
   description: z.string(),
@@ -32,21 +32,21 @@ export const publicModelSchema = z.object({
     .object({ min_length: z.number().int(), max_length: z.number().int() })
     .describe('Length in characters.'),
   options: z
-    .record(publicOptionSchema)
+    .record(z.string(), publicOptionSchema)
     .describe('Request fields besides model, prompt and images, keyed by field name.'),
   pricing: z
     .object({
       unit: z.enum(['generation', 'second']),
       by: z.string().nullable(),
-      credits: z.record(z.number().int()),
-      surcharges: z.record(z.record(z.number().int())),
+      credits: z.record(z.string(), z.number().int()),
+      surcharges: z.record(z.string(), z.record(z.string(), z.number().int())),
     })
     .describe(
       'price = (credits[value of `by`, or "*"] + each matching surcharge) × (duration if unit is "second", else 1).',
     ),
   default_price: z.number().int().describe('Credits for a request that sets no option.'),
   request_schema: z
-    .record(z.unknown())
+    .record(z.string(), z.unknown())
     .describe('JSON Schema of the POST /v1/generations body for this model.'),
 });
 

@@ -1,7 +1,8 @@
 import { z } from 'zod';
-import { zodToJsonSchema } from 'zod-to-json-schema';
 import type { ValidationIssue } from '../errors.js';
 import { fieldName, noNulPattern, storableString } from '../storable-text.js';
+import { joinValues, receivedType } from '../zod-messages.js';
+import { toJsonSchema } from '../json-schema.js';
 import type { CatalogEntry } from './catalog-entry.js';
 import { MAX_DATA_URI_BYTES, MAX_IMAGE_URL_LENGTH, parseImageInput } from './image-input.js';
 
@@ -11,7 +12,7 @@ import { MAX_DATA_URI_BYTES, MAX_IMAGE_URL_LENGTH, parseImageInput } from './ima
  * GET /v1/models publishes: the catalog entry is the only source of both.
  */
 export function buildRequestSchema(entry: CatalogEntry) {
-  const shape: Record<string, z.ZodTypeAny> = {
+  const shape: Record<string, z.ZodType> = {
     model: z.literal(entry.id).describe('The model id.'),
     prompt: codePointString(entry.prompt.min_length, entry.prompt.max_length).describe(
       `What to generate, ${entry.prompt.min_length} to ${entry.prompt.max_length} characters.`,
@@ -31,7 +32,14 @@ export function buildRequestSchema(entry: CatalogEntry) {
     switch (option.type) {
       case 'enum':
         shape[name] = z
-          .enum(option.values as [string, ...string[]])
+          .enum(option.values as [string, ...string[]], {
+            // The values in the catalog's order (zod 4 lists integer-like ones first), and the
+            // words zod 3 had for something that is not text at all.
+            error: (issue) =>
+              typeof issue.input === 'string'
+                ? `Must be one of: ${option.values.join(', ')}.`
+                : `Expected ${joinValues(option.values)}, received ${receivedType(issue.input)}.`,
+          })
           .optional()
           .describe(`${option.description} Default: ${option.default}.`);
         break;
@@ -67,6 +75,7 @@ export function buildRequestSchema(entry: CatalogEntry) {
           path: [name],
           message: `${name} needs ${requires}.`,
           params: { reason: 'requires' },
+          input: body[name],
         });
       }
     }
@@ -75,10 +84,7 @@ export function buildRequestSchema(entry: CatalogEntry) {
 
 /** The JSON Schema (2019-09 dialect, compatible with OpenAPI 3.1) of one model's request body. */
 export function buildRequestJsonSchema(entry: CatalogEntry): Record<string, unknown> {
-  const schema = zodToJsonSchema(buildRequestSchema(entry), {
-    target: 'jsonSchema2019-09',
-    $refStrategy: 'none',
-  }) as {
+  const schema = toJsonSchema(buildRequestSchema(entry)) as {
     properties: Record<string, Record<string, unknown>>;
     required?: string[];
     additionalProperties?: unknown;
@@ -142,6 +148,9 @@ const imagePatterns = {
   urlOrData: new RegExp(`${httpsImagePattern}|${dataUriImagePattern}`),
 };
 
+/** "1 character", "3000 characters". */
+const characters = (n: number) => `${n} ${n === 1 ? 'character' : 'characters'}`;
+
 function codePointString(min: number, max: number) {
   return storableString().superRefine((value, ctx) => {
     // A code point is one or two UTF-16 units, so the unit count bounds it cheaply first.
@@ -150,17 +159,19 @@ function codePointString(min: number, max: number) {
       ctx.addIssue({
         code: 'too_small',
         minimum: min,
-        type: 'string',
+        origin: 'string',
         inclusive: true,
-        message: `Must be at least ${min} characters.`,
+        input: value,
+        message: `Must be at least ${characters(min)}.`,
       });
     } else if (length > max) {
       ctx.addIssue({
         code: 'too_big',
         maximum: max,
-        type: 'string',
+        origin: 'string',
         inclusive: true,
-        message: `Must be at most ${max} characters.`,
+        input: value,
+        message: `Must be at most ${characters(max)}.`,
       });
     }
   });
@@ -171,7 +182,12 @@ function imageString(acceptsDataUris: boolean) {
   return z.string().superRefine((value, ctx) => {
     const parsed = parseImageInput(value, acceptsDataUris);
     if (!parsed.ok)
-      ctx.addIssue({ code: 'custom', message: parsed.message, params: { reason: 'invalid_image' } });
+      ctx.addIssue({
+        code: 'custom',
+        message: parsed.message,
+        params: { reason: 'invalid_image' },
+        input: value,
+      });
     else if (!pattern.test(value))
       ctx.addIssue({
         code: 'custom',
@@ -179,35 +195,57 @@ function imageString(acceptsDataUris: boolean) {
           ? 'Must be an HTTPS URL or an image data URI, without spaces or control characters.'
           : 'Must be an HTTPS URL, without spaces or control characters.',
         params: { reason: 'invalid_image' },
+        input: value,
       });
   });
 }
 
-/** Turns zod's issues into the API's `issues` items: one per offending field. */
-export function toValidationIssues(error: z.ZodError): ValidationIssue[] {
+/**
+ * Turns zod's issues into the API's `issues` items: one per offending field. `input` is what was
+ * parsed (zod 4's issues do not carry it); parse with `parseOptions` (src/zod-messages.ts) for the
+ * texts this API has always given.
+ */
+export function toValidationIssues(error: z.ZodError, input: unknown): ValidationIssue[] {
+  // A value of the wrong type is that and nothing more: zod 4 goes on to check a string's length
+  // against an array's `max`, which zod 3 did not.
+  const wrongType = new Set<string>();
   return error.issues.flatMap((issue): ValidationIssue[] => {
-    const field = fieldName(issue.path);
+    const field = fieldName(issue.path as Array<string | number>);
+    const value = valueAt(input, issue.path);
+    if (wrongType.has(field)) return [];
+    if (issue.code === 'invalid_type') wrongType.add(field);
     switch (issue.code) {
       case 'unrecognized_keys':
         return issue.keys.map((key) => ({
-          field: fieldName([...issue.path, key]),
+          field: fieldName([...(issue.path as Array<string | number>), key]),
           code: 'unknown_field',
           message: 'This model does not accept this field.',
         }));
       case 'invalid_type':
         return [
-          issue.received === 'undefined'
+          value === undefined
             ? { field, code: 'required', message: 'This field is required.' }
             : {
                 field,
                 code: 'invalid_type',
-                message: `Expected ${issue.expected}, received ${issue.received}.`,
+                message: `Expected ${issue.expected === 'int' ? 'integer' : issue.expected}, received ${receivedType(value)}.`,
               },
         ];
-      case 'invalid_enum_value':
-        return [{ field, code: 'invalid_value', message: `Must be one of: ${issue.options.join(', ')}.` }];
+      case 'invalid_value':
+        // An enum given something that is not text is a wrong type, as zod 3 told it (its message
+        // is the enum's own, above); a literal that does not match (an integer option with one
+        // value) is a wrong value.
+        return [
+          {
+            field,
+            code:
+              issue.values.every((v) => typeof v === 'string') && typeof value !== 'string'
+                ? 'invalid_type'
+                : 'invalid_value',
+            message: issue.message,
+          },
+        ];
       case 'invalid_union':
-      case 'invalid_literal':
         return [{ field, code: 'invalid_value', message: issue.message }];
       case 'too_small':
         return [{ field, code: 'too_small', message: issue.message }];
@@ -225,4 +263,14 @@ export function toValidationIssues(error: z.ZodError): ValidationIssue[] {
         return [{ field, code: 'invalid_value', message: issue.message }];
     }
   });
+}
+
+/** The value at a path of an issue: zod 4's issues do not carry it. */
+function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
+  let value = input;
+  for (const key of path) {
+    if (typeof value !== 'object' || value === null) return undefined;
+    value = (value as Record<PropertyKey, unknown>)[key];
+  }
+  return value;
 }

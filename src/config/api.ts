@@ -21,7 +21,7 @@ const trustProxy = z
       'use false (clients connect directly), the number of proxies in front (e.g. 1), or their addresses/CIDRs (e.g. 10.0.0.0/8)';
     if (value === 'true') {
       ctx.addIssue({
-        code: z.ZodIssueCode.custom,
+        code: 'custom',
         message: `true would believe any client's X-Forwarded-For; ${alternatives}`,
       });
       return z.NEVER;
@@ -30,7 +30,7 @@ const trustProxy = z
     const bad = entries.filter((entry) => !isValidRange(entry));
     if (bad.length > 0) {
       ctx.addIssue({
-        code: z.ZodIssueCode.custom,
+        code: 'custom',
         message: `${bad.map((entry) => JSON.stringify(entry)).join(', ')} ${bad.length === 1 ? 'is not an IP address or CIDR' : 'are not IP addresses or CIDRs'}; ${alternatives}`,
       });
       return z.NEVER;

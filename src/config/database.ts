@@ -1,12 +1,12 @@
 import { z } from 'zod';
-import { int, settingGroup } from './setting.js';
+import { int, requiredError, settingGroup } from './setting.js';
 
 /** PostgreSQL, and how long a starting process waits for its dependencies. */
 export const databaseSettings = settingGroup({
   title: 'PostgreSQL',
   shape: {
     DATABASE_URL: z
-      .string({ required_error: 'is required (postgres://user:password@host:port/database)' })
+      .string({ error: requiredError('is required (postgres://user:password@host:port/database)') })
       .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL'),
     DATABASE_POOL_SIZE: int(10, 1),
     DEPENDENCY_WAIT_TIMEOUT_MS: int(5 * 60_000, 0),

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { joinValues, parseOptions } from '../zod-messages.js';
 
 /**
  * The pieces every settings file is built from: zod parsers for the kinds of values environment
@@ -30,6 +31,23 @@ export interface SettingGroup<Shape extends z.ZodRawShape> {
 export const settingGroup = <Shape extends z.ZodRawShape>(group: SettingGroup<Shape>): SettingGroup<Shape> =>
   group;
 
+/** A variable's message when it is unset; any other problem keeps zod's message. */
+export const requiredError = (message: string) => (issue: { input: unknown }) =>
+  issue.input === undefined ? message : undefined;
+
+/**
+ * An enum whose refusal lists its values in the order written: zod 4 keeps an enum's values as an
+ * object's keys, which puts integer-like ones ('1', '0') first.
+ */
+export const inOrder = <T extends string>(values: readonly [T, ...T[]]) =>
+  z.enum(values, {
+    // Environment variables are text; anything else keeps zod's own message.
+    error: (issue) =>
+      typeof issue.input === 'string'
+        ? `Invalid enum value. Expected ${joinValues(values)}, received '${issue.input}'`
+        : undefined,
+  });
+
 export const int = (fallback: number, min = 0) => z.coerce.number().int().min(min).default(fallback);
 
 /** A TCP port that is off until set. */
@@ -42,7 +60,7 @@ export const secret = z
   .transform((value) => (value?.trim() ? value.trim() : undefined));
 
 /** An optional variable for which blank means unset (docker-compose passes `${VAR:-}` through as ''). */
-export const blankIsUnset = <T extends z.ZodTypeAny>(schema: T) =>
+export const blankIsUnset = <T extends z.ZodType>(schema: T) =>
   z.preprocess(
     (value) => (typeof value === 'string' && value.trim() === '' ? undefined : value),
     schema.optional(),
@@ -72,7 +90,7 @@ export const pem = z
       const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
       // The value is not echoed: it may be a key in a form we do not read (base64, quoted).
       ctx.addIssue({
-        code: z.ZodIssueCode.custom,
+        code: 'custom',
         message: `is not PEM text, and no file of that name can be read (${code}); give the PEM text or a PEM file's path`,
       });
       return z.NEVER;
@@ -84,14 +102,11 @@ export class ConfigError extends Error {
 }
 
 /** Parses `env` with `schema`; throws a ConfigError naming every bad variable. */
-export function parseEnv<Schema extends z.ZodTypeAny>(
-  schema: Schema,
-  env: NodeJS.ProcessEnv,
-): z.output<Schema> {
-  const parsed = schema.safeParse(env);
+export function parseEnv<Schema extends z.ZodType>(schema: Schema, env: NodeJS.ProcessEnv): z.output<Schema> {
+  const parsed = schema.safeParse(env, parseOptions);
   if (!parsed.success) {
     const lines = parsed.error.issues.map((issue) => `  ${issue.path.join('.')}: ${issue.message}`);
     throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
   }
-  return parsed.data as z.output<Schema>;
+  return parsed.data;
 }

@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import type { StorageLocation } from '../storage/open-storage.js';
-import { blankIsUnset, int, settingGroup } from './setting.js';
+import { blankIsUnset, inOrder, int, settingGroup } from './setting.js';
 
 /** Where results and inline input images are kept, and the result host that serves them. */
 export const storageSettings = settingGroup({
@@ -15,14 +15,13 @@ export const storageSettings = settingGroup({
       .transform((value) => value || undefined)
       .superRefine((value, ctx) => {
         const problem = value === undefined ? null : storageUrlProblem(value);
-        if (problem) ctx.addIssue({ code: z.ZodIssueCode.custom, message: problem });
+        if (problem) ctx.addIssue({ code: 'custom', message: problem });
       }),
     S3_ENDPOINT: blankIsUnset(
       z.string().regex(/^https?:\/\/[^/]/, 'must be an http:// or https:// URL, such as http://minio:9000'),
     ),
     S3_REGION: blankIsUnset(z.string()),
-    S3_FORCE_PATH_STYLE: z
-      .enum(['true', 'false', '1', '0', ''])
+    S3_FORCE_PATH_STYLE: inOrder(['true', 'false', '1', '0', ''])
       .default('false')
       .transform((value) => value === 'true' || value === '1'),
     RESULT_HOST: z.string().default('127.0.0.1'),

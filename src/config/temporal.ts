@@ -1,11 +1,13 @@
 import { z } from 'zod';
-import { ConfigError, pem, secret, settingGroup } from './setting.js';
+import { ConfigError, pem, requiredError, secret, settingGroup } from './setting.js';
 
 /** Where Temporal is, and which queue our workflows run on. */
 export const temporalSettings = settingGroup({
   title: 'Temporal',
   shape: {
-    TEMPORAL_ADDRESS: z.string({ required_error: 'is required (host:port of the Temporal frontend)' }).min(1),
+    TEMPORAL_ADDRESS: z
+      .string({ error: requiredError('is required (host:port of the Temporal frontend)') })
+      .min(1),
     TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
     TEMPORAL_TASK_QUEUE: z.string().min(1).default('generations'),
   },

@@ -4,7 +4,7 @@ import { generationStatuses, type GenerationStatus } from '../generation.js';
 
 /** The generations projection as clients read it: one generation, or a page of an account's. */
 
-const jsonObject = z.record(z.unknown());
+const jsonObject = z.record(z.string(), z.unknown());
 /** The error column: a generation's `{ code, message }`. */
 export const generationErrorColumn = z.object({ code: z.string(), message: z.string() });
 

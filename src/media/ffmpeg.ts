@@ -14,7 +14,9 @@ function ffmpegBinary(): string {
       ffmpegPath = installer.path;
     } catch (error) {
       // The installer throws a bare string when its platform package is missing.
-      throw new Error(`ffmpeg is not available: ${error instanceof Error ? error.message : String(error)}`);
+      throw new Error(`ffmpeg is not available: ${error instanceof Error ? error.message : String(error)}`, {
+        cause: error,
+      });
     }
   }
   return ffmpegPath;

@@ -1,5 +1,5 @@
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { Resource } from '@opentelemetry/resources';
+import { resourceFromAttributes, type Resource } from '@opentelemetry/resources';
 import { BatchSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 
@@ -21,7 +21,7 @@ export interface Tracing {
  * (OTEL_BSP_SCHEDULE_DELAY) from the environment.
  */
 export function startTracing(serviceName: string, endpoint: string): Tracing {
-  const resource = new Resource({ 'service.name': serviceName });
+  const resource = resourceFromAttributes({ 'service.name': serviceName });
   const exporter = new OTLPTraceExporter({ url: `${endpoint.replace(/\/+$/, '')}/v1/traces` });
   const spanProcessor = new BatchSpanProcessor(exporter);
   const provider = new NodeTracerProvider({ resource, spanProcessors: [spanProcessor] });

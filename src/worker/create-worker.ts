@@ -15,6 +15,7 @@ import {
   type OpenTelemetrySinks,
 } from '@temporalio/interceptors-opentelemetry';
 import type { Tracing } from '../observability/tracing.js';
+import { workflowSpanProcessor } from '../observability/workflow-spans.js';
 import { classifyFailure } from '../activities/failures.js';
 import type { Activities } from '../activities/index.js';
 import { providerWaitQueue } from '../workflows/generation-types.js';
@@ -147,7 +148,7 @@ const activitySpans: ActivityInterceptorsFactory = (ctx) => ({
  * unregistered sink.
  */
 function workflowSpanSinks(tracing: Tracing | undefined): InjectedSinks<OpenTelemetrySinks> {
-  if (tracing) return { exporter: makeWorkflowExporter(tracing.spanProcessor, tracing.resource) };
+  if (tracing) return { exporter: makeWorkflowExporter(workflowSpanProcessor(tracing), tracing.resource) };
   return { exporter: { export: { fn: () => undefined } } };
 }
 

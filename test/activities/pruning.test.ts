@@ -37,7 +37,8 @@ describe('pruning', () => {
       ...options,
     });
   const ago = (days: number) => new Date(Date.now() - days * DAY).toISOString();
-  const ids = async (query: ReturnType<typeof sql.unsafe>) => (await db.pool.anyFirst(query)) as string[];
+  const ids = async (query: ReturnType<typeof sql.unsafe>) =>
+    (await db.pool.anyFirst(query)) as readonly unknown[] as string[];
 
   async function logRequest(path: string, createdAt: string) {
     await db.pool.query(sql.unsafe`

@@ -1,5 +1,6 @@
 import { readdir } from 'node:fs/promises';
 import { sql } from 'slonik';
+import { z } from 'zod';
 import { describe, expect, it } from 'vitest';
 import { quoteSchema } from '../../src/api/schemas.js';
 import { bearer } from '../support/api.js';
@@ -20,7 +21,9 @@ describe('POST /v1/generations/quote', () => {
     });
   const generationCount = () =>
     stack.db.pool.oneFirst(
-      sql.unsafe`SELECT count(*)::int FROM generations WHERE account_id = ${stack.account.accountId}`,
+      sql.type(
+        z.object({ count: z.number() }),
+      )`SELECT count(*)::int FROM generations WHERE account_id = ${stack.account.accountId}`,
     );
 
   it('quotes exactly what the create then debits, from the balance a create draws on', async () => {

@@ -21,7 +21,7 @@ function validate(id: string, body: Record<string, unknown>) {
   const result = model(id).requestSchema.safeParse({ model: id, ...body });
   return result.success
     ? { ok: true as const, input: result.data as Record<string, unknown> }
-    : { ok: false as const, issues: toValidationIssues(result.error) };
+    : { ok: false as const, issues: toValidationIssues(result.error, { model: id, ...body }) };
 }
 
 describe('catalog: the request schema built from each entry', () => {
@@ -76,6 +76,13 @@ describe('catalog: the request schema built from each entry', () => {
     expect(validate('lumen-pro', { prompt: '' })).toMatchObject({
       ok: false,
       issues: [{ field: 'prompt', code: 'too_small' }],
+    });
+    // One character, several characters.
+    expect(validate('lumen-pro', { prompt: '' })).toMatchObject({
+      issues: [{ message: 'Must be at least 1 character.' }],
+    });
+    expect(validate('lumen-lite', { prompt: 'a'.repeat(3001) })).toMatchObject({
+      issues: [{ message: 'Must be at most 3000 characters.' }],
     });
     expect(validate('lumen-pro', {})).toMatchObject({
       ok: false,

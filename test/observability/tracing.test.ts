@@ -83,6 +83,11 @@ describe('tracing', () => {
     expect(expected.map(([service, name]) => [service, name, inTrace(name!)?.service])).toEqual(
       expected.map(([service, name]) => [service, name, service]),
     );
+    // Spans made inside the workflow keep their parents: the activity runs under the workflow's
+    // StartActivity span, which is itself a child within the trace.
+    const startSubmit = inTrace('StartActivity:submit')!;
+    expect(startSubmit.parentSpanId).toBeDefined();
+    expect(inTrace('RunActivity:submit')!.parentSpanId).toBe(startSubmit.spanId);
     // A traced workflow's history replays: the tracing interceptors add no command of their own.
     const connection = await Connection.connect({ address: inject('temporalAddress') });
     try {

@@ -18,7 +18,7 @@ export interface CallRequest {
 
 const callRequest = z.object({
   model: z.string(),
-  input: z.record(z.unknown()),
+  input: z.record(z.string(), z.unknown()),
   images: z.array(z.string()),
 });
 const resultMeta = z.array(z.object({ width: z.number(), height: z.number(), contentType: z.string() }));

@@ -20,7 +20,7 @@ const jobRow = z.object({
   job_id: z.string(),
   media_type: z.enum(['image', 'video']),
   prompt: z.string(),
-  options: z.record(z.unknown()),
+  options: z.record(z.string(), z.unknown()),
   images: z.array(z.string()),
   long_edge_px: z.number(),
   directives: z.custom<SimDirectives>(),
