@@ -84,4 +84,14 @@ describe('POST /v1/generations/quote', () => {
     expect(quoted.json().credits).toBe(2);
     expect(Date.now() - started).toBeLessThan(2000);
   });
+  it('is POST only: GET /v1/generations/quote is 405 with Allow, not "no generation quote"', async () => {
+    const answer = await stack.api.app.inject({
+      method: 'GET',
+      url: '/v1/generations/quote',
+      headers: bearer(stack.account.key),
+    });
+    expect(answer.statusCode).toBe(405);
+    expect(answer.headers.allow).toBe('POST');
+    expect(answer.json()).toMatchObject({ error: { code: 'method_not_allowed' } });
+  });
 });

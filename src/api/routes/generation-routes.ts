@@ -100,6 +100,11 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
   }
 
   app.get('/v1/generations/:id', { schema: routeSchemas.getGeneration }, async (request, reply) => {
+    // `/v1/generations/quote` is a path of its own (POST only): not a generation named "quote".
+    if (request.url.split('?')[0] === '/v1/generations/quote') {
+      reply.header('allow', 'POST');
+      throw new ApiError('method_not_allowed', '/v1/generations/quote does not accept GET; it accepts POST.');
+    }
     const { id } = request.params; // empty when it cannot name a generation
     const accountId = principalOf(request).accountId;
     const row = id ? await readGeneration(accountId, id) : null;
