@@ -92,6 +92,8 @@ export function trackHealth(
     fetchResult: (jobId, index, result) => provider.fetchResult(jobId, index, result),
     lookup: (token) => provider.lookup(token),
     cancel: (jobId) => provider.cancel(jobId),
+    // Forwarded (a client's cancel needs it), not observed: like cancel, it says little of health.
+    stopBeforeRun: provider.stopBeforeRun && ((jobId) => provider.stopBeforeRun!(jobId)),
     probe: provider.probe && (() => observe(() => provider.probe!())),
     submitsLocally: provider.submitsLocally,
   };

@@ -47,6 +47,10 @@ export function measureProvider(
       timed('fetch_result', () => provider.fetchResult(jobId, index, result)),
     lookup: (token) => timed('lookup', () => provider.lookup(token)),
     cancel: (jobId) => timed('cancel', () => provider.cancel(jobId)),
+    // Forwarded, or a client's cancel could never stop a queued job (the activity sees no method).
+    // Timed as a cancel: it is one, asked of the same endpoint, and keeps the call label set as documented.
+    stopBeforeRun:
+      provider.stopBeforeRun && ((jobId) => timed('cancel', () => provider.stopBeforeRun!(jobId))),
     probe: provider.probe && (() => timed('probe', () => provider.probe!())),
     submitsLocally: provider.submitsLocally,
   };

@@ -4,9 +4,13 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FalQueueProvider } from '../../src/providers/fal/fal-queue-provider.js';
 import type { ProviderJob } from '../../src/providers/provider.js';
+import { claimCall, readCall } from '../../src/providers/openai/openai-calls.js';
+import { OpenAiImagesProvider } from '../../src/providers/openai/openai-images-provider.js';
 import { ReplicateProvider } from '../../src/providers/replicate/replicate-provider.js';
 import { LocalStorage } from '../../src/storage/storage.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { FalQueueServer } from '../support/providers/fal-queue-server.js';
+import { OpenAiImagesServer } from '../support/providers/openai-images-server.js';
 import { ReplicateServer } from '../support/providers/replicate-server.js';
 
 /** A client's cancel at the real adapters, against the providers' protocol fakes. */
@@ -15,6 +19,8 @@ describe('stopBeforeRun: stopped only when the provider confirms the job never r
   let storage: LocalStorage;
   let fal: FalQueueServer;
   let replicate: ReplicateServer;
+  let openai: OpenAiImagesServer;
+  let db: TestDatabase;
   const download = { allowCidrs: ['127.0.0.1/32'], allowHttp: true };
   const job = (model: string, input: Record<string, unknown>): ProviderJob => ({
     token: `tok_${Math.random()}`,
@@ -32,10 +38,14 @@ describe('stopBeforeRun: stopped only when the provider confirms the job never r
     storage = new LocalStorage(storageDir, 'http://127.0.0.1:9/results');
     fal = await FalQueueServer.start({ key: 'fal-key-stop' });
     replicate = await ReplicateServer.start({ token: 'r8_stop_token' });
+    openai = await OpenAiImagesServer.start({ key: 'sk-stop-key' });
+    db = await createTestDatabase();
   });
   afterAll(async () => {
     await fal?.close();
     await replicate?.close();
+    await openai?.close();
+    await db?.drop();
     if (storageDir) await rm(storageDir, { recursive: true, force: true });
   });
 
@@ -95,6 +105,53 @@ describe('stopBeforeRun: stopped only when the provider confirms the job never r
       const running = (await adapter().submit(job(schnell, { prompt: 'processing' }))).jobId;
       expect(await adapter().stopBeforeRun(running)).toEqual({ stopped: false });
       expect(replicate.accepted().find((p) => p.id === running)!.canceled).toBe(false);
+    });
+  });
+
+  describe('OpenAI: a call still pending is never sent; a sent one cannot be stopped', () => {
+    const adapter = () =>
+      new OpenAiImagesProvider(db.pool, {
+        apiKey: 'sk-stop-key',
+        baseUrl: `${openai.origin}/v1`,
+        storage,
+        download,
+      });
+    const submit = (prompt: string) =>
+      adapter().submit(job('gpt-image-1', { prompt, size: '1024x1024', n: 1 }));
+    const calls = (prompt: string) => openai.requests.filter((r) => r.body.includes(prompt)).length;
+
+    it('pending: canceled in one statement, asked again still stopped, and the wait then sends nothing', async () => {
+      const { jobId } = await submit('pending then canceled');
+      expect(await adapter().stopBeforeRun(jobId)).toEqual({ stopped: true });
+      // A retried stop activity (its answer lost) must get the same answer.
+      expect(await adapter().stopBeforeRun(jobId)).toEqual({ stopped: true });
+      expect(await adapter().status(jobId)).toMatchObject({ state: 'failed' });
+      expect((await readCall(db.pool, jobId))!.state).toBe('canceled');
+      expect(calls('pending then canceled')).toBe(0);
+    });
+
+    it('sent or answered: not stopped, and the call stands', async () => {
+      const { jobId } = await submit('sent already');
+      expect(await adapter().status(jobId)).toMatchObject({ state: 'succeeded' });
+      expect(await adapter().stopBeforeRun(jobId)).toEqual({ stopped: false });
+      expect((await readCall(db.pool, jobId))!.state).toBe('succeeded');
+
+      const claimed = (await submit('claimed, in flight')).jobId;
+      expect(await claimCall(db.pool, claimed)).toBe(true);
+      expect(await adapter().stopBeforeRun(claimed)).toEqual({ stopped: false });
+      expect((await readCall(db.pool, claimed))!.state).toBe('sent');
+    });
+
+    it('a stop racing the claim: exactly one of them wins, every time', async () => {
+      for (let round = 0; round < 20; round++) {
+        const { jobId } = await submit(`race ${round}`);
+        const [claimed, { stopped }] = await Promise.all([
+          claimCall(db.pool, jobId),
+          adapter().stopBeforeRun(jobId),
+        ]);
+        expect([claimed, stopped].filter(Boolean)).toHaveLength(1);
+        expect((await readCall(db.pool, jobId))!.state).toBe(stopped ? 'canceled' : 'sent');
+      }
     });
   });
 });

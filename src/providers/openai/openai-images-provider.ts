@@ -1,5 +1,4 @@
 import type { CommonQueryMethods } from 'slonik';
-import { imageSize } from 'image-size';
 import { PermanentError } from '../../errors.js';
 import { randomBase62 } from '../../ids.js';
 import type { Storage } from '../../storage/storage.js';
@@ -10,7 +9,6 @@ import {
   ProviderUncertainError,
   type Provider,
   type ProviderJob,
-  type ProviderResult,
   type ProviderStatus,
 } from '../provider.js';
 import { FormData } from 'undici';
@@ -31,6 +29,7 @@ import {
   type CallRequest,
   type CallRow,
 } from './openai-calls.js';
+import { answerFrom, decodeImages } from './openai-answers.js';
 
 /**
  * OpenAI Images (GPT image models): `POST /images/generations` (JSON) and, with reference
@@ -71,7 +70,6 @@ export interface OpenAiImagesOptions {
 const maxReferenceImages = 16;
 /** The reference image types the GPT image models take. */
 const uploadTypes: Record<string, string> = { 'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp' };
-const resultTypes: Record<string, string> = { png: 'image/png', jpg: 'image/jpeg', webp: 'image/webp' };
 /** Housekeeping runs at most this often, from `status`. */
 const purgeEveryMs = 60_000;
 
@@ -156,6 +154,17 @@ export class OpenAiImagesProvider implements Provider {
   /** A call not sent yet is never sent. One already sent cannot be stopped: OpenAI has no handle on it. */
   async cancel(jobId: string): Promise<void> {
     await cancelCall(this.db, jobId);
+  }
+
+  /**
+   * A client's cancel: a call still pending never ran and never will (pending → canceled in one
+   * statement, which the wait's claim, pending → sent, cannot also win). Once claimed it may have
+   * reached OpenAI, which bills it: not stopped. Found canceled already, it is this stop asked
+   * again (its answer lost): stopped, so a retried activity agrees with the first.
+   */
+  async stopBeforeRun(jobId: string): Promise<{ stopped: boolean }> {
+    if (await cancelCall(this.db, jobId)) return { stopped: true };
+    return { stopped: (await readCall(this.db, jobId))?.state === 'canceled' };
   }
 
   /** Deletes staged images and call records past their retention. */
@@ -245,50 +254,4 @@ export class OpenAiImagesProvider implements Provider {
     // Housekeeping must never fail a generation's wait; the next round tries again.
     await this.purgeExpired().catch(() => undefined);
   }
-}
-
-/** What a call's row says, for a call that is not to be sent now. */
-function answerFrom(call: CallRow): ProviderStatus {
-  switch (call.state) {
-    case 'succeeded':
-      return { state: 'succeeded', results: call.results ?? [] };
-    case 'failed':
-      return { state: 'failed', message: call.error ?? 'OpenAI refused the request', rejected: true };
-    case 'canceled':
-      return { state: 'failed', message: 'The call to OpenAI was canceled before it was sent.' };
-    case 'lost':
-      throw new ProviderUncertainError(
-        call.error ?? `the answer to OpenAI call ${call.job_id} was lost`,
-        true,
-      );
-    case 'sent':
-      throw new ProviderUncertainError(
-        `OpenAI call ${call.job_id} was sent earlier and its outcome never recorded (its worker stopped mid-call?): it may have run and been billed, so it is not sent again`,
-        true,
-      );
-    case 'pending':
-      throw new Error(`OpenAI call ${call.job_id} is pending without a request`);
-  }
-}
-
-/** The images of a 200 answer (`data[].b64_json`), measured; undefined when there are none or one is unreadable. */
-function decodeImages(body: unknown): Array<ProviderResult & { bytes: Buffer }> | undefined {
-  const data = (body as { data?: unknown } | undefined)?.data;
-  if (!Array.isArray(data) || data.length === 0) return undefined;
-  const images: Array<ProviderResult & { bytes: Buffer }> = [];
-  for (const item of data) {
-    const b64 = (item as { b64_json?: unknown } | null)?.b64_json;
-    if (typeof b64 !== 'string' || b64 === '') return undefined;
-    const bytes = Buffer.from(b64, 'base64');
-    let size: ReturnType<typeof imageSize>;
-    try {
-      size = imageSize(bytes);
-    } catch {
-      return undefined;
-    }
-    const contentType = size.type ? resultTypes[size.type] : undefined;
-    if (!contentType || !size.width || !size.height) return undefined;
-    images.push({ bytes, width: size.width, height: size.height, contentType });
-  }
-  return images;
 }
