@@ -9,11 +9,28 @@ export function thumbnailName(imageName: string): string {
   return `${dot > 0 ? imageName.slice(0, dot) : imageName}-thumb.webp`;
 }
 
-/** A WebP no larger than 400×400 keeping the image's proportions (never enlarged). */
+/**
+ * A WebP no larger than 400×400 keeping the image's proportions (never enlarged). An image its
+ * header measured but whose pixels do not decode (a truncated file a provider delivered, and billed)
+ * gets a plain grey tile instead: a thumbnail is ours to make, so it never fails the persist of a
+ * result, and the gallery never shows a broken image.
+ */
 export async function makeThumbnail(image: Buffer): Promise<Buffer> {
-  return sharp(image, { limitInputPixels: 16384 * 16384 })
-    .rotate()
-    .resize(THUMBNAIL_SIZE, THUMBNAIL_SIZE, { fit: 'inside', withoutEnlargement: true })
+  try {
+    return await sharp(image, { limitInputPixels: 16384 * 16384 })
+      .rotate()
+      .resize(THUMBNAIL_SIZE, THUMBNAIL_SIZE, { fit: 'inside', withoutEnlargement: true })
+      .webp({ quality: 78 })
+      .toBuffer();
+  } catch {
+    return placeholderThumbnail();
+  }
+}
+
+function placeholderThumbnail(): Promise<Buffer> {
+  return sharp({
+    create: { width: THUMBNAIL_SIZE, height: THUMBNAIL_SIZE, channels: 3, background: '#d9d9d9' },
+  })
     .webp({ quality: 78 })
     .toBuffer();
 }
