@@ -126,7 +126,8 @@ describe('gen, the command line, as a user meets it (real stack)', () => {
   });
 
   it('--no-wait prints only the id; gen wait ID --jsonl prints a line per status change; gen get, list, credits', async () => {
-    const created = await gen(['run', 'lumen-lite', 'later', '--no-wait']);
+    // Slow enough that it is still queued when `gen wait` starts, however busy the machine.
+    const created = await gen(['run', 'lumen-lite', 'later [sim:slow=15]', '--no-wait']);
     expect(created.code, created.stderr).toBe(0);
     const id = created.stdout.trim();
     expect(id).toMatch(/^gen_\w+$/);
@@ -141,7 +142,7 @@ describe('gen, the command line, as a user meets it (real stack)', () => {
     const listed = JSON.parse((await gen(['list', '--status', 'succeeded', '--model', 'lumen-lite'])).stdout);
     expect(listed.map((g: { id: string }) => g.id)).toContain(id);
     expect(JSON.parse((await gen(['credits'])).stdout)).toMatchObject({ credits: expect.any(Number) });
-  });
+  }, 90_000);
 
   it('gen models and gen models show: ids, media, price ranges; options with types, defaults, allowed values and prices', async () => {
     const table = await gen(['models']);

@@ -41,6 +41,9 @@ export async function waitForGeneration(
   let holds: boolean | undefined; // unknown until the first answer tells
   let etag: string | undefined;
   let lastSeen = current ? JSON.stringify(current) : '';
+  // Resumed from an id with someone watching: the state as it is now comes first (a held request
+  // would report nothing until the generation is done), then the held requests.
+  let readNow = current === undefined && options.onUpdate !== undefined;
   const aborted = (cause?: unknown) =>
     new AbortedError(`Stopped waiting for generation ${id}; it goes on.`, {
       generationId: id,
@@ -53,7 +56,7 @@ export async function waitForGeneration(
     if (remaining <= 0) throw new WaitTimeoutError(id, current, timeoutMs, idempotencyKey);
     if (options.signal?.aborted) throw aborted(options.signal.reason);
     const holdSeconds =
-      holds === false ? 0 : Math.max(1, Math.min(maxHoldSeconds, Math.floor(remaining / 1000)));
+      holds === false || readNow ? 0 : Math.max(1, Math.min(maxHoldSeconds, Math.floor(remaining / 1000)));
     const askedAt = Date.now();
     let response;
     try {
@@ -83,6 +86,10 @@ export async function waitForGeneration(
       lastSeen = seen;
     }
     if (current && isTerminal(current)) return current;
+    if (readNow) {
+      readNow = false;
+      continue;
+    }
     // A held request that came back early with news is asked again at once; otherwise pace the polls.
     const heldLong = holds === true && Date.now() - askedAt >= 1000;
     if (holds === true && (heldLong || changed)) continue;
