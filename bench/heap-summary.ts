@@ -36,7 +36,9 @@ async function byConstructor(file: string): Promise<Totals> {
   return totals;
 }
 
-const [beforeFile, afterFile, top = '25'] = process.argv.slice(2);
+const args = process.argv.slice(2);
+const top = /^\d+$/.test(args.at(-1) ?? '') ? args.pop()! : '25';
+const [beforeFile, afterFile] = args;
 if (!beforeFile) {
   console.error('usage: tsx bench/heap-summary.ts BEFORE.heapsnapshot [AFTER.heapsnapshot] [TOP]');
   process.exit(2);

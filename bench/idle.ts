@@ -19,7 +19,8 @@ import { loadAverage, printTargets } from './targets.js';
  * loopback). Targets: ≤ 400 MB at 10,000, and RSS(10,000) / RSS(1,000) ≤ 1.5.
  * BENCH_IDLE_TOTAL (default 10000), BENCH_CLIENTS (default 16);
  * BENCH_HEAP_SNAPSHOT_DIR: heap snapshots of each thread at each mark, after its
- * RSS is read (compare them with bench/heap-summary.ts).
+ * RSS is read (compare them with bench/heap-summary.ts); BENCH_WORKER_NODE_OPTIONS: Node
+ * or V8 options for the worker alone, to try one (`--max-semi-space-size=4`, say).
  */
 const total = Number(process.env.BENCH_IDLE_TOTAL ?? 10_000);
 const clients = Number(process.env.BENCH_CLIENTS ?? 16);
@@ -28,7 +29,12 @@ const marks = [Math.min(1_000, total), total];
 const inspectPort = await freePort();
 const stack = await startStack(
   { SIM_PROVIDER_DELAY_MS: '0', PROVIDER_POLL_INTERVAL_MS: '50' },
-  { workerNodeOptions: [`--inspect=127.0.0.1:${inspectPort}`] },
+  {
+    workerNodeOptions: [
+      `--inspect=127.0.0.1:${inspectPort}`,
+      ...(process.env.BENCH_WORKER_NODE_OPTIONS ?? '').split(' ').filter(Boolean),
+    ],
+  },
 );
 const headers = { authorization: `Bearer ${stack.key}`, 'content-type': 'application/json' };
 const status = async () => readFile(`/proc/${stack.workerPid}/status`, 'utf8');
@@ -51,14 +57,14 @@ async function printBreakdown(label: string): Promise<void> {
   const inspector = await inspect(inspectPort);
   try {
     const threads = await inspector.memory();
-    const heaps = threads.reduce((n, t) => n + t.usage.heapTotal, 0);
+    const heaps = threads.reduce((n, t) => n + t.usage.heapUsed, 0);
     for (const { thread, usage } of threads)
       console.log(
         `  ${thread.padEnd(10)} V8 heap ${mb(usage.heapUsed)} used of ${mb(usage.heapTotal)} MB, external ${mb(usage.external)} MB (array buffers ${mb(usage.arrayBuffers)} MB)`,
       );
     console.log(
       `  process    RSS ${mb(rss)} MB = file-backed ${mb(rss - anonymous)} MB (code: node, the Temporal core, libvips) + anonymous ${mb(anonymous)} MB; ` +
-        `anonymous less the V8 heaps: ${mb(anonymous - heaps)} MB (Temporal core's Rust side, malloc, buffers); threads ${kb(proc, 'Threads')}`,
+        `anonymous less the V8 heaps' used: ${mb(anonymous - heaps)} MB (Temporal core's Rust side, malloc, buffers); threads ${kb(proc, 'Threads')}`,
     );
     if (snapshotDir) {
       await mkdir(snapshotDir, { recursive: true });
@@ -84,13 +90,19 @@ try {
       Array.from({ length: clients }, async () => {
         while (created < mark) {
           created++;
-          const response = await fetch(`${stack.apiUrl}/generations`, {
+          // On a loaded machine admission can outlast the API's deadline (503): the same key and body again.
+          const init = {
             method: 'POST',
-            headers,
+            headers: { ...headers, 'idempotency-key': randomBase62(24) },
             body: JSON.stringify({ model: 'prism-2', prompt: `parked ${randomBase62(8)}`, resolution: '1K' }),
-          });
-          if (response.status !== 202) throw new Error(`status ${response.status}`);
-          await response.arrayBuffer();
+          };
+          for (let attempt = 1; ; attempt++) {
+            const response = await fetch(`${stack.apiUrl}/generations`, init);
+            await response.arrayBuffer();
+            if (response.status === 202) break;
+            if (response.status !== 503 || attempt === 30) throw new Error(`status ${response.status}`);
+            await new Promise((r) => setTimeout(r, 1000));
+          }
         }
       }),
     );

@@ -25,6 +25,18 @@ export async function bundleWorkflows(): Promise<string> {
     workflowsPath,
     workflowInterceptorModules: [tracingInterceptors],
     logger: quietBundlerLogger,
+    webpackConfigHook: (config) => ({
+      ...config,
+      module: {
+        ...config.module,
+        rules: [
+          ...(config.module?.rules ?? []),
+          // The tracing interceptors load OpenTelemetry with require() on first use; webpack bundles a
+          // require() only in a module it parses as `auto`, not `esm` (what dist/'s .js files are).
+          { test: /[\\/]workflows[\\/]tracing-interceptors\.[jt]s$/, type: 'javascript/auto' },
+        ],
+      },
+    }),
   });
   return code;
 }
