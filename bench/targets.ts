@@ -17,7 +17,7 @@ export interface Target {
 export function printTargets(title: string, targets: Target[]): boolean {
   console.log(`\n${title}`);
   const format = (n: number, unit: Target['unit']) =>
-    unit === 'ratio' ? `${n.toFixed(2)}×` : `${n.toFixed(1)} ms`;
+    unit === 'ratio' ? `${n.toFixed(2)}×` : `${n.toFixed(1)} ${unit}`;
   let all = true;
   for (const t of targets) {
     const met = t.kind === 'min' ? t.value >= t.target : t.value <= t.target;
