@@ -6,7 +6,7 @@ import { builtinModules } from 'node:module';
 const nodeBuiltins = builtinModules.flatMap((m) => [m, `node:${m}`]);
 
 export default tseslint.config(
-  { ignores: ['node_modules', '.data', '.tools', 'dist', 'coverage', 'scratch'] },
+  { ignores: ['node_modules', '.data', '.tools', '**/dist', 'coverage', 'scratch', 'client/src/generated'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
@@ -61,5 +61,20 @@ export default tseslint.config(
     },
   },
   { files: ['*.js', '*.cjs'], ...tseslint.configs.disableTypeChecked },
+  // The client's build and generator scripts, its bin and the runtime smoke script: plain ES modules.
+  {
+    files: ['client/scripts/*.mjs', 'client/bin/*.js', 'test/client/runtimes/*.mjs'],
+    ...tseslint.configs.disableTypeChecked,
+    languageOptions: {
+      ...tseslint.configs.disableTypeChecked.languageOptions,
+      globals: {
+        process: 'readonly',
+        console: 'readonly',
+        URL: 'readonly',
+        fetch: 'readonly',
+        structuredClone: 'readonly',
+      },
+    },
+  },
   { files: ['*.cjs'], languageOptions: { sourceType: 'commonjs', globals: { module: 'writable' } } },
 );

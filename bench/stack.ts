@@ -34,7 +34,8 @@ export interface Stack {
   temporalAddress: string;
   pool: DatabasePool;
   workerPid: number;
-  /** The stack's processes, each counted by its own PID and children: see stackProcesses. */
+  apiPid: number;
+  /** The stack's processes, each counted by its own PID and its children. */
   processes: Record<StackProcess, CpuSource>;
   env: NodeJS.ProcessEnv;
   stop(): Promise<void>;
@@ -108,6 +109,7 @@ export async function startStack(
     temporalAddress: temporal.address,
     pool,
     workerPid: worker.pid!,
+    apiPid: api.pid!,
     processes: {
       api: { pid: api.pid },
       worker: { pid: worker.pid, except: renderer },

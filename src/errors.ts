@@ -14,13 +14,32 @@ export const errorCodes = {
   api_access_disabled: { status: 403, description: 'API access is disabled for the account.' },
   not_found: { status: 404, description: 'No such route, or no such generation in this account.' },
   method_not_allowed: { status: 405, description: 'The route exists but not with this method.' },
+  not_acceptable: {
+    status: 406,
+    description: 'The response cannot be given in a form the Accept header allows.',
+  },
+  request_timeout: {
+    status: 408,
+    description: 'The request was not received in time; the connection is closed.',
+  },
   idempotency_conflict: { status: 409, description: 'The Idempotency-Key was used with a different body.' },
+  length_required: { status: 411, description: 'The request needs a Content-Length.' },
   payload_too_large: { status: 413, description: 'The request body is larger than the service accepts.' },
   unsupported_media_type: { status: 415, description: 'The body is not application/json.' },
   rate_limited: { status: 429, description: 'A rate limit was exceeded; see Retry-After.' },
   concurrency_limit_exceeded: {
     status: 429,
     description: 'Too many generations are in progress for the account; nothing was charged.',
+  },
+  wait_limit_exceeded: {
+    status: 429,
+    description:
+      'Too many requests are already waiting (Prefer: wait) on this API key or this API process; nothing changed. Poll, or wait on fewer at once.',
+  },
+  not_cancelable: {
+    status: 409,
+    description:
+      'The generation can no longer be stopped unbilled (the provider is running or has finished it, or it is already terminal); nothing changed.',
   },
   internal_error: { status: 500, description: 'Unexpected failure. Retry with the same Idempotency-Key.' },
   service_unavailable: {
@@ -53,6 +72,8 @@ export class ApiError extends Error {
       retryAfterSeconds?: number;
       requestId?: string;
       cause?: unknown;
+      /** Answered beside `error` (a 409 not_cancelable shows the generation as it stands). */
+      generation?: unknown;
     } = {},
   ) {
     super(message, { cause: extra.cause });
@@ -71,7 +92,9 @@ export class ValidationError extends ApiError {
  * code's status; a code the API does not know answers 400 (sendError gives every 400 its issues).
  */
 export function admissionRefusal(error: GenerationError, requestId: string): ApiError {
-  const code: ErrorCode = error.code in errorCodes ? (error.code as ErrorCode) : 'invalid_request';
+  const code: ErrorCode = Object.hasOwn(errorCodes, error.code)
+    ? (error.code as ErrorCode)
+    : 'invalid_request';
   return new ApiError(code, error.message, { requestId });
 }
 

@@ -19,6 +19,11 @@ export interface ActivityDeps {
   temporal: () => Promise<Client>;
   /** How often persistResults says it is alive while it copies (default 30 s; its heartbeat timeout is 2 minutes). */
   persistHeartbeatMs?: number;
+  /**
+   * How long other submit attempts leave a claim to an attempt that stopped renewing it (a worker
+   * that died or hangs): default 60 s, longer than any adapter's create deadline. Tests shorten it.
+   */
+  submitClaimWindowMs?: number;
   /** Counts each generation's outcomes where they commit (absent: nothing is counted). */
   metrics?: GenerationMetrics;
 }

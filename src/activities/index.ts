@@ -1,4 +1,5 @@
 import type { ActivityDeps } from './activity-deps.js';
+import { createCancelActivities } from './cancel-activities.js';
 import { createGenerationActivities } from './generation-activities.js';
 import { createPruningActivities } from './pruning-activities.js';
 import { createReconciliationActivities } from './reconciliation-activities.js';
@@ -7,6 +8,7 @@ import { createReconciliationActivities } from './reconciliation-activities.js';
 export function createActivities(deps: ActivityDeps) {
   return {
     ...createGenerationActivities(deps),
+    ...createCancelActivities(deps),
     ...createReconciliationActivities(deps),
     ...createPruningActivities(deps),
   };

@@ -9,7 +9,7 @@ import {
   type StaleGeneration,
 } from '../db/reconciliation-repository.js';
 import { generationErrors } from '../workflows/generation-errors.js';
-import { progressQuery } from '../workflows/generation-workflow.js';
+import { progressQuery } from '../workflows/generation-messages.js';
 import type {
   ReconciliationActivities,
   ReconciliationOptions,
@@ -24,7 +24,8 @@ import type { ActivityDeps } from './activity-deps.js';
  * for the grace period is looked up in Temporal; one without a running workflow of its own is
  * refunded through the normal refund path when nothing reached the provider, or flagged for
  * review when the provider may have run the job. A generation whose workflow still runs past
- * every step's horizon is reported once and marked for support (its status stays queued).
+ * every step's horizon is reported once and marked for support (its status stays queued); one whose
+ * workflow waits for review while its record says queued is put back in review.
  */
 export function createReconciliationActivities(
   deps: Pick<ActivityDeps, 'db' | 'temporal' | 'metrics'>,
@@ -47,6 +48,16 @@ export function createReconciliationActivities(
         const owner = await workflowOf(client, row);
         if (owner === 'unknown') {
           report.undecided.push(row.id);
+          continue;
+        }
+        if (owner === 'waiting_for_review') {
+          // Its workflow waits for support while the record says queued (a late answer to an
+          // abandoned create once cleared the mark): the record is put back in support's sight.
+          const model = await markNeedsReview(deps.db, row.id, generationErrors.submissionUnresolved);
+          if (model !== null) metrics.sentToReview(model);
+          await record(row, 'flagged_for_review', 'queued while its workflow waits for review');
+          log.warn('queued generation whose workflow waits for review flagged', { generationId: row.id });
+          report.flaggedForReview.push(row.id);
           continue;
         }
         if (owner === 'running') {
@@ -97,11 +108,15 @@ export function createReconciliationActivities(
 }
 
 /**
- * Whether the generation's own workflow runs: its workflow id may run another generation now (a
- * retry with the same key after this one's run ended), so the running workflow is asked which
- * generation it is. `unknown` when Temporal does not answer: the next sweep asks again.
+ * Whether the generation's own workflow runs (and whether it waits for support's review): its
+ * workflow id may run another generation now (a retry with the same key after this one's run
+ * ended), so the running workflow is asked which generation it is. `unknown` when Temporal does
+ * not answer: the next sweep asks again.
  */
-async function workflowOf(client: Client, row: StaleGeneration): Promise<'running' | 'gone' | 'unknown'> {
+async function workflowOf(
+  client: Client,
+  row: StaleGeneration,
+): Promise<'running' | 'waiting_for_review' | 'gone' | 'unknown'> {
   if (!row.workflow_id) return 'gone';
   const handle = client.workflow.getHandle(row.workflow_id);
   try {
@@ -110,7 +125,8 @@ async function workflowOf(client: Client, row: StaleGeneration): Promise<'runnin
     const progress = await client.connection.withDeadline(Date.now() + 10_000, () =>
       handle.query(progressQuery),
     );
-    return progress.generationId === row.id ? 'running' : 'gone';
+    if (progress.generationId !== row.id) return 'gone';
+    return progress.step === 'needs_review' ? 'waiting_for_review' : 'running';
   } catch (error) {
     if (error instanceof WorkflowNotFoundError) return 'gone';
     return 'unknown';

@@ -11,6 +11,7 @@ import { NotFound } from '../db/accounts-repository.js';
 import { listReconciliations } from '../db/reconciliation-repository.js';
 import type { GenerationStatus } from '../generation.js';
 import { progressQuery, resolveUpdate } from '../workflows/generation-workflow.js';
+import { cancelGeneration } from '../api/cancel-generation.js';
 import { CommandRefused, optional, positiveInt, str, UsageError, type Command } from './command.js';
 
 /**
@@ -98,6 +99,27 @@ export const supportCommands: Record<string, Command> = {
       return {
         json: progress,
         text: [`Resolved ${row.id} (${decision.action}); the workflow is now ${progress.step}.`],
+      };
+    },
+  },
+  'cancel-generation': {
+    summary:
+      "Cancel a generation under the client's rules: stopped and refunded (canceled) only if the provider never ran it; otherwise nothing changes.",
+    usage: '--id GENERATION_ID',
+    options: { id: { type: 'string', required: true } },
+    async run({ db, temporal }, v) {
+      const id = str(v.id);
+      const result = await cancelGeneration({ db, temporal: await temporal(), timeoutMs: 30_000 }, id, null);
+      if (!result) throw new NotFound(`No generation ${id}.`);
+      const { generation } = result;
+      if (!result.canceled)
+        throw new CommandRefused(
+          'not_cancelable',
+          `${id} is not cancelable (${generation.status}${generation.status === 'queued' ? ': the provider is running or has run it' : ''}); nothing changed.`,
+        );
+      return {
+        json: generation,
+        text: [`Canceled ${id}: failed (canceled), credits_refunded ${generation.credits_refunded}.`],
       };
     },
   },

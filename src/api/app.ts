@@ -15,9 +15,11 @@ import type { AuthLimits } from './rate-limit.js';
 import type { RequestLogWriter } from './request-log-writer.js';
 import { refuseUnstorableText } from './storable-text-hook.js';
 import { useZodSchemas } from './zod-type-provider.js';
+import { cancelRoutes } from './routes/cancel-routes.js';
 import { creditsRoutes } from './routes/credits-routes.js';
 import { generationRoutes, type GenerationRouteDeps } from './routes/generation-routes.js';
 import { modelsRoutes } from './routes/models-routes.js';
+import { quoteRoutes } from './routes/quote-routes.js';
 import { healthRoutes } from './routes/health-routes.js';
 import { openApiRoutes } from './routes/openapi-routes.js';
 
@@ -31,6 +33,8 @@ interface AppDeps {
   requestLog: RequestLogWriter;
   /** The per-key and failed-authentication limits (RATE_LIMIT_PER_MINUTE; shared through Redis with REDIS_URL). */
   limits: AuthLimits;
+  /** How failed authentications are counted (FAILED_AUTH_IPV6_PREFIX, FAILED_AUTH_PROCESS_PER_MINUTE). */
+  failedAuth: { ipv6PrefixLength: number; perProcessPerMinute: number };
   settings: {
     publicUrl: string;
     bodyLimitBytes: number;
@@ -82,6 +86,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     authenticator: deps.authenticator,
     requestLog: deps.requestLog,
     limits: deps.limits,
+    failedAuth: deps.failedAuth,
   });
   const observe = deps.metrics ? observeHttpRequests(app, deps.metrics) : undefined;
   const onFrameworkError = registerErrorHandling(app, {
@@ -97,6 +102,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   creditsRoutes(routes, { db: deps.db, balances: deps.balances });
   modelsRoutes(routes, { catalog: deps.catalog });
   generationRoutes(routes, { db: deps.db, catalog: deps.catalog, ...deps.generations });
+  quoteRoutes(routes, { db: deps.db, catalog: deps.catalog, balances: deps.balances });
+  cancelRoutes(routes, {
+    db: deps.db,
+    temporal: deps.generations.temporal,
+    admissionTimeoutMs: deps.generations.admissionTimeoutMs,
+  });
   healthRoutes(app, {
     db: deps.db,
     temporal: deps.generations.temporal,

@@ -1,7 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
-import type { AuthOutcome, Authenticator, Principal } from '../auth/authenticator.js';
+import type { AuthOutcome, Authenticator, PresentedKey, Principal } from '../auth/authenticator.js';
 import { ApiError } from '../errors.js';
-import type { AuthLimits, FailureVerdict, KeyVerdict } from './rate-limit.js';
+import { failedAuthSubject } from './failed-auth-subject.js';
+import { FixedWindowCounter, type AuthLimits, type FailureVerdict, type KeyVerdict } from './rate-limit.js';
 import type { RequestLogWriter } from './request-log-writer.js';
 
 interface AuthPluginOptions {
@@ -9,6 +10,12 @@ interface AuthPluginOptions {
   requestLog: RequestLogWriter;
   /** The failed-authentication and per-key limits: in memory, or shared through Redis. */
   limits: AuthLimits;
+  failedAuth: {
+    /** IPv6 clients are counted by their network of this many bits (FAILED_AUTH_IPV6_PREFIX). */
+    ipv6PrefixLength: number;
+    /** Failed lookups this process allows per minute, all clients together (FAILED_AUTH_PROCESS_PER_MINUTE). */
+    perProcessPerMinute: number;
+  };
 }
 
 /**
@@ -19,7 +26,11 @@ interface AuthPluginOptions {
  * (401), the account (403), and the key's request budget (429). Every request
  * made with a recognised key is written to the request log, rejected ones too,
  * so the key is resolved even for a blocked IP. The address is the client's as
- * TRUST_PROXY resolves it (`request.ip`).
+ * TRUST_PROXY resolves it (`request.ip`); an IPv6 client is counted by its /64
+ * (see failedAuthSubject). Beyond the per-address limit, the process has a
+ * budget of failed lookups per minute, all clients together: spent, a key that
+ * would need a query and has not worked lately is refused (429) unasked, so
+ * that addresses spread over many networks cannot make every guess a query.
  */
 export function registerAuth(
   app: FastifyInstance,
@@ -31,6 +42,9 @@ export function registerAuth(
 } {
   const { limits } = options;
   const limitHeader = String(limits.requestsPerKey);
+  const { ipv6PrefixLength } = options.failedAuth;
+  /** This process's failed lookups, under one key: the window is the whole process's. */
+  const processFailures = new FixedWindowCounter(options.failedAuth.perProcessPerMinute);
 
   app.decorateRequest('principal', null);
   app.decorateRequest('recognisedKey', null);
@@ -45,7 +59,11 @@ export function registerAuth(
   // Attached per route (all but `config.public` ones) when routes are declared, rather than tested on
   // every request.
   const authenticate: onRequestHookHandler = (request, reply, done) => {
-    const outcome = options.authenticator.authenticate(presentedKey(request));
+    const budget = processFailures.exhausted('process');
+    const outcome = options.authenticator.authenticate(
+      presentedKey(request),
+      budget.exhausted ? budgetSpentError(budget.retryAfterSeconds) : undefined,
+    );
     if (outcome instanceof Promise) {
       outcome.then((o) => admit(request, reply, o, done), done);
     } else {
@@ -72,8 +90,9 @@ export function registerAuth(
     // key still goes to its account's request log (the spec's rule 12); the answer is the same
     // whatever the key.
     request.recognisedKey = outcome.ok ? outcome.principal : outcome.recognised;
+    const subject = failedAuthSubject(request.ip, ipv6PrefixLength);
     if (outcome.ok) {
-      const verdict = limits.checkKey(request.ip, outcome.principal.keyId);
+      const verdict = limits.checkKey(subject, outcome.principal.keyId);
       if (verdict instanceof Promise) {
         verdict.then((v) => done(afterKeyCheck(request, reply, outcome.principal, v)), done);
       } else {
@@ -81,7 +100,8 @@ export function registerAuth(
       }
       return;
     }
-    const verdict = limits.checkFailure(request.ip, outcome.countsAsFailedAuth);
+    if (outcome.lookedUp && outcome.countsAsFailedAuth) processFailures.hit('process');
+    const verdict = limits.checkFailure(subject, outcome.countsAsFailedAuth);
     if (verdict instanceof Promise) {
       verdict.then((v) => done(blockedError(v) ?? outcome.error), done);
     } else {
@@ -140,15 +160,30 @@ function blockedError(verdict: FailureVerdict | KeyVerdict): ApiError | undefine
   return new ApiError('rate_limited', message, { retryAfterSeconds: verdict.retryAfterSeconds });
 }
 
-/** `Authorization: Bearer <key>` or `x-api-key: <key>`; anything else present is passed on to fail as malformed. */
-function presentedKey(request: FastifyRequest): string | undefined {
+/** The refusal of a key lookup while the process's failed-authentication budget is spent. */
+function budgetSpentError(retryAfterSeconds: number): ApiError {
+  const message = 'Too many failed authentication attempts on this server. Try again later.';
+  return new ApiError('rate_limited', message, { retryAfterSeconds });
+}
+
+/**
+ * `Authorization: Bearer <key>` or `x-api-key: <key>` (the spec's two forms). Any other
+ * Authorization header, a bare key included, is refused with a message saying the form: taking a
+ * bare key would be a third form that clients come to rely on.
+ */
+function presentedKey(request: FastifyRequest): PresentedKey {
   const authorization = request.headers.authorization;
   if (authorization !== undefined) {
     const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
-    return match ? match[1] : authorization;
+    if (match) return { key: match[1]! };
+    return {
+      problem:
+        'The Authorization header must be "Bearer <API_KEY>" (the scheme Bearer, a space, then the key); or send the key alone in x-api-key.',
+    };
   }
   const header = request.headers['x-api-key'];
-  return Array.isArray(header) ? header[0] : header;
+  const key = Array.isArray(header) ? header[0] : header;
+  return key === undefined ? undefined : { key };
 }
 
 /** The authenticated caller of a route that is not public. */

@@ -17,6 +17,7 @@ import { ApiError, errorCodes, type ErrorCode, type ValidationIssue } from '../e
 interface ErrorBody {
   error: { code: ErrorCode; message: string };
   issues?: ValidationIssue[];
+  generation?: unknown;
 }
 
 /**
@@ -142,7 +143,10 @@ function sendError(request: FastifyRequest, reply: FastifyReply, error: ApiError
   if (error.extra.retryAfterSeconds !== undefined)
     reply.header('retry-after', String(error.extra.retryAfterSeconds));
   if (error.extra.requestId) reply.header('x-request-id', error.extra.requestId);
+  // RFC 9110: a 401 names the scheme that would work.
+  if (error.status === 401) reply.header('www-authenticate', 'Bearer');
   const body: ErrorBody = { error: { code: error.code, message: error.message } };
+  if (error.extra.generation !== undefined) body.generation = error.extra.generation;
   if (error.code === 'invalid_request') {
     // Every invalid_request names what was wrong, even one raised without field-level detail.
     body.issues = error.extra.issues ?? [{ field: '', code: 'invalid_value', message: error.message }];
@@ -171,6 +175,8 @@ function toApiError(error: FastifyError): ApiError {
       'The service is temporarily unavailable. Retry with the same Idempotency-Key and body.',
     );
   }
+  // A client error keeps its status (406, 408, 411, 413, 415 each have a code of their own);
+  // only a status without one becomes a 400.
   if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) {
     const code = (Object.entries(errorCodes).find(([, v]) => v.status === error.statusCode)?.[0] ??
       'invalid_request') as ErrorCode;

@@ -82,4 +82,11 @@ export const listGenerationsQuerySchema = z.object({
   model: storableString(z.string().min(1, 'Must not be empty.'))
     .optional()
     .describe('Only generations of this model id.'),
+  idempotency_key: z
+    .string()
+    .regex(/^[\x21-\x7e]{1,128}$/, 'Must be 1 to 128 printable ASCII characters without spaces.')
+    .optional()
+    .describe(
+      "Only the generation that holds this Idempotency-Key in the calling API key's namespace, within the key horizon: a client that lost the 202 finds what it paid for. An empty list when none does.",
+    ),
 });

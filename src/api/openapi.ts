@@ -2,6 +2,7 @@ import { zodToJsonSchema } from 'zod-to-json-schema';
 import { ZodCatch, ZodOptional, type AnyZodObject, type ZodType } from 'zod';
 import type { CatalogCache } from '../catalog/catalog-cache.js';
 import { errorCodes, type ErrorCode } from '../errors.js';
+import * as described from './openapi-headers.js';
 import { routeSchemas } from './route-schemas.js';
 import {
   creditBalanceSchema,
@@ -9,6 +10,8 @@ import {
   generationListSchema,
   generationSchema,
   modelListSchema,
+  notCancelableBodySchema,
+  quoteSchema,
   validationErrorBodySchema,
 } from './schemas.js';
 
@@ -33,6 +36,8 @@ const components = new Map<ZodType, string>([
   [generationListSchema, 'GenerationList'],
   [creditBalanceSchema, 'CreditBalance'],
   [modelListSchema, 'ModelList'],
+  [quoteSchema, 'Quote'],
+  [notCancelableBodySchema, 'NotCancelable'],
 ]);
 
 /** A reference to the component of a route's response schema. */
@@ -73,12 +78,6 @@ function pathParameters(schema: AnyZodObject) {
   }));
 }
 
-const requestIdHeader = {
-  description:
-    'The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support.',
-  schema: { type: 'string' },
-};
-
 /** One response per status the codes answer with; a 400 always has its issues. */
 function errorResponses(...codes: ErrorCode[]) {
   const byStatus = new Map<number, ErrorCode[]>();
@@ -89,7 +88,7 @@ function errorResponses(...codes: ErrorCode[]) {
       String(status),
       {
         description: list.map((c) => `\`${c}\`: ${errorCodes[c].description}`).join(' '),
-        headers: { 'x-request-id': requestIdHeader },
+        headers: { 'x-request-id': described.requestIdHeader },
         content: { 'application/json': { schema: ref(status === 400 ? 'ValidationError' : 'Error') } },
       },
     ]),
@@ -125,6 +124,13 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
     ]),
   );
   const json = (schema: unknown) => ({ 'application/json': { schema } });
+  const generationRequest = {
+    required: true,
+    content: json({
+      oneOf: Object.keys(requestSchemas).map(ref),
+      discriminator: { propertyName: 'model' },
+    }),
+  };
   return {
     openapi: '3.1.0',
     info: {
@@ -150,6 +156,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
         post: {
           summary: 'Create a generation',
           parameters: [
+            described.preferWaitParameter,
             {
               name: 'Idempotency-Key',
               in: 'header',
@@ -158,17 +165,11 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
               schema: { type: 'string', minLength: 1, maxLength: 128, pattern: '^[\\x21-\\x7E]+$' },
             },
           ],
-          requestBody: {
-            required: true,
-            content: json({
-              oneOf: Object.keys(requestSchemas).map(ref),
-              discriminator: { propertyName: 'model' },
-            }),
-          },
+          requestBody: generationRequest,
           responses: {
             '202': {
               description: 'Accepted (or a replay).',
-              headers: { 'x-request-id': requestIdHeader },
+              headers: described.generationHeaders,
               content: json(refTo(routeSchemas.createGeneration.response[202])),
             },
             ...errorResponses(
@@ -178,6 +179,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
               'payload_too_large',
               'unsupported_media_type',
               'concurrency_limit_exceeded',
+              'wait_limit_exceeded',
               ...everyOperation,
             ),
           },
@@ -194,17 +196,68 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
           },
         },
       },
+      '/generations/quote': {
+        post: {
+          summary: 'Quote a generation: its price now and whether the balance covers it',
+          description:
+            'The same body as a create, validated exactly as a create (the same 400 with issues). Nothing is charged, started, stored or fetched. Counts against the rate limit like any request.',
+          requestBody: generationRequest,
+          responses: {
+            '200': {
+              description: 'The quote.',
+              content: json(refTo(routeSchemas.quoteGeneration.response[200])),
+            },
+            ...errorResponses('payload_too_large', 'unsupported_media_type', ...everyOperation),
+          },
+        },
+      },
       '/generations/{id}': {
         get: {
           summary: 'Get a generation',
-          parameters: pathParameters(routeSchemas.getGeneration.params),
+          parameters: [
+            ...pathParameters(routeSchemas.getGeneration.params),
+            described.preferWaitParameter,
+            {
+              name: 'If-None-Match',
+              in: 'header',
+              required: false,
+              description:
+                'An ETag of an earlier answer: 304 with no body while the generation is unchanged.',
+              schema: { type: 'string' },
+            },
+          ],
           responses: {
             '200': {
               description: 'The generation.',
-              headers: { 'x-request-id': requestIdHeader },
+              headers: described.generationHeaders,
               content: json(refTo(routeSchemas.getGeneration.response[200])),
             },
+            '304': {
+              description:
+                'Not Modified: If-None-Match names the current ETag. No body; counts against the rate limit like any request.',
+              headers: described.generationHeaders,
+            },
+            ...errorResponses('not_found', 'wait_limit_exceeded', ...everyOperation),
+          },
+        },
+      },
+      '/generations/{id}/cancel': {
+        post: {
+          summary: 'Cancel a generation the provider has not run',
+          description: described.cancelDescription,
+          parameters: pathParameters(routeSchemas.cancelGeneration.params),
+          responses: {
+            '200': {
+              description: 'Canceled (now or before): failed, `canceled`, refunded.',
+              headers: described.generationHeaders,
+              content: json(refTo(routeSchemas.cancelGeneration.response[200])),
+            },
             ...errorResponses('not_found', ...everyOperation),
+            '409': {
+              description: `\`not_cancelable\`: ${errorCodes.not_cancelable.description}`,
+              headers: { 'x-request-id': described.requestIdHeader },
+              content: json(ref('NotCancelable')),
+            },
           },
         },
       },

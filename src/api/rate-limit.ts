@@ -1,18 +1,37 @@
+interface Window {
+  startedAt: number;
+  count: number;
+}
+
 // Asked on every authenticated request; almost always the answer.
 const notExhausted = Object.freeze({ exhausted: false, retryAfterSeconds: 0 });
 
 /**
  * Fixed one-minute windows counted in memory, per API process. Each window
  * resets a minute after its first hit; `retryAfterSeconds` tells a client when.
+ *
+ * Bounded whatever the callers send (a client rotating addresses makes a new
+ * key per request): windows are kept in the order they started, so the ended
+ * ones are always at the front and each new window drops those it finds
+ * there; past `maxKeys` the oldest window goes too. Memory follows the keys
+ * active in the last minute, at most `maxKeys` of them, and no request pays
+ * for a sweep of the whole map.
  */
 export class FixedWindowCounter {
-  private readonly windows = new Map<string, { startedAt: number; count: number }>();
-  private lastSweep = 0;
+  private readonly windows = new Map<string, Window>();
+  /**
+   * Every window as it started, oldest first, read from `head`. An array, not the map's own order:
+   * V8 leaves deleted map entries in place until it rehashes, so iterating from a map's front after
+   * many deletions walks all of them, and each hit would cost more the more were dropped.
+   */
+  private started: Array<[string, Window]> = [];
+  private head = 0;
 
   constructor(
     readonly limit: number,
     private readonly windowMs = 60_000,
     private readonly now: () => number = Date.now,
+    private readonly maxKeys = 100_000,
   ) {}
 
   /** Whether `key` has used up its window (without counting a hit). */
@@ -25,11 +44,12 @@ export class FixedWindowCounter {
   /** Counts one hit; says whether it was within the limit, and what is left. */
   hit(key: string): { allowed: boolean; remaining: number; retryAfterSeconds: number } {
     const now = this.now();
-    this.sweep(now);
     let window = this.current(key);
     if (!window) {
       window = { startedAt: now, count: 0 };
       this.windows.set(key, window);
+      this.started.push([key, window]);
+      this.dropOldest(now);
     }
     window.count += 1;
     const allowed = window.count <= this.limit;
@@ -50,12 +70,24 @@ export class FixedWindowCounter {
     return Math.max(1, Math.ceil((window.startedAt + this.windowMs - this.now()) / 1000));
   }
 
-  /** Drops finished windows now and then, so memory follows the active keys only. */
-  private sweep(now: number): void {
-    if (now - this.lastSweep < this.windowMs) return;
-    this.lastSweep = now;
-    for (const [key, window] of this.windows)
-      if (now - window.startedAt >= this.windowMs) this.windows.delete(key);
+  /** Drops the ended windows at the front, and the oldest beyond `maxKeys`; stops at the first to keep. */
+  private dropOldest(now: number): void {
+    while (this.head < this.started.length) {
+      const [key, window] = this.started[this.head]!;
+      const current = this.windows.get(key) === window; // else its key has started another since
+      if (current && this.windows.size <= this.maxKeys && now - window.startedAt < this.windowMs) break;
+      if (current) this.windows.delete(key);
+      this.head += 1;
+    }
+    if (this.head > 1024 && this.head * 2 > this.started.length) {
+      this.started = this.started.slice(this.head);
+      this.head = 0;
+    }
+  }
+
+  /** Keys with a window held (ended ones not yet dropped included). */
+  get size(): number {
+    return this.windows.size;
   }
 }
 
@@ -84,6 +116,8 @@ export type FailureVerdict = Blocked | { blocked: false };
  * memory instead (see RedisAuthLimits).
  */
 export interface AuthLimits {
+  // `ip` below is whom the failed-authentication limit counts: the address, or an IPv6 client's
+  // network (failedAuthSubject); the auth plugin works it out, so that every store counts alike.
   readonly requestsPerKey: number;
   /** A request whose key was accepted: refused if `ip` is blocked, else one request counted against `keyId`. */
   checkKey(ip: string, keyId: string): KeyVerdict | Promise<KeyVerdict>;

@@ -1,6 +1,12 @@
 import { z } from 'zod';
 import { generationIdPattern, listGenerationsQuerySchema } from './list-query.js';
-import { creditBalanceSchema, generationListSchema, generationSchema, modelListSchema } from './schemas.js';
+import {
+  creditBalanceSchema,
+  generationListSchema,
+  generationSchema,
+  modelListSchema,
+  quoteSchema,
+} from './schemas.js';
 
 /**
  * The path of GET /v1/generations/{id}. A path that cannot name a generation of ours reads as an
@@ -21,7 +27,9 @@ const generationPathSchema = z.object({
  */
 export const routeSchemas = {
   createGeneration: { response: { 202: generationSchema } },
+  quoteGeneration: { response: { 200: quoteSchema } },
   getGeneration: { params: generationPathSchema, response: { 200: generationSchema } },
+  cancelGeneration: { params: generationPathSchema, response: { 200: generationSchema } },
   listGenerations: { querystring: listGenerationsQuerySchema, response: { 200: generationListSchema } },
   getCredits: { response: { 200: creditBalanceSchema } },
   listModels: { response: { 200: modelListSchema } },

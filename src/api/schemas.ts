@@ -89,3 +89,21 @@ export const creditBalanceSchema = z.object({
 });
 
 export const modelListSchema = z.object({ data: z.array(publicModelSchema) });
+
+/** The answer of POST /v1/generations/quote: what a create with that body would debit now. */
+export const quoteSchema = z.object({
+  model: z.string(),
+  credits: z.number().int().nonnegative().describe('The full price a create with this body would debit now.'),
+  balance: z.object({
+    subscription: z.number().int(),
+    one_time: z.number().int(),
+    total: z.number().int().describe('What a create draws from: subscription credits first.'),
+  }),
+  affordable: z.boolean().describe('Whether the balance covers the price now (a create would not be 402).'),
+});
+
+/** A 409 not_cancelable: the envelope, and the generation as it stands (nothing changed). */
+export const notCancelableBodySchema = z.object({
+  error: errorSchema.extend({ code: z.literal('not_cancelable') }),
+  generation: generationSchema,
+});

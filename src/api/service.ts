@@ -17,6 +17,7 @@ import { ApiGenerationMetrics, createMetricsRegistry } from '../observability/me
 import { startMetricsServer, type MetricsServer } from '../observability/metrics-server.js';
 import { startTracing } from '../observability/tracing.js';
 import { buildApp } from './app.js';
+import { GenerationWaiters, maxWaitSeconds } from './generation-waiters.js';
 import { MemoryAuthLimits, type AuthLimits } from './rate-limit.js';
 import { RedisAuthLimits } from './redis-limits.js';
 import { RequestLogWriter } from './request-log-writer.js';
@@ -48,7 +49,11 @@ export async function createApiService(
   );
   // Caches are trusted only while the change feed that invalidates them is connected.
   const cacheEnabled = () => listener.listening;
-  const authenticator = new Authenticator(pool, { ttlMs: config.CACHE_TTL_MS, cacheEnabled });
+  const authenticator = new Authenticator(pool, {
+    ttlMs: config.CACHE_TTL_MS,
+    cacheEnabled,
+    unknownKeyTtlMs: config.UNKNOWN_KEY_CACHE_MS,
+  });
   const balances = new InvalidatedCache<string, CreditBalance>({
     ttlMs: config.CACHE_TTL_MS,
     enabled: cacheEnabled,
@@ -56,6 +61,10 @@ export async function createApiService(
   const generationCache = new InvalidatedCache<string, GenerationRow | null>({
     ttlMs: config.CACHE_TTL_MS,
     enabled: cacheEnabled,
+  });
+  const waiters = new GenerationWaiters({
+    listening: () => listener.listening,
+    log: logger.child({ component: 'waiters' }),
   });
   const catalog = new CatalogCache(
     pool,
@@ -70,11 +79,14 @@ export async function createApiService(
     .on('auth_changed', () => authenticator.invalidateAll())
     .on('balance_changed', (accountId) => balances.invalidate(accountId))
     .on('generation_changed', (id) => generationCache.invalidate(id))
+    // After the cache has dropped the row: the waiters' read sees the change.
+    .on('generation_changed', (id) => waiters.changed(id))
     .on('catalog_changed', reloadCatalog)
     .onReconnect(() => {
       authenticator.invalidateAll();
       balances.invalidateAll();
       generationCache.invalidateAll();
+      waiters.recheckAll();
       reloadCatalog();
       providers.reloadInBackground();
     });
@@ -108,6 +120,10 @@ export async function createApiService(
     catalog,
     requestLog,
     limits,
+    failedAuth: {
+      ipv6PrefixLength: config.FAILED_AUTH_IPV6_PREFIX,
+      perProcessPerMinute: config.FAILED_AUTH_PROCESS_PER_MINUTE,
+    },
     metrics: registry,
     tracing: tracing !== null,
     settings: {
@@ -119,6 +135,11 @@ export async function createApiService(
     },
     generations: {
       cache: generationCache,
+      // A wait ends within the request timeout, so that the timeout never cuts a waiter off.
+      waiting: {
+        waiters,
+        maxSeconds: Math.max(1, Math.min(maxWaitSeconds, Math.floor(config.API_REQUEST_TIMEOUT_MS / 1000))),
+      },
       providerDownFor: (provider) => providers.retryAfterSeconds(provider),
       metrics: registry && new ApiGenerationMetrics(registry),
       temporal,
@@ -150,6 +171,8 @@ export async function createApiService(
     providers,
     async close() {
       await metrics?.close();
+      // Waiters are answered with the current state before the server waits for requests to end.
+      waiters.close();
       await app.close();
       catalog.stop();
       providers.stop();

@@ -11,6 +11,7 @@ import type { AdmitResult, GenerationStart } from '../workflows/generation-types
 import { admitUpdate, generationWorkflow } from '../workflows/generation-workflow.js';
 import {
   AccountId,
+  GenerationId,
   GenerationStatus as GenerationStatusKey,
   Model,
   NeedsReview,
@@ -73,6 +74,14 @@ function generationWorkflowId(keyId: string, key: string | null, generationId: s
 export async function startGeneration(
   deps: StartGenerationDeps,
   request: CheckedRequest,
+  options: {
+    /**
+     * Set when no new generation may start now (its provider is down): throws the refusal. Called only once the
+     * request is known not to be a retry of one that was accepted: a retry is answered with that
+     * generation (from the key's record, or from its running workflow) whatever the provider's state.
+     */
+    refuseNew?: () => void;
+  } = {},
 ): Promise<StartOutcome> {
   const now = deps.clock ?? Date.now;
   if (request.idempotencyKey !== null) {
@@ -82,6 +91,11 @@ export async function startGeneration(
   }
   const generationId = newId('gen');
   const workflowId = generationWorkflowId(request.apiKeyId, request.idempotencyKey, generationId);
+  if (options.refuseNew) {
+    const running = request.idempotencyKey === null ? null : await meetRunning(deps, workflowId, now);
+    if (running) return outcomeOf(running, request.fingerprint, null);
+    options.refuseNew();
+  }
   const stored = await storeInlineImages(
     deps.storage,
     request.input,
@@ -108,18 +122,40 @@ export async function startGeneration(
     createdAt: new Date(now()).toISOString(),
     timing: deps.timing,
   };
-  const admitted = await admitAnew(deps, start, now);
-  const { generationId: answeredBy, admission } = admitted;
-  if (admitted.fingerprint !== request.fingerprint)
-    return { outcome: 'conflict', generationId: answeredBy, inputPrefix: stored.prefix };
+  return outcomeOf(await admitAnew(deps, start, now), request.fingerprint, stored.prefix);
+}
+
+/** The request's outcome from its workflow's answer (`inputPrefix`: the images this request stored). */
+function outcomeOf(admitted: AdmitResult, fingerprint: string, inputPrefix: string | null): StartOutcome {
+  const { generationId, admission } = admitted;
+  if (admitted.fingerprint !== fingerprint) return { outcome: 'conflict', generationId, inputPrefix };
   if (admission.outcome === 'rejected')
-    return {
-      outcome: 'rejected',
-      generationId: answeredBy,
-      error: admission.error,
-      inputPrefix: stored.prefix,
-    };
-  return { outcome: 'admitted', generationId: answeredBy };
+    return { outcome: 'rejected', generationId, error: admission.error, inputPrefix };
+  return { outcome: 'admitted', generationId };
+}
+
+/**
+ * The answer of the generation that holds the key in a workflow still running (its record may not
+ * be written yet, or it is still queued), asked without starting one; null when none runs, or its
+ * generation no longer holds the key. A Temporal that cannot be asked is as good as none: the
+ * request is then refused (503) like a new one, which a retry with the same key puts right.
+ */
+async function meetRunning(
+  deps: StartGenerationDeps,
+  workflowId: string,
+  now: () => number,
+): Promise<AdmitResult | null> {
+  try {
+    const answer = await deps.temporal.connection.withDeadline(Date.now() + deps.admissionTimeoutMs, () =>
+      deps.temporal.workflow
+        .getHandle(workflowId)
+        .executeUpdate(admitUpdate, { updateId: `admit-${workflowId}` }),
+    );
+    return Date.parse(answer.keyHeldUntil) > now() ? answer : null;
+  } catch {
+    // No run (WorkflowNotFoundError: none, or it has closed), or Temporal did not answer in time.
+    return null;
+  }
 }
 
 /**
@@ -172,6 +208,7 @@ function admit(deps: StartGenerationDeps, start: GenerationStart, updateId: stri
             { key: AccountId, value: start.accountId },
             { key: Model, value: start.model },
             { key: NeedsReview, value: false },
+            { key: GenerationId, value: start.generationId },
           ],
         }),
       }),

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ownValue } from './own-value.js';
 import { providerBlockIssues, providerBlockSchema } from './provider-mapping.js';
 
 /**
@@ -46,15 +47,23 @@ const modelOptionSchema = z.discriminatedUnion('type', [
   imageOption,
 ]);
 
+/**
+ * The most credits one request may be quoted, whatever its options (and the most any one price may
+ * be): a typing mistake of a few zeros must not reach a balance, and quotes stay far inside the
+ * `integer` columns that record them.
+ */
+export const MAX_QUOTE_CREDITS = 100_000;
+const price = z.number().int().nonnegative().max(MAX_QUOTE_CREDITS);
+
 const pricingSchema = z.object({
   /** `generation`: one price per request; `second`: multiplied by the `duration` option. */
   unit: z.enum(['generation', 'second']),
   /** The option whose value selects the base price, or null for a flat price. */
   by: z.string().nullable(),
   /** Credits per unit, keyed by the value of `by` (or `"*"` for a flat price). */
-  credits: z.record(z.number().int().nonnegative()),
+  credits: z.record(price),
   /** Extra credits per unit added when an option has a given value, e.g. `{ generate_audio: { "true": 2 } }`. */
-  surcharges: z.record(z.record(z.number().int().nonnegative())).default({}),
+  surcharges: z.record(z.record(price)).default({}),
 });
 
 export const modelDefinitionSchema = z
@@ -88,7 +97,11 @@ export const modelDefinitionSchema = z
           message: 'default is not one of values',
         });
       }
-      if (option.type === 'image' && option.requires && def.options[option.requires]?.type !== 'image') {
+      if (
+        option.type === 'image' &&
+        option.requires &&
+        ownValue(def.options, option.requires)?.type !== 'image'
+      ) {
         ctx.addIssue({
           code: 'custom',
           path: ['options', name, 'requires'],
@@ -98,20 +111,21 @@ export const modelDefinitionSchema = z
     }
     const { by, credits, unit } = def.pricing;
     if (by === null) {
-      if (!('*' in credits))
+      if (!Object.hasOwn(credits, '*'))
         ctx.addIssue({ code: 'custom', path: ['pricing', 'credits'], message: 'a flat price is keyed "*"' });
     } else {
-      const option = def.options[by];
+      const option = ownValue(def.options, by);
       if (!option || option.type !== 'enum') {
         ctx.addIssue({ code: 'custom', path: ['pricing', 'by'], message: `${by} is not an enum option` });
       } else {
         for (const value of option.values) {
-          if (!(value in credits))
+          if (!Object.hasOwn(credits, value))
             ctx.addIssue({ code: 'custom', path: ['pricing', 'credits', value], message: 'no price' });
         }
       }
     }
-    if (unit === 'second' && def.options.duration?.type !== 'integer_enum') {
+    const duration = ownValue(def.options, 'duration');
+    if (unit === 'second' && duration?.type !== 'integer_enum') {
       ctx.addIssue({
         code: 'custom',
         path: ['pricing', 'unit'],
@@ -119,14 +133,35 @@ export const modelDefinitionSchema = z
       });
     }
     for (const name of Object.keys(def.pricing.surcharges)) {
-      if (!def.options[name])
+      if (!Object.hasOwn(def.options, name))
         ctx.addIssue({ code: 'custom', path: ['pricing', 'surcharges', name], message: 'no such option' });
     }
+    const highest = highestQuote(def.pricing, duration?.type === 'integer_enum' ? duration.values : []);
+    // A price over the bound on its own is reported where it is (the field's own check).
+    if (highest > MAX_QUOTE_CREDITS && allPrices(def.pricing).every((p) => p <= MAX_QUOTE_CREDITS))
+      ctx.addIssue({
+        code: 'custom',
+        path: ['pricing'],
+        message: `the dearest request would be quoted ${highest} credits; at most ${MAX_QUOTE_CREDITS} may be`,
+      });
     if (def.provider) {
       for (const issue of providerBlockIssues(def.provider, def.options))
         ctx.addIssue({ code: 'custom', path: ['provider', ...issue.path], message: issue.message });
     }
   });
+
+const allPrices = (pricing: z.infer<typeof pricingSchema>): number[] => [
+  ...Object.values(pricing.credits),
+  ...Object.values(pricing.surcharges).flatMap((s) => Object.values(s)),
+];
+
+/** The largest quote the pricing can give: the dearest base, every dearest surcharge, the longest duration. */
+function highestQuote(pricing: z.infer<typeof pricingSchema>, durations: readonly number[]): number {
+  const dearest = (prices: Record<string, number>) => Math.max(0, ...Object.values(prices));
+  const perUnit =
+    dearest(pricing.credits) + Object.values(pricing.surcharges).reduce((sum, s) => sum + dearest(s), 0);
+  return pricing.unit === 'second' ? perUnit * Math.max(0, ...durations) : perUnit;
+}
 
 export type ModelDefinition = z.infer<typeof modelDefinitionSchema>;
 

@@ -184,7 +184,7 @@ function droppedFields(
     return input.flatMap((item, i) => droppedFields(item, output[i], [...path, i]));
   if (!isPlainObject(input) || !isPlainObject(output)) return [];
   return Object.entries(input).flatMap(([key, value]) =>
-    key in output ? droppedFields(value, output[key], [...path, key]) : [[...path, key]],
+    Object.hasOwn(output, key) ? droppedFields(value, output[key], [...path, key]) : [[...path, key]],
   );
 }
 

@@ -1,5 +1,6 @@
 import { PermanentError } from '../errors.js';
 import type { CatalogEntry } from './catalog-entry.js';
+import { ownValue } from './own-value.js';
 
 /** Input after validation, with every option's default filled in. */
 type ResolvedOptions = Record<string, string | number | boolean | undefined>;
@@ -11,11 +12,11 @@ type ResolvedOptions = Record<string, string | number | boolean | undefined>;
 export function quotePrice(entry: CatalogEntry, options: ResolvedOptions): number {
   const { pricing } = entry;
   const key = pricing.by === null ? '*' : String(options[pricing.by]);
-  const base = pricing.credits[key];
+  const base = ownValue(pricing.credits, key);
   if (base === undefined) throw new PermanentError(`model ${entry.id} has no price for ${pricing.by}=${key}`);
   let perUnit = base;
   for (const [option, byValue] of Object.entries(pricing.surcharges)) {
-    perUnit += byValue[String(options[option])] ?? 0;
+    perUnit += ownValue(byValue, String(options[option])) ?? 0;
   }
   if (pricing.unit === 'second') {
     const seconds = options.duration;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ownValue } from './own-value.js';
 
 /**
  * Which provider runs a catalog model, and how a request's fields become that provider's input,
@@ -103,7 +104,7 @@ export function providerBlockIssues(
     if (!('from' in mapping)) continue;
     const sources = [mapping.from].flat();
     for (const [index, source] of sources.entries()) {
-      if (!(requestSources as readonly string[]).includes(source) && !options[source])
+      if (!(requestSources as readonly string[]).includes(source) && !ownValue(options, source))
         issues.push({
           path: ['input', field, 'from', ...(Array.isArray(mapping.from) ? [index] : [])],
           message: `${source} is not an option of this model (nor prompt or images)`,
@@ -112,8 +113,8 @@ export function providerBlockIssues(
     if (mapping.first && !sources.includes('images'))
       issues.push({ path: ['input', field, 'first'], message: 'first applies to images only' });
     if (!mapping.map) continue;
-    for (const key of combinations(sources.map((source) => valuesOf(options[source])))) {
-      if (key !== null && !(key in mapping.map))
+    for (const key of combinations(sources.map((source) => valuesOf(ownValue(options, source))))) {
+      if (key !== null && !Object.hasOwn(mapping.map, key))
         issues.push({
           path: ['input', field, 'map', key],
           message: `no value for ${describe(sources, key)}`,
@@ -154,7 +155,7 @@ function fieldValue(
   });
   if (values.some((value) => value === undefined)) return undefined;
   if (!mapping.map) return values.length === 1 ? values[0] : values.join(',');
-  return mapping.map[values.map(String).join(',')];
+  return ownValue(mapping.map, values.map(String).join(','));
 }
 
 /** The values a source can take, when they are a closed set; null when any value goes. */

@@ -48,6 +48,9 @@ export const apiSettings = settingGroup({
     TRUST_PROXY: trustProxy,
     BODY_LIMIT_BYTES: int(32 * 1024 * 1024, 1024),
     RATE_LIMIT_PER_MINUTE: int(600, 1),
+    FAILED_AUTH_IPV6_PREFIX: z.coerce.number().int().min(32).max(128).default(64),
+    FAILED_AUTH_PROCESS_PER_MINUTE: int(600, 1),
+    UNKNOWN_KEY_CACHE_MS: int(30_000),
     // Node's requestTimeout and headersTimeout: a slow client cannot hold a socket or a buffer for long.
     API_REQUEST_TIMEOUT_MS: int(60_000, 100),
     API_HEADERS_TIMEOUT_MS: int(10_000, 100),
@@ -78,6 +81,18 @@ export const apiSettings = settingGroup({
     RATE_LIMIT_PER_MINUTE: {
       readBy: ['api'],
       text: 'Requests per minute per API key, replays included (`429 rate_limited` beyond it).',
+    },
+    FAILED_AUTH_IPV6_PREFIX: {
+      readBy: ['api'],
+      text: 'The failed-authentication limit counts an IPv6 client by its network of this many bits (32 to 128), so rotating through one’s own /64 is one client. IPv4 clients are counted by address.',
+    },
+    FAILED_AUTH_PROCESS_PER_MINUTE: {
+      readBy: ['api'],
+      text: 'Failed key lookups (unknown or revoked keys) one API process allows per minute, all clients together. Beyond it, a key that would need a query and has not worked on this process in the last day gets `429 rate_limited` without one; keys that worked lately are still looked up.',
+    },
+    UNKNOWN_KEY_CACHE_MS: {
+      readBy: ['api'],
+      text: 'How long a key PostgreSQL does not know is answered `401` from memory (at most 100 000 remembered, forgotten on any key change); `0`: asked every time.',
     },
     API_REQUEST_TIMEOUT_MS: {
       readBy: ['api'],

@@ -45,14 +45,16 @@ export async function grantCredits(
   });
 }
 
-/** What a refund changed: nothing (done before), or the generation ended failed, with the credits returned if it had a debit. */
+/** What a refund changed: nothing (done before, or the generation succeeded: never refunded), or the generation ended failed, with the credits returned if it had a debit. */
 type RefundOutcome = { changed: false } | { changed: true; model: string; refundedCredits: number | null };
 
 /**
  * Returns a generation's debit, once: ledger row, balances (to the pools it
  * came from) and the projection (failed, credits_refunded) in one
  * transaction. `credits` keeps the original debit. Refunding twice is a no-op, record included,
- * and says so (`changed: false`), so that the caller counts the outcome once.
+ * and says so (`changed: false`), so that the caller counts the outcome once. A generation that
+ * succeeded is never refunded (nor failed): that too is a no-op, and the database refuses it
+ * anyway (migration 0013).
  */
 export async function refundGeneration(
   db: CommonQueryMethods,
@@ -60,6 +62,10 @@ export async function refundGeneration(
   error: GenerationError,
 ): Promise<RefundOutcome> {
   return db.transaction(async (tx): Promise<RefundOutcome> => {
+    // The row first, locked: a success committing meanwhile is seen, and wins.
+    const succeeded = await tx.maybeOneFirst(sql.type(z.object({ succeeded: z.boolean() }))`
+      SELECT status = 'succeeded' AS succeeded FROM generations WHERE id = ${generationId} FOR UPDATE`);
+    if (succeeded) return { changed: false };
     const debit = await tx.maybeOne(sql.type(
       z.object({
         id: z.number(),

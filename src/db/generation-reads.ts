@@ -49,6 +49,8 @@ interface ListFilter {
   limit: number;
   statuses: GenerationStatus[] | null;
   model: string | null;
+  /** Only the generation whose Idempotency-Key record (migration 0012) holds this key now. */
+  idempotencyKey?: { apiKeyId: string; key: string } | null;
   /** Exclusive position to continue after (newest first). */
   after: { createdAt: string; id: string } | null;
 }
@@ -60,6 +62,11 @@ export async function listGenerations(
   const conditions = [sql.fragment`account_id = ${filter.accountId}`];
   if (filter.statuses) conditions.push(sql.fragment`status = ANY(${sql.array(filter.statuses, 'text')})`);
   if (filter.model !== null) conditions.push(sql.fragment`model = ${filter.model}`);
+  if (filter.idempotencyKey) {
+    const { apiKeyId, key } = filter.idempotencyKey;
+    conditions.push(sql.fragment`id = (SELECT k.generation_id FROM idempotency_keys k
+      WHERE k.api_key_id = ${apiKeyId} AND k.idempotency_key = ${key} AND k.held_until > now())`);
+  }
   if (filter.after) {
     conditions.push(
       sql.fragment`(created_at, id) < (${filter.after.createdAt}::timestamptz, ${filter.after.id})`,

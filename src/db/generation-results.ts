@@ -1,5 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
+import { mediaTypeOfName } from '../storage/storage.js';
 
 /**
  * A generation's results: its output folder, the success with its outputs (and gallery rows),
@@ -7,16 +8,64 @@ import { z } from 'zod';
  * after a crash, or re-run after a support reset, changes nothing the second time.
  */
 
-/** The generation's output folder: `candidate` the first time, the same folder ever after. */
+/**
+ * The generation's output folder (`candidate` the first time, the same folder ever after), and
+ * what persisting needs to know before it copies anything: whether the generation was refunded,
+ * and, when an earlier run of the step already completed it, what it stored (a re-run stops there).
+ */
 export async function claimOutputPrefix(
   db: CommonQueryMethods,
   generationId: string,
   candidate: string,
-): Promise<{ prefix: string; refunded: boolean }> {
-  const row = await db.one(sql.type(z.object({ output_prefix: z.string(), credits_refunded: z.boolean() }))`
+): Promise<{
+  prefix: string;
+  refunded: boolean;
+  completed: { expiresAt: string; outputs: StoredOutput[] } | null;
+}> {
+  const row = await db.one(sql.type(
+    z.object({
+      output_prefix: z.string(),
+      credits_refunded: z.boolean(),
+      succeeded: z.boolean(),
+      expires_at: z.string().nullable(),
+      output: z.unknown(),
+    }),
+  )`
     UPDATE generations SET output_prefix = COALESCE(output_prefix, ${candidate}) WHERE id = ${generationId}
-    RETURNING output_prefix, credits_refunded`);
-  return { prefix: row.output_prefix, refunded: row.credits_refunded };
+    RETURNING output_prefix, credits_refunded, status = 'succeeded' AS succeeded, expires_at, output`);
+  const completed =
+    row.succeeded && row.expires_at
+      ? { expiresAt: row.expires_at, outputs: storedOutputs(row.output) }
+      : null;
+  return { prefix: row.output_prefix, refunded: row.credits_refunded, completed };
+}
+
+/** The outputs a completed generation's record holds (empty once its content expired). */
+function storedOutputs(output: unknown): StoredOutput[] {
+  const record = (output ?? {}) as { images?: StoredImage[]; videos?: StoredVideo[] };
+  return [
+    ...(record.images ?? []).map((i) => ({ ...i, contentType: mediaTypeOfName(i.url) })),
+    ...(record.videos ?? []).map((v) => ({
+      url: v.url,
+      width: v.width,
+      height: v.height,
+      contentType: v.content_type,
+      durationSeconds: v.duration_seconds,
+      hasAudio: v.has_audio,
+    })),
+  ];
+}
+
+interface StoredImage {
+  url: string;
+  width: number;
+  height: number;
+}
+
+interface StoredVideo extends StoredImage {
+  duration_seconds: number;
+  has_audio: boolean;
+  content_type: string;
 }
 
 export interface StoredOutput {
@@ -31,8 +80,8 @@ export interface StoredOutput {
 /**
  * Succeeded: output, completed_at, expires_at (retention after storage) and, for images, the
  * account's gallery rows, in one statement. A generation completed before keeps its output and
- * expires_at (a retried or reset persist changes nothing, and `completedNow` is false); a refunded
- * one is left alone (null).
+ * expires_at (a retried or reset persist changes nothing, and `completedNow` is false); one that
+ * ended otherwise (refunded, failed, in review) is left alone (null): only a queued generation succeeds.
  */
 export async function completeGeneration(
   db: CommonQueryMethods,
@@ -49,18 +98,19 @@ export async function completeGeneration(
     has_audio: o.hasAudio ?? false,
     content_type: o.contentType,
   }));
-  // A refunded generation never succeeds: nothing is written, and the caller hears null.
+  // A refunded or failed generation never succeeds: nothing is written, and the caller hears null.
   const row = await db.one(sql.type(
     z.object({ expires_at: z.string().nullable(), completed_now: z.boolean() }),
   )`
     WITH target AS (
-      SELECT id, media_type, expires_at FROM generations WHERE id = ${generationId} AND NOT credits_refunded FOR UPDATE
+      SELECT id, media_type, expires_at FROM generations
+      WHERE id = ${generationId} AND NOT credits_refunded AND status IN ('queued', 'succeeded') FOR UPDATE
     ), done AS (
       UPDATE generations g SET status = 'succeeded',
         output = CASE WHEN t.media_type = 'video' THEN ${sql.jsonb({ videos })} ELSE ${sql.jsonb({ images })} END,
         error = NULL, needs_review = false, completed_at = now(),
         expires_at = now() + ${sql.interval({ seconds: retentionMs / 1000 })}, updated_at = now()
-      FROM target t WHERE g.id = t.id AND t.expires_at IS NULL
+      FROM target t WHERE g.id = t.id AND g.status = 'queued'
       RETURNING g.account_id, g.media_type, g.expires_at
     ), gallery AS (
       INSERT INTO gallery_images (account_id, generation_id, url, width, height)
@@ -81,6 +131,34 @@ export async function contentPrefixes(db: CommonQueryMethods, generationId: stri
   )`
     SELECT output_prefix, input_prefix FROM generations WHERE id = ${generationId}`);
   return [row.output_prefix, row.input_prefix].filter((p): p is string => p !== null);
+}
+
+/**
+ * The storage folders of a generation that ended without success (failed, refunded, rejected; not
+ * in review, whose job may still succeed): its files are deleted at once. Null when it succeeded,
+ * may still succeed, or its content is gone already: nothing of it may be deleted then.
+ */
+export async function discardablePrefixes(
+  db: CommonQueryMethods,
+  generationId: string,
+): Promise<string[] | null> {
+  const row = await db.maybeOne(sql.type(
+    z.object({ output_prefix: z.string().nullable(), input_prefix: z.string().nullable() }),
+  )`
+    SELECT output_prefix, input_prefix FROM generations
+    WHERE id = ${generationId} AND (status = 'rejected' OR (status = 'failed' AND NOT needs_review))
+      AND NOT content_expired`);
+  return row && [row.output_prefix, row.input_prefix].filter((p): p is string => p !== null);
+}
+
+/**
+ * The content of a generation that ended without success, once its files are gone: input and output
+ * null, content_expired, as at expiry. Never touches a generation that succeeded or is in review.
+ */
+export async function discardGeneration(db: CommonQueryMethods, generationId: string): Promise<void> {
+  await db.query(sql.unsafe`
+    UPDATE generations SET input = NULL, output = NULL, content_expired = true, updated_at = now()
+    WHERE id = ${generationId} AND (status = 'rejected' OR (status = 'failed' AND NOT needs_review))`);
 }
 
 /** Content expiry, once the files are gone: input and output null, content_expired; id, status and credits kept. */

@@ -1,5 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
+import { mayHaveSent } from './provider-submissions.js';
 
 /** What the reconciliation sweep needs of a queued generation. */
 const staleRow = z.object({
@@ -30,7 +31,7 @@ export async function claimStaleQueued(
       FOR UPDATE SKIP LOCKED
     )
     UPDATE generations g SET reconcile_checked_at = now() FROM stale WHERE g.id = stale.id
-    RETURNING g.id, g.workflow_id, g.provider_job_id, g.submit_attempted_at IS NOT NULL AS submitted, g.created_at`);
+    RETURNING g.id, g.workflow_id, g.provider_job_id, ${mayHaveSent} AS submitted, g.created_at`);
 }
 
 type ReconciliationAction = 'refunded' | 'flagged_for_review' | 'running_past_horizon';

@@ -5,6 +5,22 @@ import { imageSize } from 'image-size';
 import { imageSizeFromFile } from 'image-size/fromFile';
 import { runFfmpeg, untrustedInput } from './ffmpeg.js';
 
+/**
+ * The bytes are neither an image nor a video we can read: no retry can change that. Any other
+ * failure to measure (ffmpeg missing, timed out or killed, a full disk, no memory) is this worker's
+ * trouble, and another attempt may succeed.
+ */
+export class UnreadableMediaError extends Error {
+  override readonly name = 'UnreadableMediaError';
+}
+
+/**
+ * ffmpeg's exit (a code, not a signal or our timeout) after failing to open or parse its input, or
+ * refusing its container (not one untrustedInput lets through).
+ */
+const unreadableInput =
+  /^ffmpeg exited with code \d+: [\s\S]*(Invalid data found when processing input|moov atom not found|Format not on whitelist)/;
+
 /** What a stored result is, read from its bytes rather than taken from whoever produced it. */
 export interface MeasuredMedia {
   contentType: string;
@@ -75,10 +91,16 @@ async function measureVideoFile(file: string): Promise<MeasuredMedia> {
     '-f',
     'null',
     '-',
-  ]);
+  ]).catch((error: unknown) => {
+    // ffmpeg ran to its end and said it cannot read the input: the bytes are at fault.
+    if (error instanceof Error && unreadableInput.test(error.message))
+      throw new UnreadableMediaError(`the result is not media ffmpeg can read: ${error.message}`);
+    throw error;
+  });
   const stream = /Stream #0:\d+[^:]*: Video: (\S+).*?, (\d{2,5})x(\d{2,5})/.exec(report);
   const duration = /Duration: (\d+):(\d+):([\d.]+)/.exec(report);
-  if (!stream || !duration) throw new Error('the result is neither an image nor a video ffmpeg can read');
+  if (!stream || !duration)
+    throw new UnreadableMediaError('the result is neither an image nor a video ffmpeg can read');
   const [hours, minutes, seconds] = duration.slice(1).map(Number) as [number, number, number];
   const container = /Input #0, ([^ ]+),? from/.exec(report)?.[1] ?? '';
   const contentType = container.startsWith('mov,mp4')
@@ -86,7 +108,8 @@ async function measureVideoFile(file: string): Promise<MeasuredMedia> {
     : container.startsWith('matroska') && webmCodecs.test(stream[1]!)
       ? 'video/webm'
       : undefined;
-  if (!contentType) throw new Error(`the result is a ${container || 'video'} file, neither MP4 nor WebM`);
+  if (!contentType)
+    throw new UnreadableMediaError(`the result is a ${container || 'video'} file, neither MP4 nor WebM`);
   return {
     contentType,
     width: Number(stream[2]),

@@ -24,6 +24,12 @@ export interface Provider {
   /** Asks the provider to stop a job we gave up on; best effort (a finished or unknown job is fine). */
   cancel(jobId: string): Promise<void>;
   /**
+   * A client's cancel: stops the job only if the provider confirms it never ran (still in its queue)
+   * and will not bill it. `stopped: false` means it ran, runs or finished: nothing was changed.
+   * Without it, a job handed to this provider cannot be canceled unbilled.
+   */
+  stopBeforeRun?(jobId: string): Promise<{ stopped: boolean }>;
+  /**
    * A cheap authenticated read that succeeds when the provider is reachable and serving, used to
    * find a provider that was down up again. Without one, a down provider is let try again after the
    * probe interval and goes down again at its next failure.

@@ -1,5 +1,10 @@
 import { PermanentError } from '../errors.js';
-import { measureMedia, measureMediaFile, type MeasuredMedia } from '../media/measure-media.js';
+import {
+  measureMedia,
+  measureMediaFile,
+  UnreadableMediaError,
+  type MeasuredMedia,
+} from '../media/measure-media.js';
 import { extensionOfMediaType, type Storage } from '../storage/storage.js';
 import type { Provider, ProviderResult } from './provider.js';
 
@@ -20,7 +25,11 @@ export async function copyResult(
     const media = await (
       'bytes' in content ? measureMedia(content.bytes) : measureMediaFile(content.file)
     ).catch((error: unknown) => {
-      throw new PermanentError(`result ${job.index} of job ${job.reference}: ${messageOf(error)}`);
+      // Only bytes that are not media are final; a worker that could not measure them (ffmpeg
+      // timed out or missing, no memory, a full disk) leaves them to the next attempt.
+      if (error instanceof UnreadableMediaError)
+        throw new PermanentError(`result ${job.index} of job ${job.reference}: ${messageOf(error)}`);
+      throw error;
     });
     const extension = extensionOfMediaType(media.contentType);
     if (!extension)

@@ -156,7 +156,7 @@ async function registerSearchAttributes(): Promise<void> {
   } catch (error) {
     logger.warn(
       { err: error },
-      'could not register search attributes (does this worker have operator rights?); register GenerationStatus, AccountId, Model (Keyword) and NeedsReview (Bool) by hand',
+      'could not register search attributes (does this worker have operator rights?); register GenerationStatus, AccountId, Model, GenerationId (Keyword) and NeedsReview (Bool) by hand',
     );
   }
 }

@@ -43,4 +43,15 @@ export interface GenerationActivities<Result = unknown, Output = unknown> {
   recordProviderJob: (generationId: string, jobId: string) => Promise<void>;
   /** Deletes stored files and nulls input and output. */
   expireContent: (generationId: string) => Promise<void>;
+  /**
+   * Deletes the files of a generation that ended without success (failed and refunded, rejected)
+   * and nulls its input and output; never touches one that succeeded or is in review.
+   */
+  discardContent: (generationId: string) => Promise<void>;
+}
+
+/** The activity behind a client's cancel (src/activities/cancel-activities.ts implements it). */
+export interface CancelActivities {
+  /** A client's cancel: stops the job only if the provider confirms it never ran (see Provider.stopBeforeRun). */
+  stopJobBeforeRun: (jobId: string, generationId: string) => Promise<{ stopped: boolean }>;
 }

@@ -18,6 +18,11 @@ export const generationErrors = {
     code: 'generation_failed',
     message: 'Support found this generation was not produced. The credits were refunded.',
   },
+  /** The client (or support, or an operator) canceled it before the provider ran it. */
+  canceled: {
+    code: 'canceled',
+    message: 'This generation was canceled before the provider ran it. The credits were refunded.',
+  },
   /** A step failed in a way no retry can fix (a broken model entry, a result that cannot be used). */
   cannotComplete: (what: string): GenerationError => ({
     code: 'generation_failed',

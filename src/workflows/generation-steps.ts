@@ -6,7 +6,7 @@ import {
   providerWaitQueue,
   type GenerationStart,
 } from './generation-types.js';
-import type { GenerationActivities } from './generation-activity-contract.js';
+import type { CancelActivities, GenerationActivities } from './generation-activity-contract.js';
 
 /**
  * The generation workflow's steps and how each is retried. Every step retries what may pass
@@ -98,7 +98,7 @@ export function generationSteps(timing: GenerationStart['timing']) {
   });
 
   /** Refunds and bookkeeping: until they commit the generation stays queued (credits_refunded false). */
-  const { refund, markNeedsReview, recordProviderJob, expireContent, submissionState } =
+  const { refund, markNeedsReview, recordProviderJob, expireContent, discardContent, submissionState } =
     proxyActivities<GenerationActivities>({
       startToCloseTimeout: '30 seconds',
       scheduleToCloseTimeout: horizon.bookkeepingMs,
@@ -116,9 +116,22 @@ export function generationSteps(timing: GenerationStart['timing']) {
     summary: 'Cancel the job at the provider',
   });
 
+  /** A client's cancel asks the provider to stop a queued job: a few attempts, then it counts as not stopped. */
+  const { stopJobBeforeRun } = proxyActivities<CancelActivities>({
+    startToCloseTimeout: '10 seconds',
+    scheduleToCloseTimeout: '30 seconds',
+    retry: {
+      initialInterval: '500 milliseconds',
+      maximumAttempts: 4,
+      nonRetryableErrorTypes: nonRetryableTypes,
+    },
+    summary: 'Stop the job at the provider before it runs (a cancel)',
+  });
+
   return {
     admit,
     cancelJob,
+    stopJobBeforeRun,
     handOver,
     submitInBackground,
     waitForProvider,
@@ -127,6 +140,7 @@ export function generationSteps(timing: GenerationStart['timing']) {
     markNeedsReview,
     recordProviderJob,
     expireContent,
+    discardContent,
     submissionState,
   };
 }

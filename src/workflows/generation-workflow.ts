@@ -2,8 +2,6 @@ import {
   ApplicationFailure,
   allHandlersFinished,
   condition,
-  defineQuery,
-  defineUpdate,
   isCancellation,
   patched,
   setCurrentDetails,
@@ -11,32 +9,30 @@ import {
   sleep,
 } from '@temporalio/workflow';
 import { admissionErrors, generationErrors, whatFailed } from './generation-errors.js';
+import { generationEndings } from './generation-endings.js';
+import { admitUpdate, cancelUpdate, progressQuery, resolveUpdate } from './generation-messages.js';
 import { generationSteps } from './generation-steps.js';
 import {
   errorTypes,
   type Admission,
   type AdmissionDecision,
-  type AdmitResult,
   type GenerationProgress,
   type GenerationStart,
   type Resolution,
 } from './generation-types.js';
-import type { GenerationError } from '../generation.js';
+import { cancelRules, withCancelRequests } from './generation-cancel.js';
 import { trackProgress } from './generation-progress.js';
 import { admissionFailure, failureType, isPermanent, isSettled } from './step-failures.js';
 
-/** POST /v1/generations: answers once admission is decided and an accepted job handed over (at once, for a repeat). */
-export const admitUpdate = defineUpdate<AdmitResult>('admit');
-/** Support's decision on a generation that needs review. */
-export const resolveUpdate = defineUpdate<GenerationProgress, [Resolution]>('resolve');
-/** Where the generation stands, as the workflow sees it. */
-export const progressQuery = defineQuery<GenerationProgress>('progress');
+export { admitUpdate, cancelUpdate, progressQuery, resolveUpdate };
 
 /**
  * One generation, from admission to content expiry:
  *
  *   admit (debit) → submit [the POST answers here] → wait for the provider → persist results
  *   → succeeded → keep the results until expires_at → expire the content.
+ *
+ * A generation that ends without success (refunded, rejected) has its files deleted at once.
  *
  * Admission records a keyed generation's Idempotency-Key in PostgreSQL until its horizon, so the
  * run need not stay open to hold it (runs started before key records hold it until the horizon).
@@ -46,9 +42,15 @@ export const progressQuery = defineQuery<GenerationProgress>('progress');
  * the generation is refunded, or goes to review where the provider may have run the job. The
  * workflow only decides; every read and write happens in an activity.
  */
-export async function generationWorkflow(start: GenerationStart): Promise<GenerationProgress> {
+export function generationWorkflow(start: GenerationStart): Promise<GenerationProgress> {
+  return withCancelRequests((requested) => generationStory(start, requested));
+}
+
+/** The generation's story; `cancelRequested`: see withCancelRequests. */
+async function generationStory(start: GenerationStart, cancelRequested: Promise<never> | null) {
   const { progress, enter, stepAside } = trackProgress(start.generationId);
   const steps = generationSteps(start.timing);
+  const { fail, giveUp, settled, discardContent, cancelAtProvider } = generationEndings(start, steps, enter);
   // Without an Idempotency-Key there is no key to hold: the run ends with the generation's story.
   // (Runs started before this rule held the key; they keep doing so when replayed.)
   const holdsNoKey = start.idempotencyKey === null && patched('keyless-runs-hold-no-key');
@@ -89,6 +91,9 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
     };
   });
   setHandler(progressQuery, () => progress);
+  const cancel = cancelRules(progress, (jobId) => steps.stopJobBeforeRun(jobId, start.generationId));
+  setHandler(cancelUpdate, (generationId) => cancel.request(generationId));
+  cancel.follow(cancelRequested);
   setHandler(
     resolveUpdate,
     async (decision) => {
@@ -115,6 +120,8 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
   }
   if (admitted.outcome === 'rejected') {
     enter('rejected', 'rejected', `rejected: ${admitted.error.code}`);
+    // The inline images the API stored for it are not kept.
+    if (start.inputPrefix !== null) await discardContent();
     // A rejection that does not claim the key ends the run now, so a retry with the same key starts afresh.
     if (holdsKeyOpen(admitted)) await holdKeyUntilHorizon();
     await condition(allHandlersFinished);
@@ -157,13 +164,17 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
     for (;;) {
       progress.providerJobId = jobId;
       enter('generating', 'queued', `generating (provider job ${jobId})`);
+      const job = jobId;
       try {
-        outcome = await steps.waitForProvider(
-          { model: start.model, jobId, generationId: start.generationId },
-          start.timing.pollIntervalMs,
+        outcome = await cancel.duringWait(() =>
+          steps.waitForProvider(
+            { model: start.model, jobId: job, generationId: start.generationId },
+            start.timing.pollIntervalMs,
+          ),
         );
         break;
       } catch (error) {
+        if (cancel.stopped) return fail(generationErrors.canceled);
         // A synchronous provider's call whose answer was lost: it may have run (and billed).
         if (failureType(error) === errorTypes.providerUncertain && patched('uncertain-wait-to-review')) {
           jobId = await waitForSupport();
@@ -175,11 +186,14 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
         return gaveUp;
       }
     }
+    // A job a cancel stopped is reported failed: its refund is the cancel's, with its code.
     if (outcome.state === 'failed')
       return fail(
-        outcome.rejected
-          ? generationErrors.providerRejected
-          : generationErrors.providerFailed(outcome.message),
+        cancel.stopped
+          ? generationErrors.canceled
+          : outcome.rejected
+            ? generationErrors.providerRejected
+            : generationErrors.providerFailed(outcome.message),
       );
 
     enter('persisting', 'queued', 'persisting results');
@@ -194,16 +208,6 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
     }
     enter('succeeded', 'succeeded', 'succeeded');
     return true;
-  }
-
-  /** A job we gave up on is stopped at the provider, so it neither runs on nor bills; best effort. */
-  async function cancelAtProvider(jobId: string): Promise<void> {
-    try {
-      await steps.cancelJob(jobId, start.generationId);
-    } catch (error) {
-      if (isCancellation(error)) throw error;
-      setCurrentDetails(`could not cancel provider job ${jobId}: ${String(error)}`);
-    }
   }
 
   /**
@@ -252,29 +256,6 @@ export async function generationWorkflow(start: GenerationStart): Promise<Genera
       setCurrentDetails('the provider is slow to accept; submitting in the background');
       return steps.submitInBackground(start);
     }
-  }
-
-  /** A step gave up after the debit: refunded and failed, unless the generation was settled already. */
-  async function giveUp(error: unknown, what: string): Promise<false> {
-    if (isCancellation(error)) throw error;
-    if (isSettled(error)) {
-      settled();
-      return false;
-    }
-    return fail(isPermanent(error) ? generationErrors.cannotComplete(what) : generationErrors.timedOut(what));
-  }
-
-  /** Failure after the debit: refund, retried until it commits (or its horizon), then failed. */
-  async function fail(error: GenerationError): Promise<false> {
-    enter('refunding', 'queued', `refunding: ${error.code}`);
-    await steps.refund(start.generationId, error);
-    enter('failed', 'failed', `failed: ${error.code} (refunded)`);
-    return false;
-  }
-
-  /** Already refunded before this run (a support reset): nothing is submitted, stored or refunded again. */
-  function settled(): void {
-    enter('failed', 'failed', 'already refunded; nothing more to do');
   }
 
   /** No speculative refund, no second submission: wait for support to say what happened. */

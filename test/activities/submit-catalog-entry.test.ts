@@ -48,10 +48,10 @@ describe('the catalog entry a submission uses', () => {
     const start = generationStart(account, 'a claimed harbour');
     expect((await admitGeneration(db.pool, start, 10)).outcome).toBe('accepted');
     const digest = await digestOf('lumen-lite');
-    const known = await claimSubmit(db.pool, start.generationId, digest);
-    expect(known).toMatchObject({ digest, definition: null, first: true });
-    const other = await claimSubmit(db.pool, start.generationId, 'another digest');
-    expect(other).toMatchObject({ digest, first: false });
+    const known = await claimSubmit(db.pool, start.generationId, 'att_one', digest, 60_000);
+    expect(known).toMatchObject({ digest, definition: null, mine: true, sent: false });
+    const other = await claimSubmit(db.pool, start.generationId, 'att_two', 'another digest', 60_000);
+    expect(other).toMatchObject({ digest, mine: false, awaiting_answer: true });
     expect(other.definition).toMatchObject({ name: 'Lumen Lite' });
   });
 

@@ -184,7 +184,7 @@ describe('support commands', () => {
     expect(asJson.code).toBe(1);
     expect(JSON.parse(asJson.stdout)).toMatchObject({ error: { code: 'already_resolved' } });
     expect(await chargesOf(stack.db.pool, id)).toMatchObject({ debits: 1, refunds: 1 });
-  });
+  }, 120_000); // three CLI processes: each starts TypeScript through tsx, seconds apiece on a busy machine
 
   it('npm run admin with no command prints every command with its options and exits 2', async () => {
     const { code, stdout, stderr } = await runAdminCli([], stack.db.url);

@@ -60,6 +60,23 @@ describe('authentication (spec: Authentication 1–12)', () => {
     expect((await get({ authorization: `Basic ${alice.key}` })).statusCode).toBe(401);
   });
 
+  it('2/7. a malformed key is told the form a key has; a key without "Bearer" in Authorization is refused', async () => {
+    const malformed = await get({ authorization: `Bearer ${alice.key.slice(0, -1)}` });
+    expect(malformed.statusCode).toBe(401);
+    expect(malformed.headers['www-authenticate']).toBe('Bearer');
+    expect(malformed.json().error.message).toBe(
+      'Malformed API key: expected gsk_live_ followed by 32 letters and digits (41 characters).',
+    );
+    // The spec has two forms (Bearer, x-api-key); a bare key in Authorization is neither.
+    const bare = await get({ authorization: alice.key });
+    expect(bare.statusCode).toBe(401);
+    expect(bare.json().error).toEqual({
+      code: 'unauthorized',
+      message: expect.stringContaining('"Bearer <API_KEY>"'),
+    });
+    expect((await get({ authorization: `bearer ${alice.key}` })).statusCode).toBe(200);
+  });
+
   it('7. missing and unknown keys are 401 unauthorized in the envelope', async () => {
     const missing = await get({});
     expect(missing.statusCode).toBe(401);

@@ -21,6 +21,11 @@ describe('HTTP behaviour: the error envelope, limits, request ids, CORS', () => 
       app.get('/v1/probe/boom', () => {
         throw new Error('secret internal detail: relation "x" at 10.1.2.3');
       });
+      // An error a plugin or Node raises with a client status of its own.
+      app.get('/v1/probe/status/:status', (request) => {
+        const status = Number((request.params as { status: string }).status);
+        throw Object.assign(new Error(`probe ${status}`), { statusCode: status });
+      });
       app.get('/v1/probe/api-error', () => {
         throw new ApiError('idempotency_conflict', 'That key was used with another body.');
       });
@@ -56,6 +61,32 @@ describe('HTTP behaviour: the error envelope, limits, request ids, CORS', () => 
     const response = await post('', { 'content-type': 'application/json' });
     expect(response.statusCode).toBe(400);
     expect(envelope(response.body).code).toBe('invalid_request');
+  });
+
+  it('a client error keeps its status and gets its own code, in the envelope', async () => {
+    for (const [status, code] of [
+      [406, 'not_acceptable'],
+      [408, 'request_timeout'],
+      [411, 'length_required'],
+      [413, 'payload_too_large'],
+      [415, 'unsupported_media_type'],
+    ] as const) {
+      const response = await api.app.inject({
+        method: 'GET',
+        url: `/v1/probe/status/${status}`,
+        headers: bearer(account.key),
+      });
+      expect(response.statusCode).toBe(status);
+      expect(errorBodySchema.parse(response.json()).error.code).toBe(code);
+    }
+  });
+
+  it('a 401 names the scheme that works (WWW-Authenticate: Bearer); other answers do not', async () => {
+    const refused = await api.app.inject({ method: 'GET', url: '/v1/credits' });
+    expect(refused.statusCode).toBe(401);
+    expect(refused.headers['www-authenticate']).toBe('Bearer');
+    const fine = await api.app.inject({ method: 'GET', url: '/v1/credits', headers: bearer(account.key) });
+    expect(fine.headers['www-authenticate']).toBeUndefined();
   });
 
   it('an oversized body is 413 payload_too_large', async () => {

@@ -127,7 +127,9 @@ describe('GET /v1/models, GET /v1/credits and GET /v1/openapi.json', () => {
     expect(Object.keys(doc.paths).sort()).toEqual([
       '/credits',
       '/generations',
+      '/generations/quote',
       '/generations/{id}',
+      '/generations/{id}/cancel',
       '/models',
       '/openapi.json',
     ]);
@@ -160,7 +162,11 @@ describe('GET /v1/models, GET /v1/credits and GET /v1/openapi.json', () => {
       [...everyOperation, '202', '402', '409', '413', '415'].sort(),
     );
     expect(statuses('/generations', 'get')).toEqual([...everyOperation, '200'].sort());
-    expect(statuses('/generations/{id}', 'get')).toEqual([...everyOperation, '200', '404'].sort());
+    expect(statuses('/generations/{id}/cancel', 'post')).toEqual(
+      [...everyOperation, '200', '404', '409'].sort(),
+    );
+    expect(statuses('/generations/quote', 'post')).toEqual([...everyOperation, '200', '413', '415'].sort());
+    expect(statuses('/generations/{id}', 'get')).toEqual([...everyOperation, '200', '304', '404'].sort());
     expect(statuses('/credits', 'get')).toEqual([...everyOperation, '200'].sort());
     expect(statuses('/models', 'get')).toEqual([...everyOperation, '200'].sort());
     expect(statuses('/openapi.json', 'get')).toEqual(['200', '400', '500', '503']);
@@ -184,6 +190,7 @@ describe('GET /v1/models, GET /v1/credits and GET /v1/openapi.json', () => {
       ['cursor', false],
       ['status', false],
       ['model', false],
+      ['idempotency_key', false],
     ]);
     expect(parameters[0]!.schema).toMatchObject({ type: 'integer', minimum: 1, maximum: 100 });
     const ajv = new Ajv2019.default({ strict: false, unicodeRegExp: true });
@@ -203,6 +210,9 @@ describe('GET /v1/models, GET /v1/credits and GET /v1/openapi.json', () => {
       ['cursor', cursor, cursor],
       ['model', '', ''],
       ['model', 'lumen-lite', 'lumen-lite'],
+      ['idempotency_key', 'order-1', 'order-1'],
+      ['idempotency_key', 'has space', 'has space'],
+      ['idempotency_key', 'x'.repeat(129), 'x'.repeat(129)],
       ['model', '%00', '\u0000'],
     ] as const) {
       const published = ajv.validate(schemaOf(name), value);

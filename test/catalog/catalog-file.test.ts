@@ -78,6 +78,48 @@ describe('checking a catalog file', () => {
     ]);
   });
 
+  it('never takes a value named like an Object.prototype member (constructor, toString) for a priced one', () => {
+    const unpriced = sketch();
+    unpriced.definition.options.size.values.push('constructor', 'toString');
+    unpriced.definition.pricing.surcharges = { toString: { small: 1 } };
+    const flat = sketch();
+    flat.id = 'flat';
+    flat.definition.pricing = { unit: 'generation', by: null, credits: { toString: 1 } };
+    flat.definition.options.size.type = 'enum';
+    const mapped = sketch();
+    mapped.id = 'mapped';
+    mapped.definition.options.size.values = ['small', 'constructor'];
+    mapped.definition.pricing.credits = { small: 1, constructor: 2 };
+    mapped.definition.provider.input = {
+      size: { from: 'size', map: { small: 's' } },
+      style: { from: 'hasOwnProperty' },
+    };
+    expect(problemsOf([unpriced, flat, mapped])).toEqual([
+      'models[0] "sketch-1": definition.pricing.credits.constructor: no price',
+      'models[0] "sketch-1": definition.pricing.credits.toString: no price',
+      'models[0] "sketch-1": definition.pricing.surcharges.toString: no such option',
+      'models[1] "flat": definition.pricing.credits: a flat price is keyed "*"',
+      'models[2] "mapped": definition.provider.input.size.map.constructor: no value for size=constructor',
+      'models[2] "mapped": definition.provider.input.style.from: hasOwnProperty is not an option of this model (nor prompt or images)',
+    ]);
+  });
+
+  it('refuses absurd prices, naming the field', () => {
+    const dear = sketch();
+    dear.definition.pricing.credits.large = 5_000_000;
+    const surcharged = sketch();
+    surcharged.id = 'surcharged';
+    surcharged.definition.pricing.credits.large = 60_000;
+    surcharged.definition.pricing.surcharges = { aspect_ratio: { '16:9': 50_000 } };
+    expect(problemsOf([dear, surcharged])).toEqual([
+      'models[0] "sketch-1": definition.pricing.credits.large: must be at most 100000, got 5000000',
+      'models[1] "surcharged": definition.pricing: the dearest request would be quoted 110000 credits; at most 100000 may be',
+    ]);
+    const fine = sketch();
+    fine.definition.pricing.credits.large = 100_000;
+    expect(problemsOf([fine])).toEqual([]);
+  });
+
   it('refuses what is not a catalog file, naming the file', () => {
     const refusal = (text: string) => {
       try {

@@ -1,4 +1,4 @@
-import type { FastifyBaseLogger, FastifyReply } from 'fastify';
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
 import type { CatalogCache } from '../../catalog/catalog-cache.js';
 import type { CatalogEntry } from '../../catalog/catalog-entry.js';
@@ -17,6 +17,9 @@ import {
   type BodyCheck,
   type IdempotencyKeyCheck,
 } from '../generation-request.js';
+import { sendGeneration } from '../conditional-reads.js';
+import type { GenerationWaiters } from '../generation-waiters.js';
+import { honourPreferWait } from '../prefer-wait.js';
 import { toGeneration } from '../generation-view.js';
 import { encodeCursor } from '../list-query.js';
 import { routeSchemas } from '../route-schemas.js';
@@ -32,6 +35,8 @@ export interface GenerationRouteDeps extends StartGenerationDeps {
   providerDownFor?: (provider: string) => number | null;
   /** Counts the POSTs refused here (validation, a provider that is down); admission's refusals are the worker's. */
   metrics?: ApiGenerationMetrics;
+  /** Requests held by `Prefer: wait`, and the longest wait allowed in seconds (at most 60). */
+  waiting?: { waiters: GenerationWaiters; maxSeconds: number };
 }
 
 /**
@@ -49,39 +54,49 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
       const key = checkIdempotencyKey(request.headers['idempotency-key']);
       const body = checkBody(deps.catalog, request.body);
       if (!key.ok || !body.ok) return reject(reply, principal, key, body);
-      refuseIfProviderDown(body.model.entry);
 
-      const started = await startGeneration(deps, {
-        accountId: principal.accountId,
-        apiKeyId: principal.keyId,
-        idempotencyKey: key.key,
-        model: body.model.entry,
-        input: body.input,
-        fingerprint: fingerprint(request.body),
-      });
+      // A retry of an accepted request is answered with its generation even while the provider is
+      // down: only a new generation is refused (issue 19, item 3).
+      const started = await startGeneration(
+        deps,
+        {
+          accountId: principal.accountId,
+          apiKeyId: principal.keyId,
+          idempotencyKey: key.key,
+          model: body.model.entry,
+          input: body.input,
+          fingerprint: fingerprint(request.body),
+        },
+        { refuseNew: providerDownRefusal(body.model.entry) },
+      );
       reply.header('x-request-id', started.generationId);
       if (started.outcome !== 'admitted') throw await refusal(started, request.log);
       // Through the cache: the client's first polls of a new generation are answered from memory.
       const row = await readGeneration(principal.accountId, started.generationId);
       if (!row) throw new Error(`admitted generation ${started.generationId} has no projection row`);
-      return reply.code(202).send(toGeneration(row));
+      const answer = await waitIfPreferred(request, reply, row, principal);
+      return sendGeneration(reply, answer, { status: 202 });
     },
   );
 
   /**
    * A provider that is down gets no new jobs: the POST is refused before anything is charged, with
-   * the time of the next probe as Retry-After, instead of debiting and refunding each request.
+   * the time of the next probe as Retry-After, instead of debiting and refunding each request. The
+   * refusal is thrown only for a request that is not a retry of an accepted one (see
+   * startGeneration); undefined while the provider takes requests (the usual case costs nothing).
    */
-  function refuseIfProviderDown(entry: CatalogEntry): void {
+  function providerDownRefusal(entry: CatalogEntry): (() => never) | undefined {
     const provider = entry.provider?.name ?? 'simulated';
     const retryAfterSeconds = deps.providerDownFor?.(provider) ?? null;
-    if (retryAfterSeconds === null) return;
-    deps.metrics?.rejected(entry.id, 'service_unavailable');
-    throw new ApiError(
-      'service_unavailable',
-      `The provider of model ${entry.id} is unavailable. Nothing was charged; retry after ${retryAfterSeconds} s with the same Idempotency-Key and body.`,
-      { retryAfterSeconds },
-    );
+    if (retryAfterSeconds === null) return undefined;
+    return () => {
+      deps.metrics?.rejected(entry.id, 'service_unavailable');
+      throw new ApiError(
+        'service_unavailable',
+        `The provider of model ${entry.id} is unavailable, so no new generation was started. Nothing was charged; retry after ${retryAfterSeconds} s with the same Idempotency-Key and body.`,
+        { retryAfterSeconds },
+      );
+    };
   }
 
   app.get('/v1/generations/:id', { schema: routeSchemas.getGeneration }, async (request, reply) => {
@@ -90,14 +105,35 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
     const row = id ? await readGeneration(accountId, id) : null;
     if (!row) throw new ApiError('not_found', 'No generation with this id in this account.');
     reply.header('x-request-id', row.id);
-    return toGeneration(row);
+    const answer = await waitIfPreferred(request, reply, row, principalOf(request));
+    return sendGeneration(reply, answer, { status: 200, ifNoneMatch: request.headers['if-none-match'] });
   });
+
+  /** The generation once `Prefer: wait` has been honoured (see honourPreferWait). */
+  function waitIfPreferred(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    row: GenerationRow,
+    principal: { accountId: string; keyId: string },
+  ): Promise<GenerationRow> {
+    if (!deps.waiting) return Promise.resolve(row);
+    return honourPreferWait(request, reply, row, {
+      ...deps.waiting,
+      keyId: principal.keyId,
+      reread: () => readGeneration(principal.accountId, row.id),
+    });
+  }
 
   app.get('/v1/generations', { schema: routeSchemas.listGenerations }, async (request) => {
     const { query } = request;
     const limit = query.limit ?? 20;
+    const principal = principalOf(request);
     const rows = await listGenerations(deps.db, {
-      accountId: principalOf(request).accountId,
+      accountId: principal.accountId,
+      idempotencyKey:
+        query.idempotency_key === undefined
+          ? null
+          : { apiKeyId: principal.keyId, key: query.idempotency_key },
       limit: limit + 1,
       statuses: query.status ?? null,
       model: query.model ?? null,

@@ -136,6 +136,21 @@ export class FalQueueProvider implements Provider {
     );
   }
 
+  /**
+   * A client's cancel: only a request still `IN_QUEUE` is cancelled (fal removes it from the queue
+   * unrun); one in progress or completed is left alone. fal cannot confirm more than that: a runner
+   * that picks the request up between the two calls may still run it (a window of one round trip).
+   */
+  async stopBeforeRun(jobId: string): Promise<{ stopped: boolean }> {
+    const request = this.requestUrl(jobId);
+    const status = await this.read('GET', `${request}/status`, [404]);
+    if ((status.body as { status?: unknown } | undefined)?.status !== 'IN_QUEUE') return { stopped: false };
+    const answer = await this.read('PUT', `${request}/cancel`, [400, 404]);
+    return {
+      stopped: (answer.body as { status?: unknown } | undefined)?.status === 'CANCELLATION_REQUESTED',
+    };
+  }
+
   async cancel(jobId: string): Promise<void> {
     // CANCELLATION_REQUESTED (202), ALREADY_COMPLETED (400) and NOT_FOUND (404) all leave nothing running.
     await this.read('PUT', `${this.requestUrl(jobId)}/cancel`, [400, 404]);

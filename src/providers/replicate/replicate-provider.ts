@@ -170,6 +170,26 @@ export class ReplicateProvider implements Provider {
     return Promise.resolve({ found: 'unknown' });
   }
 
+  /**
+   * A client's cancel: only a prediction still `starting` is cancelled, and it counts as stopped
+   * only when Replicate answers it `canceled` or `aborted` without having started it (no
+   * `started_at`): then it never ran and is not billed. Anything else is left as it is.
+   */
+  async stopBeforeRun(jobId: string): Promise<{ stopped: boolean }> {
+    const url = `${this.apiUrl}/predictions/${encodeURIComponent(jobId)}`;
+    const timeoutMs = this.options.readTimeoutMs ?? 15_000;
+    const now = await this.call('read', { method: 'GET', url, headers: this.auth(), timeoutMs });
+    if ((now.body as Prediction | undefined)?.status !== 'starting') return { stopped: false };
+    const answer = await this.call(
+      'read',
+      { method: 'POST', url: `${url}/cancel`, headers: this.auth(), timeoutMs },
+      [404],
+    );
+    const after = (answer.body ?? {}) as Prediction & { started_at?: string | null };
+    const ended = after.status === 'canceled' || after.status === 'aborted';
+    return { stopped: ended && !after.started_at };
+  }
+
   async cancel(jobId: string): Promise<void> {
     // A prediction that has already ended answers 200 as it is; one Replicate does not know, 404: both fine.
     await this.call(

@@ -10,6 +10,8 @@
  * - `[sim:slow=SECONDS]`   the job takes that long instead of the configured delay
  * - `[sim:persist-fail=N]` the first N downloads of a result fail (persistence recovery)
  * - `[sim:unreachable]`    every submit fails before it reaches the provider (connection refused)
+ * - `[sim:queued=SECONDS]` the job waits in the provider's queue that long before it runs; one
+ *                          canceled while queued never runs and is not billed
  */
 export interface SimDirectives {
   fail: boolean;
@@ -18,6 +20,9 @@ export interface SimDirectives {
   slowSeconds: number | null;
   persistFailures: number;
   unreachable: boolean;
+  queuedSeconds: number;
+  /** Set on the stored job (not from the prompt) when a cancel stopped it in the queue. */
+  canceled?: boolean;
 }
 
 const pattern = /\[sim:([a-z-]+)(?:=([^\]]*))?\]/g;
@@ -30,6 +35,7 @@ export function parseSimDirectives(prompt: string): SimDirectives {
     slowSeconds: null,
     persistFailures: 0,
     unreachable: false,
+    queuedSeconds: 0,
   };
   for (const [, name, value] of prompt.matchAll(pattern)) {
     switch (name) {
@@ -47,6 +53,9 @@ export function parseSimDirectives(prompt: string): SimDirectives {
         break;
       case 'unreachable':
         directives.unreachable = true;
+        break;
+      case 'queued':
+        directives.queuedSeconds = Math.max(0, Number(value) || 0);
         break;
       case 'persist-fail':
         directives.persistFailures = Math.max(0, Math.floor(Number(value) || 0));

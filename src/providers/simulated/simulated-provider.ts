@@ -64,7 +64,7 @@ export class SimulatedProvider implements Provider {
       VALUES (${job.token}, ${`sim_${randomBase62(20)}`}, ${job.model}, ${job.mediaType}, ${job.prompt},
               ${sql.jsonb(job.options as Record<string, string | number | boolean | null>)}, ${sql.jsonb(job.images)}, ${job.longEdgePx},
               ${sql.jsonb(directives as unknown as Record<string, string | number | boolean | null>)}, ${directives.persistFailures},
-              now() + ${sql.interval({ seconds: delayMs / 1000 })})
+              now() + ${sql.interval({ seconds: (directives.queuedSeconds * 1000 + delayMs) / 1000 })})
       ON CONFLICT (token) DO UPDATE SET submissions = sim_provider_jobs.submissions + 1
       RETURNING job_id`);
     if (directives.uncertain)
@@ -87,8 +87,23 @@ export class SimulatedProvider implements Provider {
   /** The simulated provider's jobs end on their own and cost nothing: there is nothing to stop. */
   async cancel(): Promise<void> {}
 
+  /**
+   * A job still in the simulated queue (`[sim:queued=SECONDS]`, counted from its submission) is
+   * marked canceled and never runs; once it has left the queue it runs on, and nothing changes.
+   */
+  async stopBeforeRun(jobId: string): Promise<{ stopped: boolean }> {
+    const stopped = await this.db.maybeOne(sql.type(z.object({ job_id: z.string() }))`
+      UPDATE sim_provider_jobs SET directives = directives || '{"canceled": true}'::jsonb
+      WHERE job_id = ${jobId} AND (directives->>'canceled' = 'true'
+        OR submitted_at + make_interval(secs => coalesce((directives->>'queuedSeconds')::float8, 0)) > now())
+      RETURNING job_id`);
+    return { stopped: stopped !== null };
+  }
+
   async status(jobId: string): Promise<ProviderStatus> {
     const job = await this.job(jobId);
+    if (job.directives.canceled)
+      return { state: 'failed', message: 'The job was canceled before it ran (simulated).' };
     if (!job.ready) return { state: 'running' };
     if (job.directives.fail)
       return { state: 'failed', message: 'The model failed to generate an output (simulated).' };

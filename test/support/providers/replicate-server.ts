@@ -54,6 +54,8 @@ interface Prediction {
   waited: boolean;
   released: boolean;
   canceled: boolean;
+  /** Canceled while `starting`: it never ran. */
+  neverStarted?: boolean;
   createdAt: string;
   output?: string | string[] | null;
 }
@@ -71,6 +73,8 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
   readonly files: FileStore;
   /** Page size of GET /v1/predictions. */
   pageSize = 100;
+  /** Awaited before each create is handled (a test's fault at that moment: a database restart, say). */
+  beforeCreate: ((input: unknown) => Promise<void>) | undefined;
   private predictions = new Map<string, Prediction>();
   private createFaults = new Script<unknown, Fault>();
   private pollFaults: Fault[] = [];
@@ -153,8 +157,12 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
       return sendJson(response, 200, await this.view(prediction));
     }
     if (request.method === 'POST' && one[2]) {
-      if (!['succeeded', 'failed', 'canceled', 'aborted'].includes(this.statusOf(prediction.id)))
+      const status = this.statusOf(prediction.id);
+      if (!['succeeded', 'failed', 'canceled', 'aborted'].includes(status)) {
+        // Canceled before it started: it never runs, and keeps no started_at.
+        prediction.neverStarted = status === 'starting';
         prediction.canceled = true;
+      }
       return sendJson(response, 200, await this.view(prediction));
     }
     sendJson(response, 405, problem(405, 'Method Not Allowed'));
@@ -174,6 +182,7 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
       body = undefined;
     }
     const input = body?.input;
+    await this.beforeCreate?.(input);
     const fault = this.createFaults.take(input);
     const invalid = this.invalidField(model, body);
     if (!fault && invalid) {
@@ -232,7 +241,7 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
       source: 'api',
       status,
       created_at: p.createdAt,
-      started_at: status === 'starting' ? null : p.createdAt,
+      started_at: status === 'starting' || p.neverStarted ? null : p.createdAt,
       completed_at: done ? new Date().toISOString() : null,
       urls: { get: url, cancel: `${url}/cancel`, web: `https://replicate.com/p/${p.id}` },
       ...(done ? { metrics: { predict_time: 1.5 } } : {}),

@@ -1,0 +1,78 @@
+import { BrowserNotSupportedError, MissingApiKeyError } from './core/errors.js';
+import { HttpCore, type FetchFunction } from './core/http.js';
+import type { RetryEvent } from './core/retry-policy.js';
+import { Generations } from './resources/generations.js';
+import { Credits, Models } from './resources/models.js';
+
+export const defaultBaseURL = 'http://127.0.0.1:8080/v1';
+export const clientVersion = '0.1.0';
+
+export interface ClientOptions {
+  /** Default: the GENERATION_API_KEY environment variable. */
+  apiKey?: string;
+  /** Ends with /v1. Default: GENERATION_BASE_URL, else http://127.0.0.1:8080/v1. */
+  baseURL?: string;
+  /** Retries after the first attempt (network errors, timeouts, 408, 429, 500, 502, 503, 504). Default 3. */
+  maxRetries?: number;
+  /** Per attempt, in milliseconds. Default 60 000. */
+  timeoutMs?: number;
+  /** Default: the runtime's global fetch. */
+  fetch?: FetchFunction;
+  /** Told before each retry's sleep (for logs and metrics). */
+  onRetry?: (event: RetryEvent) => void;
+  /**
+   * The API has no CORS, by design (an API key in a web page is a key anyone can read): the client
+   * refuses to start in a browser unless this is set (for a browser-like runtime that is really a server).
+   */
+  dangerouslyAllowBrowser?: boolean;
+}
+
+/** Reads an environment variable where the runtime has them and lets us (Deno asks for --allow-env). */
+function env(name: string): string | undefined {
+  const runtime = globalThis as {
+    process?: { env?: Record<string, string | undefined> };
+    Deno?: { env: { get(name: string): string | undefined } };
+  };
+  try {
+    const value = runtime.process?.env?.[name] ?? runtime.Deno?.env.get(name);
+    return value === '' ? undefined : value;
+  } catch {
+    return undefined; // no permission to read it: as if unset
+  }
+}
+
+const inBrowser = () =>
+  typeof (globalThis as { window?: unknown }).window !== 'undefined' &&
+  typeof (globalThis as { document?: unknown }).document !== 'undefined';
+
+/** The Generation API: `client.generations`, `client.models`, `client.credits`. */
+export class Client {
+  readonly generations: Generations;
+  readonly models: Models;
+  readonly credits: Credits;
+  readonly baseURL: string;
+
+  constructor(options: ClientOptions = {}) {
+    if (inBrowser() && !options.dangerouslyAllowBrowser)
+      throw new BrowserNotSupportedError(
+        'The Generation API takes no calls from browsers: it has no CORS support by design, and an API key in a page is readable by anyone. Call it from your server.',
+      );
+    const apiKey = options.apiKey ?? env('GENERATION_API_KEY');
+    if (!apiKey) throw new MissingApiKeyError('No API key: pass { apiKey } or set GENERATION_API_KEY.');
+    this.baseURL = (options.baseURL ?? env('GENERATION_BASE_URL') ?? defaultBaseURL).replace(/\/+$/, '');
+    const fetchFunction: FetchFunction | undefined = options.fetch ?? globalThis.fetch?.bind(globalThis);
+    if (!fetchFunction) throw new TypeError('This runtime has no fetch: pass { fetch }.');
+    const http = new HttpCore({
+      apiKey,
+      baseURL: this.baseURL,
+      maxRetries: options.maxRetries ?? 3,
+      timeoutMs: options.timeoutMs ?? 60_000,
+      fetch: fetchFunction,
+      onRetry: options.onRetry,
+      userAgent: `generation-service-client/${clientVersion}`,
+    });
+    this.generations = new Generations(http);
+    this.models = new Models(http);
+    this.credits = new Credits(http);
+  }
+}

@@ -1,0 +1,15 @@
+/**
+ * The official client of the Generation API. Core entry point: no runtime dependencies and no
+ * Node built-ins (Node 20+, Bun, Deno); files are written by `@generation-service/client/node`.
+ */
+export { Client, defaultBaseURL, type ClientOptions } from './client.js';
+export * from './core/errors.js';
+export type { RetryEvent } from './core/retry-policy.js';
+export { backoffMs, parseRetryAfter, retryableStatuses } from './core/retry-policy.js';
+export type { FetchFunction } from './core/http.js';
+export type { CreateOptions, RunOptions } from './resources/generations.js';
+export type { WaitOptions } from './resources/waiter.js';
+export type { ListFilters, Page, GenerationPager } from './resources/generation-pager.js';
+export * from './types.js';
+export type { components, paths } from './generated/openapi.js';
+export { priceOf, priceRange } from './pricing.js';

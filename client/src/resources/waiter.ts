@@ -1,0 +1,98 @@
+import { AbortedError, WaitTimeoutError } from '../core/errors.js';
+import type { HttpCore } from '../core/http.js';
+import { parseRetryAfter } from '../core/retry-policy.js';
+import { abortableSleep } from '../core/signals.js';
+import { isTerminal, type Generation } from '../types.js';
+
+export interface WaitOptions {
+  /** Give up waiting (WaitTimeoutError; the generation goes on) after this long. Default 15 minutes. */
+  timeoutMs?: number;
+  /** Stops the waiting (AbortedError with the id); the generation goes on. */
+  signal?: AbortSignal;
+  /** Called with each new state of the generation (the first one included). */
+  onUpdate?: (generation: Generation) => void;
+  /** The polling interval when the server does not hold requests (default 2 s, plus up to 1 s of jitter). */
+  pollIntervalMs?: number;
+}
+
+/** The longest a held request asks for: with its margin, no connection outlives 60 s (Node cuts at 300 s). */
+const maxHoldSeconds = 50;
+const holdMarginMs = 10_000;
+export const defaultWaitTimeoutMs = 15 * 60_000;
+
+/**
+ * Waits for a generation to reach a terminal status. Asks the server to hold each GET
+ * (`Prefer: wait=N`) and, when an answer shows the server did not (no `Preference-Applied`), polls
+ * instead: every 2–3 s or the server's Retry-After, conditionally (If-None-Match), so an unchanged
+ * generation costs a 304.
+ */
+export async function waitForGeneration(
+  http: HttpCore,
+  start: string | Generation,
+  options: WaitOptions = {},
+  idempotencyKey?: string,
+): Promise<Generation> {
+  const id = typeof start === 'string' ? start : start.id;
+  let current: Generation | undefined = typeof start === 'string' ? undefined : start;
+  if (current) options.onUpdate?.(current);
+  if (current && isTerminal(current)) return current;
+  const timeoutMs = options.timeoutMs ?? defaultWaitTimeoutMs;
+  const deadline = Date.now() + timeoutMs;
+  let holds: boolean | undefined; // unknown until the first answer tells
+  let etag: string | undefined;
+  let lastSeen = current ? JSON.stringify(current) : '';
+  const aborted = (cause?: unknown) =>
+    new AbortedError(`Stopped waiting for generation ${id}; it goes on.`, {
+      generationId: id,
+      ...(idempotencyKey ? { idempotencyKey } : {}),
+      cause,
+    });
+
+  for (;;) {
+    const remaining = deadline - Date.now();
+    if (remaining <= 0) throw new WaitTimeoutError(id, current, timeoutMs, idempotencyKey);
+    if (options.signal?.aborted) throw aborted(options.signal.reason);
+    const holdSeconds =
+      holds === false ? 0 : Math.max(1, Math.min(maxHoldSeconds, Math.floor(remaining / 1000)));
+    const askedAt = Date.now();
+    let response;
+    try {
+      response = await http.request<Generation>({
+        method: 'GET',
+        path: `/generations/${encodeURIComponent(id)}`,
+        headers: {
+          ...(holdSeconds > 0 ? { prefer: `wait=${holdSeconds}` } : {}),
+          ...(etag && current ? { 'if-none-match': etag } : {}),
+        },
+        signal: options.signal,
+        timeoutMs: holdSeconds > 0 ? holdSeconds * 1000 + holdMarginMs : undefined,
+        passStatuses: [304],
+      });
+    } catch (error) {
+      if (error instanceof AbortedError) throw aborted(error.cause);
+      throw error;
+    }
+    if (holdSeconds > 0) holds = /wait=/i.test(response.headers.get('preference-applied') ?? '');
+    let changed = false;
+    if (response.status === 200) {
+      current = response.data;
+      etag = response.headers.get('etag') ?? undefined;
+      const seen = JSON.stringify(current);
+      changed = seen !== lastSeen;
+      if (changed) options.onUpdate?.(current);
+      lastSeen = seen;
+    }
+    if (current && isTerminal(current)) return current;
+    // A held request that came back early with news is asked again at once; otherwise pace the polls.
+    const heldLong = holds === true && Date.now() - askedAt >= 1000;
+    if (holds === true && (heldLong || changed)) continue;
+    const retryAfter = parseRetryAfter(response.headers.get('retry-after'));
+    const base = options.pollIntervalMs ?? 2000;
+    const delay = retryAfter ?? base + Math.random() * (base / 2);
+    try {
+      await abortableSleep(Math.max(0, Math.min(delay, deadline - Date.now())), options.signal);
+    } catch (error) {
+      throw aborted(error);
+    }
+  }
+}

@@ -1,0 +1,37 @@
+import type { components } from './generated/openapi.js';
+
+/** A generation, the same shape at every stage (create, get, list item, replay). */
+export type Generation = components['schemas']['Generation'];
+export type GenerationStatus = Generation['status'];
+/** One page of GET /v1/generations. */
+export type GenerationListPage = components['schemas']['GenerationList'];
+export type CreditBalance = components['schemas']['CreditBalance'];
+/** A model of GET /v1/models: options, allowed values, defaults, prices and its request JSON Schema. */
+export type Model = components['schemas']['ModelList']['data'][number];
+export type ModelOption = Model['options'][string];
+
+/**
+ * The body of POST /v1/generations: a model id and that model's fields at the top level (each
+ * model's fields are in its `request_schema`).
+ */
+export interface GenerationRequest {
+  model: string;
+  prompt: string;
+  images?: string[];
+  [field: string]: unknown;
+}
+
+/** A generation as create() and run() return it: `idempotencyKey` names the key it was made with. */
+export type KeyedGeneration = Generation & { readonly idempotencyKey: string };
+
+/** POST /v1/generations/quote: what a create with this body would cost, and whether it is affordable. */
+export interface Quote {
+  model: string;
+  credits: number;
+  balance: { subscription: number; one_time: number; total: number };
+  affordable: boolean;
+}
+
+export const terminalStatuses: ReadonlySet<string> = new Set(['succeeded', 'failed', 'rejected']);
+export const isTerminal = (generation: Pick<Generation, 'status'>): boolean =>
+  terminalStatuses.has(generation.status);

@@ -1,0 +1,39 @@
+/** The headers, header parameters and longer texts the OpenAPI description gives the generation operations. */
+
+export const requestIdHeader = {
+  description:
+    'The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support.',
+  schema: { type: 'string' },
+};
+
+const etagHeader = {
+  description:
+    'Strong entity tag of the body: it changes whenever anything in the body changes. Send it back in If-None-Match.',
+  schema: { type: 'string' },
+};
+const retryAfterHeader = {
+  description: 'Present while the generation is queued: seconds until the next poll is worth making (2).',
+  schema: { type: 'integer' },
+};
+export const generationHeaders = {
+  'x-request-id': requestIdHeader,
+  etag: etagHeader,
+  'retry-after': retryAfterHeader,
+  'preference-applied': {
+    description: 'With Prefer: wait=N, the wait that was applied: `wait=N` with N clamped to 1 to 60.',
+    schema: { type: 'string' },
+  },
+};
+/** RFC 7240 `Prefer: wait=N` on the generation's answers. */
+export const preferWaitParameter = {
+  name: 'Prefer',
+  in: 'header',
+  required: false,
+  description:
+    '`wait=N` (1 to 60 seconds; larger is clamped to 60): the answer comes as soon as the generation is succeeded, failed or rejected, or after N seconds with its current state. Woken by the change itself, not by polling. At most 1,000 waiting requests per API key and 10,000 per API process; past that, 429 wait_limit_exceeded.',
+  schema: { type: 'string', examples: ['wait=30'] },
+};
+
+/** POST /generations/{id}/cancel. */
+export const cancelDescription =
+  'No Idempotency-Key needed: a cancel is idempotent. Not yet handed to the provider, or still in its queue and stopped there: the generation ends failed with error.code canceled and credits_refunded true (refunded once). Running or finished at the provider, or terminal already: 409 not_cancelable with the generation, and nothing changes. A canceled generation answers 200 again.';

@@ -1,0 +1,51 @@
+import type { CommonQueryMethods } from 'slonik';
+import type { CatalogCache } from '../../catalog/catalog-cache.js';
+import { quotePrice, resolveOptions } from '../../catalog/pricing.js';
+import { getBalance, type CreditBalance } from '../../db/credits-repository.js';
+import { ValidationError } from '../../errors.js';
+import type { InvalidatedCache } from '../../invalidated-cache.js';
+import { principalOf } from '../auth-plugin.js';
+import { checkBody } from '../generation-request.js';
+import { routeSchemas } from '../route-schemas.js';
+import type { ZodApp } from '../zod-type-provider.js';
+
+/**
+ * POST /v1/generations/quote: what a create with the same body would debit now, and whether the
+ * balance covers it. The body is validated exactly as a create's (the same 400 with its issues),
+ * and the price is the one admission computes (quotePrice over the catalog entry with its
+ * defaults). Nothing is charged, started, stored or fetched: an invalid quote is not recorded
+ * either, since it is no request for a generation.
+ */
+export function quoteRoutes(
+  app: ZodApp,
+  deps: {
+    db: CommonQueryMethods;
+    catalog: CatalogCache;
+    balances: InvalidatedCache<string, CreditBalance>;
+  },
+): void {
+  app.post(
+    '/v1/generations/quote',
+    { schema: routeSchemas.quoteGeneration, config: { checksOwnBody: true } },
+    async (request) => {
+      const accountId = principalOf(request).accountId;
+      const body = checkBody(deps.catalog, request.body);
+      if (!body.ok) throw new ValidationError(body.issues);
+      const { entry } = body.model;
+      const credits = quotePrice(entry, resolveOptions(entry, body.input));
+      const balance =
+        deps.balances.peek(accountId) ??
+        (await deps.balances.get(accountId, (id) => getBalance(deps.db, id)));
+      return {
+        model: entry.id,
+        credits,
+        balance: {
+          subscription: balance.subscription_credits,
+          one_time: balance.one_time_credits,
+          total: balance.credits,
+        },
+        affordable: balance.credits >= credits,
+      };
+    },
+  );
+}

@@ -1,0 +1,96 @@
+import { CancellationScope, condition, patched, setCurrentDetails } from '@temporalio/workflow';
+import type { GenerationProgress } from './generation-types.js';
+
+/** What a cancel came to: the generation was stopped (failed, `canceled`, refunded), or it could not be. */
+export interface CancelOutcome {
+  outcome: 'canceled' | 'not_cancelable';
+  /** The workflow's step when the decision was made, for operators and the message. */
+  step: GenerationProgress['step'];
+}
+
+/**
+ * The cancel rules, decided by the workflow so that a cancel racing the provider's completion, a
+ * worker crash or a support reset can never refund a delivered result or refund twice: the refund
+ * is the main flow's one `fail()` after the wait for the provider is stopped, never the cancel's own.
+ *
+ * - While the job is being handed over, the cancel waits until the provider has it (or the
+ *   generation ended), then decides as below.
+ * - While the provider has it, the provider is asked to stop it only if it never ran
+ *   (Provider.stopBeforeRun). Stopped: the wait is cancelled and the main flow refunds with
+ *   `canceled`. Not stopped: `not_cancelable`, nothing changes.
+ * - At any other step (persisting, refunding, needs review, terminal): `not_cancelable`.
+ */
+export function cancelRules(
+  progress: GenerationProgress,
+  stopBeforeRun: (jobId: string) => Promise<{ stopped: boolean }>,
+) {
+  let stopped = false;
+  let waiting: CancellationScope | null = null;
+  let deciding: Promise<CancelOutcome> | null = null;
+  const handingOver = () => progress.step === 'admitting' || progress.step === 'submitting';
+
+  async function decide(): Promise<CancelOutcome> {
+    await condition(() => !handingOver());
+    if (!stopped) {
+      const jobId = progress.providerJobId;
+      if (progress.step !== 'generating' || jobId === null)
+        return { outcome: 'not_cancelable', step: progress.step };
+      const answer = await stopBeforeRun(jobId).catch(() => ({ stopped: false }));
+      if (!answer.stopped) return { outcome: 'not_cancelable', step: progress.step };
+      stopped = true;
+      waiting?.cancel();
+    }
+    // The main flow refunds and ends failed; a result delivered meanwhile would stand (not canceled).
+    await condition(() => progress.step === 'failed' || progress.step === 'succeeded');
+    return { outcome: progress.step === 'failed' ? 'canceled' : 'not_cancelable', step: progress.step };
+  }
+
+  return {
+    /** Whether a cancel stopped the job: the main flow then refunds with `canceled`. */
+    get stopped(): boolean {
+      return stopped;
+    },
+    /** A cancel (the update, or a cancellation request on the run): concurrent ones share one decision. */
+    request(generationId: string): Promise<CancelOutcome> {
+      // The workflow id may have moved on to a newer generation under the same Idempotency-Key.
+      if (generationId !== progress.generationId)
+        return Promise.resolve({ outcome: 'not_cancelable', step: progress.step });
+      // Marks histories that may hold a cancel's commands (the stop activity, the wait's cancellation).
+      patched('cancel-update');
+      deciding ??= decide().finally(() => {
+        deciding = null;
+      });
+      return deciding;
+    },
+    /** A cancellation request on the run (see withCancelRequests) is one more cancel. */
+    follow(cancelRequested: Promise<never> | null): void {
+      cancelRequested?.catch(async () => {
+        const { outcome, step } = await this.request(progress.generationId);
+        if (outcome === 'not_cancelable')
+          setCurrentDetails(`cancellation requested, but not cancelable at ${step}`);
+      });
+    },
+    /** Runs the wait for the provider where a stopping cancel can interrupt it. */
+    async duringWait<T>(wait: () => Promise<T>): Promise<T> {
+      waiting = new CancellationScope();
+      try {
+        return await waiting.run(wait);
+      } finally {
+        waiting = null;
+      }
+    },
+  };
+}
+
+/**
+ * "Request Cancellation" (Temporal UI, `temporal workflow cancel`) follows the cancel endpoint's
+ * rules: the story runs non-cancellable as a whole, and the request is handed to it as one more
+ * cancel. (Runs started before this rule end cancelled on a request; they keep doing so when replayed.)
+ */
+export function withCancelRequests<T>(
+  story: (cancelRequested: Promise<never> | null) => Promise<T>,
+): Promise<T> {
+  if (!patched('cancel-request-follows-cancel-rules')) return story(null);
+  const requested = CancellationScope.current().cancelRequested;
+  return CancellationScope.nonCancellable(() => story(requested));
+}

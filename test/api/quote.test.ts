@@ -1,0 +1,87 @@
+import { readdir } from 'node:fs/promises';
+import { sql } from 'slonik';
+import { describe, expect, it } from 'vitest';
+import { quoteSchema } from '../../src/api/schemas.js';
+import { bearer } from '../support/api.js';
+import { createGeneration, pollGeneration } from '../support/generations.js';
+import { useGenerationStack } from '../support/stack.js';
+
+const png =
+  'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==';
+
+describe('POST /v1/generations/quote', () => {
+  const stack = useGenerationStack({ account: { subscription: 3, oneTime: 10 } });
+  const quote = (body: unknown) =>
+    stack.api.app.inject({
+      method: 'POST',
+      url: '/v1/generations/quote',
+      headers: { ...bearer(stack.account.key), 'content-type': 'application/json' },
+      payload: JSON.stringify(body),
+    });
+  const generationCount = () =>
+    stack.db.pool.oneFirst(
+      sql.unsafe`SELECT count(*)::int FROM generations WHERE account_id = ${stack.account.accountId}`,
+    );
+
+  it('quotes exactly what the create then debits, from the balance a create draws on', async () => {
+    const body = { model: 'lumen-pro', prompt: 'a lighthouse', resolution: '2K', images: [png] };
+    const quoted = await quote(body);
+    expect(quoted.statusCode).toBe(200);
+    expect(quoteSchema.strict().parse(quoted.json())).toEqual({
+      model: 'lumen-pro',
+      credits: 6,
+      balance: { subscription: 3, one_time: 10, total: 13 },
+      affordable: true,
+    });
+    // Nothing stored: no inline image was written, no generation recorded, nothing debited.
+    expect(await readdir(stack.worker.storageDir)).toEqual([]);
+    expect(await generationCount()).toBe(0);
+
+    const created = await createGeneration(stack.api, stack.account.key, body);
+    expect(created.statusCode).toBe(202);
+    const done = await pollGeneration(stack.api, stack.account.key, String(created.headers['x-request-id']));
+    expect(done.credits).toBe(quoted.json().credits);
+
+    // Defaults are priced as admission prices them; the balance shows the debit (subscription first).
+    const lite = (await quote({ model: 'lumen-lite', prompt: 'x' })).json();
+    expect(lite).toEqual({
+      model: 'lumen-lite',
+      credits: 2,
+      balance: { subscription: 0, one_time: 7, total: 7 },
+      affordable: true,
+    });
+  });
+
+  it('an unaffordable quote says so, and the create is then 402', async () => {
+    const body = { model: 'lumen-pro', prompt: 'dear', resolution: '4K' };
+    const quoted = (await quote(body)).json();
+    expect(quoted).toMatchObject({ credits: 10, affordable: false });
+    expect((await createGeneration(stack.api, stack.account.key, body)).statusCode).toBe(402);
+  });
+
+  it('is validated exactly as a create: the same 400 and issues, but nothing is recorded', async () => {
+    for (const body of [
+      { model: 'lumen-lite', prompt: '', colour: 'red' },
+      { model: 'nope', prompt: 'x' },
+      { prompt: 'x' },
+      [1, 2],
+    ]) {
+      const before = await generationCount();
+      const quoted = await quote(body);
+      expect(quoted.statusCode).toBe(400);
+      const created = await createGeneration(stack.api, stack.account.key, body);
+      expect(created.statusCode).toBe(400);
+      expect(quoted.json()).toEqual(created.json());
+      // The create recorded its rejection; the quote did not.
+      expect(await generationCount()).toBe(before + 1);
+    }
+  });
+
+  it('fetches no reference image: a URL nobody serves is quoted at once', async () => {
+    const started = Date.now();
+    const quoted = await quote({ model: 'lumen-lite', prompt: 'x', images: ['https://127.0.0.1:9/a.png'] });
+    expect(quoted.statusCode).toBe(200);
+    expect(quoted.json().credits).toBe(2);
+    expect(Date.now() - started).toBeLessThan(2000);
+  });
+});
