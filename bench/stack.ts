@@ -10,6 +10,7 @@ import { freePort } from '../src/dev/free-port.js';
 import { createFundedAccount } from '../src/dev/funded-account.js';
 import { startTemporalDevServer } from '../src/dev/temporal-dev-server.js';
 import { randomBase62 } from '../src/ids.js';
+import { workerNodeOptions } from '../src/worker/node-options.js';
 import { buildWorkflowBundle } from '../src/worker/workflow-bundle.js';
 import { projectRoot } from '../src/project-root.js';
 import { cpuBySource, type CpuSource } from './process-cpu.js';
@@ -91,7 +92,8 @@ export async function startStack(
     return child;
   };
   const [worker, api] = await Promise.all([
-    start(entryFile(benchRuntime, 'worker'), options.workerNodeOptions),
+    // The worker with the options production gives it on its command line.
+    start(entryFile(benchRuntime, 'worker'), [...workerNodeOptions, ...(options.workerNodeOptions ?? [])]),
     start(entryFile(benchRuntime, 'api')),
   ]);
 

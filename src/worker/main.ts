@@ -25,7 +25,8 @@ import { providersWithCredentials } from '../config.js';
 /** `npm run worker`: runs generation workflows and their activities. Configured by environment variables only. */
 // The workflow thread, which the SDK starts later, gets a young generation of 8 MB instead of Node
 // 24's 64: its activations allocate little per task, but the larger one filled up under load and
-// stayed resident (bench:idle). Isolates made from here on read the flag; this thread keeps its own.
+// stayed resident (bench:idle). Isolates made from here on read the flag; this thread keeps what
+// its command line gave it (node-options.ts).
 v8.setFlagsFromString('--max-semi-space-size=4');
 const config = loadConfigOrExit();
 const logger = createLogger('worker', config.LOG_LEVEL);
