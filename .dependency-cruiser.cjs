@@ -8,6 +8,7 @@
  * Top to bottom:
  *   dev         the local launcher (`npm start`): embedded PostgreSQL, the Temporal dev server
  *   admin       the support and operator CLI (`npm run admin`)
+ *   console     the account console process: pages on the API's repositories and admission path
  *   api, worker, result-host   the processes: composition and HTTP
  *   runtime     config.ts and config/, process.ts, dev-state.ts: reading the environment, process lifecycle
  *   activities, temporal       the workflow's I/O; Temporal client-side set-up (schedules, search attributes)
@@ -48,6 +49,7 @@ const floors = [
     { name: 'worker', path: '^src/worker/' },
     { name: 'result-host', path: '^src/result-host/' },
   ],
+  [{ name: 'console', path: '^src/console/' }],
   [{ name: 'admin', path: '^src/admin/' }],
   [{ name: 'dev', path: '^src/dev/' }],
 ];

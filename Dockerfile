@@ -20,6 +20,6 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
 USER node
-EXPOSE 8080 8081
+EXPOSE 8080 8081 8082
 # node itself, not npm: SIGTERM from `docker stop` reaches the process, which shuts down cleanly.
 CMD ["node", "dist/api/main.js"]

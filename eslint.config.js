@@ -24,6 +24,20 @@ export default tseslint.config(
     },
   },
   {
+    // The console's browser module: plain JavaScript for the browser, outside the TypeScript project.
+    files: ['src/console/static/**/*.js'],
+    ...tseslint.configs.disableTypeChecked,
+    languageOptions: {
+      sourceType: 'module',
+      parserOptions: { projectService: false, project: null },
+      globals: Object.fromEntries(
+        ['window', 'document', 'navigator', 'fetch', 'setTimeout', 'URLSearchParams', 'HTMLElement'].map(
+          (g) => [g, 'readonly'],
+        ),
+      ),
+    },
+  },
+  {
     // Workflow code runs in Temporal's deterministic sandbox: no I/O, no Node built-ins, no database.
     files: ['src/workflows/**/*.ts'],
     rules: {

@@ -19,9 +19,13 @@ export { storageLocation } from './config/storage.js';
 
 const configSchema = z.object(serviceShape);
 
-export type Config = Omit<z.infer<typeof configSchema>, 'API_PUBLIC_URL' | 'RESULT_BASE_URL'> & {
+export type Config = Omit<
+  z.infer<typeof configSchema>,
+  'API_PUBLIC_URL' | 'RESULT_BASE_URL' | 'CONSOLE_PUBLIC_URL'
+> & {
   API_PUBLIC_URL: string;
   RESULT_BASE_URL: string;
+  CONSOLE_PUBLIC_URL: string;
 };
 
 /** Parses the environment; throws a ConfigError naming every bad variable. */
@@ -35,10 +39,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   const apiHost = c.API_HOST === '0.0.0.0' ? '127.0.0.1' : c.API_HOST;
   const resultHost = c.RESULT_HOST === '0.0.0.0' ? '127.0.0.1' : c.RESULT_HOST;
+  const consoleHost = c.CONSOLE_HOST === '0.0.0.0' ? '127.0.0.1' : c.CONSOLE_HOST;
   return {
     ...c,
     API_PUBLIC_URL: (c.API_PUBLIC_URL ?? `http://${apiHost}:${c.API_PORT}/v1`).replace(/\/$/, ''),
     RESULT_BASE_URL: (c.RESULT_BASE_URL ?? `http://${resultHost}:${c.RESULT_PORT}`).replace(/\/$/, ''),
+    CONSOLE_PUBLIC_URL: (c.CONSOLE_PUBLIC_URL ?? `http://${consoleHost}:${c.CONSOLE_PORT}`).replace(
+      /\/$/,
+      '',
+    ),
   };
 }
 
@@ -58,7 +67,7 @@ export function loadLauncherConfig(env: NodeJS.ProcessEnv = process.env): Launch
  * development service a running `npm start` recorded under DATA_DIR.
  */
 const adminSchema = configSchema
-  .pick({ DATABASE_URL: true, TEMPORAL_ADDRESS: true, TEMPORAL_NAMESPACE: true })
+  .pick({ DATABASE_URL: true, TEMPORAL_ADDRESS: true, TEMPORAL_NAMESPACE: true, CONSOLE_PUBLIC_URL: true })
   .partial({ DATABASE_URL: true, TEMPORAL_ADDRESS: true })
   .extend({ DATA_DIR: launcherSettings.shape.DATA_DIR, ...temporalSecuritySettings.shape });
 type AdminConfig = z.infer<typeof adminSchema>;

@@ -8,6 +8,8 @@ interface DevState {
   databaseUrl: string;
   temporalAddress: string;
   apiUrl: string;
+  /** The account console's base URL (sign-in links are made with it). */
+  consoleUrl?: string;
   temporalUiUrl: string | null;
 }
 

@@ -15,6 +15,7 @@ import { copyResult } from '../providers/result-copy.js';
 import { noGenerationMetrics } from '../observability/metrics.js';
 import type { ActivityDeps } from './activity-deps.js';
 import { settledFailure } from './settled-failure.js';
+import { storeThumbnails } from './thumbnails.js';
 
 type ResultDeps = Pick<ActivityDeps, 'db' | 'providerFor' | 'storage' | 'persistHeartbeatMs' | 'metrics'>;
 
@@ -56,6 +57,8 @@ export function createResultActivities(deps: ResultDeps) {
             claimed.prefix,
           ),
         );
+      // Before the record says succeeded: a gallery row never names a thumbnail not yet made.
+      await storeThumbnails(storage, outputs);
       const completed = await completeGeneration(db, generation.generationId, outputs, retentionMs);
       if (!completed) {
         await storage.deletePrefix(claimed.prefix);

@@ -16,6 +16,7 @@ import { listApiKeys, revokeApiKey } from '../db/api-keys-repository.js';
 import { getBalance, grantCredits, type CreditPool } from '../db/credits-repository.js';
 import { listRequestLog } from '../db/request-log-repository.js';
 import { catalogCommands } from './catalog-commands.js';
+import { consoleCommands } from './console-commands.js';
 import { supportCommands } from './support-commands.js';
 import {
   oneOf,
@@ -196,6 +197,7 @@ const commands: Record<string, Command> = {
   },
   ...supportCommands,
   ...catalogCommands,
+  ...consoleCommands,
 };
 
 /** Parses `argv` (without the program name) and runs the command against `db`. */

@@ -93,7 +93,7 @@ export class Authenticator {
     const epoch = this.epoch;
     const outcome = await this.cache.get(
       hash,
-      async (h) => judge(await findKeyPrincipal(this.db, h)),
+      async (h) => judgeKeyPrincipal(await findKeyPrincipal(this.db, h)),
       (o) => o.ok,
     );
     if (outcome.ok) this.knownGood.add(hash);
@@ -103,7 +103,11 @@ export class Authenticator {
   }
 }
 
-function judge(principal: KeyPrincipal | null): AuthOutcome {
+/**
+ * The one rule for whether a key may act (unknown, revoked, access disabled, no paid purchase),
+ * shared by the API and the console's sessions.
+ */
+export function judgeKeyPrincipal(principal: KeyPrincipal | null): AuthOutcome {
   if (!principal) return failure('Unknown API key.', null, true);
   const recognised = { keyId: principal.key_id, accountId: principal.account_id };
   if (principal.revoked) return failure('This API key has been revoked.', recognised, true);

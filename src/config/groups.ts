@@ -1,4 +1,5 @@
 import { apiSettings } from './api.js';
+import { consoleSettings } from './console.js';
 import { databaseSettings } from './database.js';
 import { generationSettings, retentionSettings } from './generations.js';
 import { launcherSettings } from './launcher.js';
@@ -19,6 +20,7 @@ export const serviceSettingGroups = [
   workerSettings,
   providerSettings,
   storageSettings,
+  consoleSettings,
   observabilitySettings,
 ] as const;
 
@@ -36,5 +38,6 @@ export const serviceShape = {
   ...workerSettings.shape,
   ...providerSettings.shape,
   ...storageSettings.shape,
+  ...consoleSettings.shape,
   ...observabilitySettings.shape,
 };

@@ -8,7 +8,7 @@ import { z } from 'zod';
  */
 
 /** The processes that read settings: `npm run api|worker|result-host|migrate|admin`, and `npm start`. */
-export type ProcessName = 'api' | 'worker' | 'result-host' | 'migrate' | 'admin' | 'start';
+export type ProcessName = 'api' | 'worker' | 'result-host' | 'console' | 'migrate' | 'admin' | 'start';
 
 export interface SettingDoc {
   /** The processes that use the value (api, worker and result host all parse the whole schema). */

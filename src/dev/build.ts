@@ -30,6 +30,7 @@ await run(createRequire(import.meta.url).resolve('typescript/bin/tsc'), [
   out,
 ]);
 await copyMigrations();
+await copyConsoleAssets();
 // The build's own bundler module, so the bundle holds the build's workflows (dist/workflows/*.js).
 const bundler = (await import(
   pathToFileURL(path.join(out, 'worker', 'workflow-bundle.js')).href
@@ -38,6 +39,14 @@ await bundler.buildWorkflowBundle(path.join(out, 'worker', bundler.prebuiltBundl
 process.stdout.write(
   `Built ${path.relative(projectRoot, out)}/ in ${((performance.now() - started) / 1000).toFixed(1)} s\n`,
 );
+
+/** The console's templates and browser files, read from beside the compiled console modules. */
+async function copyConsoleAssets(): Promise<void> {
+  for (const folder of ['views', 'static'])
+    await cp(path.join(projectRoot, 'src', 'console', folder), path.join(out, 'console', folder), {
+      recursive: true,
+    });
+}
 
 /** tsc emits only TypeScript; the migrations are read from beside the compiled migrate.js. */
 async function copyMigrations(): Promise<void> {

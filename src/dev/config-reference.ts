@@ -17,10 +17,11 @@ const processes: Record<ProcessName, string> = {
   api: '`npm run api`: the HTTP API',
   worker: '`npm run worker`: the Temporal worker',
   'result-host': '`npm run result-host`: serves stored results',
+  console: '`npm run console`: the account console (it reads what the API reads to admit a generation)',
   migrate: '`npm run migrate`: migrations and the default catalog',
   admin: '`npm run admin`: the admin command line',
   start:
-    '`npm start`: the development launcher (it also passes its whole environment to the api, worker and result host it runs)',
+    '`npm start`: the development launcher (it also passes its whole environment to the api, worker, result host and console it runs)',
 };
 
 /** Variables read outside the schema: by libraries, by the tool fetchers, by tests and benchmarks. */

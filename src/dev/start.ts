@@ -24,7 +24,7 @@ import { startTemporalDevServer, type RunningDevServer } from './temporal-dev-se
  * an embedded PostgreSQL, without TEMPORAL_ADDRESS the Temporal dev server
  * (with its web UI), both keeping their data under .data/ so work survives a
  * restart. Then it migrates, makes sure a development account exists, and
- * runs the API, the worker and the result host as child processes until
+ * runs the API, the worker, the result host and the account console as child processes until
  * Ctrl-C, when it stops them all in order.
  */
 
@@ -136,6 +136,7 @@ async function main(): Promise<void> {
     spawnChild('api', entry('api/main.ts'), env),
     spawnChild('worker', entry('worker/main.ts'), env),
     spawnChild('results', entry('result-host/main.ts'), env),
+    spawnChild('console', entry('console/main.ts'), env),
   ]);
 
   await writeDevState(dataDir, {
@@ -143,12 +144,14 @@ async function main(): Promise<void> {
     databaseUrl: config.DATABASE_URL,
     temporalAddress: config.TEMPORAL_ADDRESS,
     apiUrl: config.API_PUBLIC_URL,
+    consoleUrl: config.CONSOLE_PUBLIC_URL,
     temporalUiUrl: temporal?.uiUrl ?? null,
   });
   say('');
   say('Generation service is running.');
   say(`  API base URL:   ${config.API_PUBLIC_URL}`);
   say(`  Results:        ${config.RESULT_BASE_URL}`);
+  say(`  Console:        ${config.CONSOLE_PUBLIC_URL} (sign in with the development key)`);
   say(`  Temporal UI:    ${temporal?.uiUrl ?? `(your Temporal at ${config.TEMPORAL_ADDRESS})`}`);
   say(`  PostgreSQL:     ${postgres ? config.DATABASE_URL : '(DATABASE_URL)'}`);
   for (const [label, url] of metricsEndpoints(config)) say(`  ${`${label}:`.padEnd(15)} ${url}`);

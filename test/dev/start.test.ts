@@ -48,13 +48,24 @@ describe('npm start on embedded defaults', () => {
   it('starts everything, prints what a newcomer needs, refuses a second start, stops on Ctrl-C, keeps data', async () => {
     dataDir = await mkdtemp(path.join(os.tmpdir(), 'start-test-'));
     await chmod(dataDir, 0o755); // run as root, PostgreSQL runs as `postgres` and must reach its data here
-    const [api, results, temporal, ui, postgres, apiMetrics, workerMetrics, sdkMetrics, resultMetrics] =
-      await Promise.all(Array.from({ length: 9 }, () => freePort()));
+    const [
+      api,
+      results,
+      temporal,
+      ui,
+      postgres,
+      apiMetrics,
+      workerMetrics,
+      sdkMetrics,
+      resultMetrics,
+      consolePort,
+    ] = await Promise.all(Array.from({ length: 10 }, () => freePort()));
     env = {
       ...process.env,
       DATA_DIR: dataDir,
       API_PORT: String(api),
       RESULT_PORT: String(results),
+      CONSOLE_PORT: String(consolePort),
       TEMPORAL_DEV_PORT: String(temporal),
       TEMPORAL_UI_PORT: String(ui),
       EMBEDDED_POSTGRES_PORT: String(postgres),
@@ -101,6 +112,19 @@ describe('npm start on embedded defaults', () => {
     cli.stdout.on('data', (chunk: Buffer) => (cliOutput += chunk.toString()));
     cli.stderr.on('data', (chunk: Buffer) => (cliOutput += chunk.toString()));
     expect(await new Promise((resolve) => cli.once('exit', resolve)), cliOutput).toBe(0);
+    // The console is up, printed, and the development key signs in.
+    expect(first.output()).toContain(`Console:        http://127.0.0.1:${consolePort}`);
+    const form = await fetch(`http://127.0.0.1:${consolePort}/sign-in`);
+    const formCookie = form.headers.getSetCookie().map((c) => c.split(';')[0]!);
+    const csrf = /name="_csrf" value="([^"]+)"/.exec(await form.text())![1]!;
+    const signedIn = await fetch(`http://127.0.0.1:${consolePort}/sign-in`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { cookie: formCookie.join('; '), 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ _csrf: csrf, key }).toString(),
+    });
+    expect(signedIn.status).toBe(303);
+    expect(signedIn.headers.getSetCookie().some((c) => c.startsWith('console_session='))).toBe(true);
 
     const second = start();
     expect(await second.exited).toBe(1);

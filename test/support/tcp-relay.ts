@@ -7,11 +7,35 @@ export interface TcpRelay {
 }
 
 /**
- * A TCP relay on loopback to `target` (PostgreSQL, Temporal): on `port` when given (one a process
- * was told to use before anything listened there), else on a free one.
+ * A connection the relay resets part-way: after `afterBytes` bytes of the client's requests
+ * (`request`: the far end gets part of a request) or of the far end's answers (`answer`: the far
+ * end has done the work, the client hears part of it), counted over the connection's life (a
+ * keep-alive connection carries several). The client sees a reset (RST), as a middlebox or a
+ * crashing load balancer would cause.
  */
-export async function startTcpRelay(target: { host: string; port: number }, port = 0): Promise<TcpRelay> {
+export interface RelayCut {
+  direction: 'request' | 'answer';
+  afterBytes: number;
+}
+
+export interface TcpRelayOptions {
+  /** Asked once per accepted connection (numbered from 0): whether and where to cut it. */
+  cut?: (connection: number) => RelayCut | undefined;
+  /** Told of each cut made. */
+  onCut?: (cut: RelayCut) => void;
+}
+
+/**
+ * A TCP relay on loopback to `target` (PostgreSQL, Temporal, a provider): on `port` when given
+ * (one a process was told to use before anything listened there), else on a free one.
+ */
+export async function startTcpRelay(
+  target: { host: string; port: number },
+  port = 0,
+  options: TcpRelayOptions = {},
+): Promise<TcpRelay> {
   const sockets = new Set<Socket>();
+  let accepted = 0;
   const server = createServer((client) => {
     const upstream = connect(target.port, target.host);
     for (const [socket, other] of [
@@ -27,7 +51,29 @@ export async function startTcpRelay(target: { host: string; port: number }, port
         other.destroy();
       });
     }
-    client.pipe(upstream).pipe(client);
+    const cut = options.cut?.(accepted++);
+    if (!cut) {
+      client.pipe(upstream).pipe(client);
+      return;
+    }
+    const [from, to] = cut.direction === 'request' ? [client, upstream] : [upstream, client];
+    to.pipe(from);
+    let relayed = 0;
+    from.on('data', (chunk: Buffer) => {
+      if (relayed >= cut.afterBytes) return;
+      const room = cut.afterBytes - relayed;
+      relayed += chunk.length;
+      if (chunk.length < room) {
+        to.write(chunk);
+        return;
+      }
+      options.onCut?.(cut);
+      // Part of this chunk goes on, then both ends are reset: the client hears RST, not a clean end.
+      to.write(chunk.subarray(0, room), () => {
+        client.resetAndDestroy();
+        upstream.resetAndDestroy();
+      });
+    });
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

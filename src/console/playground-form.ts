@@ -1,0 +1,108 @@
+import type { MultipartFile } from '@fastify/multipart';
+import type { PublicModel } from '../catalog/public-model.js';
+import { formField } from './request-fields.js';
+
+/**
+ * The playground's form, made from a model's published description (what GET /v1/models shows):
+ * enums and integer enums as selects with the default chosen, booleans as checkboxes, image fields
+ * as file inputs (or URL fields where the model takes HTTPS URLs only). And back: a submitted form
+ * as the JSON body the API would have received.
+ */
+
+export interface FormField {
+  name: string;
+  label: string;
+  kind: 'select' | 'checkbox' | 'file' | 'url';
+  description: string;
+  choices: Array<{ value: string; label: string; selected: boolean }>;
+  checked: boolean;
+  multiple: boolean;
+}
+
+export function formFields(model: PublicModel, values: Record<string, unknown> = {}): FormField[] {
+  const fields: FormField[] = [];
+  const imageKind = model.accepts_data_uris ? 'file' : 'url';
+  if (model.max_images > 0) {
+    fields.push({
+      name: 'images',
+      label: `Reference images (up to ${model.max_images})`,
+      kind: imageKind,
+      description: model.accepts_data_uris ? 'PNG, JPEG, WebP or GIF files.' : 'HTTPS URLs, one per line.',
+      choices: [],
+      checked: false,
+      multiple: true,
+    });
+  }
+  for (const [name, option] of Object.entries(model.options)) {
+    const base = {
+      name,
+      label: name.replace(/_/g, ' '),
+      description: option.description,
+      choices: [],
+      checked: false,
+      multiple: false,
+    };
+    if (option.type === 'boolean') {
+      fields.push({ ...base, kind: 'checkbox', checked: Boolean(values[name] ?? option.default) });
+    } else if (option.type === 'image') {
+      fields.push({ ...base, kind: imageKind });
+    } else {
+      const given = values[name];
+      const chosen =
+        typeof given === 'string' || typeof given === 'number' ? String(given) : String(option.default);
+      fields.push({
+        ...base,
+        kind: 'select',
+        choices: (option.values ?? []).map((v) => ({
+          value: String(v),
+          label: `${v}${option.unit ? ` ${option.unit}` : ''}${option.descriptions?.[String(v)] ? ` (${option.descriptions[String(v)]})` : ''}`,
+          selected: String(v) === chosen,
+        })),
+      });
+    }
+  }
+  return fields;
+}
+
+/** The submitted form as the API's JSON body (model first, then prompt and the model's fields). */
+export async function bodyFromForm(model: PublicModel, form: unknown): Promise<Record<string, unknown>> {
+  const body: Record<string, unknown> = { model: model.id, prompt: formField(form, 'prompt') ?? '' };
+  for (const [name, option] of Object.entries(model.options)) {
+    if (option.type === 'boolean') body[name] = formField(form, name) === 'on';
+    else if (option.type === 'image') {
+      const [image] = await imagesOf(model, form, name);
+      if (image) body[name] = image;
+    } else {
+      const value = formField(form, name);
+      if (value !== undefined)
+        body[name] = option.type === 'integer_enum' && /^\d+$/.test(value) ? Number(value) : value;
+    }
+  }
+  if (model.max_images > 0) {
+    const images = await imagesOf(model, form, 'images');
+    if (images.length > 0) body.images = images;
+  }
+  return body;
+}
+
+/** An image field's values: uploaded files as data URIs, or the URLs typed (one per line). */
+async function imagesOf(model: PublicModel, form: unknown, name: string): Promise<string[]> {
+  if (!model.accepts_data_uris) {
+    return (formField(form, name) ?? '').split(/\s+/).filter((url) => url !== '');
+  }
+  const raw = (form as Record<string, unknown> | null)?.[name];
+  const files = (Array.isArray(raw) ? raw : [raw]).filter(
+    (f): f is MultipartFile =>
+      typeof f === 'object' &&
+      f !== null &&
+      'file' in f &&
+      typeof (f as MultipartFile).toBuffer === 'function',
+  );
+  const uris: string[] = [];
+  for (const file of files) {
+    const bytes = await file.toBuffer();
+    if (bytes.length === 0) continue; // an empty file input
+    uris.push(`data:${file.mimetype};base64,${bytes.toString('base64')}`);
+  }
+  return uris;
+}

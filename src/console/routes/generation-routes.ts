@@ -1,0 +1,88 @@
+import type { FastifyInstance } from 'fastify';
+import { listGenerationsQuerySchema, encodeCursor } from '../../api/list-query.js';
+import { generationWorkflowId } from '../../db/console-reads.js';
+import { getGeneration, listGenerations } from '../../db/generation-reads.js';
+import { generationStatuses } from '../../generation.js';
+import type { GenerationProgress } from '../../workflows/generation-types.js';
+import { progressQuery } from '../../workflows/generation-workflow.js';
+import { format, sendPage } from '../render.js';
+import type { ConsoleRouteDeps } from '../route-deps.js';
+import { userOf } from '../request-fields.js';
+
+const PAGE = 25;
+
+/** The generations list (the API's filters and cursor) and each generation with where its workflow stands. */
+export function generationRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): void {
+  app.get('/generations', async (request, reply) => {
+    const { accountId } = userOf(request);
+    const raw: Record<string, string> = Object.fromEntries(
+      Object.entries(request.query as Record<string, unknown>).filter(
+        (entry): entry is [string, string] => typeof entry[1] === 'string' && entry[1] !== '',
+      ),
+    );
+    const parsed = listGenerationsQuerySchema.safeParse(raw);
+    const query = parsed.success ? parsed.data : {};
+    const limit = query.limit ?? PAGE;
+    const rows = await listGenerations(deps.db, {
+      accountId,
+      limit: limit + 1,
+      statuses: query.status ?? null,
+      model: query.model ?? null,
+      after: query.cursor ?? null,
+    });
+    const page = rows.slice(0, limit);
+    const last = page.at(-1);
+    const next =
+      rows.length > limit && last ? encodeCursor({ createdAt: last.created_at, id: last.id }) : null;
+    const keep = new URLSearchParams({
+      ...(raw.status ? { status: raw.status } : {}),
+      ...(raw.model ? { model: raw.model } : {}),
+    });
+    return sendPage(request, reply, 'generations', {
+      title: 'Generations',
+      rows: page,
+      nextHref: next ? `/generations?${new URLSearchParams([...keep, ['cursor', next]]).toString()}` : null,
+      filter: { status: raw.status ?? '', model: raw.model ?? '' },
+      invalid: parsed.success ? null : 'Those filters are not valid; showing everything.',
+      statuses: generationStatuses,
+      models: deps.catalog.list().map((m) => m.entry.id),
+      format,
+    });
+  });
+
+  app.get<{ Params: { id: string } }>('/generations/:id', async (request, reply) => {
+    const { accountId } = userOf(request);
+    const row = await getGeneration(deps.db, accountId, request.params.id);
+    if (!row) return sendPage(request, reply, 'not-found', { title: 'Not found' }, 404);
+    return sendPage(request, reply, 'generation', {
+      title: row.id,
+      g: row,
+      progress: await progressOf(accountId, row.id),
+      format,
+    });
+  });
+
+  /** What the page's live status polls while the generation is queued. */
+  app.get<{ Params: { id: string } }>('/generations/:id/state', async (request, reply) => {
+    const { accountId } = userOf(request);
+    const row = await getGeneration(deps.db, accountId, request.params.id);
+    if (!row) return reply.code(404).send({ error: 'not_found' });
+    const progress = row.status === 'queued' ? await progressOf(accountId, row.id) : null;
+    return { status: row.status, step: progress?.step ?? null, credits: row.credits };
+  });
+
+  /** The workflow's own account of its step (a query); null when it has ended or cannot be asked now. */
+  async function progressOf(accountId: string, id: string): Promise<GenerationProgress | null> {
+    const workflowId = await generationWorkflowId(deps.db, accountId, id);
+    if (!workflowId) return null;
+    try {
+      const progress = await deps.temporal.connection.withDeadline(Date.now() + 2000, () =>
+        deps.temporal.workflow.getHandle(workflowId).query(progressQuery),
+      );
+      // A workflow held by an Idempotency-Key may run for a later generation than this one.
+      return progress.generationId === id ? progress : null;
+    } catch {
+      return null;
+    }
+  }
+}

@@ -1,0 +1,19 @@
+import type { FastifyInstance } from 'fastify';
+import type { ConsoleRouteDeps } from '../route-deps.js';
+import { galleryRoutes } from './gallery-routes.js';
+import { generationRoutes } from './generation-routes.js';
+import { keyRoutes } from './key-routes.js';
+import { overviewRoutes } from './overview-routes.js';
+import { playgroundRoutes } from './playground-routes.js';
+import { requestLogRoutes } from './request-log-routes.js';
+import { signInRoutes } from './sign-in-routes.js';
+
+export function consoleRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): void {
+  signInRoutes(app, deps);
+  overviewRoutes(app, deps);
+  keyRoutes(app, deps);
+  generationRoutes(app, deps);
+  galleryRoutes(app, deps);
+  playgroundRoutes(app, deps);
+  requestLogRoutes(app, deps);
+}

@@ -1,0 +1,146 @@
+import { randomUUID } from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { checkBody, checkIdempotencyKey, fingerprint } from '../../api/generation-request.js';
+import { startGeneration } from '../../api/start-generation.js';
+import type { CompiledModel } from '../../catalog/catalog-cache.js';
+import { quotePrice, resolveOptions } from '../../catalog/pricing.js';
+import { errorCodes, type ValidationIssue } from '../../errors.js';
+import { getBalance } from '../../db/credits-repository.js';
+import { formField } from '../request-fields.js';
+import { bodyFromForm, formFields } from '../playground-form.js';
+import { sendPage } from '../render.js';
+import type { ConsoleRouteDeps } from '../route-deps.js';
+import { userOf } from '../request-fields.js';
+
+/**
+ * The playground: a form made from the model's published description, its price quoted before it
+ * is sent, and a submission that goes through the API's own admission path (checkBody, the
+ * fingerprint, startGeneration) on behalf of the session's key. Each rendered form carries its own
+ * Idempotency-Key, so a double click or a resubmitted form is one generation and one debit.
+ */
+export function playgroundRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): void {
+  const modelNamed = (id: unknown): CompiledModel | undefined =>
+    (typeof id === 'string' ? deps.catalog.get(id) : undefined) ?? deps.catalog.list()[0];
+
+  /** The quote the API gives for these fields (null while they are not a valid request). */
+  const quote = (model: CompiledModel, body: Record<string, unknown>): number | null => {
+    const checked = checkBody(deps.catalog, body);
+    return checked.ok ? quotePrice(model.entry, resolveOptions(model.entry, checked.input)) : null;
+  };
+
+  const show = async (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    model: CompiledModel,
+    extra: {
+      values?: Record<string, unknown>;
+      issues?: ValidationIssue[];
+      message?: string | null;
+      status?: number;
+    },
+  ) => {
+    const values = extra.values ?? {};
+    const balance = await getBalance(deps.db, userOf(request).accountId);
+    return sendPage(
+      request,
+      reply,
+      'playground',
+      {
+        title: 'Playground',
+        model: model.publicView,
+        models: deps.catalog
+          .list()
+          .map((m) => ({ id: m.entry.id, name: m.entry.name, selected: m === model })),
+        fields: formFields(model.publicView, values),
+        prompt: typeof values.prompt === 'string' ? values.prompt : '',
+        price:
+          quote(model, { model: model.entry.id, prompt: 'x', ...withoutImages(values) }) ??
+          model.publicView.default_price,
+        balance,
+        idempotencyKey: `console-${randomUUID()}`,
+        issues: extra.issues ?? [],
+        message: extra.message ?? null,
+      },
+      extra.status ?? 200,
+    );
+  };
+
+  app.get<{ Querystring: { model?: string } }>('/playground', async (request, reply) => {
+    const model = modelNamed(request.query.model);
+    if (!model)
+      return sendPage(
+        request,
+        reply,
+        'error',
+        { title: 'Playground', message: 'No models are available.' },
+        503,
+      );
+    return show(request, reply, model, {});
+  });
+
+  /** The price of the form as it stands (the page's script asks as options change). */
+  app.get<{ Querystring: Record<string, string> }>('/playground/quote', async (request) => {
+    const model = modelNamed(request.query.model);
+    if (!model) return { credits: null };
+    const body = await bodyFromForm(model.publicView, { ...request.query, prompt: 'x' });
+    return { credits: quote(model, withoutImages(body)) };
+  });
+
+  app.post('/playground', async (request, reply) => {
+    const user = userOf(request);
+    const started = performance.now();
+    const model = modelNamed(formField(request.body, 'model'));
+    if (!model) return reply.code(404).send();
+    const body = await bodyFromForm(model.publicView, request.body);
+    const key = checkIdempotencyKey(formField(request.body, 'idempotency_key'));
+    const checked = checkBody(deps.catalog, body);
+    if (!key.ok || !checked.ok) {
+      const issues = [...(key.ok ? [] : [key.issue]), ...(checked.ok ? [] : checked.issues)];
+      return show(request, reply, model, { values: body, issues, status: 400 });
+    }
+    const outcome = await startGeneration(deps.admission, {
+      accountId: user.accountId,
+      apiKeyId: user.keyId,
+      idempotencyKey: key.key,
+      model: checked.model.entry,
+      input: checked.input,
+      fingerprint: fingerprint(body),
+    });
+    const errorCode =
+      outcome.outcome === 'admitted'
+        ? null
+        : outcome.outcome === 'conflict'
+          ? 'idempotency_conflict'
+          : outcome.error.code;
+    // The generation is a request made with the session's key: it goes to the account's request log like the API's.
+    deps.requestLog.add({
+      accountId: user.accountId,
+      apiKeyId: user.keyId,
+      requestId: outcome.generationId,
+      method: 'POST',
+      path: '/v1/generations',
+      statusCode:
+        errorCode === null ? 202 : (errorCodes[errorCode as keyof typeof errorCodes]?.status ?? 400),
+      errorCode,
+      ip: request.ip,
+      userAgent: 'account console',
+      durationMs: performance.now() - started,
+      createdAtMs: Date.now(),
+    });
+    if (outcome.outcome === 'admitted') return reply.redirect(`/generations/${outcome.generationId}`, 303);
+    if (outcome.inputPrefix) await deps.storage.deletePrefix(outcome.inputPrefix).catch(() => undefined);
+    const message =
+      outcome.outcome === 'conflict'
+        ? 'This form was already sent with other values. Reload the playground to start a new generation.'
+        : outcome.error.message;
+    return show(request, reply, model, { values: body, message, status: 409 });
+  });
+}
+
+/** Images do not change the price, and are not sent back into a re-rendered form. */
+function withoutImages(values: Record<string, unknown>): Record<string, unknown> {
+  const { images: _images, ...rest } = values;
+  return Object.fromEntries(
+    Object.entries(rest).filter(([, v]) => typeof v !== 'string' || !v.startsWith('data:')),
+  );
+}

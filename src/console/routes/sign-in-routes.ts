@@ -1,0 +1,100 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { formField, SESSION_COOKIE } from '../request-fields.js';
+import { sendPage } from '../render.js';
+import { newSecret, sameToken } from '../session-ids.js';
+import type { ConsoleRouteDeps } from '../route-deps.js';
+import { userOf } from '../request-fields.js';
+
+/** Before a session exists, forms are protected by a double-submit token: a cookie and the same value in the form. */
+const FORM_COOKIE = 'console_form';
+
+/** Sign-in with a pasted API key or a one-time link, and sign-out. */
+export function signInRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): void {
+  const formToken = (request: FastifyRequest, reply: FastifyReply): string => {
+    const existing = request.cookies[FORM_COOKIE];
+    if (existing && /^[A-Za-z0-9_-]{43}$/.test(existing)) return existing;
+    const token = newSecret();
+    reply.setCookie(FORM_COOKIE, token, deps.cookie);
+    return token;
+  };
+  const formIsOurs = (request: FastifyRequest) => {
+    const cookieToken = request.cookies[FORM_COOKIE];
+    return cookieToken !== undefined && sameToken(cookieToken, formField(request.body, '_csrf'));
+  };
+  const signedIn = (reply: FastifyReply, sessionId: string) =>
+    reply.setCookie(SESSION_COOKIE, sessionId, deps.cookie).redirect('/', 303);
+
+  app.get<{ Querystring: { ended?: string } }>(
+    '/sign-in',
+    { config: { consolePublic: true } },
+    async (request, reply) =>
+      sendPage(request, reply, 'sign-in', {
+        title: 'Sign in',
+        csrf: formToken(request, reply),
+        message: typeof request.query.ended === 'string' ? request.query.ended.slice(0, 200) : null,
+      }),
+  );
+
+  app.post('/sign-in', { config: { consolePublic: true } }, async (request, reply) => {
+    const csrf = formToken(request, reply);
+    if (!formIsOurs(request)) {
+      return sendPage(
+        request,
+        reply,
+        'sign-in',
+        { title: 'Sign in', csrf, message: 'The form expired; try again.' },
+        403,
+      );
+    }
+    const result = await deps.sessions.signInWithKey(formField(request.body, 'key') ?? '', request.ip);
+    if (result.ok) return signedIn(reply, result.sessionId);
+    return sendPage(
+      request,
+      reply,
+      'sign-in',
+      { title: 'Sign in', csrf, message: result.message },
+      result.status,
+    );
+  });
+
+  // The link only shows a button: prefetchers and link scanners that open it do not use it up.
+  app.get<{ Querystring: { token?: string } }>(
+    '/sign-in/link',
+    { config: { consolePublic: true } },
+    async (request, reply) =>
+      sendPage(request, reply, 'sign-in-link', {
+        title: 'Sign in',
+        csrf: formToken(request, reply),
+        token: typeof request.query.token === 'string' ? request.query.token.slice(0, 100) : '',
+      }),
+  );
+
+  app.post('/sign-in/link', { config: { consolePublic: true } }, async (request, reply) => {
+    const csrf = formToken(request, reply);
+    if (!formIsOurs(request)) {
+      return sendPage(
+        request,
+        reply,
+        'sign-in',
+        { title: 'Sign in', csrf, message: 'The form expired; try again.' },
+        403,
+      );
+    }
+    const result = await deps.sessions.signInWithLink(formField(request.body, 'token') ?? '', request.ip);
+    if (result.ok) return signedIn(reply, result.sessionId);
+    return sendPage(
+      request,
+      reply,
+      'sign-in',
+      { title: 'Sign in', csrf, message: result.message },
+      result.status,
+    );
+  });
+
+  app.post('/sign-out', async (request, reply) => {
+    await deps.sessions.signOut(userOf(request).sessionId);
+    return reply
+      .clearCookie(SESSION_COOKIE, deps.cookie)
+      .redirect(`/sign-in?ended=${encodeURIComponent('You have signed out.')}`, 303);
+  });
+}

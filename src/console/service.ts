@@ -1,0 +1,89 @@
+import { Client, Connection } from '@temporalio/client';
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { MemoryAuthLimits, type AuthLimits } from '../api/rate-limit.js';
+import { RedisAuthLimits } from '../api/redis-limits.js';
+import { RequestLogWriter } from '../api/request-log-writer.js';
+import { Authenticator } from '../auth/authenticator.js';
+import { CatalogCache } from '../catalog/catalog-cache.js';
+import { providersWithCredentials, stepHorizons, storageLocation, type Config } from '../config.js';
+import { createDatabasePool, type DatabasePool } from '../db/pool.js';
+import { openStorage } from '../storage/open-storage.js';
+import { temporalConnectionOptions } from '../temporal/connection-options.js';
+import { buildConsoleApp } from './app.js';
+import { ConsoleSessions } from './sessions.js';
+
+export interface ConsoleService {
+  app: FastifyInstance;
+  pool: DatabasePool;
+  close(): Promise<void>;
+}
+
+/**
+ * Everything the console process runs, wired from the API's configuration: the same database,
+ * catalog, storage, Temporal task queue, request log and failed-authentication limits (shared
+ * with the API through Redis when REDIS_URL is set), so that no rule has a second copy.
+ */
+export async function createConsoleService(config: Config, logger: Logger): Promise<ConsoleService> {
+  const pool = await createDatabasePool(config.DATABASE_URL, {
+    maximumPoolSize: Math.min(5, config.DATABASE_POOL_SIZE),
+  });
+  const catalog = new CatalogCache(
+    pool,
+    logger.child({ component: 'catalog' }),
+    providersWithCredentials(config),
+  );
+  await catalog.start(config.CATALOG_REFRESH_MS);
+  // No key cache: sign-ins are rare, and each is judged from PostgreSQL as it stands.
+  const authenticator = new Authenticator(pool, { ttlMs: 0, cacheEnabled: () => false });
+  const limits: AuthLimits = config.REDIS_URL
+    ? await RedisAuthLimits.connect({
+        url: config.REDIS_URL,
+        requestsPerKey: config.RATE_LIMIT_PER_MINUTE,
+        commandTimeoutMs: config.REDIS_TIMEOUT_MS,
+        logger: logger.child({ component: 'rate-limits' }),
+      })
+    : new MemoryAuthLimits(config.RATE_LIMIT_PER_MINUTE);
+  const temporalConnection = Connection.lazy(temporalConnectionOptions(config.TEMPORAL_ADDRESS, config));
+  const temporal = new Client({ connection: temporalConnection, namespace: config.TEMPORAL_NAMESPACE });
+  const storage = openStorage(storageLocation(config), config.RESULT_BASE_URL);
+  const requestLog = new RequestLogWriter(config.DATABASE_URL, logger.child({ component: 'request-log' }));
+  const app = await buildConsoleApp({
+    logger,
+    db: pool,
+    sessions: new ConsoleSessions({ db: pool, authenticator, limits }),
+    catalog,
+    storage,
+    temporal,
+    requestLog,
+    publicUrl: config.CONSOLE_PUBLIC_URL,
+    resultBaseUrl: config.RESULT_BASE_URL,
+    maxUploadBytes: Math.min(config.BODY_LIMIT_BYTES, 20 * 1024 * 1024),
+    admission: {
+      db: pool,
+      temporal,
+      taskQueue: config.TEMPORAL_TASK_QUEUE,
+      storage,
+      admissionTimeoutMs: config.ADMISSION_TIMEOUT_MS,
+      timing: {
+        submitTimeoutMs: config.PROVIDER_SUBMIT_TIMEOUT_MS,
+        pollIntervalMs: config.PROVIDER_POLL_INTERVAL_MS,
+        resultRetentionMs: config.RESULT_RETENTION_MS,
+        idempotencyRetentionMs: config.IDEMPOTENCY_RETENTION_MS,
+        horizons: stepHorizons(config),
+      },
+    },
+  });
+  return {
+    app,
+    pool,
+    async close() {
+      await app.close();
+      catalog.stop();
+      await requestLog.close();
+      await limits.close();
+      await temporalConnection.close();
+      await pool.end();
+    },
+  };
+}

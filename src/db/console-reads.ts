@@ -1,0 +1,157 @@
+import { sql, type CommonQueryMethods } from 'slonik';
+import { z } from 'zod';
+import { generationStatuses } from '../generation.js';
+
+/** What the account console reads beyond the API's own reads: the gallery, usage by day, key use, the request log by page. */
+
+const galleryRow = z.object({
+  id: z.number(),
+  generation_id: z.string(),
+  url: z.string(),
+  width: z.number(),
+  height: z.number(),
+  created_at: z.string(),
+  model: z.string(),
+  prompt: z.string().nullable(),
+  credits: z.number(),
+  expires_at: z.string().nullable(),
+  content_expired: z.boolean(),
+});
+export type GalleryImage = z.infer<typeof galleryRow>;
+
+const galleryColumns = sql.fragment`gi.id, gi.generation_id, gi.url, gi.width, gi.height, gi.created_at,
+  g.model, g.input->>'prompt' AS prompt, g.credits, g.expires_at, g.content_expired`;
+
+/** The account's persisted images, newest first, after the image `before` (an id) when given. */
+export async function listGallery(
+  db: CommonQueryMethods,
+  filter: { accountId: string; model: string | null; limit: number; before: number | null },
+): Promise<readonly GalleryImage[]> {
+  const conditions = [sql.fragment`gi.account_id = ${filter.accountId}`];
+  if (filter.model) conditions.push(sql.fragment`g.model = ${filter.model}`);
+  if (filter.before !== null) conditions.push(sql.fragment`gi.id < ${filter.before}`);
+  return db.any(sql.type(galleryRow)`
+    SELECT ${galleryColumns} FROM gallery_images gi JOIN generations g ON g.id = gi.generation_id
+    WHERE ${sql.join(conditions, sql.fragment` AND `)}
+    ORDER BY gi.id DESC LIMIT ${filter.limit}`);
+}
+
+export async function getGalleryImage(
+  db: CommonQueryMethods,
+  accountId: string,
+  id: number,
+): Promise<GalleryImage | null> {
+  return db.maybeOne(sql.type(galleryRow)`
+    SELECT ${galleryColumns} FROM gallery_images gi JOIN generations g ON g.id = gi.generation_id
+    WHERE gi.account_id = ${accountId} AND gi.id = ${id}`);
+}
+
+/** The models the account's gallery holds images of (for its filter). */
+export async function galleryModels(db: CommonQueryMethods, accountId: string): Promise<readonly string[]> {
+  return db.anyFirst(sql.type(z.object({ model: z.string() }))`
+    SELECT DISTINCT g.model FROM gallery_images gi JOIN generations g ON g.id = gi.generation_id
+    WHERE gi.account_id = ${accountId} ORDER BY g.model`);
+}
+
+const dayRow = z.object({
+  day: z.string(),
+  credits: z.number(),
+  ...Object.fromEntries(generationStatuses.map((s) => [s, z.number()])),
+});
+export interface UsageDay {
+  /** YYYY-MM-DD (UTC). */
+  day: string;
+  /** Credits spent that day: debits less the refunds made that day. */
+  credits: number;
+  outcomes: Record<(typeof generationStatuses)[number], number>;
+}
+
+/** The last `days` days (UTC), today included, oldest first: credits spent and generations by status. */
+export async function usageByDay(
+  db: CommonQueryMethods,
+  accountId: string,
+  days: number,
+): Promise<UsageDay[]> {
+  const rows = await db.any(sql.type(dayRow)`
+    WITH days AS (
+      SELECT d::date AS day FROM generate_series(
+        (now() AT TIME ZONE 'UTC')::date - ${days - 1}::int, (now() AT TIME ZONE 'UTC')::date, interval '1 day') d
+    ), spent AS (
+      SELECT (created_at AT TIME ZONE 'UTC')::date AS day, -sum(subscription_delta + one_time_delta)::int AS credits
+      FROM credit_ledger WHERE account_id = ${accountId} AND kind IN ('debit', 'refund')
+        AND created_at >= now() - ${sql.interval({ days: days + 1 })}
+      GROUP BY 1
+    ), made AS (
+      SELECT (created_at AT TIME ZONE 'UTC')::date AS day,
+        ${sql.join(
+          generationStatuses.map(
+            (s) => sql.fragment`count(*) FILTER (WHERE status = ${s})::int AS ${sql.identifier([s])}`,
+          ),
+          sql.fragment`, `,
+        )}
+      FROM generations WHERE account_id = ${accountId} AND created_at >= now() - ${sql.interval({ days: days + 1 })}
+      GROUP BY 1
+    )
+    SELECT to_char(days.day, 'YYYY-MM-DD') AS day, COALESCE(spent.credits, 0) AS credits,
+      ${sql.join(
+        generationStatuses.map(
+          (s) => sql.fragment`COALESCE(made.${sql.identifier([s])}, 0) AS ${sql.identifier([s])}`,
+        ),
+        sql.fragment`, `,
+      )}
+    FROM days LEFT JOIN spent ON spent.day = days.day LEFT JOIN made ON made.day = days.day
+    ORDER BY days.day`);
+  return rows.map((row) => {
+    const r = row as Record<string, unknown>;
+    return {
+      day: row.day,
+      credits: row.credits,
+      outcomes: Object.fromEntries(generationStatuses.map((s) => [s, Number(r[s])])) as UsageDay['outcomes'],
+    };
+  });
+}
+
+/** When each of the account's keys last made a request (keys never used are absent). */
+export async function keysLastUsed(db: CommonQueryMethods, accountId: string): Promise<Map<string, string>> {
+  const rows = await db.any(sql.type(z.object({ api_key_id: z.string(), last_used: z.string() }))`
+    SELECT api_key_id, max(created_at) AS last_used FROM api_request_log
+    WHERE account_id = ${accountId} GROUP BY api_key_id`);
+  return new Map(rows.map((r) => [r.api_key_id, r.last_used]));
+}
+
+const logRow = z.object({
+  id: z.number(),
+  request_id: z.string(),
+  api_key_id: z.string(),
+  method: z.string(),
+  path: z.string(),
+  status_code: z.number(),
+  error_code: z.string().nullable(),
+  duration_ms: z.number(),
+  created_at: z.string(),
+});
+export type RequestLogLine = z.infer<typeof logRow>;
+
+/** The account's request log, newest first, after the entry `before` (an id) when given. */
+export async function requestLogPage(
+  db: CommonQueryMethods,
+  accountId: string,
+  limit: number,
+  before: number | null,
+): Promise<readonly RequestLogLine[]> {
+  return db.any(sql.type(logRow)`
+    SELECT id, request_id, api_key_id, method, path, status_code, error_code, duration_ms, created_at
+    FROM api_request_log WHERE account_id = ${accountId}
+      ${before === null ? sql.fragment`` : sql.fragment`AND id < ${before}`}
+    ORDER BY id DESC LIMIT ${limit}`);
+}
+
+/** The workflow a generation of the account's runs in (null: none recorded, or not the account's). */
+export async function generationWorkflowId(
+  db: CommonQueryMethods,
+  accountId: string,
+  id: string,
+): Promise<string | null> {
+  return db.maybeOneFirst(sql.type(z.object({ workflow_id: z.string().nullable() }))`
+    SELECT workflow_id FROM generations WHERE id = ${id} AND account_id = ${accountId}`);
+}

@@ -1,0 +1,81 @@
+import { sql, type CommonQueryMethods } from 'slonik';
+import { z } from 'zod';
+import { qualifyingPurchaseSql } from './accounts-repository.js';
+
+/**
+ * The console's sessions and one-time sign-in links (migration 0014). Ids and tokens arrive here
+ * already hashed: their plaintext lives only in the browser's cookie or the printed link.
+ */
+
+const sessionPrincipalRow = z.object({
+  key_id: z.string(),
+  account_id: z.string(),
+  revoked: z.boolean(),
+  api_access_enabled: z.boolean(),
+  paid: z.boolean(),
+});
+/** The key a session acts as, with what authentication judges it by (see KeyPrincipal). */
+export type SessionPrincipal = z.infer<typeof sessionPrincipalRow>;
+
+export async function openSession(
+  db: CommonQueryMethods,
+  input: { idSha256: string; accountId: string; apiKeyId: string },
+): Promise<void> {
+  await db.query(sql.unsafe`
+    INSERT INTO console_sessions (id_sha256, account_id, api_key_id)
+    VALUES (${input.idSha256}, ${input.accountId}, ${input.apiKeyId})`);
+}
+
+/**
+ * The session's key and account as they stand now, the session's idle clock restarted; null when
+ * there is no such session or it has been idle longer than `idleMs` (it is then deleted).
+ */
+export async function touchSession(
+  db: CommonQueryMethods,
+  idSha256: string,
+  idleMs: number,
+): Promise<SessionPrincipal | null> {
+  const idle = sql.interval({ seconds: idleMs / 1000 });
+  const found = await db.maybeOne(sql.type(sessionPrincipalRow)`
+    WITH live AS (
+      UPDATE console_sessions SET last_seen_at = now()
+      WHERE id_sha256 = ${idSha256} AND last_seen_at > now() - ${idle}
+      RETURNING api_key_id
+    )
+    SELECT k.id AS key_id, k.account_id, k.revoked_at IS NOT NULL AS revoked, a.api_access_enabled,
+           ${qualifyingPurchaseSql} AS paid
+    FROM live JOIN api_keys k ON k.id = live.api_key_id JOIN accounts a ON a.id = k.account_id`);
+  if (!found) await endSession(db, idSha256);
+  return found;
+}
+
+export async function endSession(db: CommonQueryMethods, idSha256: string): Promise<void> {
+  await db.query(sql.unsafe`DELETE FROM console_sessions WHERE id_sha256 = ${idSha256}`);
+}
+
+/** Ends every session opened with a key (it was revoked: they could no longer act anyway). */
+export async function endSessionsOfKey(db: CommonQueryMethods, apiKeyId: string): Promise<void> {
+  await db.query(sql.unsafe`DELETE FROM console_sessions WHERE api_key_id = ${apiKeyId}`);
+}
+
+export async function createSignInLink(
+  db: CommonQueryMethods,
+  input: { tokenSha256: string; accountId: string; apiKeyId: string; validMs: number },
+): Promise<{ expiresAt: string }> {
+  return db.one(sql.type(z.object({ expiresAt: z.string() }))`
+    INSERT INTO console_sign_in_links (token_sha256, account_id, api_key_id, expires_at)
+    VALUES (${input.tokenSha256}, ${input.accountId}, ${input.apiKeyId},
+            now() + ${sql.interval({ seconds: input.validMs / 1000 })})
+    RETURNING expires_at AS "expiresAt"`);
+}
+
+/** Uses a sign-in link: its key's id the first time, within its validity; null ever after. */
+export async function redeemSignInLink(
+  db: CommonQueryMethods,
+  tokenSha256: string,
+): Promise<{ accountId: string; apiKeyId: string } | null> {
+  return db.maybeOne(sql.type(z.object({ accountId: z.string(), apiKeyId: z.string() }))`
+    UPDATE console_sign_in_links SET used_at = now()
+    WHERE token_sha256 = ${tokenSha256} AND used_at IS NULL AND expires_at > now()
+    RETURNING account_id AS "accountId", api_key_id AS "apiKeyId"`);
+}

@@ -1,0 +1,53 @@
+import path from 'node:path';
+import { mkdir } from 'node:fs/promises';
+import { describe, expect, it } from 'vitest';
+import { projectRoot } from '../../src/project-root.js';
+import { signIn, useConsole } from '../support/console.js';
+import { useGenerationStack } from '../support/stack.js';
+
+/** Screenshots of each console page for docs/console.md, on the real stack with a few generations. */
+describe('console screenshots', () => {
+  const stack = useGenerationStack({ account: { subscription: 200, oneTime: 800 } });
+  const consoleUi = useConsole(stack);
+
+  it('saves one PNG per page under docs/console/', async () => {
+    const out = path.join(projectRoot, 'docs', 'console');
+    await mkdir(out, { recursive: true });
+    const { context, page } = await consoleUi.newPage();
+    await page.setViewportSize({ width: 1280, height: 860 });
+    const shot = (name: string) => page.screenshot({ path: path.join(out, `${name}.png`), fullPage: false });
+    await page.goto('/sign-in');
+    await shot('sign-in');
+    await signIn(page, stack.account.key);
+    let last = '';
+    for (const prompt of ['a lighthouse at dusk', 'a red fox in snow', 'city lights from above']) {
+      await page.goto('/playground?model=lumen-lite');
+      await page.getByLabel('Prompt').fill(prompt);
+      await page.getByRole('button', { name: 'Generate' }).click();
+      await page.waitForURL(/\/generations\/gen_/);
+      await expect
+        .poll(() => page.locator('[data-status]').textContent(), { timeout: 30_000 })
+        .toBe('succeeded');
+      last = page.url();
+    }
+    await page.goto('/playground?model=lumen-lite');
+    await shot('playground');
+    await page.goto(last);
+    await shot('generation');
+    await page.goto('/');
+    await shot('overview');
+    await page.goto('/gallery');
+    await page.waitForFunction('[...document.images].every((i) => i.complete && i.naturalWidth > 0)');
+    await shot('gallery');
+    await page.locator('[data-gallery-item] img').first().click();
+    await page.waitForFunction('[...document.images].every((i) => i.complete && i.naturalWidth > 0)');
+    await shot('gallery-image');
+    await page.goto('/generations');
+    await shot('generations');
+    await page.goto('/keys');
+    await shot('keys');
+    await page.goto('/requests');
+    await shot('request-log');
+    await context.close();
+  });
+});

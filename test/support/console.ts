@@ -1,0 +1,84 @@
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { afterAll, beforeAll, expect } from 'vitest';
+import { createConsoleService, type ConsoleService } from '../../src/console/service.js';
+import { loadConfig } from '../../src/config.js';
+import { freePort } from '../../src/dev/free-port.js';
+import { createLogger } from '../../src/logger.js';
+import { inject } from 'vitest';
+import type { GenerationStack } from './stack.js';
+
+/** Debian's Chromium (`apt-get install chromium`; .ci/run installs it when missing). */
+export const chromiumPath = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
+
+export interface ConsoleHarness {
+  service: ConsoleService;
+  url: string;
+  browser: Browser;
+  /** A fresh browser context (cookie jar) with a page in it. */
+  newPage(): Promise<{ context: BrowserContext; page: Page }>;
+}
+
+/**
+ * The console process's service on the stack's database, worker queue and storage, listening on a
+ * free port, and one headless Chromium for the file. Call inside describe() after useGenerationStack.
+ */
+export function useConsole(stack: GenerationStack): ConsoleHarness {
+  const harness = {} as ConsoleHarness;
+  beforeAll(async () => {
+    const port = await freePort();
+    harness.url = `http://127.0.0.1:${port}`;
+    const config = loadConfig({
+      DATABASE_URL: stack.db.url,
+      TEMPORAL_ADDRESS: inject('temporalAddress'),
+      RATE_LIMIT_PER_MINUTE: '1000000',
+      CONSOLE_PORT: String(port),
+      ...stack.worker.apiEnv,
+    });
+    harness.service = await createConsoleService(config, createLogger('console-test', 'silent'));
+    await harness.service.app.listen({ host: '127.0.0.1', port });
+    if (!chromiumPath) throw new Error('Chromium is missing: apt-get install chromium');
+    harness.browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'] });
+    harness.newPage = async () => {
+      const context = await harness.browser.newContext({ baseURL: harness.url, acceptDownloads: true });
+      const page = await context.newPage();
+      page.on('dialog', (dialog) => void dialog.accept());
+      return { context, page };
+    };
+  });
+  afterAll(async () => {
+    await harness.browser?.close();
+    await harness.service?.close();
+  });
+  return harness;
+}
+
+/** Signs in by pasting the key, as a person would. */
+export async function signIn(page: Page, key: string): Promise<void> {
+  await page.goto('/sign-in');
+  await page.getByLabel('API key').fill(key);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.waitForURL((url) => url.pathname === '/');
+}
+
+const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+
+interface AxeViolation {
+  id: string;
+  impact: string;
+  nodes: Array<{ target: unknown }>;
+}
+
+/**
+ * axe-core run in the page: no serious or critical violations. Its source is evaluated through the
+ * DevTools protocol, which the page's CSP (no inline script) does not apply to.
+ */
+export async function expectAccessible(page: Page): Promise<void> {
+  await page.evaluate(axeSource);
+  const violations = await page.evaluate<AxeViolation[]>(`
+    axe.run(document, { resultTypes: ['violations'] }).then((r) => r.violations
+      .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+      .map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.map((n) => ({ target: n.target })) })))`);
+  expect(violations, `axe on ${page.url()}`).toEqual([]);
+}
