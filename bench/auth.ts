@@ -6,7 +6,8 @@ import { startScript, stopChild } from '../src/dev/child-processes.js';
 import { freePort } from '../src/dev/free-port.js';
 import { startValkeyServer, valkeyServerPath } from '../src/dev/valkey-server.js';
 import type { AuthServers } from './auth-servers.js';
-import { benchDatabase, cpuMs, load, median, medianRun, printTable, type LoadResult } from './support.js';
+import { cpuBySource } from './process-cpu.js';
+import { benchDatabase, load, median, medianRun, printTable, type LoadResult } from './support.js';
 
 /**
  * npm run bench:auth — authenticated GET /v1/credits (key check, per-key rate
@@ -32,7 +33,7 @@ const valkey = process.env.REDIS_URL
   : await startValkeyServer({ binary: await valkeyServerPath(), port: await freePort() });
 const redisUrl = process.env.REDIS_URL ?? valkey!.url;
 // Only the server started here is measured; an external one's CPU is not ours to see.
-const redisPattern = valkey ? `valkey-server 127.0.0.1:${valkey.port}` : null;
+const redisPid = valkey?.process.pid;
 const { child, ready } = startScript<AuthServers>('bench/auth-servers.ts', {
   env: { ...process.env, DATABASE_URL: database.url, BENCH_REDIS_URL: redisUrl },
 });
@@ -55,18 +56,20 @@ try {
   };
   type Run = LoadResult & { serverUs: number; postgresUs: number; redisUs: number | string };
   const runs: Record<keyof typeof targets, Run[]> = { bare: [], ours: [], redis: [] };
-  const redisCpuMs = () => (redisPattern ? cpuMs(redisPattern) : Promise.resolve(0));
+  // Only the processes started here: other people's PostgreSQL and servers on the machine are not counted.
+  const cpu = () =>
+    cpuBySource({
+      server: { pid: child.pid },
+      postgres: { pid: database.pid },
+      redis: { pid: redisPid },
+    });
   for (const target of Object.values(targets))
     await load('warm-up', { url: target.url, headers: target.headers, connections, duration: 2 });
   for (let round = 0; round < rounds; round++) {
     for (const [name, target] of Object.entries(targets) as Array<
       [keyof typeof targets, (typeof targets)['bare']]
     >) {
-      const [server0, postgres0, redis0] = [
-        await cpuMs('bench/auth-servers'),
-        await cpuMs('postgres'),
-        await redisCpuMs(),
-      ];
+      const before = await cpu();
       const result = await load(target.label, {
         url: target.url,
         headers: target.headers,
@@ -74,16 +77,14 @@ try {
         duration: seconds,
       });
       await new Promise((r) => setTimeout(r, 1200)); // let the request log's last flush land in the figures
-      const [server1, postgres1, redis1] = [
-        await cpuMs('bench/auth-servers'),
-        await cpuMs('postgres'),
-        await redisCpuMs(),
-      ];
+      const after = await cpu();
+      const perRequestUs = (name: keyof typeof after) =>
+        Math.round(((after[name] - before[name]) * 1000) / result.requests);
       runs[name].push({
         ...result,
-        serverUs: Math.round(((server1 - server0) * 1000) / result.requests),
-        postgresUs: Math.round(((postgres1 - postgres0) * 1000) / result.requests),
-        redisUs: redisPattern ? Math.round(((redis1 - redis0) * 1000) / result.requests) : '-',
+        serverUs: perRequestUs('server'),
+        postgresUs: perRequestUs('postgres'),
+        redisUs: redisPid === undefined ? '-' : perRequestUs('redis'),
       });
     }
   }

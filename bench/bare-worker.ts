@@ -1,16 +1,18 @@
-import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker } from '@temporalio/worker';
-import { reportReady } from '../src/process.js';
 import * as activities from './bare-activities.js';
 
-/** The worker for bench/bare-workflows.ts, in its own process like ours. Reports ready as ours do. */
+/**
+ * The worker for bench/bare-workflows.ts, in its own process like ours, from a workflow bundle
+ * made ahead (BARE_WORKFLOW_BUNDLE) as ours is. It imports nothing of src/, so that it runs as
+ * compiled JavaScript too (BENCH_RUNTIME=build: see startBareWorker), and reports ready as ours do.
+ */
 const connection = await NativeConnection.connect({ address: process.env.TEMPORAL_ADDRESS! });
 const taskQueue = process.env.TASK_QUEUE ?? 'bare';
 const workers = [
   await Worker.create({
     connection,
     taskQueue,
-    workflowsPath: fileURLToPath(new URL('./bare-workflows.ts', import.meta.url)),
+    workflowBundle: { codePath: process.env.BARE_WORKFLOW_BUNDLE! },
     activities,
   }),
   // Parked waits get a queue and a slot budget of their own, as ours do (bench:admit gives both 5,000).
@@ -22,5 +24,5 @@ const workers = [
   }),
 ];
 const running = Promise.all(workers.map((worker) => worker.run()));
-reportReady();
+process.send?.('ready');
 await running;

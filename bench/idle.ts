@@ -1,32 +1,88 @@
-import { readFile } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
 import { sql } from 'slonik';
 import { z } from 'zod';
+import { freePort } from '../src/dev/free-port.js';
 import { randomBase62 } from '../src/ids.js';
-import { startStack } from './stack.js';
+import { inspect } from './inspector.js';
+import { benchRuntime, startStack } from './stack.js';
+import { loadAverage, printTargets } from './targets.js';
 
 /**
  * npm run bench:idle — the cost of generations at rest: creates succeeded
  * generations (simulated provider, no delay) until 1,000 and then 10,000 are
  * parked on their 30-day expiry timers, and prints the worker's resident
- * memory at each mark. Targets: ≤ 400 MB at 10,000, and RSS(10,000) /
- * RSS(1,000) ≤ 1.5. BENCH_IDLE_TOTAL (default 10000), BENCH_CLIENTS (default 16).
+ * memory at each mark, with what makes it up: each V8 isolate's heap (the main
+ * thread's, and the workflow thread's, where Temporal runs the workflows),
+ * external memory, and the rest (native: Temporal core's Rust side, libvips,
+ * malloc), from /proc and the inspector (the worker runs with --inspect on
+ * loopback). Targets: ≤ 400 MB at 10,000, and RSS(10,000) / RSS(1,000) ≤ 1.5.
+ * BENCH_IDLE_TOTAL (default 10000), BENCH_CLIENTS (default 16);
+ * BENCH_HEAP_SNAPSHOT_DIR: heap snapshots of each thread at each mark, after its
+ * RSS is read (compare them with bench/heap-summary.ts); BENCH_WORKER_NODE_OPTIONS: Node
+ * or V8 options for the worker alone, to try one (`--max-semi-space-size=4`, say).
  */
 const total = Number(process.env.BENCH_IDLE_TOTAL ?? 10_000);
 const clients = Number(process.env.BENCH_CLIENTS ?? 16);
+const snapshotDir = process.env.BENCH_HEAP_SNAPSHOT_DIR;
 const marks = [Math.min(1_000, total), total];
-const stack = await startStack({ SIM_PROVIDER_DELAY_MS: '0', PROVIDER_POLL_INTERVAL_MS: '50' });
+const inspectPort = await freePort();
+const stack = await startStack(
+  { SIM_PROVIDER_DELAY_MS: '0', PROVIDER_POLL_INTERVAL_MS: '50' },
+  {
+    workerNodeOptions: [
+      `--inspect=127.0.0.1:${inspectPort}`,
+      ...(process.env.BENCH_WORKER_NODE_OPTIONS ?? '').split(' ').filter(Boolean),
+    ],
+  },
+);
 const headers = { authorization: `Bearer ${stack.key}`, 'content-type': 'application/json' };
-const rssMb = async () =>
-  Number(/VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${stack.workerPid}/status`, 'utf8'))?.[1]) / 1024;
+const status = async () => readFile(`/proc/${stack.workerPid}/status`, 'utf8');
+const kb = (text: string, field: string) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(text)?.[1] ?? NaN);
+const mb = (bytes: number) => (bytes / 1024 / 1024).toFixed(0);
+const rssMb = async () => kb(await status(), 'VmRSS') / 1024;
 const succeeded = () =>
   stack.pool.oneFirst(
     sql.type(
       z.object({ n: z.number() }),
     )`SELECT count(*)::int AS n FROM generations WHERE status = 'succeeded'`,
   );
+
+/** What the worker's resident memory is made of, printed under its figure. */
+async function printBreakdown(label: string): Promise<void> {
+  const proc = await status();
+  const rollup = await readFile(`/proc/${stack.workerPid}/smaps_rollup`, 'utf8');
+  const anonymous = kb(rollup, 'Anonymous') * 1024;
+  const rss = kb(rollup, 'Rss') * 1024;
+  const inspector = await inspect(inspectPort);
+  try {
+    const threads = await inspector.memory();
+    const heaps = threads.reduce((n, t) => n + t.usage.heapUsed, 0);
+    for (const { thread, usage } of threads)
+      console.log(
+        `  ${thread.padEnd(10)} V8 heap ${mb(usage.heapUsed)} used of ${mb(usage.heapTotal)} MB, external ${mb(usage.external)} MB (array buffers ${mb(usage.arrayBuffers)} MB)`,
+      );
+    console.log(
+      `  process    RSS ${mb(rss)} MB = file-backed ${mb(rss - anonymous)} MB (code: node, the Temporal core, libvips) + anonymous ${mb(anonymous)} MB; ` +
+        `anonymous less the V8 heaps' used: ${mb(anonymous - heaps)} MB (Temporal core's Rust side, malloc, buffers); threads ${kb(proc, 'Threads')}`,
+    );
+    if (snapshotDir) {
+      await mkdir(snapshotDir, { recursive: true });
+      const files = await inspector.snapshot(path.join(snapshotDir, `worker-${label}`));
+      console.log(`  heap snapshots: ${files.join(', ')}`);
+    }
+  } finally {
+    inspector.close();
+  }
+}
+
 const started = Date.now();
+const loadBefore = await loadAverage();
 try {
+  console.log(`runtime: ${benchRuntime === 'build' ? 'build (dist/ on node)' : 'tsx (src/)'}`);
+  await new Promise((r) => setTimeout(r, 5000)); // past the start's own allocations
   console.log(`worker RSS at start: ${(await rssMb()).toFixed(0)} MB`);
+  await printBreakdown('start');
   let created = 0;
   const results: Array<{ parked: number; rss: number }> = [];
   for (const mark of marks) {
@@ -34,13 +90,19 @@ try {
       Array.from({ length: clients }, async () => {
         while (created < mark) {
           created++;
-          const response = await fetch(`${stack.apiUrl}/generations`, {
+          // On a loaded machine admission can outlast the API's deadline (503): the same key and body again.
+          const init = {
             method: 'POST',
-            headers,
+            headers: { ...headers, 'idempotency-key': randomBase62(24) },
             body: JSON.stringify({ model: 'prism-2', prompt: `parked ${randomBase62(8)}`, resolution: '1K' }),
-          });
-          if (response.status !== 202) throw new Error(`status ${response.status}`);
-          await response.arrayBuffer();
+          };
+          for (let attempt = 1; ; attempt++) {
+            const response = await fetch(`${stack.apiUrl}/generations`, init);
+            await response.arrayBuffer();
+            if (response.status === 202) break;
+            if (response.status !== 503 || attempt === 30) throw new Error(`status ${response.status}`);
+            await new Promise((r) => setTimeout(r, 1000));
+          }
         }
       }),
     );
@@ -51,14 +113,23 @@ try {
     console.log(
       `${mark} generations parked on expiry timers after ${((Date.now() - started) / 1000).toFixed(0)} s: worker RSS ${rss.toFixed(0)} MB`,
     );
+    await printBreakdown(String(mark));
   }
   const [first, last] = [results[0]!, results.at(-1)!];
+  printTargets(`targets (${benchRuntime}):`, [
+    { label: `worker RSS at ${last.parked} parked`, value: last.rss, kind: 'max', target: 400, unit: 'MB' },
+    {
+      label: `RSS ${last.parked} / RSS ${first.parked}`,
+      value: last.rss / first.rss,
+      kind: 'max',
+      target: 1.5,
+      unit: 'ratio',
+    },
+  ]);
   console.log(
-    `\nRSS at ${last.parked}: ${last.rss.toFixed(0)} MB (target ≤ 400); ratio ${last.parked}/${first.parked}: ${(last.rss / first.rss).toFixed(2)} (target ≤ 1.5)`,
+    `(WORKER_MAX_CACHED_WORKFLOWS=${stack.env.WORKER_MAX_CACHED_WORKFLOWS ?? 'default'}: parked generations live in Temporal's history, not in the worker)`,
   );
-  console.log(
-    `(WORKER_MAX_CACHED_WORKFLOWS=${stack.env.WORKER_MAX_CACHED_WORKFLOWS ?? '100 (default)'}: parked generations live in Temporal's history, not in the worker)`,
-  );
+  console.log(`load average (1, 5, 15 min): ${loadBefore} at the start, ${await loadAverage()} at the end`);
 } finally {
   await stack.stop();
 }

@@ -4,21 +4,25 @@ import {
   alternatingRounds,
   closedLoop,
   closedLoopSettings,
+  benchRuntime,
   printComparison,
   printCpu,
   printRounds,
-  stackProcesses,
   startBareWorker,
   startStack,
 } from './stack.js';
+import { loadAverage, printTargets } from './targets.js';
 
 /**
  * npm run bench:lifecycle — whole generations (simulated provider with no
  * delay): POST, then poll every 50 ms until succeeded is visible. Against the
  * same shape with no-op steps on the same server: update-with-start answered
  * after two local activities, then two activities, waiting for the result. Reports
- * lifecycles per second and POST → succeeded-visible p50. Target ≥ 0.5 × the
- * ceiling. BENCH_SECONDS (default 30, split over the rounds), BENCH_ROUNDS
+ * lifecycles per second and POST → succeeded-visible p50. Targets: ≥ 0.5 × the
+ * ceiling's lifecycles per second, and the CPU per lifecycle of API + worker + Temporal +
+ * PostgreSQL (the simulated provider's rendering excluded: that is the provider's work) ≤ 1.6 ×
+ * the ceiling's worker + Temporal; every run prints both. CPU is counted for the PIDs this bench
+ * started and their children only. BENCH_SECONDS (default 30, split over the rounds), BENCH_ROUNDS
  * (default 3), BENCH_CLIENTS (default 20).
  */
 const { seconds, clients, rounds } = closedLoopSettings();
@@ -58,8 +62,10 @@ try {
   };
   await closedLoop(clients, 3, bareLifecycle);
   await closedLoop(clients, 3, ourLifecycle);
+  const loadBefore = await loadAverage();
+  const processes = { ...stack.processes, 'bare worker': { pid: bare.pid } };
   const { ceiling: bareResult, ours: oursResult } = await alternatingRounds(
-    { rounds, seconds: seconds / rounds, clients, processes: stackProcesses },
+    { rounds, seconds: seconds / rounds, clients, processes },
     { ceiling: bareLifecycle, ours: ourLifecycle },
   );
   printComparison(
@@ -77,9 +83,28 @@ try {
     ['ceiling', bareResult.rounds],
     ['ours', oursResult.rounds],
   ]);
-  console.log(
-    `\nratio (ours / ceiling), lifecycles per second: ${(oursResult.perSecond / bareResult.perSecond).toFixed(2)}   target ≥ 0.50`,
-  );
+  const ours = oursResult.cpu;
+  const oursSum = ours.api! + ours.worker! + ours.temporal! + ours.postgres!;
+  const ceilingSum = bareResult.cpu['bare worker']! + bareResult.cpu.temporal!;
+  printTargets(`targets (${benchRuntime === 'build' ? 'build: dist/ on node' : 'tsx: src/'}):`, [
+    {
+      label: 'lifecycles per second, ours / ceiling',
+      value: oursResult.perSecond / bareResult.perSecond,
+      kind: 'min',
+      target: 0.5,
+      unit: 'ratio',
+      detail: `${oursResult.perSecond.toFixed(1)} / ${bareResult.perSecond.toFixed(1)} per s`,
+    },
+    {
+      label: "CPU per lifecycle, ours (API + worker + Temporal + PostgreSQL) / ceiling's worker + Temporal",
+      value: oursSum / ceilingSum,
+      kind: 'max',
+      target: 1.6,
+      unit: 'ratio',
+      detail: `ours ${ours.api!.toFixed(1)} + ${ours.worker!.toFixed(1)} + ${ours.temporal!.toFixed(1)} + ${ours.postgres!.toFixed(1)} = ${oursSum.toFixed(1)} ms; ceiling ${bareResult.cpu['bare worker']!.toFixed(1)} + ${bareResult.cpu.temporal!.toFixed(1)} = ${ceilingSum.toFixed(1)} ms; budget ${(1.6 * ceilingSum).toFixed(1)} ms; sim renderer ${ours['sim renderer']!.toFixed(1)} ms not counted`,
+    },
+  ]);
+  console.log(`load average (1, 5, 15 min): ${loadBefore} at the start, ${await loadAverage()} at the end`);
 } finally {
   await connection.close();
   await bare.stop();

@@ -1,7 +1,8 @@
 import Fastify from 'fastify';
 import { freePort } from '../src/dev/free-port.js';
-import { cpuMs, load, printTable } from './support.js';
-import { stackProcesses, startStack } from './stack.js';
+import { cpuBySource } from './process-cpu.js';
+import { load, printTable } from './support.js';
+import { startStack } from './stack.js';
 
 /**
  * npm run bench:poll — GET /v1/generations/{id} of existing generations at
@@ -61,11 +62,7 @@ try {
     headers: { authorization: `Bearer ${stack.key}` },
     requests,
   });
-  const [api0, pg0, temporal0] = [
-    await cpuMs(stackProcesses.api),
-    await cpuMs('postgres'),
-    await cpuMs('server start-dev'),
-  ];
+  const { api: api0, postgres: pg0, temporal: temporal0 } = await cpuBySource(stack.processes);
   const ours = await load('GET /v1/generations/{id}', {
     ...common,
     url: apiBase.origin,
@@ -73,11 +70,7 @@ try {
     requests,
   });
   await new Promise((r) => setTimeout(r, 1500));
-  const [api1, pg1, temporal1] = [
-    await cpuMs(stackProcesses.api),
-    await cpuMs('postgres'),
-    await cpuMs('server start-dev'),
-  ];
+  const { api: api1, postgres: pg1, temporal: temporal1 } = await cpuBySource(stack.processes);
   console.log(
     `\n${connections} connections, ${seconds} s each, loopback, ${ids.length} succeeded generations polled in turn\n`,
   );

@@ -1,15 +1,20 @@
 import type { ChildProcess } from 'node:child_process';
-import { mkdtemp, rm, chmod } from 'node:fs/promises';
+import { mkdtemp, rm, chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import ts from 'typescript';
 import { createDatabasePool, type DatabasePool } from '../src/db/pool.js';
 import { startScript, stopChild } from '../src/dev/child-processes.js';
 import { freePort } from '../src/dev/free-port.js';
 import { createFundedAccount } from '../src/dev/funded-account.js';
 import { startTemporalDevServer } from '../src/dev/temporal-dev-server.js';
 import { randomBase62 } from '../src/ids.js';
+import { workerNodeOptions } from '../src/worker/node-options.js';
 import { buildWorkflowBundle } from '../src/worker/workflow-bundle.js';
-import { benchDatabase, cpuMs, printColumns } from './support.js';
+import { projectRoot } from '../src/project-root.js';
+import { cpuBySource, type CpuSource } from './process-cpu.js';
+import { benchDatabase, printColumns } from './support.js';
 
 /**
  * What the stack's API and worker run: `tsx` (src/, as in development; the worker bundles its
@@ -31,19 +36,24 @@ export interface Stack {
   pool: DatabasePool;
   workerPid: number;
   apiPid: number;
+  /** The stack's processes, each counted by its own PID and its children. */
+  processes: Record<StackProcess, CpuSource>;
   env: NodeJS.ProcessEnv;
   stop(): Promise<void>;
 }
+
+export type StackProcess = 'api' | 'worker' | 'sim renderer' | 'temporal' | 'postgres';
 
 /**
  * The whole service as it runs in production, on this machine: embedded
  * PostgreSQL, an in-memory Temporal dev server, and our worker and API as
  * processes of their own. `env` adds to or overrides their configuration; `temporalDbFile` keeps
- * Temporal's state in that SQLite file instead of in memory (to measure what it stores).
+ * Temporal's state in that SQLite file instead of in memory (to measure what it stores);
+ * `workerNodeOptions` are Node's options for the worker alone (`--inspect`, say).
  */
 export async function startStack(
   env: NodeJS.ProcessEnv = {},
-  options: { temporalDbFile?: string } = {},
+  options: { temporalDbFile?: string; workerNodeOptions?: readonly string[] } = {},
 ): Promise<Stack> {
   const database = await benchDatabase();
   const temporal = await startTemporalDevServer({
@@ -75,14 +85,15 @@ export async function startStack(
   const profileDir = process.env.BENCH_CPU_PROFILE_DIR;
   const profiling = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
   const children: ChildProcess[] = [];
-  const start = async (file: string) => {
-    const { child, ready } = startScript(file, { env: common, nodeOptions: profiling });
+  const start = async (file: string, nodeOptions: readonly string[] = []) => {
+    const { child, ready } = startScript(file, { env: common, nodeOptions: [...profiling, ...nodeOptions] });
     children.push(child);
     await ready;
     return child;
   };
   const [worker, api] = await Promise.all([
-    start(entryFile(benchRuntime, 'worker')),
+    // The worker with the options production gives it on its command line.
+    start(entryFile(benchRuntime, 'worker'), [...workerNodeOptions, ...(options.workerNodeOptions ?? [])]),
     start(entryFile(benchRuntime, 'api')),
   ]);
 
@@ -101,6 +112,14 @@ export async function startStack(
     pool,
     workerPid: worker.pid!,
     apiPid: api.pid!,
+    processes: {
+      api: { pid: api.pid },
+      worker: { pid: worker.pid, except: renderer },
+      // The simulated provider's drawing, a child of the worker (a real provider's own machines).
+      'sim renderer': { pid: worker.pid, matching: renderer },
+      temporal: { pid: temporal.process.pid },
+      postgres: { pid: database.pid },
+    },
     env: common,
     async stop() {
       await Promise.all(children.map((child) => stopChild(child, 5000)));
@@ -112,16 +131,59 @@ export async function startStack(
   };
 }
 
-/** A worker for bench/bare-workflows.ts on the same Temporal server. */
+/** The simulated provider's renderer process, a child of the worker: by its command line. */
+const renderer = 'providers/simulated/renderer-child';
+
+/**
+ * A worker for bench/bare-workflows.ts on the same Temporal server, run as ours is: under tsx, or
+ * (BENCH_RUNTIME=build) as JavaScript on plain node, and from a workflow bundle made here, so that
+ * neither side pays for a loader or a bundler the other does not.
+ */
 export async function startBareWorker(
   temporalAddress: string,
   taskQueue: string,
-): Promise<{ stop(): Promise<void> }> {
-  const { child, ready } = startScript('bench/bare-worker.ts', {
-    env: { ...process.env, TEMPORAL_ADDRESS: temporalAddress, TASK_QUEUE: taskQueue },
+): Promise<{ pid: number; stop(): Promise<void> }> {
+  const scratch = await mkdtemp(path.join(os.tmpdir(), 'bench-bare-'));
+  const bundle = path.join(scratch, 'bare-workflows.js');
+  const { code } = await bundleWorkflowCode({
+    workflowsPath: path.join(projectRoot, 'bench', 'bare-workflows.ts'),
+    logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} },
+  });
+  await writeFile(bundle, code);
+  const file = benchRuntime === 'build' ? await compileBareWorker() : 'bench/bare-worker.ts';
+  const { child, ready } = startScript(file, {
+    env: {
+      ...process.env,
+      TEMPORAL_ADDRESS: temporalAddress,
+      TASK_QUEUE: taskQueue,
+      BARE_WORKFLOW_BUNDLE: bundle,
+    },
   });
   await ready;
-  return { stop: () => stopChild(child, 5000) };
+  return {
+    pid: child.pid!,
+    async stop() {
+      await stopChild(child, 5000);
+      await rm(scratch, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * bench/bare-worker.ts and its activities as JavaScript in dist/bench/ (inside the project, so that
+ * node_modules is found from there), transpiled file by file as tsc builds src/.
+ */
+async function compileBareWorker(): Promise<string> {
+  const out = path.join(projectRoot, 'dist', 'bench');
+  await mkdir(out, { recursive: true });
+  for (const name of ['bare-worker', 'bare-activities']) {
+    const source = await readFile(path.join(projectRoot, 'bench', `${name}.ts`), 'utf8');
+    const { outputText } = ts.transpileModule(source, {
+      compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2023 },
+    });
+    await writeFile(path.join(out, `${name}.js`), outputText);
+  }
+  return path.join(out, 'bare-worker.js');
 }
 
 /** The closed-loop generation benches' settings: BENCH_SECONDS (30, split over the rounds), BENCH_ROUNDS (3), BENCH_CLIENTS (20). */
@@ -193,7 +255,7 @@ function summarise(latencies: number[], errors: number, seconds: number): LoopRe
  * calls. Also returns each round's figures, to show the machine's noise.
  */
 export async function alternatingRounds<Side extends string>(
-  options: { rounds: number; seconds: number; clients: number; processes: Record<string, string> },
+  options: { rounds: number; seconds: number; clients: number; processes: Record<string, CpuSource> },
   sides: Record<Side, () => Promise<unknown>>,
 ): Promise<Record<Side, LoopResult & { cpu: Record<string, number>; rounds: number[] }>> {
   type Run = LoopResult & { cpu: Record<string, number> };
@@ -247,33 +309,14 @@ export function printComparison(
   ]);
 }
 
-/** CPU milliseconds used so far by each named process (matched on its command line). */
-export async function cpuByProcess(patterns: Record<string, string>): Promise<Record<string, number>> {
-  const entries = await Promise.all(
-    Object.entries(patterns).map(async ([name, pattern]) => [name, await cpuMs(pattern)] as const),
-  );
-  return Object.fromEntries(entries);
-}
-
-/** The processes of a benchmark stack, by the command lines that identify them. */
-export const stackProcesses = {
-  api: entryFile(benchRuntime, 'api'),
-  worker: entryFile(benchRuntime, 'worker'),
-  'bare worker': 'bench/bare-worker.ts',
-  // The simulated provider's drawing, a child of the worker (a real provider's own machines).
-  'sim renderer': 'providers/simulated/renderer-child',
-  temporal: 'server start-dev',
-  postgres: 'postgres',
-};
-
 /** Runs `run` and adds the CPU milliseconds each process spent per counted call. */
 export async function withCpuPerCall<T extends { count: number }>(
-  processes: Record<string, string>,
+  processes: Record<string, CpuSource>,
   run: () => Promise<T>,
 ): Promise<T & { cpu: Record<string, number> }> {
-  const before = await cpuByProcess(processes);
+  const before = await cpuBySource(processes);
   const result = await run();
-  const after = await cpuByProcess(processes);
+  const after = await cpuBySource(processes);
   const cpu = Object.fromEntries(
     Object.keys(processes).map((name) => [name, (after[name]! - before[name]!) / result.count]),
   );

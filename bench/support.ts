@@ -1,17 +1,25 @@
-import { execFileSync } from 'node:child_process';
-import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
 import { migrate } from '../src/admin/migrate.js';
 import { freePort } from '../src/dev/free-port.js';
 import { startMigratedPostgres } from '../src/dev/migrated-postgres.js';
+import { postmasterPid } from './process-cpu.js';
 
-/** DATABASE_URL if set, else a throw-away embedded PostgreSQL; migrated either way. */
-export async function benchDatabase(): Promise<{ url: string; embedded: boolean; stop(): Promise<void> }> {
+/**
+ * DATABASE_URL if set, else a throw-away embedded PostgreSQL; migrated either way. `pid` is the
+ * embedded server's postmaster (its backends are its children), undefined for an external one.
+ */
+export async function benchDatabase(): Promise<{
+  url: string;
+  embedded: boolean;
+  pid: number | undefined;
+  stop(): Promise<void>;
+}> {
   if (process.env.DATABASE_URL) {
     await migrate(process.env.DATABASE_URL);
-    return { url: process.env.DATABASE_URL, embedded: false, stop: () => Promise.resolve() };
+    return { url: process.env.DATABASE_URL, embedded: false, pid: undefined, stop: () => Promise.resolve() };
   }
   const dir = await mkdtemp(path.join(os.tmpdir(), 'bench-pg-'));
   await chmod(dir, 0o755); // run as root, PostgreSQL runs as `postgres` and must reach its data here
@@ -24,32 +32,12 @@ export async function benchDatabase(): Promise<{ url: string; embedded: boolean;
   return {
     url: postgres.url,
     embedded: true,
+    pid: await postmasterPid(path.join(dir, 'pg')),
     async stop() {
       await postgres.stop();
       await rm(dir, { recursive: true, force: true });
     },
   };
-}
-
-/** CPU time (user + system, ms) used so far by the processes whose command line matches `pattern`. */
-export async function cpuMs(pattern: string): Promise<number> {
-  let pids: string[];
-  try {
-    pids = execFileSync('pgrep', ['-f', pattern], { encoding: 'utf8' }).trim().split('\n').filter(Boolean);
-  } catch {
-    return 0; // none running
-  }
-  const ticksPerSecond = 100;
-  let ticks = 0;
-  for (const pid of pids) {
-    try {
-      const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
-      ticks += Number(fields[11]) + Number(fields[12]);
-    } catch {
-      // exited meanwhile
-    }
-  }
-  return (ticks * 1000) / ticksPerSecond;
 }
 
 export interface LoadResult {

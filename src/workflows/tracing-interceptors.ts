@@ -7,6 +7,11 @@
  * headers); any other workflow, every recorded history among them, runs exactly as without this
  * module. The choice depends only on the headers, which are part of the history, so replay
  * decides the same way.
+ *
+ * The OpenTelemetry modules (some 150 of the bundle's 240) are loaded only when a traced header is
+ * first seen: the worker instantiates a bundle's modules once per cached workflow, and loading them
+ * for every workflow cost each one about 0.4 MB of the worker's memory and its first task the time
+ * to evaluate them. `require` in this ES module is webpack's (see src/worker/workflow-bundle.ts).
  */
 import type {
   Next,
@@ -15,12 +20,22 @@ import type {
   WorkflowOutboundCallsInterceptor,
   WorkflowInternalsInterceptor,
 } from '@temporalio/workflow';
-import { TRACE_HEADER } from '@temporalio/interceptors-opentelemetry/lib/instrumentation.js';
-import {
+import type { TRACE_HEADER as LibraryTraceHeader } from '@temporalio/interceptors-opentelemetry/lib/instrumentation.js';
+import type * as OpenTelemetryWorkflow from '@temporalio/interceptors-opentelemetry/lib/workflow/index.js';
+import type {
   OpenTelemetryInboundInterceptor,
   OpenTelemetryInternalsInterceptor,
   OpenTelemetryOutboundInterceptor,
 } from '@temporalio/interceptors-opentelemetry/lib/workflow/index.js';
+
+/** The library's header name, written out so that testing for it loads nothing (the type checks it is the same). */
+const TRACE_HEADER: typeof LibraryTraceHeader = '_tracer-data';
+
+/** The OpenTelemetry workflow interceptors' module, evaluated in this workflow on first use. */
+function openTelemetryWorkflow(): typeof OpenTelemetryWorkflow {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy on purpose: see the module's comment
+  return require('@temporalio/interceptors-opentelemetry/lib/workflow/index.js') as typeof OpenTelemetryWorkflow;
+}
 
 type Inbound = Required<
   Pick<WorkflowInboundCallsInterceptor, 'execute' | 'handleUpdate' | 'validateUpdate' | 'handleSignal'>
@@ -37,12 +52,18 @@ export const interceptors: WorkflowInterceptorsFactory = () => {
     internals: OpenTelemetryInternalsInterceptor;
   } | null = null;
   const traced = (headers: Record<string, unknown>) => {
-    if (!otel && TRACE_HEADER in headers)
+    if (!otel && TRACE_HEADER in headers) {
+      const {
+        OpenTelemetryInboundInterceptor,
+        OpenTelemetryOutboundInterceptor,
+        OpenTelemetryInternalsInterceptor,
+      } = openTelemetryWorkflow();
       otel = {
         inbound: new OpenTelemetryInboundInterceptor(),
         outbound: new OpenTelemetryOutboundInterceptor(),
         internals: new OpenTelemetryInternalsInterceptor(),
       };
+    }
     return otel;
   };
 
