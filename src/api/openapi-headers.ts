@@ -34,6 +34,15 @@ export const preferWaitParameter = {
   schema: { type: 'string', examples: ['wait=30'] },
 };
 
+/** GET /generations/{id}: the conditional poll. */
+export const ifNoneMatchParameter = {
+  name: 'If-None-Match',
+  in: 'header',
+  required: false,
+  description: 'An ETag of an earlier answer: 304 with no body while the generation is unchanged.',
+  schema: { type: 'string' },
+};
+
 /** POST /generations/{id}/cancel. */
 export const cancelDescription =
   'No Idempotency-Key needed: a cancel is idempotent. Not yet handed to the provider, or still in its queue and stopped there: the generation ends failed with error.code canceled and credits_refunded true (refunded once). Running or finished at the provider, or terminal already: 409 not_cancelable with the generation, and nothing changes. A canceled generation answers 200 again.';

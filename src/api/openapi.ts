@@ -218,14 +218,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
           parameters: [
             ...pathParameters(routeSchemas.getGeneration.params),
             described.preferWaitParameter,
-            {
-              name: 'If-None-Match',
-              in: 'header',
-              required: false,
-              description:
-                'An ETag of an earlier answer: 304 with no body while the generation is unchanged.',
-              schema: { type: 'string' },
-            },
+            described.ifNoneMatchParameter,
           ],
           responses: {
             '200': {
