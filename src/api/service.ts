@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { Authenticator } from '../auth/authenticator.js';
 import { CatalogCache } from '../catalog/catalog-cache.js';
 import { ProviderAvailability } from './provider-availability.js';
-import { providersWithCredentials, stepHorizons, storageLocation, type Config } from '../config.js';
+import { providersWithCredentials, storageLocation, type Config } from '../config.js';
 import type { CreditBalance } from '../db/credits-repository.js';
 import type { GenerationRow } from '../db/generation-reads.js';
 import { InvalidatedCache } from '../invalidated-cache.js';
@@ -18,9 +18,8 @@ import { startMetricsServer, type MetricsServer } from '../observability/metrics
 import { startTracing } from '../observability/tracing.js';
 import { buildApp } from './app.js';
 import { GenerationWaiters, maxWaitSeconds } from './generation-waiters.js';
-import { MemoryAuthLimits, type AuthLimits } from './rate-limit.js';
-import { RedisAuthLimits } from './redis-limits.js';
 import { RequestLogWriter } from './request-log-writer.js';
+import { authLimitsFor, generationTiming } from './shared-wiring.js';
 
 export interface ApiService {
   app: FastifyInstance;
@@ -104,14 +103,7 @@ export async function createApiService(
   const requestLog = new RequestLogWriter(config.DATABASE_URL, logger.child({ component: 'request-log' }));
   // Measured only when someone can read it: no metrics port, no per-request cost.
   const registry = config.METRICS_PORT === undefined ? undefined : createMetricsRegistry();
-  const limits: AuthLimits = config.REDIS_URL
-    ? await RedisAuthLimits.connect({
-        url: config.REDIS_URL,
-        requestsPerKey: config.RATE_LIMIT_PER_MINUTE,
-        commandTimeoutMs: config.REDIS_TIMEOUT_MS,
-        logger: logger.child({ component: 'rate-limits' }),
-      })
-    : new MemoryAuthLimits(config.RATE_LIMIT_PER_MINUTE);
+  const limits = await authLimitsFor(config, logger);
   const app = await buildApp({
     db: pool,
     logger,
@@ -146,13 +138,7 @@ export async function createApiService(
       taskQueue: config.TEMPORAL_TASK_QUEUE,
       storage: openStorage(storageLocation(config), config.RESULT_BASE_URL),
       admissionTimeoutMs: config.ADMISSION_TIMEOUT_MS,
-      timing: {
-        submitTimeoutMs: config.PROVIDER_SUBMIT_TIMEOUT_MS,
-        pollIntervalMs: config.PROVIDER_POLL_INTERVAL_MS,
-        resultRetentionMs: config.RESULT_RETENTION_MS,
-        idempotencyRetentionMs: config.IDEMPOTENCY_RETENTION_MS,
-        horizons: stepHorizons(config),
-      },
+      timing: generationTiming(config),
     },
     configure,
   });

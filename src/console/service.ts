@@ -1,12 +1,11 @@
 import { Client, Connection } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { MemoryAuthLimits, type AuthLimits } from '../api/rate-limit.js';
-import { RedisAuthLimits } from '../api/redis-limits.js';
 import { RequestLogWriter } from '../api/request-log-writer.js';
+import { authLimitsFor, generationTiming } from '../api/shared-wiring.js';
 import { Authenticator } from '../auth/authenticator.js';
 import { CatalogCache } from '../catalog/catalog-cache.js';
-import { providersWithCredentials, stepHorizons, storageLocation, type Config } from '../config.js';
+import { providersWithCredentials, storageLocation, type Config } from '../config.js';
 import { createDatabasePool, type DatabasePool } from '../db/pool.js';
 import { openStorage } from '../storage/open-storage.js';
 import { temporalConnectionOptions } from '../temporal/connection-options.js';
@@ -36,14 +35,7 @@ export async function createConsoleService(config: Config, logger: Logger): Prom
   await catalog.start(config.CATALOG_REFRESH_MS);
   // No key cache: sign-ins are rare, and each is judged from PostgreSQL as it stands.
   const authenticator = new Authenticator(pool, { ttlMs: 0, cacheEnabled: () => false });
-  const limits: AuthLimits = config.REDIS_URL
-    ? await RedisAuthLimits.connect({
-        url: config.REDIS_URL,
-        requestsPerKey: config.RATE_LIMIT_PER_MINUTE,
-        commandTimeoutMs: config.REDIS_TIMEOUT_MS,
-        logger: logger.child({ component: 'rate-limits' }),
-      })
-    : new MemoryAuthLimits(config.RATE_LIMIT_PER_MINUTE);
+  const limits = await authLimitsFor(config, logger);
   const temporalConnection = Connection.lazy(temporalConnectionOptions(config.TEMPORAL_ADDRESS, config));
   const temporal = new Client({ connection: temporalConnection, namespace: config.TEMPORAL_NAMESPACE });
   const storage = openStorage(storageLocation(config), config.RESULT_BASE_URL);
@@ -65,13 +57,7 @@ export async function createConsoleService(config: Config, logger: Logger): Prom
       taskQueue: config.TEMPORAL_TASK_QUEUE,
       storage,
       admissionTimeoutMs: config.ADMISSION_TIMEOUT_MS,
-      timing: {
-        submitTimeoutMs: config.PROVIDER_SUBMIT_TIMEOUT_MS,
-        pollIntervalMs: config.PROVIDER_POLL_INTERVAL_MS,
-        resultRetentionMs: config.RESULT_RETENTION_MS,
-        idempotencyRetentionMs: config.IDEMPOTENCY_RETENTION_MS,
-        horizons: stepHorizons(config),
-      },
+      timing: generationTiming(config),
     },
   });
   return {
