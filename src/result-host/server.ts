@@ -5,7 +5,12 @@ import fastifyStatic from '@fastify/static';
 import { readiness, readinessCheck } from '../readiness.js';
 import type { S3Storage } from '../storage/s3-storage.js';
 import { serveBucketFiles } from './bucket-files.js';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+} from 'fastify';
 import type { Registry } from 'prom-client';
 import { observeHttpRequests } from '../observability/http-metrics.js';
 
@@ -53,9 +58,16 @@ export async function buildResultHost(
     const { statusCode, body } = readiness({ storage: await readinessCheck(storageReadable) });
     return reply.code(statusCode).send(body);
   });
-  app.setNotFoundHandler((_request, reply) =>
-    reply.code(404).send({ error: { code: 'not_found', message: 'No such result. It may have expired.' } }),
-  );
+  const notFound = (reply: FastifyReply) =>
+    reply.code(404).send({ error: { code: 'not_found', message: 'No such result. It may have expired.' } });
+  app.setNotFoundHandler((_request, reply) => notFound(reply));
+  // @fastify/static (10) answers its own 403 for paths it will not serve (dot or empty segments,
+  // `..%2F`, dotfiles under `dotfiles: 'deny'`). On this host every such path names no result, and
+  // a different status would tell a prober which spellings reach the folder: same 404 as any miss.
+  app.setErrorHandler((error: Error & { code?: string; statusCode?: number }, _request, reply) => {
+    if (error.code === 'FST_STATIC_FORBIDDEN_PATH' || error.statusCode === 403) return notFound(reply);
+    throw error; // to Fastify's own handler, as before
+  });
   await app.ready();
   return app;
 }

@@ -9,6 +9,23 @@ describe('console pages in Chromium against the real stack', () => {
   const stack = useGenerationStack({ account: { subscription: 50, oneTime: 950 } });
   const consoleUi = useConsole(stack);
 
+  it('serves its stylesheet and script from src/console/static, and nothing outside it', async () => {
+    const css = await fetch(`${consoleUi.url}/static/console.css`);
+    expect(css.status).toBe(200);
+    expect(css.headers.get('content-type')).toMatch(/^text\/css/);
+    expect(css.headers.get('cache-control')).toBe('public, max-age=300');
+    expect(await css.text()).toContain('{');
+    const script = await fetch(`${consoleUi.url}/static/console.js`);
+    expect(script.status).toBe(200);
+    expect(script.headers.get('content-type')).toMatch(/javascript/);
+    // A path that climbs out of the folder gets an error page (404 or @fastify/static's 403), never the file.
+    for (const escape of ['/static/..%2Fapp.ts', '/static/x/..%2F..%2Fapp.ts', '/static//..%2Fapp.ts']) {
+      const response = await fetch(`${consoleUi.url}${escape}`);
+      expect([403, 404], escape).toContain(response.status);
+      expect(await response.text(), escape).not.toContain('buildConsoleApp');
+    }
+  });
+
   it('overview, keys, playground, generation, gallery, request log, sign-out', async () => {
     const { context, page } = await consoleUi.newPage();
     await signIn(page, stack.account.key);
