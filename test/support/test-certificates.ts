@@ -1,4 +1,7 @@
 import { webcrypto } from 'node:crypto';
+// @peculiar/x509 2 resolves its parsers through tsyringe, which needs the Reflect metadata API
+// before x509 is evaluated (this import must stay above it). Test support only: src never loads it.
+import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
 
 /** A PEM certificate and its PKCS #8 private key. */
