@@ -7,7 +7,7 @@ import { projectRoot } from '../../src/project-root.js';
 
 const run = promisify(execFile);
 
-/** The majors package.json's `engines` names (`^22.12.0 || ^24.0.0`): what we build, test and run on. */
+/** The majors package.json's `engines` names (`^22.19.0 || ^24.0.0`): what we build, test and run on. */
 async function supportedMajors(): Promise<number[]> {
   const pkg = JSON.parse(await readFile(path.join(projectRoot, 'package.json'), 'utf8')) as {
     engines: { node: string };
