@@ -20,6 +20,7 @@ import {
 import { sendGeneration } from '../conditional-reads.js';
 import type { GenerationWaiters } from '../generation-waiters.js';
 import { honourPreferWait } from '../prefer-wait.js';
+import { providerDownError, providerOf } from '../provider-availability.js';
 import { toGeneration } from '../generation-view.js';
 import { encodeCursor } from '../list-query.js';
 import { routeSchemas } from '../route-schemas.js';
@@ -86,16 +87,11 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
    * startGeneration); undefined while the provider takes requests (the usual case costs nothing).
    */
   function providerDownRefusal(entry: CatalogEntry): (() => never) | undefined {
-    const provider = entry.provider?.name ?? 'simulated';
-    const retryAfterSeconds = deps.providerDownFor?.(provider) ?? null;
+    const retryAfterSeconds = deps.providerDownFor?.(providerOf(entry)) ?? null;
     if (retryAfterSeconds === null) return undefined;
     return () => {
       deps.metrics?.rejected(entry.id, 'service_unavailable');
-      throw new ApiError(
-        'service_unavailable',
-        `The provider of model ${entry.id} is unavailable, so no new generation was started. Nothing was charged; retry after ${retryAfterSeconds} s with the same Idempotency-Key and body.`,
-        { retryAfterSeconds },
-      );
+      throw providerDownError(entry, retryAfterSeconds);
     };
   }
 
