@@ -22,9 +22,10 @@ export interface ConsoleHarness {
 
 /**
  * The console process's service on the stack's database, worker queue and storage, listening on a
- * free port, and one headless Chromium for the file. Call inside describe() after useGenerationStack.
+ * free port, and one headless Chromium for the file. Call inside describe() after useGenerationStack;
+ * `env` changes the console's settings (for example the retention its generations start with).
  */
-export function useConsole(stack: GenerationStack): ConsoleHarness {
+export function useConsole(stack: GenerationStack, env: Record<string, string> = {}): ConsoleHarness {
   const harness = {} as ConsoleHarness;
   beforeAll(async () => {
     const port = await freePort();
@@ -35,6 +36,7 @@ export function useConsole(stack: GenerationStack): ConsoleHarness {
       RATE_LIMIT_PER_MINUTE: '1000000',
       CONSOLE_PORT: String(port),
       ...stack.worker.apiEnv,
+      ...env,
     });
     harness.service = await createConsoleService(config, createLogger('console-test', 'silent'));
     await harness.service.app.listen({ host: '127.0.0.1', port });
