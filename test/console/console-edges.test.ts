@@ -2,7 +2,7 @@ import { sql } from 'slonik';
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { bearer } from '../support/api.js';
-import { expectAccessible, signIn, useConsole } from '../support/console.js';
+import { expectAccessible, generateAndWait, signIn, useConsole } from '../support/console.js';
 import { useGenerationStack } from '../support/stack.js';
 
 /**
@@ -91,12 +91,8 @@ describe('console edges in Chromium against the real stack', () => {
       { name: 'a.png', mimeType: 'image/png', buffer: png },
       { name: 'b.png', mimeType: 'image/png', buffer: png },
     ]);
-    await page.getByRole('button', { name: 'Generate' }).click();
-    await page.waitForURL(/\/generations\/gen_/);
-    const generationId = new URL(page.url()).pathname.split('/').pop()!;
-    await expect
-      .poll(() => page.locator('[data-status]').textContent(), { timeout: 30_000 })
-      .toBe('succeeded');
+    // The page follows the generation live until it shows succeeded.
+    const generationId = await generateAndWait(page);
     expect(await debits()).toBe(before + 1);
     // The API stored both files and the generation names our copies, as for a data URI sent to /v1.
     const images = (await stack.db.pool.oneFirst(sql.unsafe`
@@ -115,12 +111,8 @@ describe('console edges in Chromium against the real stack', () => {
     await signIn(page, stack.account.key);
     await page.goto('/playground?model=lumen-lite');
     await page.getByLabel('Prompt').fill('kept for twenty seconds');
-    await page.getByRole('button', { name: 'Generate' }).click();
-    await page.waitForURL(/\/generations\/gen_/);
-    const generationId = new URL(page.url()).pathname.split('/').pop()!;
-    await expect
-      .poll(() => page.locator('[data-status]').textContent(), { timeout: 30_000 })
-      .toBe('succeeded');
+    // The page follows the generation live until it shows succeeded.
+    const generationId = await generateAndWait(page);
     await page.goto('/gallery');
     const tile = page.locator(`[data-gallery-item="${generationId}"]`);
     const imagePath = (await tile.getAttribute('href'))!;

@@ -64,6 +64,20 @@ export async function signIn(page: Page, key: string): Promise<void> {
   await page.waitForURL((url) => url.pathname === '/');
 }
 
+/**
+ * Clicks the playground's Generate, follows it to the generation's page and waits there until the
+ * page, updating itself, shows `succeeded`; the generation's id.
+ */
+export async function generateAndWait(page: Page, timeoutMs = 30_000): Promise<string> {
+  await page.getByRole('button', { name: 'Generate' }).click();
+  await page.waitForURL(/\/generations\/gen_/);
+  const generationId = new URL(page.url()).pathname.split('/').pop()!;
+  await expect
+    .poll(() => page.locator('[data-status]').textContent(), { timeout: timeoutMs })
+    .toBe('succeeded');
+  return generationId;
+}
+
 const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
 interface AxeViolation {

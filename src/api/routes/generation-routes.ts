@@ -2,7 +2,7 @@ import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
 import type { CatalogCache } from '../../catalog/catalog-cache.js';
 import type { CatalogEntry } from '../../catalog/catalog-entry.js';
-import { getGeneration, listGenerations, type GenerationRow } from '../../db/generation-reads.js';
+import { getGeneration, type GenerationRow } from '../../db/generation-reads.js';
 import { recordRejectedRequest } from '../../db/admission-repository.js';
 import type { InvalidatedCache } from '../../invalidated-cache.js';
 import { ApiError, ValidationError, admissionRefusal, idempotencyConflict } from '../../errors.js';
@@ -22,7 +22,7 @@ import type { GenerationWaiters } from '../generation-waiters.js';
 import { honourPreferWait } from '../prefer-wait.js';
 import { providerDownError, providerOf } from '../provider-availability.js';
 import { toGeneration } from '../generation-view.js';
-import { encodeCursor } from '../list-query.js';
+import { pageOfGenerations } from '../list-query.js';
 import { routeSchemas } from '../route-schemas.js';
 import { startGeneration, type StartGenerationDeps, type StartOutcome } from '../start-generation.js';
 import type { ZodApp } from '../zod-type-provider.js';
@@ -129,24 +129,18 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
     const { query } = request;
     const limit = query.limit ?? 20;
     const principal = principalOf(request);
-    const rows = await listGenerations(deps.db, {
+    const { rows, nextCursor } = await pageOfGenerations(deps.db, {
       accountId: principal.accountId,
       idempotencyKey:
         query.idempotency_key === undefined
           ? null
           : { apiKeyId: principal.keyId, key: query.idempotency_key },
-      limit: limit + 1,
+      limit,
       statuses: query.status ?? null,
       model: query.model ?? null,
       after: query.cursor ?? null,
     });
-    const page = rows.slice(0, limit);
-    const last = page.at(-1);
-    return {
-      data: page.map(toGeneration),
-      next_cursor:
-        rows.length > limit && last ? encodeCursor({ createdAt: last.created_at, id: last.id }) : null,
-    };
+    return { data: rows.map(toGeneration), next_cursor: nextCursor };
   });
 
   /**
