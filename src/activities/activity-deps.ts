@@ -3,6 +3,7 @@ import type { CommonQueryMethods } from 'slonik';
 import type { ProviderName } from '../catalog/provider-mapping.js';
 import type { GenerationMetrics } from '../observability/metrics.js';
 import type { Provider } from '../providers/provider.js';
+import type { DownloadPolicy } from '../providers/provider-http.js';
 import type { Storage } from '../storage/storage.js';
 
 /** The worker's resources every activity factory is built from; each factory picks the ones it uses. */
@@ -24,6 +25,11 @@ export interface ActivityDeps {
    * that died or hangs): default 60 s, longer than any adapter's create deadline. Tests shorten it.
    */
   submitClaimWindowMs?: number;
+  /**
+   * What fetching a customer's reference image may reach besides public HTTPS addresses
+   * (OUTBOUND_ALLOW_CIDRS; tests add their own certificate). Absent: public HTTPS only.
+   */
+  referenceImageFetch?: DownloadPolicy;
   /** Counts each generation's outcomes where they commit (absent: nothing is counted). */
   metrics?: GenerationMetrics;
 }

@@ -16,12 +16,20 @@ import {
 } from '../workflows/generation-types.js';
 import type { GenerationActivities } from '../workflows/generation-activity-contract.js';
 import type { ActivityDeps } from './activity-deps.js';
+import { createStagingActivities } from './image-staging.js';
 import { createSubmitActivities } from './submit-activity.js';
 import { createResultActivities } from './result-activities.js';
 
 type GenerationActivityDeps = Pick<
   ActivityDeps,
-  'db' | 'providerFor' | 'storage' | 'concurrencyLimit' | 'persistHeartbeatMs' | 'inFlightCap' | 'metrics'
+  | 'db'
+  | 'providerFor'
+  | 'storage'
+  | 'concurrencyLimit'
+  | 'persistHeartbeatMs'
+  | 'inFlightCap'
+  | 'metrics'
+  | 'referenceImageFetch'
 >;
 
 /**
@@ -41,6 +49,8 @@ export function createGenerationActivities(
     async admit(start: GenerationStart, key?: KeyClaim): Promise<Admission> {
       return admitGeneration(db, start, deps.concurrencyLimit, key ?? null, metrics);
     },
+
+    ...createStagingActivities(deps),
 
     ...createSubmitActivities(deps),
 

@@ -1,4 +1,5 @@
 import { Context } from '@temporalio/activity';
+import { CONSOLE_SESSION_IDLE_MS, pruneConsoleRecords } from '../db/console-sessions.js';
 import { pruneKeyRecords, pruneRejectedGenerations, pruneRequestLog } from '../db/pruning-repository.js';
 import { pruneSimulatedJobs } from '../providers/simulated/simulated-provider.js';
 import type { PruningActivities, PruningOptions, PruningReport } from '../workflows/pruning-workflow.js';
@@ -33,12 +34,15 @@ export function createPruningActivities(deps: Pick<ActivityDeps, 'db'>): Pruning
           options.simProviderJobRetentionMs > 0,
           (limit) => pruneSimulatedJobs(db, options.simProviderJobRetentionMs, limit),
         ],
+        // Idle console sessions, expired sign-in links, once-only form marks a day old: always due.
+        ['consoleRecords', true, (limit) => pruneConsoleRecords(db, CONSOLE_SESSION_IDLE_MS, limit)],
       ];
       const report: PruningReport = {
         requestLog: 0,
         rejectedGenerations: 0,
         keyRecords: 0,
         simProviderJobs: 0,
+        consoleRecords: 0,
         unfinished: [],
       };
       for (const [table, due, prune] of steps) {

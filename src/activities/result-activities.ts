@@ -15,7 +15,6 @@ import { copyResult } from '../providers/result-copy.js';
 import { noGenerationMetrics } from '../observability/metrics.js';
 import type { ActivityDeps } from './activity-deps.js';
 import { settledFailure } from './settled-failure.js';
-import { storeThumbnails } from './thumbnails.js';
 
 type ResultDeps = Pick<ActivityDeps, 'db' | 'providerFor' | 'storage' | 'persistHeartbeatMs' | 'metrics'>;
 
@@ -55,10 +54,11 @@ export function createResultActivities(deps: ResultDeps) {
             { jobId, reference: generation.jobId, index, result },
             storage,
             claimed.prefix,
+            // Before the record says succeeded: a gallery row never names a thumbnail not yet made.
+            // Rewriting one on a retried persist gives the same file: the step stays idempotent.
+            { thumbnail: true },
           ),
         );
-      // Before the record says succeeded: a gallery row never names a thumbnail not yet made.
-      await storeThumbnails(storage, outputs);
       const completed = await completeGeneration(db, generation.generationId, outputs, retentionMs);
       if (!completed) {
         await storage.deletePrefix(claimed.prefix);

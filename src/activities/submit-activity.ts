@@ -16,6 +16,7 @@ import type { CatalogEntry } from '../catalog/catalog-entry.js';
 import { ownValue } from '../catalog/own-value.js';
 import { resolveOptions } from '../catalog/pricing.js';
 import {
+  OwnStorageError,
   ProviderRejection,
   ProviderTransientError,
   ProviderUncertainError,
@@ -155,9 +156,15 @@ export function createSubmitActivities(deps: SubmitDeps) {
           message: 'this submit attempt no longer holds the claim; another attempt has the job in hand',
           nextRetryDelay: '1 second',
         });
-      if (!sent || error instanceof ProviderTransientError || error instanceof ProviderRejection) {
-        // Nothing reached the provider, or it refused the job (a rejection seen by an attempt the
-        // POST abandoned must reach the workflow: the next attempt sends again and hears it).
+      if (
+        !sent ||
+        error instanceof ProviderTransientError ||
+        error instanceof ProviderRejection ||
+        error instanceof OwnStorageError
+      ) {
+        // Nothing reached the provider (our storage failing while the create was prepared sent
+        // nothing), or it refused the job (a rejection seen by an attempt the POST abandoned must
+        // reach the workflow: the next attempt sends again and hears it).
         await releaseSubmitClaim(db, generationId, attempt);
         await releaseProviderSlot(db, generationId);
       } else {

@@ -1,4 +1,6 @@
+import type { CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
+import { listGenerations, type GenerationRow, type ListFilter } from '../db/generation-reads.js';
 import { storableString } from '../storable-text.js';
 import { generationStatuses as statuses, type GenerationStatus } from '../generation.js';
 
@@ -16,6 +18,24 @@ interface ListPosition {
 /** A cursor is the position as base64url JSON, `[created_at, id]`: opaque to clients. */
 export function encodeCursor(position: ListPosition): string {
   return Buffer.from(JSON.stringify([position.createdAt, position.id])).toString('base64url');
+}
+
+/**
+ * One page of the account's generations, newest first, and the cursor of the next page (null on
+ * the last): GET /v1/generations and the console's list page alike.
+ */
+export async function pageOfGenerations(
+  db: CommonQueryMethods,
+  filter: ListFilter,
+): Promise<{ rows: readonly GenerationRow[]; nextCursor: string | null }> {
+  const rows = await listGenerations(db, { ...filter, limit: filter.limit + 1 });
+  const page = rows.slice(0, filter.limit);
+  const last = page.at(-1);
+  return {
+    rows: page,
+    nextCursor:
+      rows.length > filter.limit && last ? encodeCursor({ createdAt: last.created_at, id: last.id }) : null,
+  };
 }
 
 /** The latest instant a cursor can name: created_at as the list shows it, in years 1970 to 9999. */

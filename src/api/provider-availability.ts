@@ -1,6 +1,8 @@
 import type { Logger } from 'pino';
 import type { CommonQueryMethods } from 'slonik';
+import type { CatalogEntry } from '../catalog/catalog-entry.js';
 import { providersDown } from '../db/provider-health.js';
+import { ApiError } from '../errors.js';
 
 /**
  * Which providers are down, as workers last recorded it (provider_health), held in memory: POST
@@ -45,4 +47,21 @@ export class ProviderAvailability {
   stop(): void {
     if (this.timer) clearInterval(this.timer);
   }
+}
+
+/** The provider that serves a model (the simulated one when the catalog names none). */
+export function providerOf(entry: CatalogEntry): string {
+  return entry.provider?.name ?? 'simulated';
+}
+
+/**
+ * The refusal of a new generation while its model's provider is down (the API's POST and the
+ * console's playground alike): nothing charged, retry after the next probe with the same key.
+ */
+export function providerDownError(entry: CatalogEntry, retryAfterSeconds: number): ApiError {
+  return new ApiError(
+    'service_unavailable',
+    `The provider of model ${entry.id} is unavailable, so no new generation was started. Nothing was charged; retry after ${retryAfterSeconds} s with the same Idempotency-Key and body.`,
+    { retryAfterSeconds },
+  );
 }

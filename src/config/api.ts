@@ -107,8 +107,8 @@ export const apiSettings = settingGroup({
       text: 'How long a resolved API key or a balance is trusted without asking PostgreSQL; changes are pushed at once by NOTIFY.',
     },
     CATALOG_REFRESH_MS: {
-      readBy: ['api'],
-      text: 'Catalog reload safety net; edits are also pushed by NOTIFY.',
+      readBy: ['api', 'console'],
+      text: 'Catalog and provider-state reload safety net; changes are also pushed by NOTIFY.',
     },
     REDIS_URL: {
       readBy: ['api'],

@@ -19,4 +19,6 @@ export interface ConsoleRouteDeps {
   /** The API's request log: the playground's generations are requests made with the session's key. */
   requestLog: RequestLogWriter;
   cookie: CookieSerializeOptions;
+  /** Seconds until a down provider is probed again (the API's ProviderAvailability); null while it takes requests. */
+  providerDownFor: (provider: string) => number | null;
 }

@@ -2,10 +2,12 @@ import { Client, Connection } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { RequestLogWriter } from '../api/request-log-writer.js';
+import { ProviderAvailability } from '../api/provider-availability.js';
 import { authLimitsFor, generationTiming } from '../api/shared-wiring.js';
 import { Authenticator } from '../auth/authenticator.js';
 import { CatalogCache } from '../catalog/catalog-cache.js';
 import { providersWithCredentials, storageLocation, type Config } from '../config.js';
+import { NotificationListener } from '../db/notifications.js';
 import { createDatabasePool, type DatabasePool } from '../db/pool.js';
 import { openStorage } from '../storage/open-storage.js';
 import { temporalConnectionOptions } from '../temporal/connection-options.js';
@@ -32,7 +34,21 @@ export async function createConsoleService(config: Config, logger: Logger): Prom
     logger.child({ component: 'catalog' }),
     providersWithCredentials(config),
   );
+  // Which providers are down, as the API knows it: the playground refuses new generations for them alike.
+  const providers = new ProviderAvailability(pool, logger.child({ component: 'provider-health' }));
+  // The catalog and provider states as PostgreSQL announces their changes (the timers are the safety net).
+  const reloadCatalog = () =>
+    void catalog.reload().catch((error: unknown) => logger.warn({ err: error }, 'catalog reload failed'));
+  const listener = new NotificationListener(config.DATABASE_URL, logger.child({ component: 'notifications' }))
+    .on('provider_health_changed', () => providers.reloadInBackground())
+    .on('catalog_changed', reloadCatalog)
+    .onReconnect(() => {
+      reloadCatalog();
+      providers.reloadInBackground();
+    });
+  await listener.start();
   await catalog.start(config.CATALOG_REFRESH_MS);
+  await providers.start(config.CATALOG_REFRESH_MS);
   // No key cache: sign-ins are rare, and each is judged from PostgreSQL as it stands.
   const authenticator = new Authenticator(pool, { ttlMs: 0, cacheEnabled: () => false });
   const limits = await authLimitsFor(config, logger);
@@ -50,6 +66,7 @@ export async function createConsoleService(config: Config, logger: Logger): Prom
     requestLog,
     publicUrl: config.CONSOLE_PUBLIC_URL,
     resultBaseUrl: config.RESULT_BASE_URL,
+    providerDownFor: (provider) => providers.retryAfterSeconds(provider),
     maxUploadBytes: Math.min(config.BODY_LIMIT_BYTES, 20 * 1024 * 1024),
     admission: {
       db: pool,
@@ -66,6 +83,8 @@ export async function createConsoleService(config: Config, logger: Logger): Prom
     async close() {
       await app.close();
       catalog.stop();
+      providers.stop();
+      await listener.close();
       await requestLog.close();
       await limits.close();
       await temporalConnection.close();

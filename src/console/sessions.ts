@@ -1,7 +1,13 @@
 import type { CommonQueryMethods } from 'slonik';
 import type { Authenticator } from '../auth/authenticator.js';
 import { judgeKeyPrincipal } from '../auth/authenticator.js';
-import { endSession, openSession, redeemSignInLink, touchSession } from '../db/console-sessions.js';
+import {
+  CONSOLE_SESSION_IDLE_MS,
+  endSession,
+  openSession,
+  redeemSignInLink,
+  touchSession,
+} from '../db/console-sessions.js';
 import type { AuthLimits } from '../api/rate-limit.js';
 import { newSecret, secretHash } from './session-ids.js';
 
@@ -19,7 +25,7 @@ export type Resumed = { ok: true; user: ConsoleUser } | { ok: false; reason: str
 export type SignIn = { ok: true; sessionId: string } | { ok: false; status: number; message: string };
 
 /** Idle sessions end after this long: 12 hours. */
-export const SESSION_IDLE_MS = 12 * 60 * 60 * 1000;
+export const SESSION_IDLE_MS = CONSOLE_SESSION_IDLE_MS;
 
 /**
  * Opens, resumes and ends console sessions. A pasted key is judged exactly as the API judges it

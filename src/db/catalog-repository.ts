@@ -10,6 +10,14 @@ export async function listActiveModels(db: CommonQueryMethods): Promise<readonly
   return db.any(sql.type(modelRow)`SELECT id, definition FROM models WHERE active ORDER BY sort_order, id`);
 }
 
+/** A model's stored definition (active or retired), unchecked; null when there is no such model. */
+export async function storedDefinition(db: CommonQueryMethods, id: string): Promise<unknown> {
+  return (
+    (await db.maybeOne(sql.type(modelRow)`SELECT id, definition FROM models WHERE id = ${id}`))?.definition ??
+    null
+  );
+}
+
 /** A model as an import writes it: the definition already checked by the caller. */
 interface ModelImportRow {
   id: string;

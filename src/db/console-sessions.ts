@@ -7,6 +7,9 @@ import { qualifyingPurchaseSql } from './accounts-repository.js';
  * already hashed: their plaintext lives only in the browser's cookie or the printed link.
  */
 
+/** Idle sessions end after this long: 12 hours (then they are deleted when next used, or by pruning). */
+export const CONSOLE_SESSION_IDLE_MS = 12 * 60 * 60 * 1000;
+
 const sessionPrincipalRow = z.object({
   key_id: z.string(),
   account_id: z.string(),
@@ -78,4 +81,69 @@ export async function redeemSignInLink(
     UPDATE console_sign_in_links SET used_at = now()
     WHERE token_sha256 = ${tokenSha256} AND used_at IS NULL AND expires_at > now()
     RETURNING account_id AS "accountId", api_key_id AS "apiKeyId"`);
+}
+
+/**
+ * Marks a once-only form (see migration 0015) as sent, inside the transaction that does its work:
+ * true the first time; false when it was sent before (then nothing may be done again).
+ */
+export async function claimForm(
+  db: CommonQueryMethods,
+  input: { formSha256: string; accountId: string },
+): Promise<boolean> {
+  const claimed = await db.maybeOne(sql.unsafe`
+    INSERT INTO console_form_uses (form_sha256, account_id) VALUES (${input.formSha256}, ${input.accountId})
+    ON CONFLICT (form_sha256) DO NOTHING
+    RETURNING 1`);
+  return claimed !== null;
+}
+
+/** Records the key a once-only form created, for the answer to a later resending of it. */
+export async function recordFormKey(
+  db: CommonQueryMethods,
+  formSha256: string,
+  apiKeyId: string,
+): Promise<void> {
+  await db.query(
+    sql.unsafe`UPDATE console_form_uses SET api_key_id = ${apiKeyId} WHERE form_sha256 = ${formSha256}`,
+  );
+}
+
+/** The key a form of this account created when it was first sent (null: none, or another account's form). */
+export async function keyOfForm(
+  db: CommonQueryMethods,
+  input: { formSha256: string; accountId: string },
+): Promise<string | null> {
+  return db.maybeOneFirst(sql.type(z.object({ api_key_id: z.string() }))`
+    SELECT api_key_id FROM console_form_uses
+    WHERE form_sha256 = ${input.formSha256} AND account_id = ${input.accountId} AND api_key_id IS NOT NULL`);
+}
+
+/**
+ * Pruning: sessions idle past `idleMs`, sign-in links past their expiry and form uses older than a
+ * day, at most `limit` rows of each; the number deleted.
+ */
+export async function pruneConsoleRecords(
+  db: CommonQueryMethods,
+  idleMs: number,
+  limit: number,
+): Promise<number> {
+  const idle = sql.interval({ seconds: idleMs / 1000 });
+  return db.oneFirst(sql.type(z.object({ n: z.number() }))`
+    WITH sessions AS (
+      DELETE FROM console_sessions WHERE id_sha256 IN (
+        SELECT id_sha256 FROM console_sessions WHERE last_seen_at < now() - ${idle}
+        ORDER BY last_seen_at LIMIT ${limit})
+      RETURNING 1
+    ), links AS (
+      DELETE FROM console_sign_in_links WHERE token_sha256 IN (
+        SELECT token_sha256 FROM console_sign_in_links WHERE expires_at < now() LIMIT ${limit})
+      RETURNING 1
+    ), forms AS (
+      DELETE FROM console_form_uses WHERE form_sha256 IN (
+        SELECT form_sha256 FROM console_form_uses WHERE used_at < now() - interval '1 day'
+        ORDER BY used_at LIMIT ${limit})
+      RETURNING 1
+    )
+    SELECT ((SELECT count(*) FROM sessions) + (SELECT count(*) FROM links) + (SELECT count(*) FROM forms))::int AS n`);
 }

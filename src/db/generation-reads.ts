@@ -44,7 +44,7 @@ export async function getGeneration(
   );
 }
 
-interface ListFilter {
+export interface ListFilter {
   accountId: string;
   limit: number;
   statuses: GenerationStatus[] | null;

@@ -40,6 +40,24 @@ export async function claimOutputPrefix(
   return { prefix: row.output_prefix, refunded: row.credits_refunded, completed };
 }
 
+/**
+ * The generation's input folder, where the customer's reference images are stored once fetched:
+ * the one the API stored inline images in, else `candidate` the first time and the same ever
+ * after. Recorded before any file is written, so whatever is stored there is deleted with the
+ * generation's inputs (when it ends without success, or at content expiry). `refunded`: nothing
+ * more may be stored for it.
+ */
+export async function claimInputPrefix(
+  db: CommonQueryMethods,
+  generationId: string,
+  candidate: string,
+): Promise<{ prefix: string; refunded: boolean }> {
+  const row = await db.one(sql.type(z.object({ input_prefix: z.string(), credits_refunded: z.boolean() }))`
+    UPDATE generations SET input_prefix = COALESCE(input_prefix, ${candidate}) WHERE id = ${generationId}
+    RETURNING input_prefix, credits_refunded`);
+  return { prefix: row.input_prefix, refunded: row.credits_refunded };
+}
+
 /** The outputs a completed generation's record holds (empty once its content expired). */
 function storedOutputs(output: unknown): StoredOutput[] {
   const record = (output ?? {}) as { images?: StoredImage[]; videos?: StoredVideo[] };

@@ -71,11 +71,16 @@ export function classify(error: unknown, url: URL, deadline: AbortSignal): Error
   });
 }
 
-export function forbidden(url: URL, address: string, range: string): OutboundFetchError {
+/**
+ * A host at an address we never fetch. The message (which can reach the customer, in a
+ * generation's error) names the kind of range but not the address: what a name resolves to on
+ * our network is ours to keep.
+ */
+export function forbidden(url: URL, _address: string, range: string): OutboundFetchError {
   return new OutboundFetchError(
     'forbidden_address',
     'refused',
-    `${origin(url)} is at ${address} (${range}), which is not fetched`,
+    `${origin(url)} resolves to an address we never fetch (${range})`,
   );
 }
 

@@ -253,4 +253,6 @@ export interface DownloadPolicy {
   allowCidrs: readonly string[];
   /** Whether plain http URLs are fetched: only when the provider's own API is configured on http (a local stand-in). */
   allowHttp: boolean;
+  /** Certificates (PEM) trusted besides the system's (an internal image mirror's; tests' own). */
+  extraCa?: readonly string[];
 }

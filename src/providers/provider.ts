@@ -124,6 +124,17 @@ export class ProviderTransientError extends Error {
   }
 }
 
+/**
+ * Our own storage failed (a disk or bucket read or write) while preparing a call: nothing was sent,
+ * so the call may be tried again. It says nothing of the provider, nor of the customer's input, so
+ * it never counts against the provider's health (see provider-health-tracker.ts): a bucket outage
+ * must not take every provider down with it.
+ */
+export class OwnStorageError extends Error {
+  override readonly name = 'OwnStorageError';
+  readonly code = 'storage_unavailable';
+}
+
 /** The provider is throttling us (429): nothing happened, and it is not down. */
 export class ProviderThrottled extends ProviderTransientError {
   override readonly name = 'ProviderThrottled';

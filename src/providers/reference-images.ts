@@ -8,8 +8,8 @@ import { mediaTypeOfName, type Storage } from '../storage/storage.js';
 import type { DownloadPolicy } from './provider-http.js';
 import {
   CustomerInputRejection,
+  OwnStorageError,
   ProviderRejection,
-  ProviderTransientError,
   type ProviderTarget,
 } from './provider.js';
 
@@ -54,6 +54,15 @@ export function referenceImageFields(entry: Pick<CatalogEntry, 'options' | 'prov
   );
 }
 
+/** The request fields (`images`, image options) the entry's reference image fields are taken from. */
+export function referenceImageSources(entry: Pick<CatalogEntry, 'options' | 'provider'>): string[] {
+  const fields = new Set(referenceImageFields(entry));
+  const sources = Object.entries(entry.provider?.input ?? {}).flatMap(([field, mapping]) =>
+    fields.has(field) && 'from' in mapping ? [mapping.from].flat() : [],
+  );
+  return [...new Set(sources)];
+}
+
 /**
  * One reference image's bytes and type. One of ours is sized before it is read (a stat, or a
  * HEAD on a bucket) and read from storage, never over HTTP; any other URL is fetched under the
@@ -68,9 +77,21 @@ export async function readReferenceImage(
   const image = storage.keyOf(url)
     ? await readStoredImage(url, storage)
     : await fetchImage(url, policy, retry);
-  const problem = dimensionsProblem(image.bytes);
-  if (problem) throw new CustomerInputRejection(`a reference image cannot be used: ${problem}`);
+  imageTypeOf(image.bytes);
   return image;
+}
+
+/**
+ * A customer's image URL fetched under the outbound rules and held to the reference image limits,
+ * with the type its bytes are (not the type its host declared). Refusals are CustomerInputRejections.
+ */
+export async function fetchReferenceImage(
+  url: string,
+  policy: DownloadPolicy,
+  retry: ReferenceRetry = defaultRetry,
+): Promise<{ bytes: Buffer; contentType: string }> {
+  const { bytes } = await fetchImage(url, policy, retry);
+  return { bytes, contentType: imageTypeOf(bytes) };
 }
 
 async function readStoredImage(
@@ -81,11 +102,11 @@ async function readStoredImage(
   const contentType = mediaTypeOfName(name);
   if (!imageTypes.has(contentType))
     throw new CustomerInputRejection(`a reference image of ours is ${contentType}, not an image`);
-  // Our store failing says nothing of the input (nor of the provider): its error goes up as it is.
-  const size = await storage.size(prefix, name);
+  // Our store failing says nothing of the input, nor of the provider.
+  const size = await ownStorage(() => storage.size(prefix, name));
   if (size === null) throw new CustomerInputRejection('a reference image is no longer stored');
   if (size > maxReferenceImageBytes) throw tooLarge(size);
-  const bytes = await storage.read(prefix, name);
+  const bytes = await ownStorage(() => storage.read(prefix, name));
   if (!bytes) throw new CustomerInputRejection('a reference image is no longer stored');
   // Written between the stat and the read? Never: stored files do not change. Checked anyway.
   if (bytes.length > maxReferenceImageBytes) throw tooLarge(bytes.length);
@@ -106,6 +127,7 @@ async function fetchImage(
         accept: [...imageTypes],
         schemes: policy.allowHttp ? ['https:', 'http:'] : ['https:'],
         allowCidrs: policy.allowCidrs,
+        ...(policy.extraCa?.length ? { extraCa: policy.extraCa } : {}),
       });
     } catch (error) {
       if (!(error instanceof OutboundFetchError))
@@ -145,23 +167,53 @@ export async function inlineStoredImages(
       input[field] = Array.isArray(value) ? await Promise.all(value.map(inline)) : await inline(value);
     }
   } catch (error) {
-    if (error instanceof ProviderRejection) throw error;
-    // Our store failing: nothing was sent, so the submit may be tried again.
-    throw new ProviderTransientError(
+    if (error instanceof ProviderRejection || error instanceof OwnStorageError) throw error;
+    // Anything else of ours (encoding the data URI): nothing was sent, the submit may be tried again.
+    throw new OwnStorageError(
       `a stored reference image could not be read; nothing was sent: ${messageOf(error)}`,
     );
   }
   return input;
 }
 
-/** Why an image's declared size may not be decoded, or null; bytes whose size cannot be read are no image. */
-function dimensionsProblem(bytes: Buffer): string | null {
+/** A call on our own storage; its failure is ours (OwnStorageError), never the input's or the provider's. */
+async function ownStorage<T>(call: () => Promise<T>): Promise<T> {
   try {
-    const { width, height } = imageSize(bytes);
-    return imageDimensionsProblem(width, height);
-  } catch {
-    return 'it is not an image whose size can be read';
+    return await call();
+  } catch (error) {
+    throw new OwnStorageError(`our storage could not be read: ${messageOf(error)}`, { cause: error });
   }
+}
+
+/** The types image-size reads that a reference image may be. */
+const sniffedTypes: Record<string, string> = {
+  png: 'image/png',
+  jpg: 'image/jpeg',
+  webp: 'image/webp',
+  gif: 'image/gif',
+};
+
+/**
+ * The media type an image's bytes are, once its declared size is within the limits; a
+ * CustomerInputRejection when its size cannot be read, is too large to decode, or it is another type.
+ */
+function imageTypeOf(bytes: Buffer): string {
+  let size: { width: number; height: number; type?: string };
+  try {
+    size = imageSize(bytes);
+  } catch {
+    throw new CustomerInputRejection(
+      'a reference image cannot be used: it is not an image whose size can be read',
+    );
+  }
+  const problem = imageDimensionsProblem(size.width, size.height);
+  if (problem) throw new CustomerInputRejection(`a reference image cannot be used: ${problem}`);
+  const type = sniffedTypes[size.type ?? ''];
+  if (!type)
+    throw new CustomerInputRejection(
+      `a reference image cannot be used: it is ${size.type ?? 'unknown'}, not png, jpeg, webp or gif`,
+    );
+  return type;
 }
 
 function tooLarge(size: number): CustomerInputRejection {

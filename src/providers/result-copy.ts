@@ -5,6 +5,7 @@ import {
   UnreadableMediaError,
   type MeasuredMedia,
 } from '../media/measure-media.js';
+import { makeThumbnail, thumbnailName } from '../media/thumbnail.js';
 import { extensionOfMediaType, type Storage } from '../storage/storage.js';
 import type { Provider, ProviderResult } from './provider.js';
 
@@ -19,6 +20,12 @@ export async function copyResult(
   job: { jobId: string; reference: string; index: number; result: ProviderResult },
   storage: Storage,
   prefix: string,
+  /**
+   * `thumbnail`: an image gets the gallery's thumbnail beside it in the same folder, which content
+   * expiry deletes with it (see makeThumbnail), made from the bytes or file in hand rather than read
+   * back from storage (a second download, from a bucket).
+   */
+  options: { thumbnail?: boolean } = {},
 ): Promise<{ url: string } & MeasuredMedia> {
   const content = await provider.fetchResult(job.jobId, job.index, job.result);
   try {
@@ -41,6 +48,12 @@ export async function copyResult(
       'bytes' in content
         ? await storage.put(prefix, name, content.bytes)
         : await storage.putFile(prefix, name, content.file, content.size);
+    if (options.thumbnail && media.contentType.startsWith('image/'))
+      await storage.put(
+        prefix,
+        thumbnailName(name),
+        await makeThumbnail('bytes' in content ? content.bytes : content.file),
+      );
     return { url, ...media };
   } finally {
     if ('dispose' in content) await content.dispose();

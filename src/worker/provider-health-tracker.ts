@@ -23,8 +23,9 @@ export interface HealthPolicy {
 /**
  * Whether a failed call says the provider is unwell: it could not be reached, it failed (5xx,
  * timeouts, lost answers) or it refused our credentials. A 429 is the provider working as agreed;
- * a rejected input, an expired result, or an uncertainty our own records hold (a worker that died
- * mid-call) says nothing about it.
+ * a rejected input, an expired result, an uncertainty our own records hold (a worker that died
+ * mid-call), or our own storage failing while a call was prepared (OwnStorageError: nothing was
+ * sent) says nothing about it.
  */
 function isOutage(error: unknown): boolean {
   if (error instanceof ProviderThrottled) return false;

@@ -93,6 +93,8 @@ export function activityDeps(
       storage,
       inFlightCap: (name) => caps[name],
       concurrencyLimit: config.CONCURRENT_GENERATIONS_PER_ACCOUNT,
+      // Customers' image URLs are HTTPS (the API accepts no other), wherever the providers are.
+      referenceImageFetch: { allowCidrs: config.OUTBOUND_ALLOW_CIDRS, allowHttp: false },
       metrics: metrics?.generations,
       ...overrides,
     },

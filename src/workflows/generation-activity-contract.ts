@@ -13,6 +13,13 @@ export interface GenerationActivities<Result = unknown, Output = unknown> {
    * too (or the earlier generation whose record holds the key). Runs that predate key records claim none.
    */
   admit: (start: GenerationStart, key?: KeyClaim) => Promise<Admission>;
+  /**
+   * The request's input with each reference image URL of the customer's own replaced by our stored
+   * copy: fetched once under the outbound rules and the reference image limits, stored under the
+   * generation's input folder (deleted with its inputs). A copy stored before is not fetched again.
+   * An image that cannot be used fails it as `ReferenceImageRefused`.
+   */
+  stageImages: (start: GenerationStart) => Promise<{ input: Record<string, unknown> }>;
   /** Hands the job to the provider, once: a later attempt asks the provider instead of sending it again. */
   submit: (start: GenerationStart) => Promise<{ jobId: string }>;
   /** Where submission stands when its horizon passes: a recorded job, or whether the provider may have one. */

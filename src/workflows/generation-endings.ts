@@ -65,5 +65,23 @@ export function generationEndings(
     }
   }
 
-  return { fail, giveUp, settled, discardContent, cancelAtProvider };
+  /**
+   * Content expiry. If it cannot complete, the files stay and operators are told (the run then
+   * holds the key open). `keyInDatabase`: the key's record, not the run, holds the key from here.
+   */
+  async function expire(keyInDatabase: boolean): Promise<void> {
+    try {
+      await steps.expireContent(start.generationId);
+      enter(
+        'expired',
+        'succeeded',
+        keyInDatabase ? 'content expired' : 'content expired; holding the idempotency key',
+      );
+    } catch (error) {
+      if (isCancellation(error)) throw error;
+      enter('expiry_failed', 'succeeded', `content expiry failed; its files remain: ${String(error)}`, true);
+    }
+  }
+
+  return { fail, giveUp, settled, discardContent, cancelAtProvider, expire };
 }

@@ -18,6 +18,15 @@ export const generationErrors = {
     code: 'generation_failed',
     message: 'Support found this generation was not produced. The credits were refunded.',
   },
+  /**
+   * A reference image the customer named could not be fetched or used (no such host, a 4xx, not an
+   * image, over the limits, a host that kept failing): the request's fault, found before the provider
+   * was asked. The code is the one a provider's refusal of the input has.
+   */
+  referenceImageUnusable: (reason: string): GenerationError => ({
+    code: 'provider_rejected',
+    message: `${reason.charAt(0).toUpperCase()}${reason.slice(1)}. Nothing was sent to the provider; the credits were refunded.`,
+  }),
   /** The client (or support, or an operator) canceled it before the provider ran it. */
   canceled: {
     code: 'canceled',
@@ -52,6 +61,7 @@ export const generationErrors = {
 /** What went wrong at a step that gave up after the debit: the `what` of cannotComplete and timedOut. */
 export const whatFailed = {
   submit: 'This generation could not be submitted to the provider.',
+  staging: 'The reference images could not be fetched and stored.',
   acceptance: 'The provider did not accept this generation in time.',
   providerWait: 'The provider did not finish this generation in time.',
   persist: 'The result could not be copied from the provider.',

@@ -52,6 +52,24 @@ export function generationSteps(timing: GenerationStart['timing']) {
     summary: 'Submit to the provider (once; a second attempt looks the job up)',
   });
 
+  /**
+   * The customer's own reference image URLs fetched and stored before the submit, in the background
+   * (the POST answers `queued` meanwhile). Each fetch retries a failing host a few times itself, so
+   * attempts here are for our own storage or a lost worker, until the submit horizon; a refused
+   * image is final.
+   */
+  const { stageImages } = proxyActivities<GenerationActivities>({
+    startToCloseTimeout: '10 minutes',
+    heartbeatTimeout: '1 minute',
+    scheduleToCloseTimeout: horizon.submitMs,
+    retry: {
+      initialInterval: '1 second',
+      maximumInterval: '1 minute',
+      nonRetryableErrorTypes: [errorTypes.referenceImageRefused, ...nonRetryableTypes],
+    },
+    summary: 'Fetch and store the customer’s reference images',
+  });
+
   /** A provider too slow to answer within the POST gets the job in the background, until the submit horizon. */
   const { submit: submitInBackground } = proxyActivities<GenerationActivities>({
     startToCloseTimeout: '1 minute',
@@ -130,6 +148,7 @@ export function generationSteps(timing: GenerationStart['timing']) {
 
   return {
     admit,
+    stageImages,
     cancelJob,
     stopJobBeforeRun,
     handOver,

@@ -126,6 +126,8 @@ export const errorTypes = {
   dependencyUnavailable: 'DependencyUnavailable',
   /** The generation was already refunded (a support reset re-ran it): nothing more may happen to it. */
   generationSettled: 'GenerationSettled',
+  /** A reference image the customer named cannot be used (fetched, or of ours): the request's fault. */
+  referenceImageRefused: 'ReferenceImageRefused',
 } as const;
 
 /** The failure types no retry can fix. */

@@ -10,6 +10,7 @@ import {
 } from '@temporalio/workflow';
 import { admissionErrors, generationErrors, whatFailed } from './generation-errors.js';
 import { generationEndings } from './generation-endings.js';
+import { imageStaging } from './generation-staging.js';
 import { admitUpdate, cancelUpdate, progressQuery, resolveUpdate } from './generation-messages.js';
 import { generationSteps } from './generation-steps.js';
 import {
@@ -29,8 +30,9 @@ export { admitUpdate, cancelUpdate, progressQuery, resolveUpdate };
 /**
  * One generation, from admission to content expiry:
  *
- *   admit (debit) → submit [the POST answers here] → wait for the provider → persist results
- *   → succeeded → keep the results until expires_at → expire the content.
+ *   admit (debit) → [fetch and store the customer's image URLs] → submit [the POST answers here]
+ *   → wait for the provider → persist results → succeeded → keep the results until expires_at
+ *   → expire the content.
  *
  * A generation that ends without success (refunded, rejected) has its files deleted at once.
  *
@@ -50,7 +52,12 @@ export function generationWorkflow(start: GenerationStart): Promise<GenerationPr
 async function generationStory(start: GenerationStart, cancelRequested: Promise<never> | null) {
   const { progress, enter, stepAside } = trackProgress(start.generationId);
   const steps = generationSteps(start.timing);
-  const { fail, giveUp, settled, discardContent, cancelAtProvider } = generationEndings(start, steps, enter);
+  const { fail, giveUp, settled, discardContent, cancelAtProvider, expire } = generationEndings(
+    start,
+    steps,
+    enter,
+  );
+  const withImagesStaged = imageStaging(start, steps, { fail, giveUp });
   // Without an Idempotency-Key there is no key to hold: the run ends with the generation's story.
   // (Runs started before this rule held the key; they keep doing so when replayed.)
   const holdsNoKey = start.idempotencyKey === null && patched('keyless-runs-hold-no-key');
@@ -134,7 +141,7 @@ async function generationStory(start: GenerationStart, cancelRequested: Promise<
   if (succeeded && progress.expiresAt) {
     setCurrentDetails(`succeeded; results kept until ${progress.expiresAt}`);
     await sleep(Math.max(0, Date.parse(progress.expiresAt) - Date.now()));
-    await expire();
+    await expire(keyInDatabase);
   }
   if (holdsKeyOpen(admitted)) await holdKeyUntilHorizon();
   await condition(allHandlersFinished);
@@ -155,10 +162,12 @@ async function generationStory(start: GenerationStart, cancelRequested: Promise<
     }
   }
 
-  /** Submit, wait, persist. True when the generation succeeded; false when it ended failed (and refunded). */
+  /** Stage images, submit, wait, persist. True when the generation succeeded; false when it ended failed (and refunded). */
   async function generate(): Promise<boolean> {
     enter('submitting', 'queued', 'submitting to the provider');
-    let jobId = await submit();
+    const job = await withImagesStaged(() => (submittingInBackground = true));
+    if (job === null) return false;
+    let jobId = await submit(job);
     if (jobId === null) return false;
     let outcome: Awaited<ReturnType<typeof steps.waitForProvider>>;
     for (;;) {
@@ -214,9 +223,9 @@ async function generationStory(start: GenerationStart, cancelRequested: Promise<
    * The provider's job id once it has the job; null when the generation ended instead (rejected and
    * refunded, refunded by support, or settled before). An acceptance nobody can confirm waits for support.
    */
-  async function submit(): Promise<string | null> {
+  async function submit(job: GenerationStart): Promise<string | null> {
     try {
-      return (await handOver()).jobId;
+      return (await handOver(job)).jobId;
     } catch (error) {
       if (isCancellation(error)) throw error;
       if (isSettled(error)) {
@@ -247,14 +256,14 @@ async function generationStory(start: GenerationStart, cancelRequested: Promise<
    * The first submission while the POST waits; a rejection, or an acceptance the provider cannot
    * confirm, is final; any other failure (no answer in time) leaves the job to the background submission.
    */
-  async function handOver(): Promise<{ jobId: string }> {
+  async function handOver(job: GenerationStart): Promise<{ jobId: string }> {
     try {
-      return await steps.handOver(start);
+      return await steps.handOver(job);
     } catch (error) {
       if (isCancellation(error) || isPermanent(error)) throw error;
       submittingInBackground = true;
       setCurrentDetails('the provider is slow to accept; submitting in the background');
-      return steps.submitInBackground(start);
+      return steps.submitInBackground(job);
     }
   }
 
@@ -276,21 +285,6 @@ async function generationStory(start: GenerationStart, cancelRequested: Promise<
     }
     await steps.recordProviderJob(start.generationId, decision.providerJobId);
     return decision.providerJobId;
-  }
-
-  /** Content expiry. If it cannot complete, the files stay and operators are told; the run then holds the key open. */
-  async function expire(): Promise<void> {
-    try {
-      await steps.expireContent(start.generationId);
-      enter(
-        'expired',
-        'succeeded',
-        keyInDatabase ? 'content expired' : 'content expired; holding the idempotency key',
-      );
-    } catch (error) {
-      if (isCancellation(error)) throw error;
-      enter('expiry_failed', 'succeeded', `content expiry failed; its files remain: ${String(error)}`, true);
-    }
   }
 
   async function holdKeyUntilHorizon(): Promise<void> {

@@ -18,6 +18,8 @@ export interface PruningReport {
   rejectedGenerations: number;
   keyRecords: number;
   simProviderJobs: number;
+  /** Idle console sessions, expired sign-in links and day-old once-only form marks. */
+  consoleRecords: number;
   unfinished: string[];
 }
 
@@ -40,7 +42,7 @@ const { pruneRecords } = proxyActivities<PruningActivities>({
 export async function pruningWorkflow(options: PruningOptions): Promise<PruningReport> {
   const report = await pruneRecords(options);
   setCurrentDetails(
-    `deleted: request log ${report.requestLog}, rejected generations ${report.rejectedGenerations}, key records ${report.keyRecords}, simulated jobs ${report.simProviderJobs}` +
+    `deleted: request log ${report.requestLog}, rejected generations ${report.rejectedGenerations}, key records ${report.keyRecords}, simulated jobs ${report.simProviderJobs}, console sessions and links ${report.consoleRecords}` +
       (report.unfinished.length ? `; more left in ${report.unfinished.join(', ')}` : ''),
   );
   return report;

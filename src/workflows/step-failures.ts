@@ -28,6 +28,11 @@ export function failureType(error: unknown): string | undefined {
   return failure instanceof TimeoutFailure ? 'timeout' : undefined;
 }
 
+/** What the failure behind a step's failure says (the activity's own message). */
+export function failureMessage(error: unknown): string {
+  return applicationFailureOf(error)?.message ?? (error instanceof Error ? error.message : String(error));
+}
+
 /** Whether the step failed because retrying cannot help (as opposed to reaching its horizon). */
 export function isPermanent(error: unknown): boolean {
   const application = applicationFailureOf(error);

@@ -78,6 +78,7 @@ describe('pruning', () => {
       rejectedGenerations: 2,
       keyRecords: 2,
       simProviderJobs: 2,
+      consoleRecords: 0,
       unfinished: ['keyRecords', 'requestLog', 'rejectedGenerations', 'simProviderJobs'],
     });
     expect(await prune({ batchSize: 2, maxBatches: 5 })).toEqual({
@@ -85,6 +86,7 @@ describe('pruning', () => {
       rejectedGenerations: 1,
       keyRecords: 1,
       simProviderJobs: 1,
+      consoleRecords: 0,
       unfinished: [],
     });
     expect(await prune()).toEqual({
@@ -92,6 +94,7 @@ describe('pruning', () => {
       rejectedGenerations: 0,
       keyRecords: 0,
       simProviderJobs: 0,
+      consoleRecords: 0,
       unfinished: [],
     });
 
@@ -139,6 +142,28 @@ describe('pruning', () => {
       '/v1/ancient',
     ]);
     expect(await prune()).toMatchObject({ requestLog: 1, rejectedGenerations: 1, simProviderJobs: 1 });
+  });
+
+  it('deletes console sessions idle past 12 hours, expired sign-in links and day-old form marks', async () => {
+    const hours = (h: number) => new Date(Date.now() - h * 3600 * 1000).toISOString();
+    const hex = (n: number) => n.toString(16).padStart(64, '0');
+    for (const [i, idle] of [13, 11].entries())
+      await db.pool.query(sql.unsafe`
+        INSERT INTO console_sessions (id_sha256, account_id, api_key_id, last_seen_at)
+        VALUES (${hex(i + 1)}, ${account.accountId}, ${account.keyId}, ${hours(idle)})`);
+    for (const [i, expiresIn] of [-1, 0.2].entries())
+      await db.pool.query(sql.unsafe`
+        INSERT INTO console_sign_in_links (token_sha256, account_id, api_key_id, expires_at)
+        VALUES (${hex(i + 11)}, ${account.accountId}, ${account.keyId}, ${hours(-expiresIn)})`);
+    for (const [i, age] of [25, 23].entries())
+      await db.pool.query(sql.unsafe`
+        INSERT INTO console_form_uses (form_sha256, account_id, used_at)
+        VALUES (${hex(i + 21)}, ${account.accountId}, ${hours(age)})`);
+    expect(await prune()).toMatchObject({ consoleRecords: 3, unfinished: [] });
+    expect(await ids(sql.unsafe`SELECT id_sha256 AS id FROM console_sessions`)).toEqual([hex(2)]);
+    expect(await ids(sql.unsafe`SELECT token_sha256 AS id FROM console_sign_in_links`)).toEqual([hex(12)]);
+    expect(await ids(sql.unsafe`SELECT form_sha256 AS id FROM console_form_uses`)).toEqual([hex(22)]);
+    expect(await prune()).toMatchObject({ consoleRecords: 0 });
   });
 
   describe('the schedule', () => {

@@ -2,7 +2,7 @@ import { sql } from 'slonik';
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { bearer } from '../support/api.js';
-import { expectAccessible, signIn, useConsole } from '../support/console.js';
+import { expectAccessible, generateAndWait, signIn, useConsole } from '../support/console.js';
 import { useGenerationStack } from '../support/stack.js';
 
 describe('console pages in Chromium against the real stack', () => {
@@ -79,13 +79,8 @@ describe('console pages in Chromium against the real stack', () => {
       return answers.map((a) => a.type);
     })()`);
     expect(sent).toEqual(['opaqueredirect', 'opaqueredirect']);
-    await page.getByRole('button', { name: 'Generate' }).click();
-    await page.waitForURL(/\/generations\/gen_/);
-    const generationId = new URL(page.url()).pathname.split('/').pop()!;
-    // Live status: the page changes to succeeded by itself.
-    await expect
-      .poll(() => page.locator('[data-status]').textContent(), { timeout: 20_000 })
-      .toBe('succeeded');
+    // The page follows the generation live until it shows succeeded.
+    const generationId = await generateAndWait(page);
     await expectAccessible(page);
     const debits = await stack.db.pool.oneFirst(sql.unsafe`
       SELECT count(*) FROM credit_ledger WHERE account_id = ${stack.account.accountId} AND kind = 'debit'`);

@@ -1,5 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
-import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -26,6 +26,7 @@ import {
   falValidationError,
 } from '../support/providers/fal-queue-server.js';
 import { probeVideo } from '../support/providers/probe-video.js';
+import { selfSignedCertificate, startTestServer, type TestServer } from '../support/test-servers.js';
 import { workerProcesses } from '../support/worker-process.js';
 
 /**
@@ -46,6 +47,10 @@ describe('generations on fal', () => {
   let connection: Connection;
   let client: Client;
   let worker: ChildProcess;
+  /** A customer's image host (HTTPS on loopback), its certificate trusted by the worker. */
+  let frames: TestServer;
+  let lastFrame: Buffer;
+  let caFile: string;
   /** Every generation these tests made, for the look for the key at the end. */
   const generationIds: string[] = [];
 
@@ -62,6 +67,7 @@ describe('generations on fal', () => {
     DATABASE_URL: db.url,
     // The fake and its files are on 127.0.0.1, which outbound fetches refuse unless allowed.
     OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
+    NODE_EXTRA_CA_CERTS: caFile,
     LOG_LEVEL: 'debug',
   }));
   const startWorker = () => workers.start();
@@ -81,6 +87,14 @@ describe('generations on fal', () => {
     }
     storageDir = await mkdtemp(path.join(os.tmpdir(), 'fal-results-'));
     await chmod(storageDir, 0o755);
+    const certificate = await selfSignedCertificate();
+    caFile = path.join(storageDir, 'frames-ca.pem');
+    await writeFile(caFile, certificate.cert);
+    lastFrame = await drawImage(64, 48);
+    frames = await startTestServer(
+      (_request, response) => void response.writeHead(200, { 'content-type': 'image/png' }).end(lastFrame),
+      { tls: certificate },
+    );
     const resultPort = await freePort();
     resultBaseUrl = `http://127.0.0.1:${resultPort}`;
     resultHost = await buildResultHost({ storageDir, logger: createLogger('results-test', 'silent') });
@@ -97,6 +111,7 @@ describe('generations on fal', () => {
     await api?.close();
     await resultHost?.close();
     await fal?.close();
+    await frames?.close();
     await db?.drop();
     if (storageDir) await rm(storageDir, { recursive: true, force: true });
   });
@@ -184,7 +199,8 @@ describe('generations on fal', () => {
   it('makes a first/last-frame video: frames mapped, duration as fal spells it, the MP4 measured', async () => {
     fal.script({ video: { width: 320, height: 240, durationSeconds: 1 } }, promptContains('tide comes in'));
     const first = await drawImage(64, 48);
-    const last = 'https://frames.example.com/last.png';
+    // The customer's own URL: fetched once by us before the submit, sent to fal as our copy.
+    const last = `${frames.origin}/last.png`;
     const created = await post({
       model: 'fal-kling-2.5-turbo-pro',
       prompt: 'the tide comes in',
@@ -202,12 +218,13 @@ describe('generations on fal', () => {
     });
     const stored = Buffer.from(await (await fetch(done.output.videos[0].url as string)).arrayBuffer());
     expect(await probeVideo(stored)).toEqual({ width: 320, height: 240, seconds: 1 });
+    expect(frames.requests).toEqual(['/last.png']);
     const [request] = requestsFor('tide comes in');
     expect(request).toMatchObject({
       endpoint: 'fal-ai/kling-video/v2.5-turbo/pro/image-to-video',
       input: {
         image_url: `data:image/png;base64,${first.toString('base64')}`,
-        tail_image_url: last,
+        tail_image_url: `data:image/png;base64,${lastFrame.toString('base64')}`,
         duration: '5',
       },
     });

@@ -188,4 +188,46 @@ describe('copying a result from a provider', () => {
       await host.close();
     }
   });
+  it('puts the gallery thumbnail beside an image, from the downloaded file or the bytes in hand; none for a video', async () => {
+    const png = await sharp({ create: { width: 1200, height: 600, channels: 3, background: '#306090' } })
+      .png()
+      .toBuffer();
+    media['wide.png'] = png;
+    const downloaded = {
+      fetchResult: (_job: string, _index: number, result: ProviderResult) =>
+        downloadResult(result.url!, policy, fast),
+    } as unknown as Provider;
+    const inMemory = { fetchResult: () => Promise.resolve({ bytes: png, contentType: 'image/png' }) };
+    const copy = (provider: Provider, name: string, index: number, prefix: string) =>
+      copyResult(
+        provider,
+        {
+          jobId: 'job',
+          reference: 'fal:job',
+          index,
+          result: {
+            url: `${files.origin}/${name}`,
+            width: 0,
+            height: 0,
+            contentType: 'application/octet-stream',
+          },
+        },
+        storage,
+        prefix,
+        { thumbnail: true },
+      );
+    await copy(downloaded, 'wide.png', 0, 'rthumbsfromafile00');
+    await copy(inMemory as unknown as Provider, 'wide.png', 0, 'rthumbsfrombytes00');
+    for (const prefix of ['rthumbsfromafile00', 'rthumbsfrombytes00']) {
+      const thumbnail = await storage.read(prefix, 'output-0-thumb.webp');
+      const meta = await sharp(thumbnail!).metadata();
+      expect({ format: meta.format, width: meta.width, height: meta.height }).toEqual({
+        format: 'webp',
+        width: 400,
+        height: 200,
+      });
+    }
+    await copy(downloaded, 'clip.webm', 1, 'rthumbsfromafile00');
+    expect(await storage.read('rthumbsfromafile00', 'output-1-thumb.webp')).toBeNull();
+  });
 });

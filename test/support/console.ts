@@ -22,9 +22,10 @@ export interface ConsoleHarness {
 
 /**
  * The console process's service on the stack's database, worker queue and storage, listening on a
- * free port, and one headless Chromium for the file. Call inside describe() after useGenerationStack.
+ * free port, and one headless Chromium for the file. Call inside describe() after useGenerationStack;
+ * `env` changes the console's settings (for example the retention its generations start with).
  */
-export function useConsole(stack: GenerationStack): ConsoleHarness {
+export function useConsole(stack: GenerationStack, env: Record<string, string> = {}): ConsoleHarness {
   const harness = {} as ConsoleHarness;
   beforeAll(async () => {
     const port = await freePort();
@@ -35,6 +36,7 @@ export function useConsole(stack: GenerationStack): ConsoleHarness {
       RATE_LIMIT_PER_MINUTE: '1000000',
       CONSOLE_PORT: String(port),
       ...stack.worker.apiEnv,
+      ...env,
     });
     harness.service = await createConsoleService(config, createLogger('console-test', 'silent'));
     await harness.service.app.listen({ host: '127.0.0.1', port });
@@ -60,6 +62,20 @@ export async function signIn(page: Page, key: string): Promise<void> {
   await page.getByLabel('API key').fill(key);
   await page.getByRole('button', { name: 'Sign in' }).click();
   await page.waitForURL((url) => url.pathname === '/');
+}
+
+/**
+ * Clicks the playground's Generate, follows it to the generation's page and waits there until the
+ * page, updating itself, shows `succeeded`; the generation's id.
+ */
+export async function generateAndWait(page: Page, timeoutMs = 30_000): Promise<string> {
+  await page.getByRole('button', { name: 'Generate' }).click();
+  await page.waitForURL(/\/generations\/gen_/);
+  const generationId = new URL(page.url()).pathname.split('/').pop()!;
+  await expect
+    .poll(() => page.locator('[data-status]').textContent(), { timeout: timeoutMs })
+    .toBe('succeeded');
+  return generationId;
 }
 
 const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');

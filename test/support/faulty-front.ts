@@ -1,4 +1,5 @@
 import { connect, createServer, type Socket } from 'node:net';
+import { pairSockets } from './tcp-relay.js';
 
 /**
  * What a front between client and API does to one request it matches: `drop-answer` lets the
@@ -50,17 +51,7 @@ export async function startFaultyFront(
   const server = createServer((client) => {
     const upstream = connect(target.port, target.host);
     let dropNextAnswer = false;
-    for (const [socket, other] of [
-      [client, upstream],
-      [upstream, client],
-    ] as const) {
-      sockets.add(socket);
-      socket.on('error', () => undefined);
-      socket.on('close', () => {
-        sockets.delete(socket);
-        other.destroy();
-      });
-    }
+    pairSockets(client, upstream, sockets);
     client.on('data', (chunk: Buffer) => {
       const text = chunk.toString('latin1');
       const line = /^(GET|POST|PUT|DELETE|PATCH|HEAD|OPTIONS) [^\r\n]*/.exec(text)?.[0];

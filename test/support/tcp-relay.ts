@@ -26,6 +26,25 @@ export interface TcpRelayOptions {
 }
 
 /**
+ * Tracks both ends of a relayed connection in `open`, and ties their fates: one side gone (a
+ * process killed resets, it does not end) takes the other with it, so the far end sees the
+ * connection close as it would without a relay.
+ */
+export function pairSockets(client: Socket, upstream: Socket, open: Set<Socket>): void {
+  for (const [socket, other] of [
+    [client, upstream],
+    [upstream, client],
+  ] as const) {
+    open.add(socket);
+    socket.on('error', () => undefined);
+    socket.on('close', () => {
+      open.delete(socket);
+      other.destroy();
+    });
+  }
+}
+
+/**
  * A TCP relay on loopback to `target` (PostgreSQL, Temporal, a provider): on `port` when given
  * (one a process was told to use before anything listened there), else on a free one.
  */
@@ -38,19 +57,7 @@ export async function startTcpRelay(
   let accepted = 0;
   const server = createServer((client) => {
     const upstream = connect(target.port, target.host);
-    for (const [socket, other] of [
-      [client, upstream],
-      [upstream, client],
-    ] as const) {
-      sockets.add(socket);
-      socket.on('error', () => undefined);
-      // One side gone (a process killed resets, it does not end) takes the other with it: the far
-      // end must see the connection close, as it would without the relay.
-      socket.on('close', () => {
-        sockets.delete(socket);
-        other.destroy();
-      });
-    }
+    pairSockets(client, upstream, sockets);
     const cut = options.cut?.(accepted++);
     if (!cut) {
       client.pipe(upstream).pipe(client);

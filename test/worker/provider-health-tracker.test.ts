@@ -2,6 +2,7 @@ import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createLogger } from '../../src/logger.js';
+import { FalQueueProvider } from '../../src/providers/fal/fal-queue-provider.js';
 import {
   ProviderRejection,
   ProviderThrottled,
@@ -9,6 +10,7 @@ import {
   ProviderUncertainError,
   type Provider,
 } from '../../src/providers/provider.js';
+import { LocalStorage } from '../../src/storage/storage.js';
 import { trackHealth } from '../../src/worker/provider-health-tracker.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
@@ -76,5 +78,57 @@ describe('counting a provider’s failures', () => {
     ])
       await expect(failingWith('p-quiet', error).status('j')).rejects.toBe(error);
     expect(await healthOf('p-quiet')).toBeNull();
+  });
+
+  it('our own storage failing while a submit is prepared is not the provider’s failure: fal stays up', async () => {
+    // A store whose disk fails every read (EIO): the stored reference image cannot be inlined.
+    const broken = new (class extends LocalStorage {
+      override size(): Promise<number | null> {
+        return Promise.reject(Object.assign(new Error('EIO: i/o error, stat'), { code: 'EIO' }));
+      }
+    })('/nonexistent-results', 'https://results.example.test');
+    const creates: string[] = [];
+    const fal = new FalQueueProvider({
+      key: 'fal-key',
+      // Never reached: a create would be refused by nobody listening and count as an outage.
+      queueUrl: 'http://127.0.0.1:9',
+      storage: broken,
+      download: { allowCidrs: [], allowHttp: true },
+    });
+    const tracked = trackHealth(
+      'fal-own-storage',
+      { ...fal, submit: (job) => (creates.push(job.token), fal.submit(job)) } as Provider,
+      db.pool,
+      { downAfter: 5, probeIntervalMs: 60_000 },
+      createLogger('t', 'silent'),
+    );
+    const ours = 'https://results.example.test/iAbc/images-0.png';
+    const failures: unknown[] = [];
+    for (let i = 0; i < 5; i++)
+      await tracked
+        .submit({
+          token: `tok_${i}`,
+          model: 'fal-flux-kontext-pro',
+          mediaType: 'image',
+          prompt: 'p',
+          options: {},
+          images: [ours],
+          longEdgePx: 1024,
+          target: {
+            model: 'fal-ai/flux-pro/kontext',
+            input: { prompt: 'p', image_url: ours },
+            referenceFields: ['image_url'],
+          },
+        })
+        .then(
+          () => failures.push('submitted'),
+          (error: unknown) => failures.push(error),
+        );
+    expect(creates).toHaveLength(5);
+    const health = await healthOf('fal-own-storage');
+    expect(health ?? { state: 'up', consecutive_failures: 0 }).toEqual({
+      state: 'up',
+      consecutive_failures: 0,
+    });
   });
 });

@@ -2,7 +2,7 @@ import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
 import type { CatalogCache } from '../../catalog/catalog-cache.js';
 import type { CatalogEntry } from '../../catalog/catalog-entry.js';
-import { getGeneration, listGenerations, type GenerationRow } from '../../db/generation-reads.js';
+import { getGeneration, type GenerationRow } from '../../db/generation-reads.js';
 import { recordRejectedRequest } from '../../db/admission-repository.js';
 import type { InvalidatedCache } from '../../invalidated-cache.js';
 import { ApiError, ValidationError, admissionRefusal, idempotencyConflict } from '../../errors.js';
@@ -20,8 +20,9 @@ import {
 import { sendGeneration } from '../conditional-reads.js';
 import type { GenerationWaiters } from '../generation-waiters.js';
 import { honourPreferWait } from '../prefer-wait.js';
+import { providerDownError, providerOf } from '../provider-availability.js';
 import { toGeneration } from '../generation-view.js';
-import { encodeCursor } from '../list-query.js';
+import { pageOfGenerations } from '../list-query.js';
 import { routeSchemas } from '../route-schemas.js';
 import { startGeneration, type StartGenerationDeps, type StartOutcome } from '../start-generation.js';
 import type { ZodApp } from '../zod-type-provider.js';
@@ -86,16 +87,11 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
    * startGeneration); undefined while the provider takes requests (the usual case costs nothing).
    */
   function providerDownRefusal(entry: CatalogEntry): (() => never) | undefined {
-    const provider = entry.provider?.name ?? 'simulated';
-    const retryAfterSeconds = deps.providerDownFor?.(provider) ?? null;
+    const retryAfterSeconds = deps.providerDownFor?.(providerOf(entry)) ?? null;
     if (retryAfterSeconds === null) return undefined;
     return () => {
       deps.metrics?.rejected(entry.id, 'service_unavailable');
-      throw new ApiError(
-        'service_unavailable',
-        `The provider of model ${entry.id} is unavailable, so no new generation was started. Nothing was charged; retry after ${retryAfterSeconds} s with the same Idempotency-Key and body.`,
-        { retryAfterSeconds },
-      );
+      throw providerDownError(entry, retryAfterSeconds);
     };
   }
 
@@ -133,24 +129,18 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
     const { query } = request;
     const limit = query.limit ?? 20;
     const principal = principalOf(request);
-    const rows = await listGenerations(deps.db, {
+    const { rows, nextCursor } = await pageOfGenerations(deps.db, {
       accountId: principal.accountId,
       idempotencyKey:
         query.idempotency_key === undefined
           ? null
           : { apiKeyId: principal.keyId, key: query.idempotency_key },
-      limit: limit + 1,
+      limit,
       statuses: query.status ?? null,
       model: query.model ?? null,
       after: query.cursor ?? null,
     });
-    const page = rows.slice(0, limit);
-    const last = page.at(-1);
-    return {
-      data: page.map(toGeneration),
-      next_cursor:
-        rows.length > limit && last ? encodeCursor({ createdAt: last.created_at, id: last.id }) : null,
-    };
+    return { data: rows.map(toGeneration), next_cursor: nextCursor };
   });
 
   /**

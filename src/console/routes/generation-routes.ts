@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
-import { listGenerationsQuerySchema, encodeCursor } from '../../api/list-query.js';
+import { listGenerationsQuerySchema, pageOfGenerations } from '../../api/list-query.js';
 import { generationWorkflowId } from '../../db/console-reads.js';
-import { getGeneration, listGenerations } from '../../db/generation-reads.js';
+import { getGeneration } from '../../db/generation-reads.js';
 import { generationStatuses } from '../../generation.js';
 import type { GenerationProgress } from '../../workflows/generation-types.js';
 import { progressQuery } from '../../workflows/generation-workflow.js';
@@ -22,25 +22,20 @@ export function generationRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): 
     );
     const parsed = listGenerationsQuerySchema.safeParse(raw);
     const query = parsed.success ? parsed.data : {};
-    const limit = query.limit ?? PAGE;
-    const rows = await listGenerations(deps.db, {
+    const { rows, nextCursor: next } = await pageOfGenerations(deps.db, {
       accountId,
-      limit: limit + 1,
+      limit: query.limit ?? PAGE,
       statuses: query.status ?? null,
       model: query.model ?? null,
       after: query.cursor ?? null,
     });
-    const page = rows.slice(0, limit);
-    const last = page.at(-1);
-    const next =
-      rows.length > limit && last ? encodeCursor({ createdAt: last.created_at, id: last.id }) : null;
     const keep = new URLSearchParams({
       ...(raw.status ? { status: raw.status } : {}),
       ...(raw.model ? { model: raw.model } : {}),
     });
     return sendPage(request, reply, 'generations', {
       title: 'Generations',
-      rows: page,
+      rows,
       nextHref: next ? `/generations?${new URLSearchParams([...keep, ['cursor', next]]).toString()}` : null,
       filter: { status: raw.status ?? '', model: raw.model ?? '' },
       invalid: parsed.success ? null : 'Those filters are not valid; showing everything.',

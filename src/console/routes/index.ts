@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ConsoleRouteDeps } from '../route-deps.js';
 import { galleryRoutes } from './gallery-routes.js';
 import { generationRoutes } from './generation-routes.js';
+import { healthRoutes } from './health-routes.js';
 import { keyRoutes } from './key-routes.js';
 import { overviewRoutes } from './overview-routes.js';
 import { playgroundRoutes } from './playground-routes.js';
@@ -9,6 +10,7 @@ import { requestLogRoutes } from './request-log-routes.js';
 import { signInRoutes } from './sign-in-routes.js';
 
 export function consoleRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): void {
+  healthRoutes(app, deps);
   signInRoutes(app, deps);
   overviewRoutes(app, deps);
   keyRoutes(app, deps);

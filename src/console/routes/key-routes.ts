@@ -2,7 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import { createApiKey } from '../../auth/api-key-issuer.js';
 import { KeyCreationRefused, listApiKeys, revokeApiKey } from '../../db/api-keys-repository.js';
 import { keysLastUsed } from '../../db/console-reads.js';
-import { endSessionsOfKey } from '../../db/console-sessions.js';
+import { claimForm, endSessionsOfKey, keyOfForm, recordFormKey } from '../../db/console-sessions.js';
+import { newSecret, secretHash } from '../session-ids.js';
 import { formField, SESSION_COOKIE } from '../request-fields.js';
 import { format, sendPage } from '../render.js';
 import type { ConsoleRouteDeps } from '../route-deps.js';
@@ -10,6 +11,7 @@ import { userOf } from '../request-fields.js';
 
 /** API keys: list, create (the plaintext shown once), revoke. The 5-key limit is the repository's (and the table's). */
 export function keyRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): void {
+  /** The page, with a fresh id for its create form (see POST /keys). */
   const page = async (accountId: string, extra: Record<string, unknown>) => {
     const [keys, lastUsed] = await Promise.all([
       listApiKeys(deps.db, accountId),
@@ -22,6 +24,7 @@ export function keyRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): void {
       format,
       created: null,
       message: null,
+      formId: newSecret(),
       ...extra,
     };
   };
@@ -30,17 +33,42 @@ export function keyRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): void {
     sendPage(request, reply, 'keys', await page(userOf(request).accountId, {})),
   );
 
+  /**
+   * Creates a key once per rendered form: the form's random id is marked used in the transaction
+   * that creates the key, so a reload of the answer or a double click creates nothing more and is
+   * told which key the form made (its secret was shown once, to the first sending).
+   */
   app.post('/keys', async (request, reply) => {
     const user = userOf(request);
     const name = (formField(request.body, 'name') ?? '').trim().slice(0, 100) || undefined;
+    const formId = formField(request.body, 'form_id') ?? '';
+    if (!/^[A-Za-z0-9_-]{43}$/.test(formId)) {
+      const message = 'This form is out of date: no key was created. Create the key from this page.';
+      return sendPage(request, reply, 'keys', await page(user.accountId, { message }), 400);
+    }
+    const form = { formSha256: secretHash(formId), accountId: user.accountId };
     try {
-      const { key, record } = await createApiKey(deps.db, { accountId: user.accountId, name });
-      // Shown in this answer only (never stored, never cached: cache-control no-store).
-      return sendPage(request, reply, 'keys', await page(user.accountId, { created: { key, record } }), 201);
+      const created = await deps.db.transaction(async (tx) => {
+        if (!(await claimForm(tx, form))) return null;
+        const made = await createApiKey(tx, { accountId: user.accountId, name });
+        await recordFormKey(tx, form.formSha256, made.record.id);
+        return made;
+      });
+      if (created) {
+        // Shown in this answer only (never stored, never cached: cache-control no-store).
+        return sendPage(request, reply, 'keys', await page(user.accountId, { created }), 201);
+      }
     } catch (error) {
       if (!(error instanceof KeyCreationRefused)) throw error;
       return sendPage(request, reply, 'keys', await page(user.accountId, { message: error.message }), 409);
     }
+    const keyId = await keyOfForm(deps.db, form);
+    const keys = await listApiKeys(deps.db, user.accountId);
+    const made = keys.find((k) => k.id === keyId);
+    const message = made
+      ? `This form was already sent: it created the key ${made.display_prefix}…${made.name ? ` named “${made.name}”` : ''}, whose secret was shown then. No other key was created.`
+      : 'This form was already sent. No other key was created.';
+    return sendPage(request, reply, 'keys', await page(user.accountId, { message }), 409);
   });
 
   app.post<{ Params: { id: string } }>('/keys/:id/revoke', async (request, reply) => {

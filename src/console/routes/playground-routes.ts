@@ -1,10 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { checkBody, checkIdempotencyKey, fingerprint } from '../../api/generation-request.js';
-import { startGeneration } from '../../api/start-generation.js';
+import { providerDownError, providerOf } from '../../api/provider-availability.js';
+import { startGeneration, type StartOutcome } from '../../api/start-generation.js';
 import type { CompiledModel } from '../../catalog/catalog-cache.js';
 import { quotePrice, resolveOptions } from '../../catalog/pricing.js';
-import { errorCodes, type ValidationIssue } from '../../errors.js';
+import { ApiError, errorCodes, type ErrorCode, type ValidationIssue } from '../../errors.js';
+import { newId } from '../../ids.js';
+import type { CatalogEntry } from '../../catalog/catalog-entry.js';
 import { getBalance } from '../../db/credits-repository.js';
 import { formField } from '../request-fields.js';
 import { bodyFromForm, formFields } from '../playground-form.js';
@@ -86,6 +89,15 @@ export function playgroundRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): 
     return { credits: quote(model, withoutImages(body)) };
   });
 
+  /** Set while the model's provider is down: throws the API's refusal (see startGeneration's refuseNew). */
+  const refusalWhileDown = (entry: CatalogEntry): (() => never) | undefined => {
+    const retryAfterSeconds = deps.providerDownFor(providerOf(entry));
+    if (retryAfterSeconds === null) return undefined;
+    return () => {
+      throw providerDownError(entry, retryAfterSeconds);
+    };
+  };
+
   app.post('/playground', async (request, reply) => {
     const user = userOf(request);
     const started = performance.now();
@@ -98,35 +110,51 @@ export function playgroundRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): 
       const issues = [...(key.ok ? [] : [key.issue]), ...(checked.ok ? [] : checked.issues)];
       return show(request, reply, model, { values: body, issues, status: 400 });
     }
-    const outcome = await startGeneration(deps.admission, {
-      accountId: user.accountId,
-      apiKeyId: user.keyId,
-      idempotencyKey: key.key,
-      model: checked.model.entry,
-      input: checked.input,
-      fingerprint: fingerprint(body),
-    });
-    const errorCode =
+    // The generation is a request made with the session's key: it goes to the account's request log like the API's.
+    const logRequest = (requestId: string, errorCode: string | null) =>
+      deps.requestLog.add({
+        accountId: user.accountId,
+        apiKeyId: user.keyId,
+        requestId,
+        method: 'POST',
+        path: '/v1/generations',
+        statusCode: errorCode === null ? 202 : (errorCodes[errorCode as ErrorCode]?.status ?? 400),
+        errorCode,
+        ip: request.ip,
+        userAgent: 'account console',
+        durationMs: performance.now() - started,
+        createdAtMs: Date.now(),
+      });
+    let outcome: StartOutcome;
+    try {
+      outcome = await startGeneration(
+        deps.admission,
+        {
+          accountId: user.accountId,
+          apiKeyId: user.keyId,
+          idempotencyKey: key.key,
+          model: checked.model.entry,
+          input: checked.input,
+          fingerprint: fingerprint(body),
+        },
+        // As the API: a resubmitted form that was accepted is shown its generation; a new one is refused.
+        { refuseNew: refusalWhileDown(checked.model.entry) },
+      );
+    } catch (error) {
+      if (!(error instanceof ApiError)) throw error;
+      logRequest(newId('req'), error.code);
+      if (error.extra.retryAfterSeconds !== undefined)
+        reply.header('retry-after', String(error.extra.retryAfterSeconds));
+      return show(request, reply, model, { values: body, message: error.message, status: error.status });
+    }
+    logRequest(
+      outcome.generationId,
       outcome.outcome === 'admitted'
         ? null
         : outcome.outcome === 'conflict'
           ? 'idempotency_conflict'
-          : outcome.error.code;
-    // The generation is a request made with the session's key: it goes to the account's request log like the API's.
-    deps.requestLog.add({
-      accountId: user.accountId,
-      apiKeyId: user.keyId,
-      requestId: outcome.generationId,
-      method: 'POST',
-      path: '/v1/generations',
-      statusCode:
-        errorCode === null ? 202 : (errorCodes[errorCode as keyof typeof errorCodes]?.status ?? 400),
-      errorCode,
-      ip: request.ip,
-      userAgent: 'account console',
-      durationMs: performance.now() - started,
-      createdAtMs: Date.now(),
-    });
+          : outcome.error.code,
+    );
     if (outcome.outcome === 'admitted') return reply.redirect(`/generations/${outcome.generationId}`, 303);
     if (outcome.inputPrefix) await deps.storage.deletePrefix(outcome.inputPrefix).catch(() => undefined);
     const message =

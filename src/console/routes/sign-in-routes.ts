@@ -3,6 +3,7 @@ import { formField, SESSION_COOKIE } from '../request-fields.js';
 import { sendPage } from '../render.js';
 import { newSecret, sameToken } from '../session-ids.js';
 import type { ConsoleRouteDeps } from '../route-deps.js';
+import type { SignIn } from '../sessions.js';
 import { userOf } from '../request-fields.js';
 
 /** Before a session exists, forms are protected by a double-submit token: a cookie and the same value in the form. */
@@ -35,27 +36,23 @@ export function signInRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): void
       }),
   );
 
-  app.post('/sign-in', { config: { consolePublic: true } }, async (request, reply) => {
-    const csrf = formToken(request, reply);
-    if (!formIsOurs(request)) {
-      return sendPage(
-        request,
-        reply,
-        'sign-in',
-        { title: 'Sign in', csrf, message: 'The form expired; try again.' },
-        403,
-      );
-    }
-    const result = await deps.sessions.signInWithKey(formField(request.body, 'key') ?? '', request.ip);
-    if (result.ok) return signedIn(reply, result.sessionId);
-    return sendPage(
-      request,
-      reply,
-      'sign-in',
-      { title: 'Sign in', csrf, message: result.message },
-      result.status,
-    );
-  });
+  /** A sign-in form's POST: the form must be ours; then the session it opens, or the refusal in words. */
+  const signInWith =
+    (attempt: (request: FastifyRequest) => Promise<SignIn>) =>
+    async (request: FastifyRequest, reply: FastifyReply) => {
+      const csrf = formToken(request, reply);
+      const refused = (message: string, status: number) =>
+        sendPage(request, reply, 'sign-in', { title: 'Sign in', csrf, message }, status);
+      if (!formIsOurs(request)) return refused('The form expired; try again.', 403);
+      const result = await attempt(request);
+      return result.ok ? signedIn(reply, result.sessionId) : refused(result.message, result.status);
+    };
+
+  app.post(
+    '/sign-in',
+    { config: { consolePublic: true } },
+    signInWith((request) => deps.sessions.signInWithKey(formField(request.body, 'key') ?? '', request.ip)),
+  );
 
   // The link only shows a button: prefetchers and link scanners that open it do not use it up.
   app.get<{ Querystring: { token?: string } }>(
@@ -69,27 +66,11 @@ export function signInRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): void
       }),
   );
 
-  app.post('/sign-in/link', { config: { consolePublic: true } }, async (request, reply) => {
-    const csrf = formToken(request, reply);
-    if (!formIsOurs(request)) {
-      return sendPage(
-        request,
-        reply,
-        'sign-in',
-        { title: 'Sign in', csrf, message: 'The form expired; try again.' },
-        403,
-      );
-    }
-    const result = await deps.sessions.signInWithLink(formField(request.body, 'token') ?? '', request.ip);
-    if (result.ok) return signedIn(reply, result.sessionId);
-    return sendPage(
-      request,
-      reply,
-      'sign-in',
-      { title: 'Sign in', csrf, message: result.message },
-      result.status,
-    );
-  });
+  app.post(
+    '/sign-in/link',
+    { config: { consolePublic: true } },
+    signInWith((request) => deps.sessions.signInWithLink(formField(request.body, 'token') ?? '', request.ip)),
+  );
 
   app.post('/sign-out', async (request, reply) => {
     await deps.sessions.signOut(userOf(request).sessionId);
