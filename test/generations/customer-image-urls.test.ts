@@ -1,23 +1,18 @@
 import { readFile, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { sql } from 'slonik';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { parseCatalogFile } from '../../src/catalog/catalog-file.js';
-import { importCatalog } from '../../src/catalog/catalog-import.js';
 import type { ProviderName } from '../../src/catalog/provider-mapping.js';
-import { loadConfig } from '../../src/config.js';
-import { createLogger } from '../../src/logger.js';
 import type { Provider } from '../../src/providers/provider.js';
-import { activityDeps } from '../../src/worker/worker-deps.js';
 import { bearer } from '../support/api.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { drawImage } from '../support/providers/fake-files.js';
 import { FalQueueServer } from '../support/providers/fal-queue-server.js';
 import { ReplicateServer } from '../support/providers/replicate-server.js';
 import { useGenerationStack } from '../support/stack.js';
+import { offerExampleModels, workerProviders } from '../support/worker-providers.js';
 import { selfSignedCertificate, startTestServer, type TestServer } from '../support/test-servers.js';
-import { waitFor } from '../support/wait.js';
 
 /**
  * A customer's own reference image URL, on fal and Replicate: fetched once by us, in the step
@@ -66,31 +61,12 @@ describe('customer image URLs are fetched and stored once, before the submit', (
     worker: { overrides: { providerFor: (name) => providerFor(name), referenceImageFetch } },
   });
   beforeAll(async () => {
-    // The worker's providers as src/worker/worker-deps.ts builds them (health tracking included).
-    const config = loadConfig({
-      DATABASE_URL: stack.db.url,
-      TEMPORAL_ADDRESS: inject('temporalAddress'),
-      STORAGE_DIR: stack.worker.storageDir,
-      RESULT_BASE_URL: stack.worker.resultBaseUrl,
-      OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
-      ...apiEnv,
-    });
-    providerFor = activityDeps(config, stack.db.pool, createLogger('worker-test', 'silent'), {
-      temporal: () => Promise.reject(new Error('not used here')),
-    }).deps.providerFor;
-    for (const file of ['catalog/examples/fal.json', 'catalog/examples/replicate.json']) {
-      const text = await readFile(new URL(`../../${file}`, import.meta.url), 'utf8');
-      await importCatalog(stack.db.pool, file, parseCatalogFile(text, file));
-    }
-    await waitFor(async () => {
-      const models = await stack.api.app.inject({
-        method: 'GET',
-        url: '/v1/models',
-        headers: bearer(stack.account.key),
-      });
-      const ids = models.json<{ data: Array<{ id: string }> }>().data.map((m) => m.id);
-      return ids.includes('fal-flux-kontext-pro') && ids.includes('replicate-flux-kontext-pro');
-    });
+    providerFor = workerProviders(stack, apiEnv);
+    await offerExampleModels(
+      stack,
+      ['catalog/examples/fal.json', 'catalog/examples/replicate.json'],
+      ['fal-flux-kontext-pro', 'replicate-flux-kontext-pro'],
+    );
   });
 
   const balance = async () =>

@@ -8,12 +8,9 @@ import type { ApiService } from '../../src/api/service.js';
 import { parseCatalogFile } from '../../src/catalog/catalog-file.js';
 import { importCatalog } from '../../src/catalog/catalog-import.js';
 import type { ProviderName } from '../../src/catalog/provider-mapping.js';
-import { loadConfig } from '../../src/config.js';
 import type { DatabasePool } from '../../src/db/pool.js';
 import { randomBase62 } from '../../src/ids.js';
-import { createLogger } from '../../src/logger.js';
 import type { Provider } from '../../src/providers/provider.js';
-import { activityDeps } from '../../src/worker/worker-deps.js';
 import { resolveUpdate } from '../../src/workflows/generation-workflow.js';
 import { NeedsReview } from '../../src/workflows/search-attributes.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
@@ -25,6 +22,7 @@ import { drawImage } from '../support/providers/fake-files.js';
 import { promptContains } from '../support/providers/fake-http.js';
 import { OpenAiImagesServer, openAiError } from '../support/providers/openai-images-server.js';
 import { useGenerationStack } from '../support/stack.js';
+import { workerProviders } from '../support/worker-providers.js';
 import { waitFor } from '../support/wait.js';
 
 /** The models of catalog/examples/openai.json, checked and imported as `npm run admin -- import-catalog` does. */
@@ -78,18 +76,7 @@ describe('OpenAI Images through the API, the workflow and the worker', () => {
     worker: { overrides: { providerFor: (name) => providerFor(name) } },
   });
   beforeAll(async () => {
-    // The worker's providers as src/worker/worker-deps.ts builds them from this configuration.
-    const config = loadConfig({
-      DATABASE_URL: stack.db.url,
-      TEMPORAL_ADDRESS: inject('temporalAddress'),
-      STORAGE_DIR: stack.worker.storageDir,
-      RESULT_BASE_URL: stack.worker.resultBaseUrl,
-      OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
-      ...openai.env(),
-    });
-    providerFor = activityDeps(config, stack.db.pool, createLogger('worker-test', 'silent'), {
-      temporal: () => Promise.reject(new Error('not used here')),
-    }).deps.providerFor;
+    providerFor = workerProviders(stack, openai.env());
     await insertOpenAiModels(stack.db.pool);
     await offered(stack.api, stack.account.key);
   });

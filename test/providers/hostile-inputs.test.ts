@@ -1,22 +1,16 @@
-import { readFile } from 'node:fs/promises';
 import { sql } from 'slonik';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { parseCatalogFile } from '../../src/catalog/catalog-file.js';
-import { importCatalog } from '../../src/catalog/catalog-import.js';
 import type { ProviderName } from '../../src/catalog/provider-mapping.js';
-import { loadConfig } from '../../src/config.js';
 import { randomBase62 } from '../../src/ids.js';
-import { createLogger } from '../../src/logger.js';
 import { OpenAiImagesProvider } from '../../src/providers/openai/openai-images-provider.js';
 import type { Provider, ProviderJob } from '../../src/providers/provider.js';
 import { LocalStorage } from '../../src/storage/storage.js';
-import { activityDeps } from '../../src/worker/worker-deps.js';
-import { bearer, createPaidAccount } from '../support/api.js';
+import { createPaidAccount } from '../support/api.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { OpenAiImagesServer } from '../support/providers/openai-images-server.js';
 import { useGenerationStack } from '../support/stack.js';
-import { waitFor } from '../support/wait.js';
+import { offerExampleModels, workerProviders } from '../support/worker-providers.js';
 
 /**
  * A hostile client against the provider edge: requests built to exhaust a worker's memory or to
@@ -37,29 +31,8 @@ describe('hostile inputs at the provider edge', () => {
     worker: { overrides: { providerFor: (name) => providerFor(name) } },
   });
   beforeAll(async () => {
-    // The worker's providers as src/worker/worker-deps.ts builds them (health tracking included).
-    const config = loadConfig({
-      DATABASE_URL: stack.db.url,
-      TEMPORAL_ADDRESS: inject('temporalAddress'),
-      STORAGE_DIR: stack.worker.storageDir,
-      RESULT_BASE_URL: stack.worker.resultBaseUrl,
-      OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
-      ...openai.env(),
-    });
-    providerFor = activityDeps(config, stack.db.pool, createLogger('worker-test', 'silent'), {
-      temporal: () => Promise.reject(new Error('not used here')),
-    }).deps.providerFor;
-    const file = 'catalog/examples/openai.json';
-    const text = await readFile(new URL(`../../${file}`, import.meta.url), 'utf8');
-    await importCatalog(stack.db.pool, file, parseCatalogFile(text, file));
-    await waitFor(async () => {
-      const models = await stack.api.app.inject({
-        method: 'GET',
-        url: '/v1/models',
-        headers: bearer(stack.account.key),
-      });
-      return models.json<{ data: Array<{ id: string }> }>().data.some((m) => m.id === 'openai-gpt-image-1');
-    });
+    providerFor = workerProviders(stack, openai.env());
+    await offerExampleModels(stack, ['catalog/examples/openai.json'], ['openai-gpt-image-1']);
   });
 
   it('seven edits naming hosts that do not resolve are refunded at once; OpenAI stays up for another account', async () => {
