@@ -14,7 +14,15 @@ RUN npm run build
 FROM node:24-bookworm-slim
 WORKDIR /app
 ENV NODE_ENV=production
-# Fewer glibc malloc arenas: image encoding on several threads otherwise leaves freed memory resident.
+# jemalloc for every process (src/dev/native-allocator.ts): glibc's malloc keeps the memory freed
+# after bursts of image work and the Temporal core's resident (bench:idle, docs/capacity.md, "Worker
+# memory at rest"). The link gives it one path on any architecture.
+RUN apt-get update \
+  && apt-get install -y --no-install-recommends libjemalloc2 \
+  && rm -rf /var/lib/apt/lists/* \
+  && ln -s "/usr/lib/$(uname -m)-linux-gnu/libjemalloc.so.2" /usr/local/lib/libjemalloc.so.2
+ENV LD_PRELOAD=/usr/local/lib/libjemalloc.so.2
+# Were jemalloc absent, fewer glibc malloc arenas.
 ENV MALLOC_ARENA_MAX=2
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { freePort } from '../src/dev/free-port.js';
+import { nativeAllocatorEnv } from '../src/dev/native-allocator.js';
 import { randomBase62 } from '../src/ids.js';
 import { inspect } from './inspector.js';
 import { benchRuntime, startStack } from './stack.js';
@@ -80,6 +81,12 @@ const started = Date.now();
 const loadBefore = await loadAverage();
 try {
   console.log(`runtime: ${benchRuntime === 'build' ? 'build (dist/ on node)' : 'tsx (src/)'}`);
+  const preload = process.env.LD_PRELOAD ?? nativeAllocatorEnv().LD_PRELOAD;
+  console.log(
+    preload?.includes('jemalloc')
+      ? `allocator: jemalloc (${preload}), as the Dockerfile runs it`
+      : 'allocator: glibc malloc with MALLOC_ARENA_MAX=2 (production preloads jemalloc: apt-get install libjemalloc2 to measure what it runs)',
+  );
   await new Promise((r) => setTimeout(r, 5000)); // past the start's own allocations
   console.log(`worker RSS at start: ${(await rssMb()).toFixed(0)} MB`);
   await printBreakdown('start');

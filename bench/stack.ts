@@ -6,6 +6,7 @@ import { bundleWorkflowCode } from '@temporalio/worker';
 import ts from 'typescript';
 import { createDatabasePool, type DatabasePool } from '../src/db/pool.js';
 import { startScript, stopChild } from '../src/dev/child-processes.js';
+import { nativeAllocatorEnv } from '../src/dev/native-allocator.js';
 import { freePort } from '../src/dev/free-port.js';
 import { createFundedAccount } from '../src/dev/funded-account.js';
 import { startTemporalDevServer } from '../src/dev/temporal-dev-server.js';
@@ -79,6 +80,8 @@ export async function startStack(
     ...(benchRuntime === 'tsx' ? { WORKFLOW_BUNDLE_PATH: bundle } : {}),
     LOG_LEVEL: 'warn',
     MALLOC_ARENA_MAX: '2',
+    // As production runs (the Dockerfile preloads jemalloc), when this machine has it.
+    ...nativeAllocatorEnv(),
     ...env,
   };
   // BENCH_CPU_PROFILE_DIR: the API and worker write V8 CPU profiles there when they stop (open in Chrome DevTools).

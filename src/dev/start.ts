@@ -14,6 +14,7 @@ import { projectRoot } from '../project-root.js';
 import { temporalConnectionOptions } from '../temporal/connection-options.js';
 import { ensureSearchAttributes } from '../temporal/search-attributes-setup.js';
 import { startScript, stopChild } from './child-processes.js';
+import { nativeAllocatorEnv } from './native-allocator.js';
 import { childStopGraceMs, metricsEndpoints, stillStoppingReason } from './start-banner.js';
 import { createFundedAccount } from './funded-account.js';
 import { startMigratedPostgres, type MigratedPostgres } from './migrated-postgres.js';
@@ -200,8 +201,9 @@ async function ensureDevelopmentAccount(
 async function spawnChild(name: string, file: string, env: NodeJS.ProcessEnv): Promise<void> {
   const { child, ready } = startScript(file, {
     name,
-    // Fewer glibc malloc arenas: image encoding on several threads otherwise leaves freed memory resident.
-    env: { MALLOC_ARENA_MAX: '2', ...env },
+    // jemalloc when installed, else fewer glibc malloc arenas: image encoding on several threads
+    // otherwise leaves freed memory resident (src/dev/native-allocator.ts).
+    env: { MALLOC_ARENA_MAX: '2', ...nativeAllocatorEnv(), ...env },
     output: 'pipe',
     // Ctrl-C reaches only this launcher, which stops the children in order.
     detached: true,

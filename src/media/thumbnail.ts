@@ -1,5 +1,11 @@
 import sharp from 'sharp';
 
+// The worker makes each thumbnail once, from an image it never sees again: libvips' operation cache
+// (by default up to 50 MB and 100 operations) would only hold memory, and one libvips thread per
+// small image keeps each thread's buffers out of the worker's resident memory (see bench:idle).
+sharp.cache(false);
+sharp.concurrency(1);
+
 /** Thumbnails for the console's gallery: WebP, at most this wide and high, made once when a result is persisted. */
 export const THUMBNAIL_SIZE = 400;
 
