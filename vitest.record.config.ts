@@ -9,5 +9,8 @@ export default defineConfig({
     pool: 'forks',
     testTimeout: 60_000,
     hookTimeout: 120_000,
+    // expect.poll waits 1 s by default: on two shared cores a page's render or the request log's
+    // batched write can take longer. A poll that is going to pass stops as soon as it does.
+    expect: { poll: { timeout: 10_000 } },
   },
 });
