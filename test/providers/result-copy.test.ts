@@ -98,6 +98,36 @@ describe('copying a result from a provider', () => {
       () => null,
       (error: unknown) => error,
     );
+  /** A provider whose results are the test server's files, downloaded as a real adapter does. */
+  const downloading = {
+    fetchResult: (_job: string, _index: number, result: ProviderResult) =>
+      downloadResult(result.url!, policy, fast),
+  } as unknown as Provider;
+  /** copyResult of the test server's file `name` as result `index`, into the folder `prefix`. */
+  const copyFile = (
+    provider: Provider,
+    name: string,
+    index: number,
+    prefix: string,
+    options?: Parameters<typeof copyResult>[4],
+  ) =>
+    copyResult(
+      provider,
+      {
+        jobId: 'job',
+        reference: 'fal:job',
+        index,
+        result: {
+          url: `${files.origin}/${name}`,
+          width: 0,
+          height: 0,
+          contentType: 'application/octet-stream',
+        },
+      },
+      storage,
+      prefix,
+      options,
+    );
 
   it('only 403, 404 and 410 say a result is gone; TLS, other statuses and encodings are tried again', async () => {
     for (const status of [403, 404, 410])
@@ -134,27 +164,7 @@ describe('copying a result from a provider', () => {
   });
 
   it('stores GIF and WebM as what they are, served as image/gif and video/webm; another container is refused', async () => {
-    const provider = {
-      fetchResult: (_job: string, _index: number, result: ProviderResult) =>
-        downloadResult(result.url!, policy, fast),
-    } as unknown as Provider;
-    const copy = (name: string, index: number) =>
-      copyResult(
-        provider,
-        {
-          jobId: 'job',
-          reference: 'fal:job',
-          index,
-          result: {
-            url: `${files.origin}/${name}`,
-            width: 0,
-            height: 0,
-            contentType: 'application/octet-stream',
-          },
-        },
-        storage,
-        'r0123456789abcdef',
-      );
+    const copy = (name: string, index: number) => copyFile(downloading, name, index, 'r0123456789abcdef');
     const gif = await copy('anim.gif', 0);
     const webm = await copy('clip.webm', 1);
     expect(gif).toMatchObject({
@@ -193,30 +203,10 @@ describe('copying a result from a provider', () => {
       .png()
       .toBuffer();
     media['wide.png'] = png;
-    const downloaded = {
-      fetchResult: (_job: string, _index: number, result: ProviderResult) =>
-        downloadResult(result.url!, policy, fast),
-    } as unknown as Provider;
     const inMemory = { fetchResult: () => Promise.resolve({ bytes: png, contentType: 'image/png' }) };
     const copy = (provider: Provider, name: string, index: number, prefix: string) =>
-      copyResult(
-        provider,
-        {
-          jobId: 'job',
-          reference: 'fal:job',
-          index,
-          result: {
-            url: `${files.origin}/${name}`,
-            width: 0,
-            height: 0,
-            contentType: 'application/octet-stream',
-          },
-        },
-        storage,
-        prefix,
-        { thumbnail: true },
-      );
-    await copy(downloaded, 'wide.png', 0, 'rthumbsfromafile00');
+      copyFile(provider, name, index, prefix, { thumbnail: true });
+    await copy(downloading, 'wide.png', 0, 'rthumbsfromafile00');
     await copy(inMemory as unknown as Provider, 'wide.png', 0, 'rthumbsfrombytes00');
     for (const prefix of ['rthumbsfromafile00', 'rthumbsfrombytes00']) {
       const thumbnail = await storage.read(prefix, 'output-0-thumb.webp');
@@ -227,7 +217,7 @@ describe('copying a result from a provider', () => {
         height: 200,
       });
     }
-    await copy(downloaded, 'clip.webm', 1, 'rthumbsfromafile00');
+    await copy(downloading, 'clip.webm', 1, 'rthumbsfromafile00');
     expect(await storage.read('rthumbsfromafile00', 'output-1-thumb.webp')).toBeNull();
   });
 });
