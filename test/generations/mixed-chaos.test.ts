@@ -19,6 +19,7 @@ import {
 } from '../support/provider-process.js';
 import { falRequestError } from '../support/providers/fal-queue-server.js';
 import { workerProcesses } from '../support/worker-process.js';
+import { seededRandom } from '../support/seeded-random.js';
 
 /**
  * Issue 19, item 9: a bounded long run of mixed traffic on fal, Replicate and OpenAI (their
@@ -45,18 +46,6 @@ const modelOf: Record<Lane, string> = {
   simulated: 'sketch-1',
 };
 
-/** mulberry32: the run's choices are seeded, so a failing run's traffic can be replayed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 interface Planned {
   lane: Lane;
   /** The generation's Idempotency-Key, and its prompt at the fakes (the simulated provider's has directives too). */
@@ -68,7 +57,7 @@ interface Planned {
 
 /** Mixed outcomes: plain successes, provider failures and rejections, slow jobs, lost answers. */
 function plan(count: number, seed: number, tag: string): Planned[] {
-  const next = random(seed);
+  const next = seededRandom(seed);
   return Array.from({ length: count }, (_, i): Planned => {
     const lane = lanes[i % lanes.length]!;
     const key = `mc-${i}-${tag}`;
@@ -174,7 +163,7 @@ describe('a long run of mixed traffic under worker kills, provider pauses and dr
 
   it('ends every generation or leaves it in review, creates each job once, balances the ledger, keeps no stray file', async () => {
     const trafficEnds = Date.now() + trafficMs;
-    const next = random(seed ^ 0x5eed);
+    const next = seededRandom(seed ^ 0x5eed);
 
     // Workers: the oldest SIGKILLed every ~10 s and replaced, so there is always one starting.
     const killing = (async () => {

@@ -12,6 +12,7 @@ import { promptContains, type FakeProvider } from './fake-http.js';
 import { FalQueueServer } from './fal-queue-server.js';
 import { OpenAiImagesServer } from './openai-images-server.js';
 import { ReplicateServer } from './replicate-server.js';
+import { seededRandom } from '../seeded-random.js';
 
 export type ProviderChildName = 'fal' | 'replicate' | 'openai';
 
@@ -39,18 +40,6 @@ type AnyFake = FakeProvider<unknown> & { env(): Record<string, string>; accepted
 const name = process.argv[2] as ProviderChildName;
 const options = JSON.parse(process.env.PROVIDER_CHILD_OPTIONS ?? '{}') as ProviderChildOptions;
 
-/** mulberry32: small, seeded, good enough to spread faults. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** The create calls of each provider's protocol (not polls, results or cancels). */
 const isCreate: Record<ProviderChildName, (method: string, url: string) => boolean> = {
   fal: (method, url) => method === 'POST' && !url.includes('/requests/'),
@@ -66,7 +55,7 @@ async function main(): Promise<void> {
       : await OpenAiImagesServer.start()) as unknown as AnyFake;
   for (const { promptContains: text, outcome } of options.plan) fake.script(outcome, promptContains(text));
 
-  const next = random(options.seed);
+  const next = seededRandom(options.seed);
   let calm = false;
   const cuts = { request: 0, answer: 0 };
   const direct = new URL(fake.origin);
