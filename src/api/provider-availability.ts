@@ -55,6 +55,23 @@ export function providerOf(entry: CatalogEntry): string {
 }
 
 /**
+ * What startGeneration's `refuseNew` is given (the API's POST and the console's playground alike):
+ * undefined while the model's provider takes requests (`retryAfterSeconds` null), else a function
+ * that throws the refusal, after `onRefused` (the API counts it in its metrics).
+ */
+export function refusalWhileDown(
+  entry: CatalogEntry,
+  retryAfterSeconds: number | null,
+  onRefused?: () => void,
+): (() => never) | undefined {
+  if (retryAfterSeconds === null) return undefined;
+  return () => {
+    onRefused?.();
+    throw providerDownError(entry, retryAfterSeconds);
+  };
+}
+
+/**
  * The refusal of a new generation while its model's provider is down (the API's POST and the
  * console's playground alike): nothing charged, retry after the next probe with the same key.
  */

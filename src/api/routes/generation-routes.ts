@@ -20,7 +20,7 @@ import {
 import { sendGeneration } from '../conditional-reads.js';
 import type { GenerationWaiters } from '../generation-waiters.js';
 import { honourPreferWait } from '../prefer-wait.js';
-import { providerDownError, providerOf } from '../provider-availability.js';
+import { providerOf, refusalWhileDown } from '../provider-availability.js';
 import { toGeneration } from '../generation-view.js';
 import { pageOfGenerations } from '../list-query.js';
 import { routeSchemas } from '../route-schemas.js';
@@ -87,12 +87,9 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
    * startGeneration); undefined while the provider takes requests (the usual case costs nothing).
    */
   function providerDownRefusal(entry: CatalogEntry): (() => never) | undefined {
-    const retryAfterSeconds = deps.providerDownFor?.(providerOf(entry)) ?? null;
-    if (retryAfterSeconds === null) return undefined;
-    return () => {
-      deps.metrics?.rejected(entry.id, 'service_unavailable');
-      throw providerDownError(entry, retryAfterSeconds);
-    };
+    return refusalWhileDown(entry, deps.providerDownFor?.(providerOf(entry)) ?? null, () =>
+      deps.metrics?.rejected(entry.id, 'service_unavailable'),
+    );
   }
 
   app.get('/v1/generations/:id', { schema: routeSchemas.getGeneration }, async (request, reply) => {

@@ -1,13 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { checkBody, checkIdempotencyKey, fingerprint } from '../../api/generation-request.js';
-import { providerDownError, providerOf } from '../../api/provider-availability.js';
+import { providerOf, refusalWhileDown } from '../../api/provider-availability.js';
 import { startGeneration, type StartOutcome } from '../../api/start-generation.js';
 import type { CompiledModel } from '../../catalog/catalog-cache.js';
 import { quotePrice, resolveOptions } from '../../catalog/pricing.js';
 import { ApiError, errorCodes, type ErrorCode, type ValidationIssue } from '../../errors.js';
 import { newId } from '../../ids.js';
-import type { CatalogEntry } from '../../catalog/catalog-entry.js';
 import { getBalance } from '../../db/credits-repository.js';
 import { formField } from '../request-fields.js';
 import { bodyFromForm, formFields } from '../playground-form.js';
@@ -89,15 +88,6 @@ export function playgroundRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): 
     return { credits: quote(model, withoutImages(body)) };
   });
 
-  /** Set while the model's provider is down: throws the API's refusal (see startGeneration's refuseNew). */
-  const refusalWhileDown = (entry: CatalogEntry): (() => never) | undefined => {
-    const retryAfterSeconds = deps.providerDownFor(providerOf(entry));
-    if (retryAfterSeconds === null) return undefined;
-    return () => {
-      throw providerDownError(entry, retryAfterSeconds);
-    };
-  };
-
   app.post('/playground', async (request, reply) => {
     const user = userOf(request);
     const started = performance.now();
@@ -138,7 +128,12 @@ export function playgroundRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): 
           fingerprint: fingerprint(body),
         },
         // As the API: a resubmitted form that was accepted is shown its generation; a new one is refused.
-        { refuseNew: refusalWhileDown(checked.model.entry) },
+        {
+          refuseNew: refusalWhileDown(
+            checked.model.entry,
+            deps.providerDownFor(providerOf(checked.model.entry)),
+          ),
+        },
       );
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;
