@@ -1,5 +1,7 @@
+import { Context } from '@temporalio/activity';
 import { releaseProviderSlot } from '../db/provider-slots.js';
 import { parseJobReference } from '../providers/job-reference.js';
+import type { StopAnswer } from '../providers/provider.js';
 import type { CancelActivities } from '../workflows/generation-activity-contract.js';
 import type { ActivityDeps } from './activity-deps.js';
 
@@ -8,15 +10,16 @@ export function createCancelActivities(deps: Pick<ActivityDeps, 'db' | 'provider
   return {
     /**
      * Stops the provider's job if the provider confirms it never ran (see Provider.stopBeforeRun);
-     * asking again after a stop answers stopped again, so a retry or a replayed workflow is safe.
-     * A provider that cannot confirm it answers not stopped, and nothing changes.
+     * a retry tells the provider it asks again (the first answer was lost), and the provider
+     * answers stopped again, or `unknown` when it cannot tell (the workflow then waits for the
+     * job's end). A provider that cannot confirm a stop answers not stopped, and nothing changes.
      */
-    async stopJobBeforeRun(reference: string, generationId: string): Promise<{ stopped: boolean }> {
+    async stopJobBeforeRun(reference: string, generationId: string): Promise<StopAnswer> {
       const { provider: name, jobId } = parseJobReference(reference);
       const provider = deps.providerFor(name);
       if (!provider.stopBeforeRun) return { stopped: false };
-      const { stopped } = await provider.stopBeforeRun(jobId);
-      if (stopped) await releaseProviderSlot(deps.db, generationId);
+      const { stopped } = await provider.stopBeforeRun(jobId, { again: Context.current().info.attempt > 1 });
+      if (stopped === true) await releaseProviderSlot(deps.db, generationId);
       return { stopped };
     },
   };

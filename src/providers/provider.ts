@@ -6,6 +6,11 @@
  * on the class: see `ProviderRejection`, `ProviderTransientError` and
  * `ProviderUncertainError`.
  */
+/** What a stop before run came to; `unknown` only when asked again and the provider cannot tell. */
+export interface StopAnswer {
+  stopped: boolean | 'unknown';
+}
+
 export interface Provider {
   /** Starts a job. The token is derived from the generation: a provider that sees it twice must not run twice. */
   submit(job: ProviderJob): Promise<{ jobId: string }>;
@@ -26,9 +31,12 @@ export interface Provider {
   /**
    * A client's cancel: stops the job only if the provider confirms it never ran (still in its queue)
    * and will not bill it. `stopped: false` means it ran, runs or finished: nothing was changed.
-   * Without it, a job handed to this provider cannot be canceled unbilled.
+   * `again`: an earlier ask's answer was lost (the activity's retry), so the job may be stopped by
+   * it; a provider that cannot then tell a job it stopped from one that finished answers `unknown`
+   * (the workflow then waits for the job's end). Without it, a job handed to this provider cannot
+   * be canceled unbilled.
    */
-  stopBeforeRun?(jobId: string): Promise<{ stopped: boolean }>;
+  stopBeforeRun?(jobId: string, asked?: { again: boolean }): Promise<StopAnswer>;
   /**
    * A cheap authenticated read that succeeds when the provider is reachable and serving, used to
    * find a provider that was down up again. Without one, a down provider is let try again after the

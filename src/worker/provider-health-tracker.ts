@@ -94,7 +94,7 @@ export function trackHealth(
     lookup: (token) => provider.lookup(token),
     cancel: (jobId) => provider.cancel(jobId),
     // Forwarded (a client's cancel needs it), not observed: like cancel, it says little of health.
-    stopBeforeRun: provider.stopBeforeRun && ((jobId) => provider.stopBeforeRun!(jobId)),
+    stopBeforeRun: provider.stopBeforeRun && ((jobId, asked) => provider.stopBeforeRun!(jobId, asked)),
     probe: provider.probe && (() => observe(() => provider.probe!())),
     submitsLocally: provider.submitsLocally,
   };

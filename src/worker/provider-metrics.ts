@@ -50,7 +50,8 @@ export function measureProvider(
     // Forwarded, or a client's cancel could never stop a queued job (the activity sees no method).
     // Timed as a cancel: it is one, asked of the same endpoint, and keeps the call label set as documented.
     stopBeforeRun:
-      provider.stopBeforeRun && ((jobId) => timed('cancel', () => provider.stopBeforeRun!(jobId))),
+      provider.stopBeforeRun &&
+      ((jobId, asked) => timed('cancel', () => provider.stopBeforeRun!(jobId, asked))),
     probe: provider.probe && (() => timed('probe', () => provider.probe!())),
     submitsLocally: provider.submitsLocally,
   };

@@ -59,6 +59,9 @@ export interface GenerationActivities<Result = unknown, Output = unknown> {
 
 /** The activity behind a client's cancel (src/activities/cancel-activities.ts implements it). */
 export interface CancelActivities {
-  /** A client's cancel: stops the job only if the provider confirms it never ran (see Provider.stopBeforeRun). */
-  stopJobBeforeRun: (jobId: string, generationId: string) => Promise<{ stopped: boolean }>;
+  /**
+   * A client's cancel: stops the job only if the provider confirms it never ran (see
+   * Provider.stopBeforeRun); `unknown` when a retry cannot tell whether the lost first ask stopped it.
+   */
+  stopJobBeforeRun: (jobId: string, generationId: string) => Promise<{ stopped: boolean | 'unknown' }>;
 }

@@ -17,17 +17,24 @@ export interface CancelOutcome {
  *   generation ended), then decides as below.
  * - While the provider has it, the provider is asked to stop it only if it never ran
  *   (Provider.stopBeforeRun). Stopped: the wait is cancelled and the main flow refunds with
- *   `canceled`. Not stopped: `not_cancelable`, nothing changes.
+ *   `canceled`. Not stopped: `not_cancelable`, nothing changes. Unknown (the ask's answer was lost,
+ *   and asking again cannot tell): the wait goes on, and its end decides. A job that ends failed at
+ *   the provider while the ask is out or unknown was the cancel's (refunded with `canceled`); one
+ *   that succeeded was not stopped.
  * - At any other step (persisting, refunding, needs review, terminal): `not_cancelable`.
  */
 export function cancelRules(
   progress: GenerationProgress,
-  stopBeforeRun: (jobId: string) => Promise<{ stopped: boolean }>,
+  stopBeforeRun: (jobId: string) => Promise<{ stopped: boolean | 'unknown' }>,
 ) {
   let stopped = false;
+  /** A stop is being asked, or was and its answer lost: the job may be stopped; its end tells. */
+  let stopAsked = false;
   let waiting: CancellationScope | null = null;
   let deciding: Promise<CancelOutcome> | null = null;
   const handingOver = () => progress.step === 'admitting' || progress.step === 'submitting';
+  const failed = () => progress.step === 'failed';
+  const jobEnded = () => failed() || progress.step === 'succeeded' || progress.step === 'needs_review';
 
   async function decide(): Promise<CancelOutcome> {
     await condition(() => !handingOver());
@@ -35,8 +42,20 @@ export function cancelRules(
       const jobId = progress.providerJobId;
       if (progress.step !== 'generating' || jobId === null)
         return { outcome: 'not_cancelable', step: progress.step };
-      const answer = await stopBeforeRun(jobId).catch(() => ({ stopped: false }));
-      if (!answer.stopped) return { outcome: 'not_cancelable', step: progress.step };
+      // Runs asked before this rule took a lost answer for "not stopped" (and told the client so),
+      // and a job that ended failed while the ask was out for the provider's own failure.
+      const lostAnswerWaits = patched('cancel-unknown-stop-waits-for-the-end');
+      stopAsked = lostAnswerWaits;
+      const answer = await stopBeforeRun(jobId).catch(() => ({ stopped: 'unknown' as const }));
+      if (lostAnswerWaits && answer.stopped === 'unknown') {
+        await condition(jobEnded);
+        return { outcome: failed() ? 'canceled' : 'not_cancelable', step: progress.step };
+      }
+      if (answer.stopped !== true) {
+        stopAsked = false;
+        // Ended failed while asked: refunded as canceled, which is what the client is told.
+        return { outcome: lostAnswerWaits && failed() ? 'canceled' : 'not_cancelable', step: progress.step };
+      }
       stopped = true;
       waiting?.cancel();
     }
@@ -49,6 +68,10 @@ export function cancelRules(
     /** Whether a cancel stopped the job: the main flow then refunds with `canceled`. */
     get stopped(): boolean {
       return stopped;
+    },
+    /** Whether a job that ended failed at the provider was (or may have been) stopped by a cancel. */
+    get stoppedOrAsked(): boolean {
+      return stopped || stopAsked;
     },
     /** A cancel (the update, or a cancellation request on the run): concurrent ones share one decision. */
     request(generationId: string): Promise<CancelOutcome> {

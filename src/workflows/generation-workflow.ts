@@ -198,7 +198,7 @@ async function generationStory(start: GenerationStart, cancelRequested: Promise<
     // A job a cancel stopped is reported failed: its refund is the cancel's, with its code.
     if (outcome.state === 'failed')
       return fail(
-        cancel.stopped
+        cancel.stoppedOrAsked
           ? generationErrors.canceled
           : outcome.rejected
             ? generationErrors.providerRejected

@@ -413,6 +413,54 @@ describe('generations on fal', () => {
     }
   });
 
+  describe('a client’s cancel whose answer fal lost: asked again, fal cannot tell, so the job’s end decides', () => {
+    const cancel = (id: string) =>
+      api.app.inject({ method: 'POST', url: `/v1/generations/${id}/cancel`, headers: bearer(account.key) });
+    /** A generation whose request waits in fal's queue until released. */
+    const queued = async (prompt: string) => {
+      fal.script({ holdInQueue: true }, promptContains(prompt));
+      const created = await post({ model: 'fal-flux-schnell', prompt });
+      await expect.poll(() => requestsFor(prompt).length).toBe(1);
+      return { id: created.id as string, requestId: requestsFor(prompt)[0]!.id };
+    };
+    const cancelsOf = (requestId: string) =>
+      fal.requests.filter((r) => r.method === 'PUT' && r.url.endsWith(`/requests/${requestId}/cancel`))
+        .length;
+
+    it('cancelled by the lost call: 200 canceled, refunded once (not a 409 followed by a refund)', async () => {
+      const { id, requestId } = await queued('cancel answer lost');
+      fal.failCancel({ kind: 'drop', accepted: true });
+      const response = await cancel(id);
+      expect(response.statusCode, response.body).toBe(200);
+      expect(response.json()).toMatchObject({
+        id,
+        status: 'failed',
+        credits_refunded: true,
+        error: { code: 'canceled' },
+      });
+      expect(requestsFor('cancel answer lost')[0]!.cancelled).toBe(true);
+      // Asked once: the retry read the status and did not cancel again.
+      expect(cancelsOf(requestId)).toBe(1);
+      expect(await ledgerOf(id)).toEqual({ debits: 1, refunds: 1 });
+      expect((await cancel(id)).statusCode).toBe(200);
+      expect(await ledgerOf(id)).toEqual({ debits: 1, refunds: 1 });
+    });
+
+    it('run to completion meanwhile: not canceled, delivered and charged once', async () => {
+      const { id, requestId } = await queued('cancel lost, then ran');
+      // The cancel fails without reaching fal, and the runner takes the request before the retry.
+      fal.failCancel({ kind: 'status', status: 502 }, (request) => fal.release(request));
+      const response = await cancel(id);
+      expect(response.statusCode, response.body).toBe(409);
+      expect(response.json().error.code).toBe('not_cancelable');
+      expect(requestsFor('cancel lost, then ran')[0]!.cancelled).toBe(false);
+      expect(cancelsOf(requestId)).toBe(1);
+      const done = await finished(id);
+      expect(done).toMatchObject({ status: 'succeeded', credits_refunded: false });
+      expect(await ledgerOf(id)).toEqual({ debits: 1, refunds: 0 });
+    });
+  });
+
   it('FAL_KEY is nowhere: not in a generation row, a workflow history, the worker’s logs or the request log', async () => {
     expect(generationIds.length).toBeGreaterThan(8);
     expect(workers.logs()).toContain(taskQueue); // the logs were captured

@@ -79,6 +79,27 @@ describe('stopBeforeRun: stopped only when the provider confirms the job never r
       expect(await adapter().stopBeforeRun(done)).toEqual({ stopped: false });
       expect(fal.accepted().slice(-1)[0]!.cancelled).toBe(false);
     });
+
+    it('asked again (the first answer lost): COMPLETED may be the lost cancel’s doing, so unknown', async () => {
+      fal.script({ pollsInQueue: 100 });
+      const { jobId } = await adapter().submit(job('fal-ai/flux/dev', { prompt: 'lost answer' }));
+      fal.failCancel({ kind: 'drop', accepted: true });
+      await expect(adapter().stopBeforeRun(jobId)).rejects.toThrow();
+      expect(await adapter().stopBeforeRun(jobId, { again: true })).toEqual({ stopped: 'unknown' });
+
+      // One that simply finished reads the same to fal's API: unknown again, and nothing is cancelled.
+      fal.script({ pollsInQueue: 0, pollsInProgress: 0 });
+      const done = (await adapter().submit(job('fal-ai/flux/dev', { prompt: 'finished' }))).jobId;
+      expect(await adapter().stopBeforeRun(done, { again: true })).toEqual({ stopped: 'unknown' });
+      expect(fal.accepted().slice(-1)[0]!.cancelled).toBe(false);
+
+      // Still IN_QUEUE when asked again: the first ask never reached fal; this one stops it.
+      fal.script({ pollsInQueue: 100 });
+      const queued = (await adapter().submit(job('fal-ai/flux/dev', { prompt: 'never reached' }))).jobId;
+      fal.failCancel({ kind: 'status', status: 502 });
+      await expect(adapter().stopBeforeRun(queued)).rejects.toThrow();
+      expect(await adapter().stopBeforeRun(queued, { again: true })).toEqual({ stopped: true });
+    });
   });
 
   describe('Replicate', () => {
@@ -98,6 +119,11 @@ describe('stopBeforeRun: stopped only when the provider confirms the job never r
       expect(await adapter().stopBeforeRun(jobId)).toEqual({ stopped: true });
       expect(replicate.accepted().find((p) => p.id === jobId)!.canceled).toBe(true);
       expect(await adapter().status(jobId)).toMatchObject({ state: 'failed' });
+      // Asked again (a retried activity whose first answer was lost): the same answer, no second cancel.
+      const cancels = () => replicate.requests.filter((r) => r.url.endsWith(`${jobId}/cancel`)).length;
+      expect(cancels()).toBe(1);
+      expect(await adapter().stopBeforeRun(jobId)).toEqual({ stopped: true });
+      expect(cancels()).toBe(1);
     });
 
     it('processing or succeeded: left alone, not stopped', async () => {

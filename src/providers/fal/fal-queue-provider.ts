@@ -9,6 +9,7 @@ import {
   type ProviderResult,
   type ProviderStatus,
   type ResultContent,
+  type StopAnswer,
 } from '../provider.js';
 import {
   callProvider,
@@ -140,11 +141,15 @@ export class FalQueueProvider implements Provider {
    * A client's cancel: only a request still `IN_QUEUE` is cancelled (fal removes it from the queue
    * unrun); one in progress or completed is left alone. fal cannot confirm more than that: a runner
    * that picks the request up between the two calls may still run it (a window of one round trip).
+   * Asked again, a `COMPLETED` request may be the one the lost ask cancelled (fal shows a cancelled
+   * request `COMPLETED` too, and its cancel then answers `ALREADY_COMPLETED`): unknown.
    */
-  async stopBeforeRun(jobId: string): Promise<{ stopped: boolean }> {
+  async stopBeforeRun(jobId: string, asked?: { again: boolean }): Promise<StopAnswer> {
     const request = this.requestUrl(jobId);
     const status = await this.read('GET', `${request}/status`, [404]);
-    if ((status.body as { status?: unknown } | undefined)?.status !== 'IN_QUEUE') return { stopped: false };
+    const state = (status.body as { status?: unknown } | undefined)?.status;
+    if (asked?.again && state === 'COMPLETED') return { stopped: 'unknown' };
+    if (state !== 'IN_QUEUE') return { stopped: false };
     const answer = await this.read('PUT', `${request}/cancel`, [400, 404]);
     return {
       stopped: (answer.body as { status?: unknown } | undefined)?.status === 'CANCELLATION_REQUESTED',

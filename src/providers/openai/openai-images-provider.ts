@@ -10,6 +10,7 @@ import {
   type Provider,
   type ProviderJob,
   type ProviderStatus,
+  type StopAnswer,
 } from '../provider.js';
 import { FormData } from 'undici';
 import { callProvider, type DownloadPolicy, type ProviderAnswer, probeProvider } from '../provider-http.js';
@@ -162,7 +163,7 @@ export class OpenAiImagesProvider implements Provider {
    * reached OpenAI, which bills it: not stopped. Found canceled already, it is this stop asked
    * again (its answer lost): stopped, so a retried activity agrees with the first.
    */
-  async stopBeforeRun(jobId: string): Promise<{ stopped: boolean }> {
+  async stopBeforeRun(jobId: string): Promise<StopAnswer> {
     if (await cancelCall(this.db, jobId)) return { stopped: true };
     return { stopped: (await readCall(this.db, jobId))?.state === 'canceled' };
   }

@@ -17,6 +17,7 @@ import {
   type ProviderResult,
   type ProviderStatus,
   type ResultContent,
+  type StopAnswer,
 } from '../provider.js';
 
 /**
@@ -69,6 +70,7 @@ interface Prediction {
   output?: unknown;
   error?: unknown;
   data_removed?: unknown;
+  started_at?: unknown;
 }
 
 export class ReplicateProvider implements Provider {
@@ -173,21 +175,22 @@ export class ReplicateProvider implements Provider {
   /**
    * A client's cancel: only a prediction still `starting` is cancelled, and it counts as stopped
    * only when Replicate answers it `canceled` or `aborted` without having started it (no
-   * `started_at`): then it never ran and is not billed. Anything else is left as it is.
+   * `started_at`): then it never ran and is not billed. Found so already, it is this stop asked
+   * again (its answer lost): stopped. Anything else is left as it is.
    */
-  async stopBeforeRun(jobId: string): Promise<{ stopped: boolean }> {
+  async stopBeforeRun(jobId: string): Promise<StopAnswer> {
     const url = `${this.apiUrl}/predictions/${encodeURIComponent(jobId)}`;
     const timeoutMs = this.options.readTimeoutMs ?? 15_000;
     const now = await this.call('read', { method: 'GET', url, headers: this.auth(), timeoutMs });
-    if ((now.body as Prediction | undefined)?.status !== 'starting') return { stopped: false };
+    const found = (now.body ?? {}) as Prediction;
+    if (neverStarted(found)) return { stopped: true };
+    if (found.status !== 'starting') return { stopped: false };
     const answer = await this.call(
       'read',
       { method: 'POST', url: `${url}/cancel`, headers: this.auth(), timeoutMs },
       [404],
     );
-    const after = (answer.body ?? {}) as Prediction & { started_at?: string | null };
-    const ended = after.status === 'canceled' || after.status === 'aborted';
-    return { stopped: ended && !after.started_at };
+    return { stopped: neverStarted(answer.body ?? {}) };
   }
 
   async cancel(jobId: string): Promise<void> {
@@ -256,6 +259,9 @@ export class ReplicateProvider implements Provider {
 }
 
 /** `owner/name` as two escaped path segments. */
+/** Canceled or aborted without having started: it never ran, and Replicate does not bill it. */
+const neverStarted = (p: Prediction) => (p.status === 'canceled' || p.status === 'aborted') && !p.started_at;
+
 function modelPath(model: string): string {
   const [owner, name, ...rest] = model.split('/');
   if (!owner || !name || rest.length > 0)
@@ -287,10 +293,5 @@ function resultAt(url: string): ProviderResult {
     // Not a URL we can read: the download will say.
   }
   // Replicate does not say the size; persisting measures the bytes.
-  return {
-    url,
-    width: 0,
-    height: 0,
-    contentType,
-  };
+  return { url, width: 0, height: 0, contentType };
 }

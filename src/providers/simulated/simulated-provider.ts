@@ -9,6 +9,7 @@ import {
   type ProviderJob,
   type ProviderResult,
   type ProviderStatus,
+  type StopAnswer,
 } from '../provider.js';
 import { parseSimDirectives, stripSimDirectives, type SimDirectives } from './prompt-directives.js';
 import type { Storage } from '../../storage/storage.js';
@@ -91,7 +92,7 @@ export class SimulatedProvider implements Provider {
    * A job still in the simulated queue (`[sim:queued=SECONDS]`, counted from its submission) is
    * marked canceled and never runs; once it has left the queue it runs on, and nothing changes.
    */
-  async stopBeforeRun(jobId: string): Promise<{ stopped: boolean }> {
+  async stopBeforeRun(jobId: string): Promise<StopAnswer> {
     const stopped = await this.db.maybeOne(sql.type(z.object({ job_id: z.string() }))`
       UPDATE sim_provider_jobs SET directives = directives || '{"canceled": true}'::jsonb
       WHERE job_id = ${jobId} AND (directives->>'canceled' = 'true'

@@ -31,6 +31,8 @@ export interface FalOutcome {
   pollsInProgress?: number;
   /** Stay IN_PROGRESS until `release(requestId)`. */
   hold?: boolean;
+  /** Stay IN_QUEUE until `release(requestId)`, then COMPLETED (a runner took it and finished). */
+  holdInQueue?: boolean;
   /** COMPLETED, but the result is this error (fal reports no separate FAILED status). */
   error?: { status: number; body: unknown };
   /** Output size; default: from the input's `image_size`. */
@@ -85,6 +87,7 @@ export class FalQueueServer extends FakeProvider<FalOutcome> {
   private jobs = new Map<string, FalJob>();
   private createFaults = new Script<unknown, Fault>();
   private pollFaults: Fault[] = [];
+  private cancelFaults: Array<{ fault: Fault; then?: (requestId: string) => void }> = [];
 
   private constructor(
     readonly key: string,
@@ -110,6 +113,13 @@ export class FalQueueServer extends FakeProvider<FalOutcome> {
   /** The next status or result calls (any request) get these faults, in order. */
   failPolls(...faults: Fault[]): void {
     this.pollFaults.push(...faults);
+  }
+  /**
+   * The next cancel call gets this fault; `accepted: true` cancels first (its answer lost). `then`
+   * runs once the fault is played (say, `release`: the request leaves the queue before the retry).
+   */
+  failCancel(fault: Fault, then?: (requestId: string) => void): void {
+    this.cancelFaults.push({ fault, then });
   }
   release(requestId: string): void {
     this.job(requestId).released = true;
@@ -207,6 +217,7 @@ export class FalQueueServer extends FakeProvider<FalOutcome> {
     const job = this.job(id);
     const { pollsInQueue = 1, pollsInProgress = 1, hold } = job.outcome;
     if (job.cancelled) return 'COMPLETED';
+    if (job.outcome.holdInQueue) return job.released ? 'COMPLETED' : 'IN_QUEUE';
     if (job.polls <= pollsInQueue) return 'IN_QUEUE';
     if (hold && !job.released) return 'IN_PROGRESS';
     if (hold || job.polls > pollsInQueue + pollsInProgress) return 'COMPLETED';
@@ -220,7 +231,7 @@ export class FalQueueServer extends FakeProvider<FalOutcome> {
     const status = this.statusOf(job.id);
     const logs = /[?&]logs=1/.test(request.url ?? '') ? [] : null;
     const body: Record<string, unknown> = { status, ...this.urls(job), logs };
-    if (status === 'IN_QUEUE') body.queue_position = (job.outcome.pollsInQueue ?? 1) - job.polls;
+    if (status === 'IN_QUEUE') body.queue_position = Math.max(0, (job.outcome.pollsInQueue ?? 1) - job.polls);
     if (status === 'COMPLETED') body.metrics = { inference_time: 0.5 };
     sendJson(response, status === 'COMPLETED' ? 200 : 202, body);
   }
@@ -269,6 +280,12 @@ export class FalQueueServer extends FakeProvider<FalOutcome> {
   }
 
   private cancel(job: FalJob, response: http.ServerResponse) {
+    const scripted = this.cancelFaults.shift();
+    if (scripted) {
+      if (faultAccepts(scripted.fault) && this.statusOf(job.id) !== 'COMPLETED') job.cancelled = true;
+      playFault(response, scripted.fault, errorBody);
+      return scripted.then?.(job.id);
+    }
     if (this.statusOf(job.id) === 'COMPLETED')
       return sendJson(response, 400, { status: 'ALREADY_COMPLETED' });
     job.cancelled = true;
