@@ -4,6 +4,34 @@ import { generationStatuses } from '../generation.js';
 
 /** What the account console reads beyond the API's own reads: the gallery, usage by day, key use, the request log by page. */
 
+/**
+ * A place in a page ordered newest first by (created_at, id), the order of the gallery's and the
+ * request log's (account_id, created_at DESC) indexes: the last row shown, by its time (in
+ * microseconds since the epoch, exact) and id, so that deleting that row (an image expiring, a log
+ * line pruned) does not lose the place.
+ */
+export interface PageCursor {
+  createdUs: number;
+  id: number;
+}
+
+/** `before=` in a console link: `<createdUs>_<id>`; anything else is the first page. */
+export function parsePageCursor(text: unknown): PageCursor | null {
+  const match = /^(\d{1,16})_(\d{1,15})$/.exec(typeof text === 'string' ? text : '');
+  return match ? { createdUs: Number(match[1]), id: Number(match[2]) } : null;
+}
+export const formatPageCursor = (row: PageCursor): string => `${row.createdUs}_${row.id}`;
+
+/** The column a row's cursor is read from. */
+const createdUs = (alias: string) =>
+  sql.fragment`(extract(epoch FROM ${sql.identifier([alias, 'created_at'])}) * 1000000)::bigint AS created_us`;
+
+function olderThan(alias: string, cursor: PageCursor) {
+  const row = sql.identifier([alias]);
+  return sql.fragment`(${row}.created_at, ${row}.id) <
+    (timestamptz 'epoch' + ${cursor.createdUs} * interval '1 microsecond', ${cursor.id})`;
+}
+
 const galleryRow = z.object({
   id: z.number(),
   generation_id: z.string(),
@@ -11,6 +39,7 @@ const galleryRow = z.object({
   width: z.number(),
   height: z.number(),
   created_at: z.string(),
+  created_us: z.number(),
   model: z.string(),
   prompt: z.string().nullable(),
   credits: z.number(),
@@ -19,21 +48,32 @@ const galleryRow = z.object({
 });
 export type GalleryImage = z.infer<typeof galleryRow>;
 
-const galleryColumns = sql.fragment`gi.id, gi.generation_id, gi.url, gi.width, gi.height, gi.created_at,
+const galleryColumns = sql.fragment`gi.id, gi.generation_id, gi.url, gi.width, gi.height, gi.created_at, ${createdUs('gi')},
   g.model, g.input->>'prompt' AS prompt, g.credits, g.expires_at, g.content_expired`;
 
-/** The account's persisted images, newest first, after the image `before` (an id) when given. */
-export async function listGallery(
-  db: CommonQueryMethods,
-  filter: { accountId: string; model: string | null; limit: number; before: number | null },
-): Promise<readonly GalleryImage[]> {
+/** The query of a gallery page (exported for the test that reads its plan). */
+export function galleryPageQuery(filter: GalleryFilter) {
   const conditions = [sql.fragment`gi.account_id = ${filter.accountId}`];
   if (filter.model) conditions.push(sql.fragment`g.model = ${filter.model}`);
-  if (filter.before !== null) conditions.push(sql.fragment`gi.id < ${filter.before}`);
-  return db.any(sql.type(galleryRow)`
+  if (filter.before !== null) conditions.push(olderThan('gi', filter.before));
+  return sql.type(galleryRow)`
     SELECT ${galleryColumns} FROM gallery_images gi JOIN generations g ON g.id = gi.generation_id
     WHERE ${sql.join(conditions, sql.fragment` AND `)}
-    ORDER BY gi.id DESC LIMIT ${filter.limit}`);
+    ORDER BY gi.created_at DESC, gi.id DESC LIMIT ${filter.limit}`;
+}
+export interface GalleryFilter {
+  accountId: string;
+  model: string | null;
+  limit: number;
+  before: PageCursor | null;
+}
+
+/** The account's persisted images, newest first, after `before` when given. */
+export async function listGallery(
+  db: CommonQueryMethods,
+  filter: GalleryFilter,
+): Promise<readonly GalleryImage[]> {
+  return db.any(galleryPageQuery(filter));
 }
 
 export async function getGalleryImage(
@@ -129,21 +169,28 @@ const logRow = z.object({
   error_code: z.string().nullable(),
   duration_ms: z.number(),
   created_at: z.string(),
+  created_us: z.number(),
 });
 export type RequestLogLine = z.infer<typeof logRow>;
 
-/** The account's request log, newest first, after the entry `before` (an id) when given. */
+/** The query of a request log page (exported for the test that reads its plan). */
+export function requestLogPageQuery(accountId: string, limit: number, before: PageCursor | null) {
+  return sql.type(logRow)`
+    SELECT id, request_id, api_key_id, method, path, status_code, error_code, duration_ms, created_at,
+      ${createdUs('api_request_log')}
+    FROM api_request_log WHERE account_id = ${accountId}
+      ${before === null ? sql.fragment`` : sql.fragment`AND ${olderThan('api_request_log', before)}`}
+    ORDER BY created_at DESC, id DESC LIMIT ${limit}`;
+}
+
+/** The account's request log, newest first, after `before` when given. */
 export async function requestLogPage(
   db: CommonQueryMethods,
   accountId: string,
   limit: number,
-  before: number | null,
+  before: PageCursor | null,
 ): Promise<readonly RequestLogLine[]> {
-  return db.any(sql.type(logRow)`
-    SELECT id, request_id, api_key_id, method, path, status_code, error_code, duration_ms, created_at
-    FROM api_request_log WHERE account_id = ${accountId}
-      ${before === null ? sql.fragment`` : sql.fragment`AND id < ${before}`}
-    ORDER BY id DESC LIMIT ${limit}`);
+  return db.any(requestLogPageQuery(accountId, limit, before));
 }
 
 /** The workflow a generation of the account's runs in (null: none recorded, or not the account's). */

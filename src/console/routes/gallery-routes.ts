@@ -1,5 +1,12 @@
 import type { FastifyInstance } from 'fastify';
-import { galleryModels, getGalleryImage, listGallery, type GalleryImage } from '../../db/console-reads.js';
+import {
+  formatPageCursor,
+  galleryModels,
+  getGalleryImage,
+  listGallery,
+  parsePageCursor,
+  type GalleryImage,
+} from '../../db/console-reads.js';
 import { thumbnailName } from '../../media/thumbnail.js';
 import { mediaTypeOfName } from '../../storage/storage.js';
 import { format, sendPage } from '../render.js';
@@ -26,9 +33,7 @@ export function galleryRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): voi
   app.get<{ Querystring: { model?: string; before?: string } }>('/gallery', async (request, reply) => {
     const { accountId } = userOf(request);
     const model = typeof request.query.model === 'string' && request.query.model ? request.query.model : null;
-    const before = /^\d{1,15}$/.test(String(request.query.before ?? ''))
-      ? Number(request.query.before)
-      : null;
+    const before = parsePageCursor(request.query.before);
     const [rows, models] = await Promise.all([
       listGallery(deps.db, { accountId, model, limit: PAGE + 1, before }),
       galleryModels(deps.db, accountId),
@@ -37,7 +42,9 @@ export function galleryRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): voi
     const tiles = await Promise.all(
       page.map(async (image) => ({ image, thumbnail: await thumbnailOf(image) })),
     );
-    const next = rows.length > PAGE ? page.at(-1)!.id : null;
+    const last = page.at(-1);
+    const next =
+      rows.length > PAGE && last ? formatPageCursor({ createdUs: last.created_us, id: last.id }) : null;
     const query = (extra: Record<string, string>) =>
       new URLSearchParams({ ...(model ? { model } : {}), ...extra }).toString();
     return sendPage(request, reply, 'gallery', {
@@ -45,7 +52,7 @@ export function galleryRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): voi
       tiles,
       models,
       model,
-      nextHref: next ? `/gallery?${query({ before: String(next) })}` : null,
+      nextHref: next ? `/gallery?${query({ before: next })}` : null,
       format,
     });
   });
