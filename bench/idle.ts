@@ -17,8 +17,9 @@ import { loadAverage, printTargets } from './targets.js';
  * thread's, and the workflow thread's, where Temporal runs the workflows),
  * external memory, and the rest (native: Temporal core's Rust side, libvips,
  * malloc), from /proc and the inspector (the worker runs with --inspect on
- * loopback). Targets: ≤ 400 MB at 10,000, and RSS(10,000) / RSS(1,000) ≤ 1.5.
- * BENCH_IDLE_TOTAL (default 10000), BENCH_CLIENTS (default 16);
+ * loopback). Targets, at rest: ≤ 400 MB at 10,000, and RSS(10,000) / RSS(1,000) ≤ 1.5.
+ * BENCH_IDLE_TOTAL (default 10000), BENCH_CLIENTS (default 16); BENCH_IDLE_SETTLE_SECONDS: when
+ * RSS is read after a mark's last task (default 5,15,30,60: the last is the figure at rest);
  * BENCH_HEAP_SNAPSHOT_DIR: heap snapshots of each thread at each mark, after its
  * RSS is read (compare them with bench/heap-summary.ts); BENCH_WORKER_NODE_OPTIONS: Node
  * or V8 options for the worker alone, to try one (`--max-semi-space-size=4`, say).
@@ -27,14 +28,13 @@ const total = Number(process.env.BENCH_IDLE_TOTAL ?? 10_000);
 const clients = Number(process.env.BENCH_CLIENTS ?? 16);
 const snapshotDir = process.env.BENCH_HEAP_SNAPSHOT_DIR;
 const marks = [Math.min(1_000, total), total];
+/** When, after a mark's last task, its RSS is read; the last reading is the figure at rest. */
+const settleSeconds = (process.env.BENCH_IDLE_SETTLE_SECONDS ?? '5,15,30,60').split(',').map(Number);
 const inspectPort = await freePort();
 const stack = await startStack(
   { SIM_PROVIDER_DELAY_MS: '0', PROVIDER_POLL_INTERVAL_MS: '50' },
   {
-    workerNodeOptions: [
-      `--inspect=127.0.0.1:${inspectPort}`,
-      ...(process.env.BENCH_WORKER_NODE_OPTIONS ?? '').split(' ').filter(Boolean),
-    ],
+    workerNodeOptions: [`--inspect=127.0.0.1:${inspectPort}`],
   },
 );
 const headers = { authorization: `Bearer ${stack.key}`, 'content-type': 'application/json' };
@@ -81,10 +81,11 @@ const started = Date.now();
 const loadBefore = await loadAverage();
 try {
   console.log(`runtime: ${benchRuntime === 'build' ? 'build (dist/ on node)' : 'tsx (src/)'}`);
-  const preload = process.env.LD_PRELOAD ?? nativeAllocatorEnv().LD_PRELOAD;
+  const allocator = nativeAllocatorEnv();
+  const preload = process.env.LD_PRELOAD ?? allocator.LD_PRELOAD;
   console.log(
     preload?.includes('jemalloc')
-      ? `allocator: jemalloc (${preload}), as the Dockerfile runs it`
+      ? `allocator: jemalloc (${preload}, MALLOC_CONF=${allocator.MALLOC_CONF ?? 'none'}), as the Dockerfile runs it`
       : 'allocator: glibc malloc with MALLOC_ARENA_MAX=2 (production preloads jemalloc: apt-get install libjemalloc2 to measure what it runs)',
   );
   await new Promise((r) => setTimeout(r, 5000)); // past the start's own allocations
@@ -114,11 +115,19 @@ try {
       }),
     );
     while ((await succeeded()) < mark) await new Promise((r) => setTimeout(r, 1000));
-    await new Promise((r) => setTimeout(r, 5000)); // let the worker settle after its last tasks
+    // Resident memory as the last tasks end, and once the worker is at rest, as parked generations
+    // leave it for days: the allocator hands freed pages back over seconds (jemalloc's decay) and
+    // V8 shrinks an idle heap, so the first figures still hold the burst's garbage.
+    const lastTask = Date.now();
+    const timeline: string[] = [];
+    for (const second of settleSeconds) {
+      await new Promise((r) => setTimeout(r, lastTask + second * 1000 - Date.now()));
+      timeline.push(`${(await rssMb()).toFixed(0)} MB at ${second} s`);
+    }
     const rss = await rssMb();
     results.push({ parked: mark, rss });
     console.log(
-      `${mark} generations parked on expiry timers after ${((Date.now() - started) / 1000).toFixed(0)} s: worker RSS ${rss.toFixed(0)} MB`,
+      `${mark} generations parked on expiry timers after ${((Date.now() - started) / 1000).toFixed(0)} s: worker RSS ${rss.toFixed(0)} MB at rest (${timeline.join(', ')} after the last task)`,
     );
     await printBreakdown(String(mark));
   }

@@ -50,7 +50,8 @@ export type StackProcess = 'api' | 'worker' | 'sim renderer' | 'temporal' | 'pos
  * PostgreSQL, an in-memory Temporal dev server, and our worker and API as
  * processes of their own. `env` adds to or overrides their configuration; `temporalDbFile` keeps
  * Temporal's state in that SQLite file instead of in memory (to measure what it stores);
- * `workerNodeOptions` are Node's options for the worker alone (`--inspect`, say).
+ * `workerNodeOptions` are Node's options for the worker alone (`--inspect`, say), and so is
+ * BENCH_WORKER_NODE_OPTIONS, for every bench: a V8 or Node option to try (`--optimize-for-size`, say).
  */
 export async function startStack(
   env: NodeJS.ProcessEnv = {},
@@ -96,7 +97,11 @@ export async function startStack(
   };
   const [worker, api] = await Promise.all([
     // The worker with the options production gives it on its command line.
-    start(entryFile(benchRuntime, 'worker'), [...workerNodeOptions, ...(options.workerNodeOptions ?? [])]),
+    start(entryFile(benchRuntime, 'worker'), [
+      ...workerNodeOptions,
+      ...(options.workerNodeOptions ?? []),
+      ...(process.env.BENCH_WORKER_NODE_OPTIONS ?? '').split(' ').filter(Boolean),
+    ]),
     start(entryFile(benchRuntime, 'api')),
   ]);
 

@@ -12,9 +12,20 @@ const candidates = [
   `/usr/lib/${process.arch === 'arm64' ? 'aarch64' : 'x86_64'}-linux-gnu/libjemalloc.so.2`,
 ];
 
-/** The environment that preloads jemalloc, or nothing when it is not installed (glibc's malloc then). */
-export function nativeAllocatorEnv(): { LD_PRELOAD?: string } {
+/**
+ * jemalloc's options, as the Dockerfile sets them (MALLOC_CONF). By default jemalloc hands freed
+ * pages back to the system only as later allocations pass by, over 10 s, from 4 arenas per core: a
+ * worker at rest after a burst kept them. A background thread returns them within a second of being
+ * freed, and two arenas leave fewer half-used pages behind (bench:idle, docs/capacity.md).
+ */
+export const jemallocOptions = 'background_thread:true,dirty_decay_ms:1000,narenas:2';
+
+/**
+ * The environment that preloads jemalloc with its options (a MALLOC_CONF already set wins), or
+ * nothing when it is not installed (glibc's malloc then).
+ */
+export function nativeAllocatorEnv(): { LD_PRELOAD?: string; MALLOC_CONF?: string } {
   if (process.platform !== 'linux') return {};
   const found = candidates.find((path) => existsSync(path));
-  return found ? { LD_PRELOAD: found } : {};
+  return found ? { LD_PRELOAD: found, MALLOC_CONF: process.env.MALLOC_CONF ?? jemallocOptions } : {};
 }
