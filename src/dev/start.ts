@@ -15,6 +15,7 @@ import { temporalConnectionOptions } from '../temporal/connection-options.js';
 import { ensureSearchAttributes } from '../temporal/search-attributes-setup.js';
 import { startScript, stopChild } from './child-processes.js';
 import { nativeAllocatorEnv } from './native-allocator.js';
+import { workerNodeOptions } from '../worker/node-options.js';
 import { childStopGraceMs, metricsEndpoints, stillStoppingReason } from './start-banner.js';
 import { createFundedAccount } from './funded-account.js';
 import { startMigratedPostgres, type MigratedPostgres } from './migrated-postgres.js';
@@ -135,7 +136,8 @@ async function main(): Promise<void> {
   const entry = (file: string) => path.join(projectRoot, 'src', file);
   await Promise.all([
     spawnChild('api', entry('api/main.ts'), env),
-    spawnChild('worker', entry('worker/main.ts'), env),
+    // With the options production gives it on its command line (src/worker/node-options.ts).
+    spawnChild('worker', entry('worker/main.ts'), env, workerNodeOptions),
     spawnChild('results', entry('result-host/main.ts'), env),
     spawnChild('console', entry('console/main.ts'), env),
   ]);
@@ -198,9 +200,15 @@ async function ensureDevelopmentAccount(
 }
 
 /** Starts one of our processes; resolves when it reports ready (see `reportReady`). */
-async function spawnChild(name: string, file: string, env: NodeJS.ProcessEnv): Promise<void> {
+async function spawnChild(
+  name: string,
+  file: string,
+  env: NodeJS.ProcessEnv,
+  nodeOptions: readonly string[] = [],
+): Promise<void> {
   const { child, ready } = startScript(file, {
     name,
+    nodeOptions,
     // jemalloc when installed, else fewer glibc malloc arenas: image encoding on several threads
     // otherwise leaves freed memory resident (src/dev/native-allocator.ts).
     env: { MALLOC_ARENA_MAX: '2', ...nativeAllocatorEnv(), ...env },
