@@ -20,7 +20,8 @@ export function parsePageCursor(text: unknown): PageCursor | null {
   const match = /^(\d{1,16})_(\d{1,15})$/.exec(typeof text === 'string' ? text : '');
   return match ? { createdUs: Number(match[1]), id: Number(match[2]) } : null;
 }
-export const formatPageCursor = (row: PageCursor): string => `${row.createdUs}_${row.id}`;
+/** The `before=` that continues a page after this row (one read with its `created_us`). */
+export const cursorAfter = (row: { created_us: number; id: number }): string => `${row.created_us}_${row.id}`;
 
 /** The column a row's cursor is read from. */
 const createdUs = (alias: string) =>

@@ -2,7 +2,7 @@ import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
-  formatPageCursor,
+  cursorAfter,
   galleryPageQuery,
   listGallery,
   parsePageCursor,
@@ -57,7 +57,7 @@ describe('console paging', () => {
       if (rows.length <= size) return seen;
       const last = rows[size - 1]!;
       // Through the link's text, as the console's "older" link carries it.
-      before = parsePageCursor(formatPageCursor({ createdUs: last.created_us, id: last.id }));
+      before = parsePageCursor(cursorAfter(last));
       await deleteCursor?.(last.id);
     }
   }

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import {
-  formatPageCursor,
+  cursorAfter,
   galleryModels,
   getGalleryImage,
   listGallery,
@@ -43,8 +43,7 @@ export function galleryRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): voi
       page.map(async (image) => ({ image, thumbnail: await thumbnailOf(image) })),
     );
     const last = page.at(-1);
-    const next =
-      rows.length > PAGE && last ? formatPageCursor({ createdUs: last.created_us, id: last.id }) : null;
+    const next = rows.length > PAGE && last ? cursorAfter(last) : null;
     const query = (extra: Record<string, string>) =>
       new URLSearchParams({ ...(model ? { model } : {}), ...extra }).toString();
     return sendPage(request, reply, 'gallery', {

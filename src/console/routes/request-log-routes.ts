@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { formatPageCursor, parsePageCursor, requestLogPage } from '../../db/console-reads.js';
+import { cursorAfter, parsePageCursor, requestLogPage } from '../../db/console-reads.js';
 import { format, sendPage } from '../render.js';
 import type { ConsoleRouteDeps } from '../route-deps.js';
 import { userOf } from '../request-fields.js';
@@ -16,10 +16,7 @@ export function requestLogRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): 
     return sendPage(request, reply, 'requests', {
       title: 'Request log',
       rows: page,
-      nextHref:
-        rows.length > PAGE && last
-          ? `/requests?before=${formatPageCursor({ createdUs: last.created_us, id: last.id })}`
-          : null,
+      nextHref: rows.length > PAGE && last ? `/requests?before=${cursorAfter(last)}` : null,
       format,
     });
   });
