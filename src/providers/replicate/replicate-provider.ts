@@ -258,10 +258,10 @@ export class ReplicateProvider implements Provider {
   }
 }
 
-/** `owner/name` as two escaped path segments. */
 /** Canceled or aborted without having started: it never ran, and Replicate does not bill it. */
 const neverStarted = (p: Prediction) => (p.status === 'canceled' || p.status === 'aborted') && !p.started_at;
 
+/** `owner/name` as two escaped path segments. */
 function modelPath(model: string): string {
   const [owner, name, ...rest] = model.split('/');
   if (!owner || !name || rest.length > 0)
