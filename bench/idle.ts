@@ -119,12 +119,13 @@ try {
     // leave it for days: the allocator hands freed pages back over seconds (jemalloc's decay) and
     // V8 shrinks an idle heap, so the first figures still hold the burst's garbage.
     const lastTask = Date.now();
-    const timeline: string[] = [];
+    const readings: number[] = [];
     for (const second of settleSeconds) {
       await new Promise((r) => setTimeout(r, lastTask + second * 1000 - Date.now()));
-      timeline.push(`${(await rssMb()).toFixed(0)} MB at ${second} s`);
+      readings.push(await rssMb());
     }
-    const rss = await rssMb();
+    const rss = readings.at(-1)!;
+    const timeline = readings.map((mb, i) => `${mb.toFixed(0)} MB at ${settleSeconds[i]} s`);
     results.push({ parked: mark, rss });
     console.log(
       `${mark} generations parked on expiry timers after ${((Date.now() - started) / 1000).toFixed(0)} s: worker RSS ${rss.toFixed(0)} MB at rest (${timeline.join(', ')} after the last task)`,
