@@ -60,8 +60,8 @@ export function cancelRules(
       waiting?.cancel();
     }
     // The main flow refunds and ends failed; a result delivered meanwhile would stand (not canceled).
-    await condition(() => progress.step === 'failed' || progress.step === 'succeeded');
-    return { outcome: progress.step === 'failed' ? 'canceled' : 'not_cancelable', step: progress.step };
+    await condition(() => failed() || progress.step === 'succeeded');
+    return { outcome: failed() ? 'canceled' : 'not_cancelable', step: progress.step };
   }
 
   return {
