@@ -62,6 +62,12 @@ export class Client {
     this.baseURL = (options.baseURL ?? env('GENERATION_BASE_URL') ?? defaultBaseURL).replace(/\/+$/, '');
     const fetchFunction: FetchFunction | undefined = options.fetch ?? globalThis.fetch?.bind(globalThis);
     if (!fetchFunction) throw new TypeError('This runtime has no fetch: pass { fetch }.');
+    for (const [name, value] of [
+      ['maxRetries', options.maxRetries],
+      ['timeoutMs', options.timeoutMs],
+    ] as const)
+      if (value !== undefined && !(value >= 0 && value < Infinity))
+        throw new RangeError(`${name} must be a finite number ≥ 0, not ${value}`);
     const http = new HttpCore({
       apiKey,
       baseURL: this.baseURL,

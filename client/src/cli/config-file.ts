@@ -1,4 +1,5 @@
-import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { mkdir, open, readFile, realpath, rename, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -21,26 +22,53 @@ export async function readConfig(env: NodeJS.ProcessEnv = process.env): Promise<
   }
 }
 
+/**
+ * Writes the config file so that the key is never in a file others can read: a new file, created
+ * 0600 before a byte is written, then renamed over the old one. Writing into an existing 0644 file
+ * and then tightening its mode left the key readable meanwhile, and readable for good through any
+ * descriptor opened on it before. A symlinked config file (dotfiles) is followed, not replaced.
+ */
 export async function writeConfig(
   config: StoredConfig,
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<string> {
   const file = configPath(env);
   await mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
-  // Created with 0600 and set again: an older file keeps its mode on overwrite.
-  await writeFile(file, JSON.stringify(config, null, 2) + '\n', { mode: 0o600 });
-  await chmod(file, 0o600);
+  const target = await realpath(file).catch(() => file);
+  const temporary = path.join(path.dirname(target), `.config.json.${randomBytes(6).toString('hex')}.tmp`);
+  const handle = await open(temporary, 'wx', 0o600);
+  try {
+    await handle.chmod(0o600); // whatever the umask left
+    await handle.writeFile(JSON.stringify(config, null, 2) + '\n');
+    await handle.sync();
+    await handle.close();
+    await rename(temporary, target);
+  } catch (error) {
+    await handle.close().catch(() => undefined);
+    await rm(temporary, { force: true });
+    throw error;
+  }
   return file;
 }
 
 /**
- * The API key, from the first source that has one, in the documented order: the environment
- * (GENERATION_API_KEY), then --api-key, then the config file.
+ * The API key, from the first source that has one: --api-key, then the environment
+ * (GENERATION_API_KEY), then the config file. The flag wins, as in every peer CLI: it is the most
+ * specific thing the user said.
  */
 export function chooseApiKey(
   env: NodeJS.ProcessEnv,
   flag: string | undefined,
   stored: StoredConfig,
 ): string | undefined {
-  return env.GENERATION_API_KEY || flag || stored.api_key || undefined;
+  return flag || env.GENERATION_API_KEY || stored.api_key || undefined;
+}
+
+/** The base URL in the same order: --base-url, GENERATION_BASE_URL, the config file (else the client's default). */
+export function chooseBaseURL(
+  env: NodeJS.ProcessEnv,
+  flag: string | undefined,
+  stored: StoredConfig,
+): string | undefined {
+  return flag || env.GENERATION_BASE_URL || stored.base_url || undefined;
 }

@@ -3,9 +3,11 @@ import { Client } from '../client.js';
 import { ApiError, GenerationClientError, MissingApiKeyError } from '../core/errors.js';
 import { priceRange } from '../pricing.js';
 import type { Generation, GenerationStatus } from '../types.js';
-import { chooseApiKey, readConfig, writeConfig } from './config-file.js';
+import { chooseApiKey, chooseBaseURL, readConfig } from './config-file.js';
 import { exitCodeOf, UsageError } from './exit-codes.js';
 import { table } from './format.js';
+import { login } from './login.js';
+import { parseNumericOptions } from './options.js';
 import { runCommand, saveFiles, waitAndSave, type Io, type RunFlags } from './run-command.js';
 
 export const usage = `gen: the Generation API from the command line
@@ -13,14 +15,15 @@ export const usage = `gen: the Generation API from the command line
   gen models                          the models: id, media, price range
   gen models show MODEL               a model's options: types, defaults, allowed values, prices
   gen run MODEL "prompt" [-p name=value]... [--params-json FILE|-] [--max-credits N]
-          [--no-wait] [--no-download] [-o DIR] [--timeout SECONDS] [--idempotency-key KEY]
+          [--no-wait] [--no-download] [-o DIR] [--timeout 30s|5m] [--idempotency-key KEY]
   gen get ID | gen wait ID | gen download ID [-o DIR] | gen cancel ID
   gen list [--status S[,S]] [--model M] [--limit N]
   gen credits
-  gen login                           store an API key (read from stdin) in the config file
+  gen login                           store an API key (typed unseen, or piped in) in the config file
 
 Options: --json (automatic when stdout is not a terminal), --jsonl (a line per status change),
-  --api-key KEY, --base-url URL (or GENERATION_API_KEY, GENERATION_BASE_URL).
+  --api-key KEY, --base-url URL (they win over GENERATION_API_KEY, GENERATION_BASE_URL).
+Durations: 30 (seconds), 30s, 5m, 1h.
 Exit codes: 0 done, 1 other error, 2 usage, 3 auth, 4 credits, 5 failed, 6 rejected,
   7 still running at timeout, 130 interrupted.
 `;
@@ -59,21 +62,24 @@ export async function main(argv: string[], io: Io, env: NodeJS.ProcessEnv = proc
       (command ? io.stdout : io.stderr).write(usage);
       return command || values.help ? 0 : 2;
     }
+    // Before anything else (the config file, any request): a bad number is a usage error, exit 2.
+    const numbers = parseNumericOptions(values);
+    const { timeout: _timeout, 'max-credits': _maxCredits, limit: _limit, ...others } = values;
     const flags: RunFlags = {
-      ...values,
+      ...others,
+      ...numbers,
       param: values.param ?? [],
       json: values.json ?? (!io.stdout.isTTY && !values.jsonl),
       jsonl: values.jsonl ?? false,
     };
+    if (command === 'login') return await login(values['api-key'], values['base-url'], io, env);
     const stored = await readConfig(env);
-    if (command === 'login')
-      return await login(values['api-key'], values['base-url'] ?? stored.base_url, io, env);
     const apiKey = chooseApiKey(env, values['api-key'], stored);
     if (!apiKey)
-      throw new MissingApiKeyError('No API key: set GENERATION_API_KEY, pass --api-key, or run gen login.');
+      throw new MissingApiKeyError('No API key: pass --api-key, set GENERATION_API_KEY, or run gen login.');
     const client = new Client({
       apiKey,
-      baseURL: env.GENERATION_BASE_URL || values['base-url'] || stored.base_url || undefined,
+      baseURL: chooseBaseURL(env, values['base-url'], stored),
     });
     const id = () => {
       if (!rest[0]) throw new UsageError(`gen ${command} needs a generation id`);
@@ -112,7 +118,7 @@ export async function main(argv: string[], io: Io, env: NodeJS.ProcessEnv = proc
         return 0;
       }
       case 'list':
-        return await list(client, values, flags, io);
+        return await list(client, values, numbers.limit ?? 20, flags, io);
       default:
         throw new UsageError(`unknown command ${command}\n\n${usage}`);
     }
@@ -191,12 +197,11 @@ async function showModel(client: Client, id: string | undefined, flags: RunFlags
 
 async function list(
   client: Client,
-  values: { status?: string | undefined; model?: string | undefined; limit?: string | undefined },
+  values: { status?: string | undefined; model?: string | undefined },
+  limit: number,
   flags: RunFlags,
   io: Io,
 ): Promise<number> {
-  const limit = values.limit === undefined ? 20 : Number(values.limit);
-  if (!Number.isInteger(limit) || limit < 1) throw new UsageError('--limit: a whole number from 1');
   const found: Generation[] = [];
   const pager = client.generations.list({
     ...(values.status ? { status: values.status.split(',') as GenerationStatus[] } : {}),
@@ -213,27 +218,5 @@ async function list(
   }
   const rows = found.map((g) => [g.id, g.status, g.model, String(g.credits), g.created_at]);
   io.stdout.write(table([['ID', 'STATUS', 'MODEL', 'CREDITS', 'CREATED'], ...rows]) + '\n');
-  return 0;
-}
-
-async function login(
-  flagKey: string | undefined,
-  baseURL: string | undefined,
-  io: Io,
-  env: NodeJS.ProcessEnv,
-): Promise<number> {
-  let key = flagKey;
-  if (!key) {
-    if (io.stderr.isTTY) io.stderr.write('API key: ');
-    let text = '';
-    for await (const chunk of io.stdin) text += String(chunk);
-    key = text.trim();
-  }
-  if (!key) throw new UsageError('gen login: no key given');
-  // Checked before it is kept: a mistyped key is an error now, not at the next run.
-  const client = new Client({ apiKey: key, ...(baseURL ? { baseURL } : {}) });
-  const balance = await client.credits.get();
-  const file = await writeConfig({ api_key: key, ...(baseURL ? { base_url: baseURL } : {}) }, env);
-  io.stderr.write(`Key saved to ${file} (mode 0600); balance ${balance.credits} credits.\n`);
   return 0;
 }

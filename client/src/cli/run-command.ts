@@ -3,6 +3,7 @@ import path from 'node:path';
 import type { Client } from '../client.js';
 import {
   AbortedError,
+  ApiError,
   ConnectionError,
   GenerationFailedError,
   GenerationRejectedError,
@@ -10,11 +11,13 @@ import {
   RouteNotAvailableError,
 } from '../core/errors.js';
 import { newIdempotencyKey } from '../core/ids.js';
+import { isRetryableStatus } from '../core/retry-policy.js';
 import { downloadAll } from '../node/download.js';
 import { priceOf } from '../pricing.js';
 import type { Generation } from '../types.js';
 import { TooDearError, UsageError } from './exit-codes.js';
 import { formatBytes } from './format.js';
+import type { NumericOptions } from './options.js';
 import { buildBody } from './params.js';
 import { Progress } from './progress.js';
 
@@ -25,15 +28,13 @@ export interface Io {
   cwd: string;
 }
 
-export interface RunFlags {
+export interface RunFlags extends NumericOptions {
   param: string[];
   'params-json'?: string | undefined;
-  'max-credits'?: string | undefined;
   'idempotency-key'?: string | undefined;
   'no-wait'?: boolean | undefined;
   'no-download'?: boolean | undefined;
   output?: string | undefined;
-  timeout?: string | undefined;
   json: boolean;
   jsonl: boolean;
 }
@@ -86,10 +87,10 @@ export async function runCommand(
   );
   const price = await quote(client, body, entry);
   io.stderr.write(`${entry.id}: ${price.credits ?? '?'} credits · balance ${price.balance} credits\n`);
-  const max = flags['max-credits'] === undefined ? undefined : Number(flags['max-credits']);
-  if (max !== undefined && (!Number.isFinite(max) || price.credits === null || price.credits > max))
+  const max = flags.maxCredits;
+  if (max !== undefined && (price.credits === null || price.credits > max))
     throw new TooDearError(
-      `${price.credits ?? 'an unknown number of'} credits is more than --max-credits ${flags['max-credits']}; nothing was sent.`,
+      `${price.credits ?? 'an unknown number of'} credits is more than --max-credits ${max}; nothing was sent.`,
     );
 
   const idempotencyKey = flags['idempotency-key'] ?? newIdempotencyKey();
@@ -97,9 +98,10 @@ export async function runCommand(
   try {
     created = await client.generations.create(body as never, { idempotencyKey });
   } catch (error) {
-    if (error instanceof ConnectionError)
+    const advice = retryAdvice(error);
+    if (advice)
       io.stderr.write(
-        `The request may or may not have reached the API. Re-run the same command with this key: the same key and body never make or charge a second generation.\n  --idempotency-key ${idempotencyKey}\n`,
+        `${advice} Re-run the same command with this key: the same key and body never make or charge a second generation.\n  --idempotency-key ${idempotencyKey}\n`,
       );
     throw error;
   }
@@ -108,6 +110,18 @@ export async function runCommand(
     return 0;
   }
   return waitAndSave(client, created, flags, io);
+}
+
+/**
+ * What to say when a create failed in a way that a retry with the same key puts right: no answer
+ * (the request may have been processed), or a 408/429/5xx that outlasted the client's retries.
+ * Undefined for an answer that a retry would only repeat (400, 402, 409…).
+ */
+function retryAdvice(error: unknown): string | undefined {
+  if (error instanceof ConnectionError) return 'The request may or may not have reached the API.';
+  if (error instanceof ApiError && isRetryableStatus(error.status))
+    return `The API answered ${error.status} after every retry.`;
+  return undefined;
 }
 
 /** Waits with the status line (or JSON lines), then prints or downloads the result. Shared by run and wait. */
@@ -127,11 +141,10 @@ export async function waitAndSave(
   });
   let done: Generation;
   try {
-    const timeoutSeconds = flags.timeout === undefined ? undefined : Number(flags.timeout);
     done = await client.generations.wait(start, {
       signal: controller.signal,
       onUpdate: progress.update,
-      ...(timeoutSeconds === undefined ? {} : { timeoutMs: timeoutSeconds * 1000 }),
+      ...(flags.timeoutMs === undefined ? {} : { timeoutMs: flags.timeoutMs }),
     });
   } catch (error) {
     progress.stop();
@@ -174,7 +187,29 @@ export async function saveFiles(
   io: Io,
 ): Promise<void> {
   const dir = path.resolve(io.cwd, flags.output ?? path.join('generations', done.id));
-  const saved = await downloadAll(done, dir, { warn: (m) => io.stderr.write(m + '\n') });
+  // Ctrl-C stops the download through its signal, so that the partial file is removed on the way out.
+  const controller = new AbortController();
+  const onInterrupt = () => controller.abort();
+  process.once('SIGINT', onInterrupt);
+  let saved;
+  try {
+    saved = await downloadAll(done, dir, {
+      warn: (m) => io.stderr.write(m + '\n'),
+      signal: controller.signal,
+    });
+  } catch (error) {
+    if (controller.signal.aborted)
+      throw new AbortedError(
+        `Download stopped; nothing partial was kept. Again with: gen download ${done.id}`,
+        {
+          generationId: done.id,
+          cause: error,
+        },
+      );
+    throw error;
+  } finally {
+    process.off('SIGINT', onInterrupt);
+  }
   const to = flags.json || flags.jsonl ? io.stderr : io.stdout;
   for (const file of saved)
     to.write(

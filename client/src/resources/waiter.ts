@@ -32,11 +32,16 @@ export async function waitForGeneration(
   options: WaitOptions = {},
   idempotencyKey?: string,
 ): Promise<Generation> {
+  // NaN would make a deadline that never passes and sleeps of ~1 ms: a tight loop on the key's rate limit.
+  const timeoutMs = options.timeoutMs ?? defaultWaitTimeoutMs;
+  if (!(timeoutMs >= 0)) throw new RangeError(`wait: timeoutMs must be a number ≥ 0, not ${timeoutMs}`);
+  const base = options.pollIntervalMs ?? 2000;
+  if (!(base >= 0 && base < Infinity))
+    throw new RangeError(`wait: pollIntervalMs must be a finite number ≥ 0, not ${base}`);
   const id = typeof start === 'string' ? start : start.id;
   let current: Generation | undefined = typeof start === 'string' ? undefined : start;
   if (current) options.onUpdate?.(current);
   if (current && isTerminal(current)) return current;
-  const timeoutMs = options.timeoutMs ?? defaultWaitTimeoutMs;
   const deadline = Date.now() + timeoutMs;
   let holds: boolean | undefined; // unknown until the first answer tells
   let etag: string | undefined;
@@ -94,7 +99,6 @@ export async function waitForGeneration(
     const heldLong = holds === true && Date.now() - askedAt >= 1000;
     if (holds === true && (heldLong || changed)) continue;
     const retryAfter = parseRetryAfter(response.headers.get('retry-after'));
-    const base = options.pollIntervalMs ?? 2000;
     const delay = retryAfter ?? base + Math.random() * (base / 2);
     try {
       await abortableSleep(Math.max(0, Math.min(delay, deadline - Date.now())), options.signal);
