@@ -3,9 +3,9 @@ import { HttpCore, type FetchFunction } from './core/http.js';
 import type { RetryEvent } from './core/retry-policy.js';
 import { Generations } from './resources/generations.js';
 import { Credits, Models } from './resources/models.js';
+import { clientVersion } from './version.js';
 
 export const defaultBaseURL = 'http://127.0.0.1:8080/v1';
-export const clientVersion = '0.1.0';
 
 export interface ClientOptions {
   /** Default: the GENERATION_API_KEY environment variable. */

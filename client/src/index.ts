@@ -3,6 +3,8 @@
  * Node built-ins (Node 20+, Bun, Deno); files are written by `@generation-service/client/node`.
  */
 export { Client, defaultBaseURL, type ClientOptions } from './client.js';
+/** This package's version (package.json's, baked in by the build); the User-Agent carries it. */
+export { clientVersion } from './version.js';
 export * from './core/errors.js';
 export type { RetryEvent } from './core/retry-policy.js';
 export { backoffMs, parseRetryAfter, retryableStatuses } from './core/retry-policy.js';

@@ -15,6 +15,16 @@ describe('the client package: ESM and CJS through exports, no runtime dependenci
     await ensureClientBuilt();
   }, 180_000);
 
+  it("the version is package.json's: src/version.ts (written by every build) and the built client say it", async () => {
+    const { version } = JSON.parse(await readFile(path.join(clientDir, 'package.json'), 'utf8'));
+    expect(await readFile(path.join(clientDir, 'src/version.ts'), 'utf8')).toContain(
+      `export const clientVersion = '${version}';`,
+    );
+    const require = createRequire(path.join(projectRoot, 'package.json'));
+    expect(require('@generation-service/client').clientVersion).toBe(version);
+    expect((await import('@generation-service/client')).clientVersion).toBe(version);
+  });
+
   it('publint finds nothing to fix', async () => {
     const { stdout } = await run(bin('publint'), ['--strict'], { cwd: clientDir });
     expect(stdout).toContain('All good!');
