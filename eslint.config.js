@@ -6,7 +6,17 @@ import { builtinModules } from 'node:module';
 const nodeBuiltins = builtinModules.flatMap((m) => [m, `node:${m}`]);
 
 export default tseslint.config(
-  { ignores: ['node_modules', '.data', '.tools', '**/dist', 'coverage', 'scratch', 'client/src/generated'] },
+  {
+    ignores: [
+      'node_modules',
+      '.data',
+      '.tools',
+      '**/dist',
+      'coverage',
+      'scratch',
+      'clients/typescript/src/generated',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
@@ -77,7 +87,7 @@ export default tseslint.config(
   { files: ['*.js', '*.cjs'], ...tseslint.configs.disableTypeChecked },
   // The client's build and generator scripts, its bin and the runtime smoke script: plain ES modules.
   {
-    files: ['client/scripts/*.mjs', 'client/bin/*.js', 'test/client/runtimes/*.mjs'],
+    files: ['clients/typescript/scripts/*.mjs', 'clients/typescript/bin/*.js', 'test/client/runtimes/*.mjs'],
     ...tseslint.configs.disableTypeChecked,
     languageOptions: {
       ...tseslint.configs.disableTypeChecked.languageOptions,

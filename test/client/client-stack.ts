@@ -30,7 +30,7 @@ export async function generationCount(pool: DatabasePool, accountId: string): Pr
     SELECT count(*)::int AS count FROM generations WHERE account_id = ${accountId}`);
 }
 
-export const clientDir = path.join(projectRoot, 'client');
+export const clientDir = path.join(projectRoot, 'clients', 'typescript');
 
 async function newestMtime(dir: string): Promise<number> {
   let newest = 0;
@@ -41,7 +41,7 @@ async function newestMtime(dir: string): Promise<number> {
 }
 
 /**
- * Builds client/dist (npm run build in the package) unless it is newer than every source file;
+ * Builds clients/typescript/dist (npm run build in the package) unless it is newer than every source file;
  * under a lock, so test files starting together build it once.
  */
 export async function ensureClientBuilt(): Promise<void> {

@@ -6,7 +6,7 @@ import {
   backoffMs,
   parseRetryAfter,
   retryableStatuses,
-} from '../../client/src/index.js';
+} from '../../clients/typescript/src/index.js';
 
 describe('the retry policy', () => {
   it('retries the transient statuses only: never another 4xx (409 idempotency_conflict included)', () => {

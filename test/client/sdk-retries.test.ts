@@ -5,7 +5,7 @@ import {
   InvalidRequestError,
   RateLimitError,
   type RetryEvent,
-} from '../../client/src/index.js';
+} from '../../clients/typescript/src/index.js';
 import { freePort } from '../../src/dev/free-port.js';
 import { startFaultyFront, type FaultRule, type FaultyFront } from '../support/faulty-front.js';
 import { chargesOf } from '../support/ledger.js';

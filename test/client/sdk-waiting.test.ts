@@ -14,8 +14,8 @@ import {
   WaitTimeoutError,
   priceOf,
   type Generation,
-} from '../../client/src/index.js';
-import { downloadAll, DownloadError } from '../../client/src/node/index.js';
+} from '../../clients/typescript/src/index.js';
+import { downloadAll, DownloadError } from '../../clients/typescript/src/node/index.js';
 import { projectRoot } from '../../src/project-root.js';
 import { createPaidAccount } from '../support/api.js';
 import { startFaultyFront } from '../support/faulty-front.js';

@@ -1,6 +1,6 @@
 // The client's core on one runtime (node, bun, deno), against the real API: the key and the base
 // URL come from GENERATION_API_KEY and GENERATION_BASE_URL, as a user's would. Prints one JSON line.
-import { Client, InvalidRequestError } from '../../../client/dist/esm/index.js';
+import { Client, InvalidRequestError } from '../../../clients/typescript/dist/esm/index.js';
 
 const client = new Client();
 const models = await client.models.list();
