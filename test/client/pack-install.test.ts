@@ -17,12 +17,9 @@ const npm = (args: string[], cwd: string) =>
     env: { ...process.env, npm_config_update_notifier: 'false' },
   });
 
-/** Packs the package in `dir` into `into`; the tarball's path and the files it holds. */
-async function pack(dir: string, into: string, ignoreScripts: boolean) {
-  const { stdout } = await npm(
-    ['pack', '--json', '--pack-destination', into, ...(ignoreScripts ? ['--ignore-scripts'] : [])],
-    dir,
-  );
+/** Packs the package in `dir` into `into` (prepack checks dist/); the tarball's path and the files it holds. */
+async function pack(dir: string, into: string) {
+  const { stdout } = await npm(['pack', '--json', '--pack-destination', into], dir);
   const [report] = JSON.parse(stdout) as Array<{ filename: string; files: Array<{ path: string }> }>;
   return { tarball: path.join(into, report!.filename), files: report!.files.map((f) => f.path) };
 }
@@ -74,7 +71,7 @@ describe('the client as people install it: npm pack, then the tarball in a proje
     expect(manifest).toMatchObject({ license: 'Apache-2.0' });
     expect(manifest).not.toHaveProperty('private');
 
-    const { tarball, files } = await pack(clientDir, work, true); // built above; packing must not rebuild it under other test files
+    const { tarball, files } = await pack(clientDir, work);
     for (const file of ['LICENSE', 'README.md', 'package.json', 'bin/gen.js', 'node/package.json'])
       expect(files).toContain(file);
     for (const file of ['index.js', 'index.d.ts', 'node/index.js', 'cli/main.js'])
@@ -136,7 +133,12 @@ describe('the client as people install it: npm pack, then the tarball in a proje
       JSON.stringify({ ...manifest, version: '9.8.7-test.1' }, null, 2),
     );
 
-    const { tarball } = await pack(copy, work, false); // prepack builds it, as a release would
+    // Not built yet: packing is refused rather than shipping no dist/ or another version's.
+    await expect(pack(copy, work)).rejects.toThrow(
+      /is not built for version 9\.8\.7-test\.1[^]*npm run build/,
+    );
+    await run(process.execPath, ['scripts/build.mjs'], { cwd: copy });
+    const { tarball } = await pack(copy, work);
     const scratch = await scratchProject(tarball);
     scratches.push(scratch);
     const script = `
