@@ -6,7 +6,19 @@ import { builtinModules } from 'node:module';
 const nodeBuiltins = builtinModules.flatMap((m) => [m, `node:${m}`]);
 
 export default tseslint.config(
-  { ignores: ['node_modules', '.data', '.tools', '**/dist', 'coverage', 'scratch', 'client/src/generated'] },
+  {
+    ignores: [
+      'node_modules',
+      '.data',
+      '.tools',
+      '**/dist',
+      'coverage',
+      'scratch',
+      'client/src/generated',
+      // The Python client's virtual environment (uv sync) holds tools' own JavaScript (pyright).
+      'clients/python/.venv',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
