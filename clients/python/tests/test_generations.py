@@ -81,7 +81,7 @@ async def test_wait_past_its_deadline_raises_a_timeout_carrying_the_generation(
     started = time.monotonic()
     with pytest.raises(WaitTimeoutError) as raised:
         await resolve(client.generations.wait(created.id, timeout=1.5))
-    assert 1.4 <= time.monotonic() - started < 4
+    assert 1.4 <= time.monotonic() - started < 6
     error = raised.value
     assert error.generation_id == created.id
     assert error.generation is not None
