@@ -15,6 +15,8 @@ export default tseslint.config(
       'coverage',
       'scratch',
       'clients/typescript/src/generated',
+      // The Python client's virtual environment (uv sync) holds tools' own JavaScript (pyright).
+      'clients/python/.venv',
     ],
   },
   js.configs.recommended,

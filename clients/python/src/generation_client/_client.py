@@ -1,0 +1,127 @@
+"""The Generation API: ``client.generations``, ``client.models``, ``client.credits``, ``client.download``.
+
+Seam for what comes next (the events issue): the event stream and ``webhooks.verify`` / ``unwrap``
+will be resources here beside the others (``client.events``, ``client.webhooks``), built on the same
+core (``_http``) for the stream and on ``standardwebhooks`` for the signatures. They are not built yet.
+"""
+
+from __future__ import annotations
+
+import os
+from types import TracebackType
+
+import httpx
+
+from ._catalog import AsyncCredits, AsyncModels, Credits, Models
+from ._core import Settings
+from ._download import SavedFile, download_async, download_sync
+from ._generations import AsyncGenerations, Generations
+from ._http import AsyncHttp, OnRetry, SyncHttp
+from ._version import __version__
+from .errors import MissingApiKeyError
+from .types import Generation
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8080/v1"
+DEFAULT_MAX_RETRIES = 3
+DEFAULT_TIMEOUT = 60.0
+
+
+def _env(name: str) -> str | None:
+    return os.environ.get(name) or None
+
+
+def _settings(api_key: str | None, base_url: str | None, max_retries: int, timeout: float) -> Settings:
+    key = api_key or _env("GENERATION_API_KEY")
+    if not key:
+        raise MissingApiKeyError("No API key: pass api_key= or set GENERATION_API_KEY.")
+    url = (base_url or _env("GENERATION_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+    return Settings(key, url, max_retries, timeout, f"generation-service-client-python/{__version__}")
+
+
+class Client:
+    """The Generation API, blocking. ``api_key`` defaults to GENERATION_API_KEY, ``base_url`` (ends
+    with /v1) to GENERATION_BASE_URL, else http://127.0.0.1:8080/v1. ``max_retries``: retries after the
+    first attempt (network errors, timeouts, 408, 429, 500, 502, 503, 504). ``timeout``: seconds per
+    attempt (connect, and between bytes of the answer). ``on_retry``: told before each retry's sleep.
+    ``http_client``: your own httpx.Client (proxies, transports); it is not closed by ``close()``."""
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        base_url: str | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        timeout: float = DEFAULT_TIMEOUT,
+        on_retry: OnRetry | None = None,
+        http_client: httpx.Client | None = None,
+    ) -> None:
+        self._settings = _settings(api_key, base_url, max_retries, timeout)
+        self._owns_client = http_client is None
+        self._client = http_client or httpx.Client()
+        http = SyncHttp(self._settings, self._client, on_retry)
+        self.generations = Generations(http)
+        self.models = Models(http)
+        self.credits = Credits(http)
+
+    @property
+    def base_url(self) -> str:
+        return self._settings.base_url
+
+    def download(self, generation: Generation, directory: str | os.PathLike[str]) -> list[SavedFile]:
+        """Streams every output of a generation into ``directory`` (created if missing): the paths and
+        sizes. No API key is sent to the result host. An existing file raises DownloadError."""
+        return download_sync(self._client, generation, directory)
+
+    def close(self) -> None:
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class AsyncClient:
+    """The Generation API for asyncio (and trio, through anyio): the same options and methods as
+    Client, each awaited; ``async for`` walks a list."""
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        base_url: str | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        timeout: float = DEFAULT_TIMEOUT,
+        on_retry: OnRetry | None = None,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self._settings = _settings(api_key, base_url, max_retries, timeout)
+        self._owns_client = http_client is None
+        self._client = http_client or httpx.AsyncClient()
+        http = AsyncHttp(self._settings, self._client, on_retry)
+        self.generations = AsyncGenerations(http)
+        self.models = AsyncModels(http)
+        self.credits = AsyncCredits(http)
+
+    @property
+    def base_url(self) -> str:
+        return self._settings.base_url
+
+    async def download(self, generation: Generation, directory: str | os.PathLike[str]) -> list[SavedFile]:
+        return await download_async(self._client, generation, directory)
+
+    async def close(self) -> None:
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self.close()

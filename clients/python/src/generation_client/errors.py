@@ -1,0 +1,233 @@
+"""Every error the client raises, named as the TypeScript client names them.
+
+HTTP answers map to one class per status family, and the codes a caller branches on have classes of
+their own (``InsufficientCreditsError``, ...). Each carries ``status``, ``code``, ``message``,
+``issues`` (400), ``request_id`` and, for a create, the ``idempotency_key`` it was sent with: create
+again with that key and the same body to recover the generation, never charged twice.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Mapping
+from typing import Any, cast
+
+from .types import Generation, ValidationIssue
+
+
+class GenerationClientError(Exception):
+    """What every error of this client is."""
+
+    def __init__(self, message: str, *, idempotency_key: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        #: The Idempotency-Key of the create call this came from: re-run with it, never twice charged.
+        self.idempotency_key = idempotency_key
+
+
+class ApiError(GenerationClientError):
+    """An error answer of the API, in the spec's envelope (``error.code``, ``error.message``)."""
+
+    def __init__(
+        self,
+        *,
+        status: int,
+        code: str,
+        message: str,
+        issues: list[ValidationIssue] | None = None,
+        request_id: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        body: Any = None,
+        retry_after: float | None = None,
+        idempotency_key: str | None = None,
+    ) -> None:
+        super().__init__(f"{status} {code}: {message}", idempotency_key=idempotency_key)
+        self.status = status
+        self.code = code
+        self.api_message = message
+        self.issues = issues
+        #: The x-request-id header: the generation id on generation endpoints. Quote it to support.
+        self.request_id = request_id
+        self.headers: Mapping[str, str] = headers or {}
+        #: The answer's JSON (a 409 not_cancelable holds the generation).
+        self.body = body
+        #: The server's Retry-After, in seconds, when it sent one.
+        self.retry_after = retry_after
+
+
+class BadRequestError(ApiError):
+    pass
+
+
+class InvalidRequestError(BadRequestError):
+    """400 invalid_request: ``issues`` names each offending field."""
+
+
+class AuthenticationError(ApiError):
+    """401 unauthorized: a missing, malformed, unknown or revoked key."""
+
+
+class InsufficientCreditsError(ApiError):
+    pass
+
+
+class PermissionDeniedError(ApiError):
+    pass
+
+
+class PaymentRequiredError(PermissionDeniedError):
+    pass
+
+
+class ApiAccessDisabledError(PermissionDeniedError):
+    pass
+
+
+class NotFoundError(ApiError):
+    pass
+
+
+class RouteNotAvailableError(NotFoundError):
+    """A route this client knows and the server does not (an API older than the client)."""
+
+
+class ConflictError(ApiError):
+    pass
+
+
+class IdempotencyConflictError(ConflictError):
+    """The Idempotency-Key was used before with another body: a new generation needs a new key."""
+
+
+class NotCancelableError(ConflictError):
+    """cancel(): too late to stop it unbilled; ``generation`` is its current state."""
+
+    @property
+    def generation(self) -> Generation | None:
+        raw: Any = self.body
+        body = cast("dict[str, Any]", raw) if isinstance(raw, dict) else {}
+        return Generation.model_validate(body["generation"]) if "generation" in body else None
+
+
+class PayloadTooLargeError(ApiError):
+    pass
+
+
+class UnsupportedMediaTypeError(ApiError):
+    pass
+
+
+class RateLimitError(ApiError):
+    """429, or a Retry-After longer than the client sleeps through (60 s): ``retry_after`` says when."""
+
+
+class ConcurrencyLimitError(RateLimitError):
+    pass
+
+
+class InternalServerError(ApiError):
+    pass
+
+
+class ServiceUnavailableError(InternalServerError):
+    pass
+
+
+class ConnectionError(GenerationClientError, builtins.ConnectionError):
+    """No answer: connection refused or reset, DNS, a cut mid-answer. Also a built-in ConnectionError."""
+
+
+class RequestTimeoutError(ConnectionError, builtins.TimeoutError):
+    """One attempt took longer than the client's ``timeout``."""
+
+
+class WaitTimeoutError(GenerationClientError, builtins.TimeoutError):
+    """wait() reached its deadline: the generation goes on; ``wait(generation_id)`` picks it up again."""
+
+    def __init__(
+        self,
+        generation_id: str,
+        generation: Generation | None,
+        timeout: float,
+        idempotency_key: str | None = None,
+    ) -> None:
+        super().__init__(
+            f"Generation {generation_id} is still running after {timeout:g} s; it goes on: "
+            "wait for it again with its id.",
+            idempotency_key=idempotency_key,
+        )
+        self.generation_id = generation_id
+        #: The last state seen.
+        self.generation = generation
+
+
+class GenerationEndedError(GenerationClientError):
+    """run(): the generation ended failed or rejected; the record's error and refund state."""
+
+    def __init__(self, generation: Generation, idempotency_key: str | None = None) -> None:
+        code = generation.error.code if generation.error else "unknown"
+        text = generation.error.message if generation.error else "no message"
+        super().__init__(
+            f"Generation {generation.id} {generation.status}: {code}: {text}",
+            idempotency_key=idempotency_key,
+        )
+        self.generation_id = generation.id
+        #: generation_failed, provider_rejected, insufficient_credits, canceled, ...
+        self.code = code
+        self.credits_refunded = generation.credits_refunded
+        self.credits = generation.credits
+        self.generation = generation
+
+
+class GenerationFailedError(GenerationEndedError):
+    """status failed: it was debited; ``credits_refunded`` tells whether the refund completed."""
+
+
+class GenerationRejectedError(GenerationEndedError):
+    """status rejected: it never became a job and cost nothing; fix the request (see ``code``)."""
+
+
+class MissingApiKeyError(GenerationClientError):
+    """No API key: neither ``api_key`` nor GENERATION_API_KEY."""
+
+
+class DownloadError(GenerationClientError):
+    """A download that did not land: the result host's answer, an expired result, an existing file."""
+
+
+_BY_CODE: dict[str, type[ApiError]] = {
+    "invalid_request": InvalidRequestError,
+    "unauthorized": AuthenticationError,
+    "insufficient_credits": InsufficientCreditsError,
+    "payment_required": PaymentRequiredError,
+    "api_access_disabled": ApiAccessDisabledError,
+    "idempotency_conflict": IdempotencyConflictError,
+    "not_cancelable": NotCancelableError,
+    "payload_too_large": PayloadTooLargeError,
+    "unsupported_media_type": UnsupportedMediaTypeError,
+    "rate_limited": RateLimitError,
+    "concurrency_limit_exceeded": ConcurrencyLimitError,
+    "service_unavailable": ServiceUnavailableError,
+}
+
+
+def _by_status(status: int) -> type[ApiError]:
+    families: dict[int, type[ApiError]] = {
+        400: BadRequestError,
+        401: AuthenticationError,
+        402: InsufficientCreditsError,
+        403: PermissionDeniedError,
+        404: NotFoundError,
+        409: ConflictError,
+        429: RateLimitError,
+        503: ServiceUnavailableError,
+    }
+    if status in families:
+        return families[status]
+    return InternalServerError if status >= 500 else ApiError
+
+
+def api_error_for(**fields: Any) -> ApiError:
+    """The error for an answer: the code's own class when it has one, else the status family's."""
+    cls = _BY_CODE.get(str(fields["code"])) or _by_status(int(fields["status"]))
+    return cls(**fields)

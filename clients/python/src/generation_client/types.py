@@ -1,0 +1,246 @@
+"""The API's request and response bodies as pydantic models, one per schema of GET /v1/openapi.json.
+
+Written by hand for readable names and docstrings, and checked against the committed copy of the
+document (``openapi.json`` beside ``pyproject.toml``) by ``tests/test_openapi_models.py``: a field
+added, removed, retyped or made optional there fails the test until the models follow.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, PrivateAttr
+
+GenerationStatus = Literal["queued", "succeeded", "failed", "rejected"]
+TERMINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "rejected"})
+
+ErrorCode = Literal[
+    "invalid_request",
+    "unauthorized",
+    "insufficient_credits",
+    "payment_required",
+    "api_access_disabled",
+    "not_found",
+    "method_not_allowed",
+    "not_acceptable",
+    "request_timeout",
+    "idempotency_conflict",
+    "length_required",
+    "payload_too_large",
+    "unsupported_media_type",
+    "rate_limited",
+    "concurrency_limit_exceeded",
+    "wait_limit_exceeded",
+    "not_cancelable",
+    "internal_error",
+    "service_unavailable",
+]
+
+
+class ApiModel(BaseModel):
+    """Fields a newer API adds are kept (``extra``), so an old client reads a new server."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class ImageOutput(ApiModel):
+    url: str
+    width: int
+    height: int
+
+
+class VideoOutput(ApiModel):
+    url: str
+    width: int
+    height: int
+    duration_seconds: float
+    has_audio: bool
+    content_type: str
+
+
+class GenerationOutput(ApiModel):
+    images: list[ImageOutput] | None = None
+    videos: list[VideoOutput] | None = None
+
+
+class GenerationError(ApiModel):
+    """A failed or rejected generation's error: ``code`` (generation_failed, canceled, ...), ``message``."""
+
+    code: str
+    message: str
+
+
+class Generation(ApiModel):
+    """A generation, the same shape at every stage (create, get, list item, replay)."""
+
+    id: str
+    status: GenerationStatus
+    model: str
+    media_type: str
+    credits: int
+    credits_refunded: bool
+    input: dict[str, Any] | None
+    output: GenerationOutput | None
+    error: GenerationError | None
+    created_at: datetime
+    completed_at: datetime | None
+    expires_at: datetime | None
+    content_expired: bool
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+class KeyedGeneration(Generation):
+    """A generation as ``create`` and ``run`` return it: ``idempotency_key`` names the key it was made
+    with. The key is not part of the generation's JSON (``model_dump`` gives the API's fields only)."""
+
+    _idempotency_key: str = PrivateAttr(default="")
+
+    @property
+    def idempotency_key(self) -> str:
+        return self._idempotency_key
+
+    @classmethod
+    def keyed(cls, generation: Generation, idempotency_key: str) -> KeyedGeneration:
+        keyed = cls.model_validate(generation.model_dump())
+        keyed._idempotency_key = idempotency_key
+        return keyed
+
+
+class GenerationList(ApiModel):
+    """One page of GET /v1/generations, newest first; ``next_cursor`` is None on the last page."""
+
+    data: list[Generation]
+    next_cursor: str | None
+
+
+class CreditBalance(ApiModel):
+    credits: int
+    subscription_credits: int
+    one_time_credits: int
+
+
+class ModelOption(ApiModel):
+    type: Literal["enum", "integer_enum", "boolean", "image"]
+    description: str
+    values: list[str | int | float] | None = None
+    default: bool | int | float | str | None = None
+    descriptions: dict[str, str] | None = None
+    unit: str | None = None
+    requires: str | None = None
+
+
+class ModelPrompt(ApiModel):
+    min_length: int
+    max_length: int
+
+
+class ModelPricing(ApiModel):
+    """price = (credits[value of ``by``, or "*"] + each matching surcharge) x (duration if unit is second)."""
+
+    unit: Literal["generation", "second"]
+    by: str | None
+    credits: dict[str, int]
+    surcharges: dict[str, dict[str, int]]
+
+
+class Model(ApiModel):
+    """A model of GET /v1/models: options, allowed values, defaults, prices and its request JSON Schema."""
+
+    id: str
+    name: str
+    description: str
+    media_type: Literal["image", "video"]
+    max_images: int
+    accepts_data_uris: bool
+    unknown_fields: Literal["reject", "ignore"]
+    prompt: ModelPrompt
+    options: dict[str, ModelOption]
+    pricing: ModelPricing
+    default_price: int
+    request_schema: dict[str, Any]
+
+
+class ModelList(ApiModel):
+    data: list[Model]
+
+
+class QuoteBalance(ApiModel):
+    subscription: int
+    one_time: int
+    total: int
+
+
+class Quote(ApiModel):
+    """POST /v1/generations/quote: what a create with this body would cost, and whether it is affordable."""
+
+    model: str
+    credits: int
+    balance: QuoteBalance
+    affordable: bool
+
+
+class ValidationIssue(ApiModel):
+    """One offending field of a 400 invalid_request."""
+
+    field: str
+    code: str
+    message: str
+
+
+class ErrorDetail(ApiModel):
+    code: ErrorCode
+    message: str
+
+
+class ErrorBody(ApiModel):
+    """The error envelope of every error answer."""
+
+    error: ErrorDetail
+    issues: list[ValidationIssue] | None = None
+
+
+class ValidationErrorDetail(ApiModel):
+    code: Literal["invalid_request"]
+    message: str
+
+
+class ValidationErrorBody(ApiModel):
+    error: ValidationErrorDetail
+    issues: list[ValidationIssue]
+
+
+class NotCancelableDetail(ApiModel):
+    code: Literal["not_cancelable"]
+    message: str
+
+
+class NotCancelableBody(ApiModel):
+    error: NotCancelableDetail
+    generation: Generation
+
+
+class GenerationRequest(ApiModel):
+    """The body of POST /v1/generations (and of a quote): a model id and that model's fields at the
+    top level (each model's fields are in its ``request_schema``; extra keyword fields are sent as given)."""
+
+    model: str
+    prompt: str
+    images: list[str] | None = None
+
+
+#: The document's component schemas and the model for each (the per-model request schemas,
+#: ``GenerationRequest_<model>``, belong to one deployment's catalog: GenerationRequest takes any).
+OPENAPI_COMPONENTS: dict[str, type[ApiModel]] = {
+    "Error": ErrorBody,
+    "ValidationError": ValidationErrorBody,
+    "Generation": Generation,
+    "GenerationList": GenerationList,
+    "CreditBalance": CreditBalance,
+    "ModelList": ModelList,
+    "Quote": Quote,
+    "NotCancelable": NotCancelableBody,
+}

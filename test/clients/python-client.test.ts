@@ -1,0 +1,93 @@
+import { readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { sql } from 'slonik';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createPaidAccount } from '../support/api.js';
+import { useListeningStack } from '../client/client-stack.js';
+import {
+  installBuiltWheel,
+  mustRun,
+  pythonClientDir,
+  removeScratch,
+  runCommand,
+  uvEnv,
+  uvPath,
+} from './python-tools.js';
+
+const openApiCopy = path.join(pythonClientDir, 'openapi.json');
+
+/** Generations the paging account holds: rows of the projection
+ * as the API writes them (created_at in milliseconds), in runs of three that share a created_at. */
+const seeded = 250;
+
+describe('the Python client, built and installed as a wheel, against the real stack', () => {
+  const stack = useListeningStack({ account: { oneTime: 1000 }, worker: { simDelayMs: 300 } });
+  let installed: Awaited<ReturnType<typeof installBuiltWheel>> | undefined;
+  let pagingKey = '';
+
+  beforeAll(async () => {
+    // Generations to page through, made in one statement: 250 creates would take the run's time.
+    const paging = await createPaidAccount(stack.db.pool);
+    pagingKey = paging.key;
+    await stack.db.pool.query(sql.unsafe`
+      INSERT INTO generations (id, account_id, api_key_id, status, model, media_type, input, error, created_at)
+      SELECT 'gen_pypage' || lpad(i::text, 4, '0'), ${paging.accountId}, ${paging.keyId}, 'rejected',
+             'lumen-lite', 'image', jsonb_build_object('prompt', 'page ' || i),
+             '{"code":"insufficient_credits","message":"seeded"}'::jsonb,
+             date_trunc('milliseconds', now()) - make_interval(secs => i / 3)
+      FROM generate_series(1, ${seeded}) AS i`);
+    installed = await installBuiltWheel();
+  }, 300_000);
+  afterAll(() => removeScratch(installed?.scratch));
+
+  it('uv build makes a wheel and an sdist', () => {
+    expect(installed!.artifacts).toEqual([
+      expect.stringMatching(/^generation_service_client-[\d.]+-py3-none-any\.whl$/),
+      expect.stringMatching(/^generation_service_client-[\d.]+\.tar\.gz$/),
+    ]);
+  });
+
+  it('the committed openapi.json is the live GET /v1/openapi.json (refresh: UPDATE_PYTHON_OPENAPI=1)', async () => {
+    const live = (await stack.api.app.inject({ method: 'GET', url: '/v1/openapi.json' })).json();
+    delete live.servers; // the address of one deployment
+    const fresh = `${JSON.stringify(live, null, 2)}\n`;
+    if (process.env.UPDATE_PYTHON_OPENAPI === '1') await writeFile(openApiCopy, fresh);
+    expect(await readFile(openApiCopy, 'utf8'), 'clients/python/openapi.json is stale').toBe(fresh);
+  });
+
+  it('pytest, run from the installed wheel: every scenario passes with Client and AsyncClient', async () => {
+    const junit = path.join(installed!.scratch, 'junit.xml');
+    const ran = await runCommand(
+      path.join(installed!.venv, 'bin', 'pytest'),
+      ['-p', 'no:cacheprovider', '-q', '--durations=8', `--junitxml=${junit}`, 'tests'],
+      {
+        env: {
+          ...uvEnv(),
+          GENERATION_BASE_URL: stack.listening.baseURL,
+          GENERATION_API_KEY: stack.account.key,
+          GENERATION_PAGING_API_KEY: pagingKey,
+          GENERATION_CLIENT_FROM_WHEEL: '1',
+        },
+      },
+    );
+    console.log(ran.output.trim().split('\n').slice(-12).join('\n'));
+    expect(ran.code, ran.output).toBe(0);
+    const report = await readFile(junit, 'utf8');
+    const count = (name: string) => Number(new RegExp(`<testsuite [^>]*${name}="(\\d+)"`).exec(report)?.[1]);
+    // Nothing skipped: a scenario that found no stack would pass by skipping.
+    expect({ failures: count('failures'), errors: count('errors'), skipped: count('skipped') }).toEqual({
+      failures: 0,
+      errors: 0,
+      skipped: 0,
+    });
+    expect(count('tests')).toBeGreaterThanOrEqual(40);
+  }, 240_000);
+
+  it('ruff and pyright (strict) find nothing', async () => {
+    const uv = await uvPath();
+    await mustRun(uv, ['sync', '--frozen', '--python', 'python3']);
+    await mustRun(uv, ['run', '--frozen', 'ruff', 'check', '.']);
+    await mustRun(uv, ['run', '--frozen', 'ruff', 'format', '--check', '.']);
+    expect(await mustRun(uv, ['run', '--frozen', 'pyright'])).toContain('0 errors');
+  }, 120_000);
+});
