@@ -38,7 +38,7 @@ export const HEAD_BYTES = 512 * 1024;
 
 /** The form is larger than the limits allow; `message` says which, in words. */
 export class UploadTooLarge extends Error {
-  readonly status = 413;
+  readonly statusCode = 413;
 }
 
 const MiB = 1024 * 1024;
