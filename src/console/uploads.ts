@@ -197,9 +197,13 @@ export class StreamedForm {
   /** A read that failed: over a limit, the form is refused (413, in words); anything else is thrown as it was. */
   private refuseOrThrow(error: unknown): void {
     this.abandon();
+    const { code, statusCode } = error as { code?: string; statusCode?: number };
     if (error instanceof UploadTooLarge) this.refused = error.message;
-    else if ((error as { statusCode?: number }).statusCode === 413)
-      this.refused = tooLargeMessage(this.limits);
+    else if (code === 'FST_FILES_LIMIT')
+      this.refused = `The form has more than ${this.limits.files} files. Nothing was charged.`;
+    else if (code === 'FST_FIELDS_LIMIT' || code === 'FST_PARTS_LIMIT')
+      this.refused = `The form has more than ${this.limits.fields} fields. Nothing was charged.`;
+    else if (statusCode === 413) this.refused = tooLargeMessage(this.limits);
     else throw error;
   }
 

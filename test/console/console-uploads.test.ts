@@ -190,6 +190,21 @@ describe('console uploads: nothing is held before a session, and the API limits 
     expect(declared.status).toBe(413);
     expect(declared.text).toContain('larger than 32 MiB');
 
+    // More files than any form may carry, however small.
+    const small = (i: number): Part => ({
+      name: 'images',
+      filename: `s-${i}.png`,
+      type: 'image/png',
+      size: 10,
+    });
+    const many = await streamMultipart(
+      `${origin}/playground`,
+      [...(await fields()), ...Array.from({ length: 17 }, (_, i) => small(i))],
+      { cookie: signedIn.cookie },
+    );
+    expect(many.status).toBe(413);
+    expect(many.text).toContain('The form has more than 16 files');
+
     expect(await debits()).toBe(debitsBefore);
     expect(await generations()).toBe(generationsBefore);
     expect(await staged()).toEqual([]);
