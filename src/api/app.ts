@@ -10,6 +10,7 @@ import { newId } from '../ids.js';
 import { observeHttpRequests } from '../observability/http-metrics.js';
 import type { Registry } from 'prom-client';
 import { registerAuth } from './auth-plugin.js';
+import { fastifyTrustProxy } from './client-address.js';
 import { registerErrorHandling } from './errors-plugin.js';
 import type { AuthLimits } from './rate-limit.js';
 import type { RequestLogWriter } from './request-log-writer.js';
@@ -134,17 +135,4 @@ function requestSpans(): FastifyOtelInstrumentation {
     requestHook: (span, request) =>
       span.updateName(`${request.method} ${request.routeOptions.url ?? 'unmatched'}`),
   });
-}
-
-/**
- * Fastify 5 takes a number to mean "trust no hop" (it cannot check who the
- * nearest peer is), so a hop count is given as a function: the socket's peer
- * and the next `hops - 1` entries of X-Forwarded-For are proxies.
- */
-function fastifyTrustProxy(
-  trust: TrustProxy,
-): false | string[] | ((address: string, hop: number) => boolean) {
-  if (trust === false) return false;
-  if (typeof trust === 'number') return (_address, hop) => hop < trust;
-  return [...trust];
 }

@@ -33,6 +33,12 @@ const signatures: Record<string, (b: Buffer) => boolean> = {
     b.subarray(0, 6).toString('latin1') === 'GIF87a' || b.subarray(0, 6).toString('latin1') === 'GIF89a',
 };
 
+/** The type a file's first bytes show (`png`, `jpeg`, `webp` or `gif`), by the signatures data URIs are held to; null for anything else. */
+export function imageTypeOf(head: Buffer): 'png' | 'jpeg' | 'webp' | 'gif' | null {
+  const found = Object.entries(signatures).find(([, check]) => check(head));
+  return found ? (found[0] as 'png' | 'jpeg' | 'webp' | 'gif') : null;
+}
+
 type ImageInput =
   { kind: 'url'; url: string } | { kind: 'data'; mediaType: `image/${string}`; bytes: Buffer };
 
@@ -58,7 +64,7 @@ export function parseImageInput(value: string, acceptsDataUris: boolean): ImageI
       return { ok: false, message: `The image is larger than ${MAX_DATA_URI_BYTES / (1024 * 1024)} MiB.` };
     }
     if (!check(bytes)) return { ok: false, message: `The data is not a ${type} image.` };
-    const sizeProblem = dataUriSizeProblem(bytes, type);
+    const sizeProblem = imageHeaderProblem(bytes, type);
     if (sizeProblem) return { ok: false, message: sizeProblem };
     return { ok: true, image: { kind: 'data', mediaType: `image/${type}`, bytes } };
   }
@@ -98,8 +104,11 @@ export function imageDimensionsProblem(width: number, height: number): string | 
 /** image-size's name for each type we accept. */
 const imageSizeType: Record<string, string> = { png: 'png', jpeg: 'jpg', webp: 'webp', gif: 'gif' };
 
-/** Reads the size a data URI's image declares in its header and checks it, without decoding the pixels. */
-function dataUriSizeProblem(bytes: Buffer, type: string): string | null {
+/**
+ * Reads the size an image declares in its header and checks it, without decoding the pixels: the
+ * rule a data URI is held to, for any image's bytes (from its start; image-size needs at most 512 KiB).
+ */
+export function imageHeaderProblem(bytes: Buffer, type: string): string | null {
   let size: { width: number; height: number; type?: string };
   try {
     size = imageSize(bytes);

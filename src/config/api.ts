@@ -74,16 +74,19 @@ export const apiSettings = settingGroup({
       default: '`http://API_HOST:API_PORT/v1`',
     },
     TRUST_PROXY: {
-      readBy: ['api'],
+      readBy: ['api', 'console'],
       text: 'Whose `X-Forwarded-For` to believe: `false`, the number of proxies in front, or their addresses/CIDRs, comma-separated. `true` is refused. See [Behind a load balancer](operating.md#behind-a-load-balancer-or-cdn-trust_proxy).',
     },
-    BODY_LIMIT_BYTES: { readBy: ['api'], text: 'Larger bodies get `413 payload_too_large`.' },
+    BODY_LIMIT_BYTES: {
+      readBy: ['api', 'console'],
+      text: 'Larger bodies get `413 payload_too_large`; the console holds a playground form (its uploads included) to it too.',
+    },
     RATE_LIMIT_PER_MINUTE: {
-      readBy: ['api'],
+      readBy: ['api', 'console'],
       text: 'Requests per minute per API key, replays included (`429 rate_limited` beyond it).',
     },
     FAILED_AUTH_IPV6_PREFIX: {
-      readBy: ['api'],
+      readBy: ['api', 'console'],
       text: 'The failed-authentication limit counts an IPv6 client by its network of this many bits (32 to 128), so rotating through one’s own /64 is one client. IPv4 clients are counted by address.',
     },
     FAILED_AUTH_PROCESS_PER_MINUTE: {
@@ -111,11 +114,11 @@ export const apiSettings = settingGroup({
       text: 'Catalog and provider-state reload safety net; changes are also pushed by NOTIFY.',
     },
     REDIS_URL: {
-      readBy: ['api'],
+      readBy: ['api', 'console'],
       text: 'Redis or Valkey (`redis://`, `rediss://`) where every API process counts the per-key and failed-authentication limits. Unset: each process counts in memory. See [Limits shared by every API replica](operating.md#limits-shared-by-every-api-replica-redis_url).',
     },
     REDIS_TIMEOUT_MS: {
-      readBy: ['api'],
+      readBy: ['api', 'console'],
       text: 'A limit check waits this long for Redis, then counts in the process’s memory.',
     },
   },

@@ -1,6 +1,4 @@
-import type { MultipartFile } from '@fastify/multipart';
 import type { PublicModel } from '../catalog/public-model.js';
-import { formField } from './request-fields.js';
 
 /**
  * The playground's form, made from a model's published description (what GET /v1/models shows):
@@ -64,45 +62,42 @@ export function formFields(model: PublicModel, values: Record<string, unknown> =
   return fields;
 }
 
+/** A submitted form: its text fields, and what each file input's images stand for in the body. */
+export interface SubmittedForm {
+  field(name: string): string | undefined;
+  /** A file input's images as body values (none: empty). */
+  images(name: string): string[];
+}
+
 /** The submitted form as the API's JSON body (model first, then prompt and the model's fields). */
-export async function bodyFromForm(model: PublicModel, form: unknown): Promise<Record<string, unknown>> {
-  const body: Record<string, unknown> = { model: model.id, prompt: formField(form, 'prompt') ?? '' };
+export function bodyFromForm(model: PublicModel, form: SubmittedForm): Record<string, unknown> {
+  const body: Record<string, unknown> = { model: model.id, prompt: form.field('prompt') ?? '' };
   for (const [name, option] of Object.entries(model.options)) {
-    if (option.type === 'boolean') body[name] = formField(form, name) === 'on';
+    if (option.type === 'boolean') body[name] = form.field(name) === 'on';
     else if (option.type === 'image') {
-      const [image] = await imagesOf(model, form, name);
+      const [image] = imagesOf(model, form, name);
       if (image) body[name] = image;
     } else {
-      const value = formField(form, name);
+      const value = form.field(name);
       if (value !== undefined)
         body[name] = option.type === 'integer_enum' && /^\d+$/.test(value) ? Number(value) : value;
     }
   }
   if (model.max_images > 0) {
-    const images = await imagesOf(model, form, 'images');
+    const images = imagesOf(model, form, 'images');
     if (images.length > 0) body.images = images;
   }
   return body;
 }
 
-/** An image field's values: uploaded files as data URIs, or the URLs typed (one per line). */
-async function imagesOf(model: PublicModel, form: unknown, name: string): Promise<string[]> {
-  if (!model.accepts_data_uris) {
-    return (formField(form, name) ?? '').split(/\s+/).filter((url) => url !== '');
-  }
-  const raw = (form as Record<string, unknown> | null)?.[name];
-  const files = (Array.isArray(raw) ? raw : [raw]).filter(
-    (f): f is MultipartFile =>
-      typeof f === 'object' &&
-      f !== null &&
-      'file' in f &&
-      typeof (f as MultipartFile).toBuffer === 'function',
-  );
-  const uris: string[] = [];
-  for (const file of files) {
-    const bytes = await file.toBuffer();
-    if (bytes.length === 0) continue; // an empty file input
-    uris.push(`data:${file.mimetype};base64,${bytes.toString('base64')}`);
-  }
-  return uris;
+/** An image field's values: the uploaded files' stand-ins, or the URLs typed (one per line). */
+function imagesOf(model: PublicModel, form: SubmittedForm, name: string): string[] {
+  if (!model.accepts_data_uris) return (form.field(name) ?? '').split(/\s+/).filter((url) => url !== '');
+  return form.images(name);
+}
+
+/** The names of a model's image fields: `images` and its image options. */
+export function imageFieldNames(model: PublicModel): string[] {
+  const options = Object.entries(model.options).filter(([, option]) => option.type === 'image');
+  return [...(model.max_images > 0 ? ['images'] : []), ...options.map(([name]) => name)];
 }

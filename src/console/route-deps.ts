@@ -1,11 +1,15 @@
 import type { Client } from '@temporalio/client';
 import type { CookieSerializeOptions } from '@fastify/cookie';
 import type { CommonQueryMethods } from 'slonik';
+import type { FastifyRequest } from 'fastify';
+import type { AuthLimits } from '../api/rate-limit.js';
 import type { RequestLogWriter } from '../api/request-log-writer.js';
 import type { StartGenerationDeps } from '../api/start-generation.js';
 import type { CatalogCache } from '../catalog/catalog-cache.js';
 import type { Storage } from '../storage/storage.js';
 import type { ConsoleSessions } from './sessions.js';
+import type { UploadLimits } from './uploads.js';
+
 /** What the console's pages read and act through: the API's own repositories, catalog, storage and admission path. */
 export interface ConsoleRouteDeps {
   db: CommonQueryMethods;
@@ -19,6 +23,15 @@ export interface ConsoleRouteDeps {
   /** The API's request log: the playground's generations are requests made with the session's key. */
   requestLog: RequestLogWriter;
   cookie: CookieSerializeOptions;
+  /** The API's per-key and failed-authentication limits: a playground POST is counted as an API call. */
+  limits: AuthLimits;
+  /**
+   * Whom the failed-authentication limit counts for a request: its client address as TRUST_PROXY
+   * resolves it, an IPv6 client by its network (FAILED_AUTH_IPV6_PREFIX), exactly as the API counts.
+   */
+  clientSubject: (request: FastifyRequest) => string;
+  /** What one playground form may carry: the API's body limit and data-URI image size. */
+  uploadLimits: UploadLimits;
   /** Seconds until a down provider is probed again (the API's ProviderAvailability); null while it takes requests. */
   providerDownFor: (provider: string) => number | null;
 }

@@ -1,11 +1,13 @@
 import { Client, Connection } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
+import { failedAuthSubject } from '../api/failed-auth-subject.js';
 import { RequestLogWriter } from '../api/request-log-writer.js';
 import { ProviderAvailability } from '../api/provider-availability.js';
 import { authLimitsFor, generationTiming } from '../api/shared-wiring.js';
 import { Authenticator } from '../auth/authenticator.js';
 import { CatalogCache } from '../catalog/catalog-cache.js';
+import { MAX_DATA_URI_BYTES } from '../catalog/image-input.js';
 import { providersWithCredentials, storageLocation, type Config } from '../config.js';
 import { NotificationListener } from '../db/notifications.js';
 import { createDatabasePool, type DatabasePool } from '../db/pool.js';
@@ -60,6 +62,9 @@ export async function createConsoleService(config: Config, logger: Logger): Prom
     logger,
     db: pool,
     sessions: new ConsoleSessions({ db: pool, authenticator, limits }),
+    limits,
+    clientSubject: (request) => failedAuthSubject(request.ip, config.FAILED_AUTH_IPV6_PREFIX),
+    trustProxy: config.TRUST_PROXY,
     catalog,
     storage,
     temporal,
@@ -67,7 +72,15 @@ export async function createConsoleService(config: Config, logger: Logger): Prom
     publicUrl: config.CONSOLE_PUBLIC_URL,
     resultBaseUrl: config.RESULT_BASE_URL,
     providerDownFor: (provider) => providers.retryAfterSeconds(provider),
-    maxUploadBytes: Math.min(config.BODY_LIMIT_BYTES, 20 * 1024 * 1024),
+    // The API's own limits: a body of BODY_LIMIT_BYTES, an image of a data URI's 10 MiB (16 images
+    // at most: no model takes more), and the form's text fields well above any prompt.
+    uploadLimits: {
+      totalBytes: config.BODY_LIMIT_BYTES,
+      fileBytes: MAX_DATA_URI_BYTES,
+      files: 16,
+      fields: 64,
+      fieldBytes: 64 * 1024,
+    },
     admission: {
       db: pool,
       temporal,

@@ -8,7 +8,7 @@ import {
   redeemSignInLink,
   touchSession,
 } from '../db/console-sessions.js';
-import type { AuthLimits } from '../api/rate-limit.js';
+import type { AuthLimits, KeyVerdict } from '../api/rate-limit.js';
 import { newSecret, secretHash } from './session-ids.js';
 
 /** Who a console page acts for: the account, through the key its session was opened with. */
@@ -22,7 +22,9 @@ export interface ConsoleUser {
 /** A session that may act, or why not (in words for the sign-in page). */
 export type Resumed = { ok: true; user: ConsoleUser } | { ok: false; reason: string | null };
 
-export type SignIn = { ok: true; sessionId: string } | { ok: false; status: number; message: string };
+export type SignIn =
+  | { ok: true; sessionId: string }
+  | { ok: false; status: number; message: string; retryAfterSeconds?: number };
 
 /** Idle sessions end after this long: 12 hours. */
 export const SESSION_IDLE_MS = CONSOLE_SESSION_IDLE_MS;
@@ -43,27 +45,52 @@ export class ConsoleSessions {
     },
   ) {}
 
-  async signInWithKey(presented: string, ip: string): Promise<SignIn> {
+  /**
+   * `subject` is whom the failed-authentication limit counts (the client's address, or its IPv6
+   * network: RouteDeps.clientSubject). A good key signs in only as the API would answer it: not from
+   * a blocked subject, and not past the key's own rate limit, on which the sign-in counts as a request.
+   */
+  async signInWithKey(presented: string, subject: string): Promise<SignIn> {
     const outcome = await this.deps.authenticator.authenticate({ key: presented.trim() });
     if (outcome.ok) {
-      const verdict = await this.deps.limits.checkKey(ip, outcome.principal.keyId);
-      if (verdict.blocked) return tooMany();
-      return this.open(outcome.principal.accountId, outcome.principal.keyId);
+      const refused = refusalOf(
+        await this.deps.limits.checkKey(subject, outcome.principal.keyId),
+        this.deps.limits,
+      );
+      return refused ?? this.open(outcome.principal.accountId, outcome.principal.keyId);
     }
-    const verdict = await this.deps.limits.checkFailure(ip, outcome.countsAsFailedAuth);
-    if (verdict.blocked) return tooMany();
+    const verdict = await this.deps.limits.checkFailure(subject, outcome.countsAsFailedAuth);
+    if (verdict.blocked) return blocked(verdict.retryAfterSeconds);
     return { ok: false, status: outcome.error.status, message: outcome.error.message };
   }
 
-  /** A one-time link (admin console-link): used once, then its key is judged like a pasted one. */
-  async signInWithLink(token: string, ip: string): Promise<SignIn> {
-    const link = await redeemSignInLink(this.deps.db, secretHash(token));
-    if (!link) {
-      const verdict = await this.deps.limits.checkFailure(ip, true);
-      if (verdict.blocked) return tooMany();
+  /**
+   * A one-time link (admin console-link): used once, then its key is judged like a pasted one. A
+   * blocked subject is refused before the link is looked at; a link refused by its key's rate
+   * limit is not used up (the redemption is rolled back).
+   */
+  async signInWithLink(token: string, subject: string): Promise<SignIn> {
+    const before = await this.deps.limits.checkFailure(subject, false);
+    if (before.blocked) return blocked(before.retryAfterSeconds);
+    const redeemed = await this.deps.db
+      .transaction(async (tx) => {
+        const link = await redeemSignInLink(tx, secretHash(token));
+        if (!link) return null;
+        const refused = refusalOf(await this.deps.limits.checkKey(subject, link.apiKeyId), this.deps.limits);
+        if (refused) throw new LinkRefused(refused);
+        return link;
+      })
+      .catch((error: unknown) => {
+        if (error instanceof LinkRefused) return error.refusal;
+        throw error;
+      });
+    if (redeemed === null) {
+      const verdict = await this.deps.limits.checkFailure(subject, true);
+      if (verdict.blocked) return blocked(verdict.retryAfterSeconds);
       return { ok: false, status: 401, message: 'This sign-in link is unknown, used or expired.' };
     }
-    return this.open(link.accountId, link.apiKeyId);
+    if ('ok' in redeemed) return redeemed;
+    return this.open(redeemed.accountId, redeemed.apiKeyId);
   }
 
   async resume(sessionId: string | undefined): Promise<Resumed> {
@@ -96,10 +123,30 @@ export class ConsoleSessions {
   }
 }
 
-function tooMany(): SignIn {
+/** The limiter's verdict on a good key, as a refusal (429), or null when it may sign in. */
+function refusalOf(verdict: KeyVerdict, limits: AuthLimits): SignIn | null {
+  if (verdict.blocked) return blocked(verdict.retryAfterSeconds);
+  if (verdict.allowed) return null;
   return {
     ok: false,
     status: 429,
-    message: 'Too many failed sign-in attempts from this address. Try again in a minute.',
+    message: `This key has made more than ${limits.requestsPerKey} requests in the last minute (the API's rate limit). Try again in ${verdict.retryAfterSeconds} s.`,
+    retryAfterSeconds: verdict.retryAfterSeconds,
   };
+}
+
+function blocked(retryAfterSeconds: number): SignIn {
+  return {
+    ok: false,
+    status: 429,
+    message: `Too many failed sign-in attempts from this address. Try again in ${retryAfterSeconds} s.`,
+    retryAfterSeconds,
+  };
+}
+
+/** Rolls back a link's redemption when its key may not sign in now. */
+class LinkRefused extends Error {
+  constructor(readonly refusal: SignIn) {
+    super('sign-in link refused by the rate limit');
+  }
 }

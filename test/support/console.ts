@@ -22,10 +22,15 @@ export interface ConsoleHarness {
 
 /**
  * The console process's service on the stack's database, worker queue and storage, listening on a
- * free port, and one headless Chromium for the file. Call inside describe() after useGenerationStack;
- * `env` changes the console's settings (for example the retention its generations start with).
+ * free port, and one headless Chromium for the file (unless `browser: false`, for files that speak
+ * plain HTTP). Call inside describe() after useGenerationStack; `env` changes the console's settings
+ * (for example the retention its generations start with).
  */
-export function useConsole(stack: GenerationStack, env: Record<string, string> = {}): ConsoleHarness {
+export function useConsole(
+  stack: GenerationStack,
+  env: Record<string, string> = {},
+  options: { browser?: boolean } = {},
+): ConsoleHarness {
   const harness = {} as ConsoleHarness;
   beforeAll(async () => {
     const port = await freePort();
@@ -40,6 +45,7 @@ export function useConsole(stack: GenerationStack, env: Record<string, string> =
     });
     harness.service = await createConsoleService(config, createLogger('console-test', 'silent'));
     await harness.service.app.listen({ host: '127.0.0.1', port });
+    if (options.browser === false) return;
     if (!chromiumPath) throw new Error('Chromium is missing: apt-get install chromium');
     harness.browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'] });
     harness.newPage = async () => {

@@ -8,8 +8,9 @@ import { quotePrice, resolveOptions } from '../../catalog/pricing.js';
 import { ApiError, errorCodes, type ErrorCode, type ValidationIssue } from '../../errors.js';
 import { newId } from '../../ids.js';
 import { getBalance } from '../../db/credits-repository.js';
-import { formField } from '../request-fields.js';
 import { bodyFromForm, formFields } from '../playground-form.js';
+import { judgeUploads } from '../playground-images.js';
+import { UploadTooLarge, type StreamedForm } from '../uploads.js';
 import { sendPage } from '../render.js';
 import type { ConsoleRouteDeps } from '../route-deps.js';
 import { userOf } from '../request-fields.js';
@@ -81,25 +82,36 @@ export function playgroundRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): 
   });
 
   /** The price of the form as it stands (the page's script asks as options change). */
-  app.get<{ Querystring: Record<string, string> }>('/playground/quote', async (request) => {
+  app.get<{ Querystring: Record<string, string> }>('/playground/quote', (request) => {
     const model = modelNamed(request.query.model);
     if (!model) return { credits: null };
-    const body = await bodyFromForm(model.publicView, { ...request.query, prompt: 'x' });
-    return { credits: quote(model, withoutImages(body)) };
+    const query = { ...request.query, prompt: 'x' } as Record<string, unknown>;
+    const body = bodyFromForm(model.publicView, {
+      field: (name) => (typeof query[name] === 'string' ? query[name] : undefined),
+      images: () => [],
+    });
+    return { credits: quote(model, body) };
   });
 
-  app.post('/playground', async (request, reply) => {
+  /**
+   * A generation from the form. The upload was opened by the CSRF check, which read only its
+   * token; the rest is read only once the key's rate limit allows one more request, as the API
+   * counts one, and streams to temporary files within the API's limits (413 past them).
+   */
+  app.post('/playground', { config: { consoleUpload: true } }, async (request, reply) => {
+    const form = request.consoleForm;
+    if (!form)
+      return reply.code(415).type('text/plain').send('The playground form is sent as multipart/form-data.');
+    try {
+      return await generate(request, reply, form);
+    } finally {
+      await form.discard();
+    }
+  });
+
+  const generate = async (request: FastifyRequest, reply: FastifyReply, form: StreamedForm) => {
     const user = userOf(request);
     const started = performance.now();
-    const model = modelNamed(formField(request.body, 'model'));
-    if (!model) return reply.code(404).send();
-    const body = await bodyFromForm(model.publicView, request.body);
-    const key = checkIdempotencyKey(formField(request.body, 'idempotency_key'));
-    const checked = checkBody(deps.catalog, body);
-    if (!key.ok || !checked.ok) {
-      const issues = [...(key.ok ? [] : [key.issue]), ...(checked.ok ? [] : checked.issues)];
-      return show(request, reply, model, { values: body, issues, status: 400 });
-    }
     // The generation is a request made with the session's key: it goes to the account's request log like the API's.
     const logRequest = (requestId: string, errorCode: string | null) =>
       deps.requestLog.add({
@@ -115,6 +127,47 @@ export function playgroundRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): 
         durationMs: performance.now() - started,
         createdAtMs: Date.now(),
       });
+    const firstModel = deps.catalog.list()[0];
+    if (!firstModel) return reply.code(503).type('text/plain').send('No models are available.');
+    if (form.refusal) return show(request, reply, firstModel, { message: form.refusal, status: 413 });
+    const verdict = await deps.limits.checkKey(deps.clientSubject(request), user.keyId);
+    if (verdict.blocked || !verdict.allowed) {
+      logRequest(newId('req'), 'rate_limited');
+      reply.header('retry-after', String(verdict.retryAfterSeconds));
+      const message = verdict.blocked
+        ? 'Too many failed authentication attempts from this address. Nothing was sent or charged; try again later.'
+        : `Rate limit of ${deps.limits.requestsPerKey} requests per minute exceeded for this key (the API's limit). Nothing was charged; try again in ${verdict.retryAfterSeconds} s.`;
+      return show(request, reply, firstModel, { message, status: 429 });
+    }
+    try {
+      await form.readAll();
+    } catch (error) {
+      if (!(error instanceof UploadTooLarge)) throw error;
+      const named = deps.catalog.get(form.field('model') ?? '') ?? firstModel;
+      return show(request, reply, named, { message: error.message, status: 413 });
+    }
+    const modelId = form.field('model');
+    const model = modelId === undefined ? undefined : deps.catalog.get(modelId);
+    if (!model) {
+      // Never another model in its place: an unknown or retired one is refused, and nothing is charged.
+      const message = `The model “${(modelId ?? '').slice(0, 100)}” is not available (unknown or retired), so nothing was generated or charged. Choose one of the models below.`;
+      return show(request, reply, firstModel, { message, status: 400 });
+    }
+    const uploads = await judgeUploads(model.publicView, form);
+    const body = bodyFromForm(model.publicView, {
+      field: (name) => form.field(name),
+      images: (name) => uploads.standIns(name),
+    });
+    const key = checkIdempotencyKey(form.field('idempotency_key'));
+    const checked = checkBody(deps.catalog, body);
+    if (!key.ok || !checked.ok || uploads.issues.length > 0) {
+      const issues = [
+        ...uploads.issues,
+        ...(key.ok ? [] : [key.issue]),
+        ...(checked.ok ? [] : checked.issues.filter((i) => !uploads.issues.some((u) => u.field === i.field))),
+      ];
+      return show(request, reply, model, { values: body, issues, status: 400 });
+    }
     let outcome: StartOutcome;
     try {
       outcome = await startGeneration(
@@ -124,8 +177,9 @@ export function playgroundRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): 
           apiKeyId: user.keyId,
           idempotencyKey: key.key,
           model: checked.model.entry,
-          input: checked.input,
-          fingerprint: fingerprint(body),
+          // The uploads as staged files: stored from disk by the admission path, never as data URIs.
+          input: uploads.withStagedImages(checked.input),
+          fingerprint: fingerprint(uploads.forFingerprint(body)),
         },
         // As the API: a resubmitted form that was accepted is shown its generation; a new one is refused.
         {
@@ -157,7 +211,7 @@ export function playgroundRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): 
         ? 'This form was already sent with other values. Reload the playground to start a new generation.'
         : outcome.error.message;
     return show(request, reply, model, { values: body, message, status: 409 });
-  });
+  };
 }
 
 /** Images do not change the price, and are not sent back into a re-rendered form. */

@@ -37,21 +37,35 @@ export function signInRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): void
   );
 
   /** A sign-in form's POST: the form must be ours; then the session it opens, or the refusal in words. */
+  const refused = (request: FastifyRequest, reply: FastifyReply, message: string, status: number) =>
+    sendPage(
+      request,
+      reply,
+      'sign-in',
+      { title: 'Sign in', csrf: formToken(request, reply), message },
+      status,
+    );
   const signInWith =
     (attempt: (request: FastifyRequest) => Promise<SignIn>) =>
     async (request: FastifyRequest, reply: FastifyReply) => {
-      const csrf = formToken(request, reply);
-      const refused = (message: string, status: number) =>
-        sendPage(request, reply, 'sign-in', { title: 'Sign in', csrf, message }, status);
-      if (!formIsOurs(request)) return refused('The form expired; try again.', 403);
+      if (!formIsOurs(request)) return refused(request, reply, 'The form expired; try again.', 403);
       const result = await attempt(request);
-      return result.ok ? signedIn(reply, result.sessionId) : refused(result.message, result.status);
+      if (result.ok) return signedIn(reply, result.sessionId);
+      if (result.retryAfterSeconds !== undefined)
+        reply.header('retry-after', String(result.retryAfterSeconds));
+      return refused(request, reply, result.message, result.status);
     };
+  /** Before the body is read: a sign-in form comes with its form cookie, or it did not come from our page. */
+  const formCookieFirst = async (request: FastifyRequest, reply: FastifyReply) => {
+    if (!request.cookies[FORM_COOKIE]) return refused(request, reply, 'The form expired; try again.', 403);
+  };
 
   app.post(
     '/sign-in',
-    { config: { consolePublic: true } },
-    signInWith((request) => deps.sessions.signInWithKey(formField(request.body, 'key') ?? '', request.ip)),
+    { config: { consolePublic: true }, onRequest: formCookieFirst },
+    signInWith((request) =>
+      deps.sessions.signInWithKey(formField(request.body, 'key') ?? '', deps.clientSubject(request)),
+    ),
   );
 
   // The link only shows a button: prefetchers and link scanners that open it do not use it up.
@@ -68,8 +82,10 @@ export function signInRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): void
 
   app.post(
     '/sign-in/link',
-    { config: { consolePublic: true } },
-    signInWith((request) => deps.sessions.signInWithLink(formField(request.body, 'token') ?? '', request.ip)),
+    { config: { consolePublic: true }, onRequest: formCookieFirst },
+    signInWith((request) =>
+      deps.sessions.signInWithLink(formField(request.body, 'token') ?? '', deps.clientSubject(request)),
+    ),
   );
 
   app.post('/sign-out', async (request, reply) => {
