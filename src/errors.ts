@@ -31,11 +31,6 @@ export const errorCodes = {
     status: 429,
     description: 'Too many generations are in progress for the account; nothing was charged.',
   },
-  wait_limit_exceeded: {
-    status: 429,
-    description:
-      'Too many requests are already waiting (Prefer: wait) on this API key or this API process; nothing changed. Poll, or wait on fewer at once.',
-  },
   not_cancelable: {
     status: 409,
     description:
