@@ -31,6 +31,13 @@ export const errorCodes = {
     status: 429,
     description: 'Too many generations are in progress for the account; nothing was charged.',
   },
+  // Answered no more: past the caps on waiters, Prefer: wait is not honoured (a POST's generation is
+  // charged by then). Kept in the list, so that the schema's codes stay as clients know them.
+  wait_limit_exceeded: {
+    status: 429,
+    description:
+      'Not answered any more: past the caps on waiting requests, Prefer: wait is not honoured and the answer comes at once.',
+  },
   not_cancelable: {
     status: 409,
     description:
