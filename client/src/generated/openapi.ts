@@ -964,7 +964,7 @@ export interface components {
         Error: {
             error: {
                 /** @enum {string} */
-                code: "invalid_request" | "unauthorized" | "insufficient_credits" | "payment_required" | "api_access_disabled" | "not_found" | "method_not_allowed" | "not_acceptable" | "request_timeout" | "idempotency_conflict" | "length_required" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "concurrency_limit_exceeded" | "not_cancelable" | "internal_error" | "service_unavailable";
+                code: "invalid_request" | "unauthorized" | "insufficient_credits" | "payment_required" | "api_access_disabled" | "not_found" | "method_not_allowed" | "not_acceptable" | "request_timeout" | "idempotency_conflict" | "length_required" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "concurrency_limit_exceeded" | "wait_limit_exceeded" | "not_cancelable" | "internal_error" | "service_unavailable";
                 message: string;
             };
             /** @description Present on 400 invalid_request (and only there): one item per offending field. */
