@@ -31,10 +31,12 @@ export const errorCodes = {
     status: 429,
     description: 'Too many generations are in progress for the account; nothing was charged.',
   },
+  // Answered no more: past the caps on waiters, Prefer: wait is not honoured (a POST's generation is
+  // charged by then). Kept in the list, so that the schema's codes stay as clients know them.
   wait_limit_exceeded: {
     status: 429,
     description:
-      'Too many requests are already waiting (Prefer: wait) on this API key or this API process; nothing changed. Poll, or wait on fewer at once.',
+      'Not answered any more: past the caps on waiting requests, Prefer: wait is not honoured and the answer comes at once.',
   },
   not_cancelable: {
     status: 409,

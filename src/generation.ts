@@ -9,3 +9,13 @@ export interface GenerationError {
   code: string;
   message: string;
 }
+
+/**
+ * A keyed generation's claim on its Idempotency-Key, recorded in PostgreSQL with its admission so
+ * that the key outlives the workflow: held until `heldUntil` (ISO), judged at `at` (the workflow's
+ * clock). Made by the workflow, written by admission's repository: defined here, below both.
+ */
+export interface KeyClaim {
+  heldUntil: string;
+  at: string;
+}

@@ -1,6 +1,5 @@
 import type { Logger } from 'pino';
 import type { GenerationRow } from '../db/generation-reads.js';
-import { ApiError } from '../errors.js';
 import { isTerminal } from './conditional-reads.js';
 
 /** At most this many requests wait (Prefer: wait) at once per API key, and per API process. */
@@ -53,7 +52,9 @@ export class GenerationWaiters {
   /**
    * Resolves once generation `id` is terminal (with its row), or after `timeoutMs`, when the
    * client goes away (`signal`) or the process shuts down (with null: the caller reads the
-   * current state). Past a cap it throws 429 `wait_limit_exceeded` and nothing waits.
+   * current state). Past a cap it returns null and nothing waits: the preference is not honoured
+   * (RFC 7240 makes every preference optional), and the caller answers at once. A refusal here
+   * would come too late for a POST, whose generation is already started and charged.
    */
   wait(
     id: string,
@@ -61,20 +62,11 @@ export class GenerationWaiters {
     timeoutMs: number,
     read: Reader,
     signal?: AbortSignal,
-  ): Promise<GenerationRow | null> {
+  ): Promise<GenerationRow | null> | null {
     if (this.closing) return Promise.resolve(null);
     const forKey = this.perKey.get(keyId) ?? 0;
-    const perKey = this.options.perKey ?? waitersPerKey;
-    const perProcess = this.options.perProcess ?? waitersPerProcess;
-    if (forKey >= perKey || this.count >= perProcess) {
-      throw new ApiError(
-        'wait_limit_exceeded',
-        forKey >= perKey
-          ? `${perKey} requests are already waiting with Prefer: wait on this API key. Wait on fewer at once, or poll.`
-          : 'This API process holds as many waiting requests as it allows. Retry, or poll.',
-        { retryAfterSeconds: 1 },
-      );
-    }
+    if (forKey >= (this.options.perKey ?? waitersPerKey)) return null;
+    if (this.count >= (this.options.perProcess ?? waitersPerProcess)) return null;
     return new Promise((resolve) => {
       let group = this.byGeneration.get(id);
       if (!group) this.byGeneration.set(id, (group = { waiters: new Set(), read }));

@@ -30,7 +30,7 @@ export const preferWaitParameter = {
   in: 'header',
   required: false,
   description:
-    '`wait=N` (1 to 60 seconds; larger is clamped to 60): the answer comes as soon as the generation is succeeded, failed or rejected, or after N seconds with its current state. Woken by the change itself, not by polling. At most 1,000 waiting requests per API key and 10,000 per API process; past that, 429 wait_limit_exceeded.',
+    '`wait=N` (1 to 60 seconds; larger is clamped to 60): the answer comes as soon as the generation is succeeded, failed or rejected, or after N seconds with its current state. Woken by the change itself, not by polling. At most 1,000 waiting requests per API key and 10,000 per API process; past that, the preference is not honoured: the answer comes at once, without Preference-Applied (a POST: its 202, the generation started and charged).',
   schema: { type: 'string', examples: ['wait=30'] },
 };
 

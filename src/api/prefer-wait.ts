@@ -24,7 +24,9 @@ export function preferredWaitSeconds(header: string | string[] | undefined, max:
  * Honours `Prefer: wait=N` for a generation read as `row`: says what was applied
  * (Preference-Applied), then holds the answer until the generation is terminal or N seconds have
  * passed, the client has gone, or the process shuts down, and gives the generation as it then
- * stands. Without the preference (or without waiters) the row is answered as it is.
+ * stands. Without the preference, without waiters, or past a cap on waiters, the row is answered
+ * at once and no Preference-Applied says otherwise. Never throws: a POST's generation is started
+ * and charged by now, and a read that fails after the wait answers with `row`, the last state seen.
  */
 export async function honourPreferWait(
   request: FastifyRequest,
@@ -45,12 +47,18 @@ export async function honourPreferWait(
   }
   const gone = new AbortController();
   const onClose = () => gone.abort();
-  // Throws 429 past a cap, before anything says the preference was applied.
   const woken = waiting.waiters.wait(row.id, waiting.keyId, seconds * 1000, waiting.reread, gone.signal);
+  if (!woken) return row; // past a cap: answered now, as without the preference
   reply.header('preference-applied', `wait=${seconds}`);
   reply.raw.once('close', onClose);
   try {
     return (await woken) ?? (await waiting.reread()) ?? row;
+  } catch (error) {
+    request.log.warn(
+      { err: error, generation_id: row.id, request_id: request.id },
+      'a waited generation could not be read again; answered as last seen',
+    );
+    return row;
   } finally {
     reply.raw.off('close', onClose);
   }

@@ -28,6 +28,8 @@ export interface ApiService {
   metrics: MetricsServer | null;
   /** Which providers this process holds down (pushed by NOTIFY): what its POSTs are refused for. */
   providers: ProviderAvailability;
+  /** The requests held by `Prefer: wait` now. */
+  waiting(): number;
   close(): Promise<void>;
 }
 
@@ -155,6 +157,7 @@ export async function createApiService(
     pool,
     metrics: metrics ?? null,
     providers,
+    waiting: () => waiters.size,
     async close() {
       await metrics?.close();
       // Waiters are answered with the current state before the server waits for requests to end.

@@ -2,6 +2,7 @@ import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
 import { createHash } from 'node:crypto';
 import type { CommonQueryMethods } from 'slonik';
 import type { CatalogEntry } from '../catalog/catalog-entry.js';
+import type { GenerationRow } from '../db/generation-reads.js';
 import { keyHolder, type KeyHolder } from '../db/idempotency-keys.js';
 import { ApiError } from '../errors.js';
 import type { GenerationError } from '../generation.js';
@@ -49,7 +50,17 @@ interface CheckedRequest {
  * will not run names the folder of the inline images it stored, if any, for the caller to delete.
  */
 export type StartOutcome =
-  | { outcome: 'admitted'; generationId: string }
+  | {
+      outcome: 'admitted';
+      generationId: string;
+      /**
+       * The generation as this request last knew it (what admission made of a new one: queued and
+       * debited; an earlier one as its key's record showed it), for the caller to answer with when
+       * it cannot read the generation: an admitted request is answered with its generation, never
+       * with an error, since it may be charged.
+       */
+      known: GenerationRow;
+    }
   | { outcome: 'conflict'; generationId: string; inputPrefix: string | null }
   | { outcome: 'rejected'; generationId: string; error: GenerationError; inputPrefix: string | null };
 
@@ -84,16 +95,23 @@ export async function startGeneration(
   } = {},
 ): Promise<StartOutcome> {
   const now = deps.clock ?? Date.now;
-  if (request.idempotencyKey !== null) {
-    const holder = await keyHolder(deps.db, request.apiKeyId, request.idempotencyKey, new Date(now()));
-    const answer = holder && answerFromRecord(holder, request.fingerprint);
-    if (answer) return answer;
-  }
+  const holder =
+    request.idempotencyKey === null
+      ? null
+      : await keyHolder(deps.db, request.apiKeyId, request.idempotencyKey, new Date(now()));
+  const answer = holder && answerFromRecord(holder, request.fingerprint);
+  if (answer) return answer;
   const generationId = newId('gen');
   const workflowId = generationWorkflowId(request.apiKeyId, request.idempotencyKey, generationId);
   if (options.refuseNew) {
     const running = request.idempotencyKey === null ? null : await meetRunning(deps, workflowId, now);
-    if (running) return outcomeOf(running, request.fingerprint, null);
+    if (running) {
+      const known =
+        holder?.row.id === running.generationId
+          ? holder.row
+          : asAdmitted(request, running, null, new Date(now()).toISOString());
+      return outcomeOf(running, request.fingerprint, null, known);
+    }
     options.refuseNew();
   }
   const stored = await storeInlineImages(
@@ -122,16 +140,58 @@ export async function startGeneration(
     createdAt: new Date(now()).toISOString(),
     timing: deps.timing,
   };
-  return outcomeOf(await admitAnew(deps, start, now), request.fingerprint, stored.prefix);
+  const admitted = await admitAnew(deps, start, now);
+  // Another generation (the key's) is known from its record when one was read. Without one it was
+  // admitted by a request sent at about the same time, with this body: the same stored input
+  // (its folder is named by the key and body), and about this creation time.
+  const known =
+    holder?.row.id === admitted.generationId
+      ? holder.row
+      : asAdmitted(request, admitted, stored.input, start.createdAt);
+  return outcomeOf(admitted, request.fingerprint, stored.prefix, known);
 }
 
 /** The request's outcome from its workflow's answer (`inputPrefix`: the images this request stored). */
-function outcomeOf(admitted: AdmitResult, fingerprint: string, inputPrefix: string | null): StartOutcome {
+function outcomeOf(
+  admitted: AdmitResult,
+  fingerprint: string,
+  inputPrefix: string | null,
+  known: GenerationRow,
+): StartOutcome {
   const { generationId, admission } = admitted;
   if (admitted.fingerprint !== fingerprint) return { outcome: 'conflict', generationId, inputPrefix };
   if (admission.outcome === 'rejected')
     return { outcome: 'rejected', generationId, error: admission.error, inputPrefix };
-  return { outcome: 'admitted', generationId };
+  return { outcome: 'admitted', generationId, known };
+}
+
+/**
+ * An accepted generation's row as admission writes it (src/activities/admission.ts): queued,
+ * debited its credits, nothing refunded, the input as stored (null when this request stored none).
+ */
+function asAdmitted(
+  request: CheckedRequest,
+  admitted: AdmitResult,
+  input: Record<string, unknown> | null,
+  createdAt: string,
+): GenerationRow {
+  return {
+    id: admitted.generationId,
+    account_id: request.accountId,
+    status: 'queued',
+    model: request.model.id,
+    media_type: request.model.media_type,
+    credits: admitted.admission.outcome === 'accepted' ? admitted.admission.credits : 0,
+    credits_refunded: false,
+    input,
+    output: null,
+    error: null,
+    needs_review: false,
+    content_expired: false,
+    created_at: createdAt,
+    completed_at: null,
+    expires_at: null,
+  };
 }
 
 /**
@@ -165,12 +225,13 @@ async function meetRunning(
  * queued is left to its workflow (null): a retry then waits for the handover, as the first request did.
  */
 function answerFromRecord(holder: KeyHolder, fingerprint: string): StartOutcome | null {
-  const generationId = holder.generation_id;
+  const { row } = holder;
+  const generationId = row.id;
   if (holder.fingerprint !== fingerprint) return { outcome: 'conflict', generationId, inputPrefix: null };
-  if (holder.status === 'rejected' && holder.error)
-    return { outcome: 'rejected', generationId, error: holder.error, inputPrefix: null };
-  if (holder.status === 'succeeded' || holder.status === 'failed')
-    return { outcome: 'admitted', generationId };
+  if (row.status === 'rejected' && row.error)
+    return { outcome: 'rejected', generationId, error: row.error, inputPrefix: null };
+  if (row.status === 'succeeded' || row.status === 'failed')
+    return { outcome: 'admitted', generationId, known: row };
   return null;
 }
 

@@ -1,6 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import type { GenerationError } from '../generation.js';
+import type { GenerationError, KeyClaim } from '../generation.js';
 import { generationErrorColumn } from './generation-reads.js';
 
 /**
@@ -21,12 +21,6 @@ export interface AdmissionRecord {
   provider_token: string;
   input_prefix: string | null;
   created_at: string;
-}
-
-/** A claim on the generation's Idempotency-Key: held until `heldUntil`, judged at `at` (ISO timestamps). */
-interface KeyClaim {
-  heldUntil: string;
-  at: string;
 }
 
 const admissionDecision = z.discriminatedUnion('outcome', [

@@ -1,6 +1,7 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { generationStatuses } from '../generation.js';
+import { requestLogColumns, requestLogRow } from './request-log-repository.js';
 
 /** What the account console reads beyond the API's own reads: the gallery, usage by day, key use, the request log by page. */
 
@@ -160,25 +161,14 @@ export async function keysLastUsed(db: CommonQueryMethods, accountId: string): P
   return new Map(rows.map((r) => [r.api_key_id, r.last_used]));
 }
 
-const logRow = z.object({
-  id: z.number(),
-  request_id: z.string(),
-  api_key_id: z.string(),
-  method: z.string(),
-  path: z.string(),
-  status_code: z.number(),
-  error_code: z.string().nullable(),
-  duration_ms: z.number(),
-  created_at: z.string(),
-  created_us: z.number(),
-});
+/** A request log row with its creation time in microseconds (the page cursor's). */
+const logRow = requestLogRow.extend({ created_us: z.number() });
 export type RequestLogLine = z.infer<typeof logRow>;
 
 /** The query of a request log page (exported for the test that reads its plan). */
 export function requestLogPageQuery(accountId: string, limit: number, before: PageCursor | null) {
   return sql.type(logRow)`
-    SELECT id, request_id, api_key_id, method, path, status_code, error_code, duration_ms, created_at,
-      ${createdUs('api_request_log')}
+    SELECT ${requestLogColumns}, ${createdUs('api_request_log')}
     FROM api_request_log WHERE account_id = ${accountId}
       ${before === null ? sql.fragment`` : sql.fragment`AND ${olderThan('api_request_log', before)}`}
     ORDER BY created_at DESC, id DESC LIMIT ${limit}`;

@@ -1,15 +1,12 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import { generationErrorColumn } from './generation-reads.js';
+import { generationColumns, generationRow, type GenerationRow } from './generation-reads.js';
 
-const holderRow = z.object({
-  generation_id: z.string(),
-  fingerprint: z.string(),
-  status: z.string(),
-  error: generationErrorColumn.nullable(),
-});
-/** The generation an Idempotency-Key's record names, as it stands now. */
-export type KeyHolder = z.infer<typeof holderRow>;
+/** The generation an Idempotency-Key's record names, as it stands now, and the fingerprint of the body that claimed the key. */
+export interface KeyHolder {
+  fingerprint: string;
+  row: GenerationRow;
+}
 
 /**
  * The generation whose record holds this API key's Idempotency-Key at `at`, if any (migration
@@ -21,9 +18,12 @@ export async function keyHolder(
   idempotencyKey: string,
   at: Date,
 ): Promise<KeyHolder | null> {
-  return db.maybeOne(sql.type(holderRow)`
-    SELECT k.generation_id, k.fingerprint, g.status, g.error
-    FROM idempotency_keys k JOIN generations g ON g.id = k.generation_id
+  const found = await db.maybeOne(sql.type(generationRow.extend({ key_fingerprint: z.string() }))`
+    SELECT k.fingerprint AS key_fingerprint, g.*
+    FROM idempotency_keys k, LATERAL (SELECT ${generationColumns} FROM generations WHERE id = k.generation_id) g
     WHERE k.api_key_id = ${apiKeyId} AND k.idempotency_key = ${idempotencyKey}
       AND k.held_until > ${at.toISOString()}::timestamptz`);
+  if (!found) return null;
+  const { key_fingerprint: fingerprint, ...row } = found;
+  return { fingerprint, row };
 }

@@ -60,7 +60,12 @@ export async function copyRequestLogChunks(client: pg.ClientBase, chunks: readon
   await pipeline(Readable.from(chunks), client.query(copyFrom(copyStatement)));
 }
 
-const logRow = z.object({
+/**
+ * A row of api_request_log (migration 0001) as reads show it, for every reader (support's command
+ * line, the console's pages): the account is the reader's, and the user agent is not shown.
+ */
+export const requestLogRow = z.object({
+  id: z.number(),
   request_id: z.string(),
   api_key_id: z.string(),
   method: z.string(),
@@ -71,15 +76,17 @@ const logRow = z.object({
   duration_ms: z.number(),
   created_at: z.string(),
 });
-type RequestLogRow = z.infer<typeof logRow>;
+export type RequestLogRow = z.infer<typeof requestLogRow>;
+/** The columns of requestLogRow, to select from api_request_log (or an alias of it). */
+export const requestLogColumns = sql.fragment`id, request_id, api_key_id, method, path, status_code, error_code, ip, duration_ms, created_at`;
 
 export async function listRequestLog(
   db: CommonQueryMethods,
   accountId: string,
   limit: number,
 ): Promise<readonly RequestLogRow[]> {
-  return db.any(sql.type(logRow)`
-    SELECT request_id, api_key_id, method, path, status_code, error_code, ip, duration_ms, created_at
+  return db.any(sql.type(requestLogRow)`
+    SELECT ${requestLogColumns}
     FROM api_request_log WHERE account_id = ${accountId}
     ORDER BY created_at DESC, id DESC LIMIT ${limit}`);
 }

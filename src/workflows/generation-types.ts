@@ -69,14 +69,8 @@ export type AdmissionDecision =
  */
 export type Admission = AdmissionDecision | { outcome: 'key_held'; holder: AdmitResult };
 
-/**
- * A keyed generation's claim on its Idempotency-Key, recorded in PostgreSQL with its admission so
- * that the key outlives the workflow: held until `heldUntil` (ISO), judged at `at` (the workflow's clock).
- */
-export interface KeyClaim {
-  heldUntil: string;
-  at: string;
-}
+/** A keyed generation's claim on its Idempotency-Key (defined with the generation's vocabulary, below db and workflows). */
+export type { KeyClaim } from '../generation.js';
 
 /** What the admit update answers: the original generation and how it was admitted. */
 export interface AdmitResult {

@@ -4,6 +4,7 @@ import { generationSchema } from '../../src/api/schemas.js';
 import type { ApiService } from '../../src/api/service.js';
 import { bearer, startTestApi } from '../support/api.js';
 import { createGeneration } from '../support/generations.js';
+import { chargesOf } from '../support/ledger.js';
 import { useGenerationStack } from '../support/stack.js';
 
 describe('Prefer: wait=N on GET /v1/generations/{id} and POST /v1/generations', () => {
@@ -104,15 +105,16 @@ describe('Prefer: wait=N on GET /v1/generations/{id} and POST /v1/generations', 
     expect(replay.json()).toEqual(first.json());
   });
 
-  it('1,000 waiters on one process are all answered on time; the 1,001st on the key is 429', async () => {
+  it('1,000 waiters on one process are all answered on time; the 1,001st on the key is answered at once', async () => {
     const ids = await Promise.all(Array.from({ length: 10 }, (_, i) => create(`crowd ${i} [sim:slow=6]`)));
     const waiters = Array.from({ length: 1000 }, (_, i) => waitFor(ids[i % ids.length]!, 'wait=45'));
     // Let all thousand register before the next one asks.
     await new Promise((r) => setTimeout(r, 1500));
-    const refused = await waitFor(ids[0]!, 'wait=45');
-    expect(refused.response.statusCode).toBe(429);
-    expect(refused.response.json().error.code).toBe('wait_limit_exceeded');
-    expect(refused.response.headers['preference-applied']).toBeUndefined();
+    // Past the cap the preference is not honoured: the current state now, and no Preference-Applied.
+    const unheld = await waitFor(ids[0]!, 'wait=45');
+    expect(unheld.response.statusCode).toBe(200);
+    expect(unheld.response.headers['preference-applied']).toBeUndefined();
+    expect(unheld.response.json().status).toBe('queued');
     const answers = await Promise.all(waiters);
     const late = answers.map(({ response, at }) => {
       const generation = generationSchema.parse(response.json());
@@ -137,6 +139,57 @@ describe('Prefer: wait=N on GET /v1/generations/{id} and POST /v1/generations', 
     const generation = generationSchema.parse(response.json());
     expect(generation.status).toBe('succeeded');
     expect(lateBy(at, generation)).toBeLessThan(2500);
+  });
+
+  it("a POST past the key's cap on waiters is answered 202 at once: charged once, listed", async () => {
+    // An API of its own, so that closing it lets its thousand waiters go at once.
+    const other = await startTestApi(stack.db.url, stack.worker.apiEnv);
+    let closed: Promise<void> | undefined;
+    try {
+      const held = await create('holds the crowd [sim:slow=60]');
+      const crowd = Array.from({ length: 1000 }, () => waitFor(held, 'wait=45', other));
+      await expect.poll(() => other.waiting()).toBe(1000);
+      const posted = await other.app.inject({
+        method: 'POST',
+        url: '/v1/generations',
+        headers: { ...bearer(stack.account.key), 'content-type': 'application/json', prefer: 'wait=30' },
+        // Done in about 5 s: a 202 that had waited would show it succeeded.
+        payload: JSON.stringify({ model: 'lumen-lite', prompt: 'posted past the cap [sim:slow=5]' }),
+      });
+      expect(posted.statusCode, posted.body).toBe(202);
+      expect(posted.headers['preference-applied']).toBeUndefined();
+      const generation = generationSchema.parse(posted.json());
+      expect(generation.status).toBe('queued');
+      expect(posted.headers['x-request-id']).toBe(generation.id);
+      expect(await chargesOf(stack.db.pool, generation.id)).toMatchObject({ debits: 1, refunds: 0 });
+      const listed = await stack.api.app.inject({
+        method: 'GET',
+        url: '/v1/generations?limit=100',
+        headers: bearer(stack.account.key),
+      });
+      expect(listed.json().data.map((g: { id: string }) => g.id)).toContain(generation.id);
+      await (closed = other.close());
+      for (const { response } of await Promise.all(crowd)) expect(response.json().status).toBe('queued');
+    } finally {
+      await (closed ?? other.close());
+    }
+  });
+
+  it('shutting the API down answers a waiting POST with its 202 and the current state', async () => {
+    const other = await startTestApi(stack.db.url, stack.worker.apiEnv);
+    const posting = other.app.inject({
+      method: 'POST',
+      url: '/v1/generations',
+      headers: { ...bearer(stack.account.key), 'content-type': 'application/json', prefer: 'wait=30' },
+      payload: JSON.stringify({ model: 'lumen-lite', prompt: 'posted, then the api goes [sim:slow=60]' }),
+    });
+    await expect.poll(() => other.waiting()).toBe(1);
+    await other.close();
+    const posted = await posting;
+    expect(posted.statusCode, posted.body).toBe(202);
+    const generation = generationSchema.parse(posted.json());
+    expect(generation.status).toBe('queued');
+    expect(await chargesOf(stack.db.pool, generation.id)).toMatchObject({ debits: 1, refunds: 0 });
   });
 
   it('shutting the API down answers its waiters with the current state', async () => {

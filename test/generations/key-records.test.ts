@@ -133,7 +133,12 @@ describe('Idempotency-Key records on the time-skipping server', () => {
     const endedRun = (await env.client.workflow.getHandle(workflowId).describe()).runId;
 
     // A replay, and another body under the key, are answered from the record: no new run.
-    expect(await post(account, 'month', body)).toEqual({ outcome: 'admitted', generationId: id });
+    // The replay carries the generation as the record's read showed it, to answer with should a later read fail.
+    expect(await post(account, 'month', body)).toEqual({
+      outcome: 'admitted',
+      generationId: id,
+      known: await getGeneration(db.pool, account.accountId, id),
+    });
     expect(await post(account, 'month', { ...body, prompt: 'another body' })).toEqual({
       outcome: 'conflict',
       generationId: id,

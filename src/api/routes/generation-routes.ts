@@ -72,13 +72,37 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
       );
       reply.header('x-request-id', started.generationId);
       if (started.outcome !== 'admitted') throw await refusal(started, request.log);
-      // Through the cache: the client's first polls of a new generation are answered from memory.
-      const row = await readGeneration(principal.accountId, started.generationId);
-      if (!row) throw new Error(`admitted generation ${started.generationId} has no projection row`);
-      const answer = await waitIfPreferred(request, reply, row, principal);
+      // From here the generation may be charged: whatever fails, the answer is its 202, never an
+      // error a client would retry (without an Idempotency-Key, paying again).
+      const row = await readAfterStart(request, principal.accountId, started);
+      const answer = row ? await waitIfPreferred(request, reply, row, principal) : started.known;
       return sendGeneration(reply, answer, { status: 202 });
     },
   );
+
+  /**
+   * The admitted generation as it stands, through the cache (the client's first polls of a new
+   * generation are then answered from memory); null when it cannot be read, and the POST answers
+   * with what the start knew, at once: there is nothing to wait on that could be read.
+   */
+  async function readAfterStart(
+    request: FastifyRequest,
+    accountId: string,
+    started: Extract<StartOutcome, { outcome: 'admitted' }>,
+  ): Promise<GenerationRow | null> {
+    const about = { generation_id: started.generationId, request_id: request.id };
+    try {
+      const row = await readGeneration(accountId, started.generationId);
+      if (row) return row;
+      request.log.error(about, 'an admitted generation has no projection row; answered as admitted');
+    } catch (error) {
+      request.log.warn(
+        { ...about, err: error },
+        'an admitted generation could not be read; answered as admitted',
+      );
+    }
+    return null;
+  }
 
   /**
    * A provider that is down gets no new jobs: the POST is refused before anything is charged, with

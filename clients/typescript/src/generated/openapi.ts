@@ -220,7 +220,7 @@ export interface paths {
                 header?: {
                     /** @description 1 to 128 printable ASCII characters without spaces; one per intended generation. */
                     "Idempotency-Key"?: string;
-                    /** @description `wait=N` (1 to 60 seconds; larger is clamped to 60): the answer comes as soon as the generation is succeeded, failed or rejected, or after N seconds with its current state. Woken by the change itself, not by polling. At most 1,000 waiting requests per API key and 10,000 per API process; past that, 429 wait_limit_exceeded. */
+                    /** @description `wait=N` (1 to 60 seconds; larger is clamped to 60): the answer comes as soon as the generation is succeeded, failed or rejected, or after N seconds with its current state. Woken by the change itself, not by polling. At most 1,000 waiting requests per API key and 10,000 per API process; past that, the preference is not honoured: the answer comes at once, without Preference-Applied (a POST: its 202, the generation started and charged). */
                     Prefer?: string;
                 };
                 path?: never;
@@ -326,7 +326,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description `concurrency_limit_exceeded`: Too many generations are in progress for the account; nothing was charged. `wait_limit_exceeded`: Too many requests are already waiting (Prefer: wait) on this API key or this API process; nothing changed. Poll, or wait on fewer at once. `rate_limited`: A rate limit was exceeded; see Retry-After. */
+                /** @description `concurrency_limit_exceeded`: Too many generations are in progress for the account; nothing was charged. `rate_limited`: A rate limit was exceeded; see Retry-After. */
                 429: {
                     headers: {
                         /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
@@ -381,7 +381,7 @@ export interface paths {
                 header?: {
                     /** @description An ETag of an earlier answer: 304 with no body while the generation is unchanged. */
                     "If-None-Match"?: string;
-                    /** @description `wait=N` (1 to 60 seconds; larger is clamped to 60): the answer comes as soon as the generation is succeeded, failed or rejected, or after N seconds with its current state. Woken by the change itself, not by polling. At most 1,000 waiting requests per API key and 10,000 per API process; past that, 429 wait_limit_exceeded. */
+                    /** @description `wait=N` (1 to 60 seconds; larger is clamped to 60): the answer comes as soon as the generation is succeeded, failed or rejected, or after N seconds with its current state. Woken by the change itself, not by polling. At most 1,000 waiting requests per API key and 10,000 per API process; past that, the preference is not honoured: the answer comes at once, without Preference-Applied (a POST: its 202, the generation started and charged). */
                     Prefer?: string;
                 };
                 path: {
@@ -468,7 +468,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description `wait_limit_exceeded`: Too many requests are already waiting (Prefer: wait) on this API key or this API process; nothing changed. Poll, or wait on fewer at once. `rate_limited`: A rate limit was exceeded; see Retry-After. */
+                /** @description `rate_limited`: A rate limit was exceeded; see Retry-After. */
                 429: {
                     headers: {
                         /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
