@@ -10,9 +10,10 @@ export function createCancelActivities(deps: Pick<ActivityDeps, 'db' | 'provider
   return {
     /**
      * Stops the provider's job if the provider confirms it never ran (see Provider.stopBeforeRun);
-     * a retry tells the provider it asks again (the first answer was lost), and the provider
-     * answers stopped again, or `unknown` when it cannot tell (the workflow then waits for the
-     * job's end). A provider that cannot confirm a stop answers not stopped, and nothing changes.
+     * a cancel sent whose answer does not prove that is `unknown` (the workflow then waits for the
+     * job's end, and the wait gives the in-flight place back). A retry tells the provider it asks
+     * again (the first answer was lost): stopped again, or `unknown` when it cannot tell. A
+     * provider that cannot stop a job answers not stopped, and nothing changes.
      */
     async stopJobBeforeRun(reference: string, generationId: string): Promise<StopAnswer> {
       const { provider: name, jobId } = parseJobReference(reference);

@@ -1,7 +1,7 @@
 import { ApplicationFailure, Context, heartbeat, sleep } from '@temporalio/activity';
 import { markNeedsReview, resumeWithProviderJob } from '../db/provider-submissions.js';
 import type { StoredOutput } from '../db/generation-results.js';
-import { refundGeneration } from '../db/credits-repository.js';
+import { endGenerationCharged, refundGeneration } from '../db/credits-repository.js';
 import { releaseProviderSlot } from '../db/provider-slots.js';
 import { admitGeneration } from './admission.js';
 import { ProviderUncertainError, type Provider, type ProviderResult } from '../providers/provider.js';
@@ -64,7 +64,7 @@ export function createGenerationActivities(
       pollIntervalMs: number,
     ): Promise<
       | { state: 'succeeded'; results: ProviderResult[] }
-      | { state: 'failed'; message: string; rejected?: boolean }
+      | { state: 'failed'; message: string; rejected?: boolean; canceledWhileRunning?: boolean }
     > {
       const { provider, jobId } = providerOfJob(generation.jobId);
       const context = Context.current();
@@ -106,6 +106,13 @@ export function createGenerationActivities(
     async refund(generationId: string, error: GenerationError): Promise<void> {
       const refunded = await refundGeneration(db, generationId, error);
       if (refunded.changed) metrics.failed(refunded.model, error.code, refunded.refundedCredits);
+      await releaseProviderSlot(db, generationId);
+    },
+
+    /** Failed with the debit kept (a cancel stopped a job the provider had started and bills); once. */
+    async endCharged(generationId: string, error: GenerationError): Promise<void> {
+      const ended = await endGenerationCharged(db, generationId, error);
+      if (ended.changed) metrics.failed(ended.model, error.code, null);
       await releaseProviderSlot(db, generationId);
     },
 

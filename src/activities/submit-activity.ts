@@ -10,7 +10,7 @@ import {
   submissionState,
   type SubmitClaim,
 } from '../db/provider-submissions.js';
-import { releaseProviderSlot, takeProviderSlot } from '../db/provider-slots.js';
+import { takeProviderSlot } from '../db/provider-slots.js';
 import { entryToSubmit, lastQuotedEntry } from './admission.js';
 import type { CatalogEntry } from '../catalog/catalog-entry.js';
 import { ownValue } from '../catalog/own-value.js';
@@ -141,10 +141,15 @@ export function createSubmitActivities(deps: SubmitDeps) {
     try {
       const job = providerJob(start, token, entry);
       await takeInFlightPlace(generationId, providerName);
+      // Reference images read and inlined before the create is marked sent: a holder that dies or
+      // is taken over while preparing has sent nothing, and the next attempt sends as a first one
+      // (not a possible create to ask the provider about, which a provider that cannot tell would
+      // send to review). The mark's window then covers the create alone.
+      const prepared = provider.prepare ? await provider.prepare(job) : { send: () => provider.submit(job) };
       // Taken over (this attempt was too slow to send), or no longer waiting for a job: nothing leaves.
       if (!(await markCreateSent(db, generationId, attempt, windowMs))) throw claimLost;
       sent = true;
-      const accepted = await provider.submit(job);
+      const accepted = await prepared.send();
       const jobId = jobReference(providerName, accepted.jobId);
       await recordSubmittedJob(db, generationId, jobId);
       return { jobId };
@@ -164,9 +169,9 @@ export function createSubmitActivities(deps: SubmitDeps) {
       ) {
         // Nothing reached the provider (our storage failing while the create was prepared sent
         // nothing), or it refused the job (a rejection seen by an attempt the POST abandoned must
-        // reach the workflow: the next attempt sends again and hears it).
+        // reach the workflow: the next attempt sends again and hears it). The in-flight place goes
+        // with the claim, and only while this attempt still holds it.
         await releaseSubmitClaim(db, generationId, attempt);
-        await releaseProviderSlot(db, generationId);
       } else {
         await markCreateAnswered(db, generationId, attempt);
       }

@@ -104,7 +104,7 @@ export const supportCommands: Record<string, Command> = {
   },
   'cancel-generation': {
     summary:
-      "Cancel a generation under the client's rules: stopped and refunded (canceled) only if the provider never ran it; otherwise nothing changes.",
+      "Cancel a generation under the client's rules: stopped and refunded (canceled) if the provider never ran it; stopped and still charged if the provider started it as the cancel arrived; otherwise nothing changes.",
     usage: '--id GENERATION_ID',
     options: { id: { type: 'string', required: true } },
     async run({ db, temporal }, v) {

@@ -102,3 +102,22 @@ export async function refundGeneration(
     return { changed: true, model: ended.model, refundedCredits };
   });
 }
+
+/**
+ * Ends a generation failed with its debit kept: nothing is refunded, `credits_refunded` stays
+ * false. For a client's cancel that stopped a job the provider had already started (the provider
+ * bills the run). Once only: a generation no longer queued (succeeded, refunded, ended before) is
+ * left as it is, and the answer says nothing changed.
+ */
+export async function endGenerationCharged(
+  db: CommonQueryMethods,
+  generationId: string,
+  error: GenerationError,
+): Promise<{ changed: false } | { changed: true; model: string }> {
+  const ended = await db.maybeOne(sql.type(z.object({ model: z.string() }))`
+    UPDATE generations SET status = 'failed', error = ${sql.jsonb(error as never)}, needs_review = false,
+      completed_at = COALESCE(completed_at, now()), updated_at = now()
+    WHERE id = ${generationId} AND status = 'queued' AND NOT credits_refunded
+    RETURNING model`);
+  return ended ? { changed: true, model: ended.model } : { changed: false };
+}

@@ -108,7 +108,10 @@ export async function keepSubmitClaim(
 
 /**
  * Nothing was created after all (nothing left us, or the provider refused the create): the claim
- * is freed and the next attempt sends as a first one. Only the holder frees its own claim.
+ * is freed and the next attempt sends as a first one, and the generation's in-flight place
+ * (provider_slots) is given back with it, in the same statement. Only the holder frees its own
+ * claim, and so the place: an attempt whose claim was taken over (its window lapsed) leaves both to
+ * the attempt that holds the claim now, whose create may be at the provider.
  */
 export async function releaseSubmitClaim(
   db: CommonQueryMethods,
@@ -116,9 +119,13 @@ export async function releaseSubmitClaim(
   attempt: string,
 ): Promise<void> {
   await db.query(sql.unsafe`
-    UPDATE generations SET submit_attempted_at = NULL, submit_claim = NULL, submit_sent_at = NULL,
-      submit_awaiting_until = NULL
-    WHERE id = ${generationId} AND submit_claim = ${attempt} AND provider_job_id IS NULL`);
+    WITH freed AS (
+      UPDATE generations SET submit_attempted_at = NULL, submit_claim = NULL, submit_sent_at = NULL,
+        submit_awaiting_until = NULL
+      WHERE id = ${generationId} AND submit_claim = ${attempt} AND provider_job_id IS NULL
+      RETURNING id
+    )
+    DELETE FROM provider_slots WHERE generation_id IN (SELECT id FROM freed)`);
 }
 
 /**

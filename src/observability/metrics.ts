@@ -69,7 +69,10 @@ export interface GenerationMetrics {
   admitted(model: string, credits: number): void;
   rejected(model: string, code: string): void;
   succeeded(model: string): void;
-  /** Ended failed through the refund path; `refundedCredits` null when there was no debit to return. */
+  /**
+   * Ended failed through the refund path; `refundedCredits` null when nothing was returned (there
+   * was no debit, or the charge stands: a cancel stopped a job the provider had started).
+   */
   failed(model: string, code: string, refundedCredits: number | null): void;
   sentToReview(model: string): void;
 }

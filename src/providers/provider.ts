@@ -6,7 +6,13 @@
  * on the class: see `ProviderRejection`, `ProviderTransientError` and
  * `ProviderUncertainError`.
  */
-/** What a stop before run came to; `unknown` only when asked again and the provider cannot tell. */
+/**
+ * What a stop before run came to: `true` only when the provider's answer proves the job never ran
+ * (and will not be billed); `false` when nothing was changed (the job runs, ran or ended on its
+ * own); `unknown` when a cancel reached the provider but its answer does not prove the job never
+ * ran (it started in between, or the provider answers the same either way), or an earlier ask's
+ * answer was lost: the job's end decides.
+ */
 export interface StopAnswer {
   stopped: boolean | 'unknown';
 }
@@ -14,6 +20,13 @@ export interface StopAnswer {
 export interface Provider {
   /** Starts a job. The token is derived from the generation: a provider that sees it twice must not run twice. */
   submit(job: ProviderJob): Promise<{ jobId: string }>;
+  /**
+   * Everything a submit does before a byte leaves for the provider (reading and inlining reference
+   * images, building the request), then `send` makes the create itself, once. The submit activity
+   * prepares before it marks the create as sent, so a slow or failed preparation never counts as a
+   * create that may have reached the provider. Without it, `submit` is the send.
+   */
+  prepare?(job: ProviderJob): Promise<{ send: () => Promise<{ jobId: string }> }>;
   /** Where the job stands. */
   status(jobId: string): Promise<ProviderStatus>;
   /**
@@ -29,12 +42,14 @@ export interface Provider {
   /** Asks the provider to stop a job we gave up on; best effort (a finished or unknown job is fine). */
   cancel(jobId: string): Promise<void>;
   /**
-   * A client's cancel: stops the job only if the provider confirms it never ran (still in its queue)
-   * and will not bill it. `stopped: false` means it ran, runs or finished: nothing was changed.
-   * `again`: an earlier ask's answer was lost (the activity's retry), so the job may be stopped by
-   * it; a provider that cannot then tell a job it stopped from one that finished answers `unknown`
-   * (the workflow then waits for the job's end). Without it, a job handed to this provider cannot
-   * be canceled unbilled.
+   * A client's cancel: stops the job only if it is still in the provider's queue. `stopped: true`
+   * only when the provider's answer proves it never ran and will not bill it; `false` when nothing
+   * was changed (it runs, ran or finished). A cancel sent whose answer proves neither (the job
+   * started between our read and our cancel, or the provider answers the same either way) is
+   * `unknown`: the workflow waits for the job's end, which decides (see ProviderStatus's
+   * `canceledWhileRunning`). `again`: an earlier ask's answer was lost (the activity's retry), so
+   * the job may be stopped by it; a provider that cannot then tell answers `unknown`. Without it,
+   * a job handed to this provider cannot be canceled unbilled.
    */
   stopBeforeRun?(jobId: string, asked?: { again: boolean }): Promise<StopAnswer>;
   /**
@@ -102,8 +117,12 @@ export interface ProviderResult {
 export type ProviderStatus =
   | { state: 'running'; progress?: number }
   | { state: 'succeeded'; results: ProviderResult[] }
-  /** `rejected`: the provider refused the input (nothing ran), as opposed to a job that failed. */
-  | { state: 'failed'; message: string; rejected?: boolean };
+  /**
+   * `rejected`: the provider refused the input (nothing ran), as opposed to a job that failed.
+   * `canceledWhileRunning`: a cancel stopped it after it had started running, and the provider
+   * bills what ran (Replicate: `canceled` with `started_at`).
+   */
+  | { state: 'failed'; message: string; rejected?: boolean; canceledWhileRunning?: boolean };
 
 /** The provider refused the job outright; nothing ran, so the debit is refunded. */
 export class ProviderRejection extends Error {

@@ -89,6 +89,13 @@ export function trackHealth(
   // success that never left the process must not wipe out the failures of those that did.
   return {
     submit: (job) => (provider.submitsLocally ? provider.submit(job) : observe(() => provider.submit(job))),
+    // Preparing reads our storage and the customer's images, never the provider: only the send counts.
+    prepare:
+      provider.prepare &&
+      (async (job) => {
+        const { send } = await provider.prepare!(job);
+        return { send: () => (provider.submitsLocally ? send() : observe(send)) };
+      }),
     status: (jobId) => observe(() => provider.status(jobId)),
     fetchResult: (jobId, index, result) => provider.fetchResult(jobId, index, result),
     lookup: (token) => provider.lookup(token),

@@ -42,6 +42,13 @@ export function measureProvider(
   }
   return {
     submit: (job) => timed('submit', () => provider.submit(job)),
+    // The create is the call timed; preparing it (our storage, the customer's images) is not one.
+    prepare:
+      provider.prepare &&
+      (async (job) => {
+        const { send } = await provider.prepare!(job);
+        return { send: () => timed('submit', send) };
+      }),
     status: (jobId) => timed('status', () => provider.status(jobId)),
     fetchResult: (jobId, index, result) =>
       timed('fetch_result', () => provider.fetchResult(jobId, index, result)),

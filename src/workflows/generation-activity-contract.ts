@@ -34,7 +34,8 @@ export interface GenerationActivities<Result = unknown, Output = unknown> {
     generation: { model: string; jobId: string; generationId?: string },
     pollIntervalMs: number,
   ) => Promise<
-    { state: 'succeeded'; results: Result[] } | { state: 'failed'; message: string; rejected?: boolean }
+    | { state: 'succeeded'; results: Result[] }
+    | { state: 'failed'; message: string; rejected?: boolean; canceledWhileRunning?: boolean }
   >;
   /** Asks the provider to stop a job we gave up on (best effort: a finished job is fine). */
   cancelJob: (jobId: string, generationId?: string) => Promise<void>;
@@ -45,6 +46,11 @@ export interface GenerationActivities<Result = unknown, Output = unknown> {
   ) => Promise<{ expiresAt: string; outputs: Output[] }>;
   /** Returns the debit and marks the generation failed. */
   refund: (generationId: string, error: GenerationError) => Promise<void>;
+  /**
+   * Marks the generation failed with the debit kept (nothing refunded): a client's cancel stopped a
+   * job the provider had started running, and the provider bills what ran.
+   */
+  endCharged: (generationId: string, error: GenerationError) => Promise<void>;
   markNeedsReview: (generationId: string, error: GenerationError) => Promise<void>;
   /** Support resolved an uncertain submission with the provider's job id. */
   recordProviderJob: (generationId: string, jobId: string) => Promise<void>;
@@ -61,7 +67,8 @@ export interface GenerationActivities<Result = unknown, Output = unknown> {
 export interface CancelActivities {
   /**
    * A client's cancel: stops the job only if the provider confirms it never ran (see
-   * Provider.stopBeforeRun); `unknown` when a retry cannot tell whether the lost first ask stopped it.
+   * Provider.stopBeforeRun); `unknown` when a cancel was sent but its answer does not prove the job
+   * never ran, or a retry cannot tell whether the lost first ask stopped it.
    */
   stopJobBeforeRun: (jobId: string, generationId: string) => Promise<{ stopped: boolean | 'unknown' }>;
 }

@@ -16,11 +16,12 @@ export interface CancelOutcome {
  * - While the job is being handed over, the cancel waits until the provider has it (or the
  *   generation ended), then decides as below.
  * - While the provider has it, the provider is asked to stop it only if it never ran
- *   (Provider.stopBeforeRun). Stopped: the wait is cancelled and the main flow refunds with
- *   `canceled`. Not stopped: `not_cancelable`, nothing changes. Unknown (the ask's answer was lost,
- *   and asking again cannot tell): the wait goes on, and its end decides. A job that ends failed at
- *   the provider while the ask is out or unknown was the cancel's (refunded with `canceled`); one
- *   that succeeded was not stopped.
+ *   (Provider.stopBeforeRun). Stopped (the answer proves it never ran): the wait is cancelled and
+ *   the main flow refunds with `canceled`. Not stopped: `not_cancelable`, nothing changes. Unknown
+ *   (the answer does not prove it never ran, or was lost): the wait goes on, and its end decides.
+ *   A job that ends failed at the provider while the ask is out or unknown was the cancel's:
+ *   `canceled`, refunded, unless the provider says it had started it (`canceledWhileRunning`: it
+ *   bills the run, so the debit stands); one that succeeded was not stopped.
  * - At any other step (persisting, refunding, needs review, terminal): `not_cancelable`.
  */
 export function cancelRules(

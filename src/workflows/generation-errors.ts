@@ -32,6 +32,15 @@ export const generationErrors = {
     code: 'canceled',
     message: 'This generation was canceled before the provider ran it. The credits were refunded.',
   },
+  /**
+   * A cancel reached the provider just after it had started the job, which it then stopped: the
+   * provider bills what ran, so the debit stands (the cancel's rule: free only before the run).
+   */
+  canceledWhileRunning: {
+    code: 'canceled',
+    message:
+      'This generation was canceled, but the provider had already started it and bills the run, so the credits were not refunded.',
+  },
   /** A step failed in a way no retry can fix (a broken model entry, a result that cannot be used). */
   cannotComplete: (what: string): GenerationError => ({
     code: 'generation_failed',

@@ -116,16 +116,23 @@ export function generationSteps(timing: GenerationStart['timing']) {
   });
 
   /** Refunds and bookkeeping: until they commit the generation stays queued (credits_refunded false). */
-  const { refund, markNeedsReview, recordProviderJob, expireContent, discardContent, submissionState } =
-    proxyActivities<GenerationActivities>({
-      startToCloseTimeout: '30 seconds',
-      scheduleToCloseTimeout: horizon.bookkeepingMs,
-      retry: {
-        initialInterval: '1 second',
-        maximumInterval: '1 minute',
-        nonRetryableErrorTypes: nonRetryableTypes,
-      },
-    });
+  const {
+    refund,
+    endCharged,
+    markNeedsReview,
+    recordProviderJob,
+    expireContent,
+    discardContent,
+    submissionState,
+  } = proxyActivities<GenerationActivities>({
+    startToCloseTimeout: '30 seconds',
+    scheduleToCloseTimeout: horizon.bookkeepingMs,
+    retry: {
+      initialInterval: '1 second',
+      maximumInterval: '1 minute',
+      nonRetryableErrorTypes: nonRetryableTypes,
+    },
+  });
 
   /** Stopping a job we gave up on: best effort, a few attempts; the refund does not wait on it. */
   const { cancelJob } = proxyActivities<GenerationActivities>({
@@ -156,6 +163,7 @@ export function generationSteps(timing: GenerationStart['timing']) {
     waitForProvider,
     persistResults,
     refund,
+    endCharged,
     markNeedsReview,
     recordProviderJob,
     expireContent,

@@ -195,8 +195,16 @@ async function generationStory(start: GenerationStart, cancelRequested: Promise<
         return gaveUp;
       }
     }
-    // A job a cancel stopped is reported failed: its refund is the cancel's, with its code.
-    if (outcome.state === 'failed')
+    if (outcome.state === 'failed') {
+      // A cancel stopped it after the provider had started it: the provider bills the run, so the
+      // debit stands (a cancel is free only before the run), and the client is told so.
+      if (cancel.stoppedOrAsked && outcome.canceledWhileRunning) {
+        await steps.endCharged(start.generationId, generationErrors.canceledWhileRunning);
+        enter('failed', 'failed', 'failed: canceled while running (charged)');
+        await discardContent();
+        return false;
+      }
+      // A job a cancel stopped before it ran is reported failed: its refund is the cancel's, with its code.
       return fail(
         cancel.stoppedOrAsked
           ? generationErrors.canceled
@@ -204,6 +212,7 @@ async function generationStory(start: GenerationStart, cancelRequested: Promise<
             ? generationErrors.providerRejected
             : generationErrors.providerFailed(outcome.message),
       );
+    }
 
     enter('persisting', 'queued', 'persisting results');
     try {

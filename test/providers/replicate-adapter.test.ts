@@ -195,7 +195,12 @@ describe('ReplicateProvider', () => {
     }
     expect(outcomes).toEqual([
       { state: 'failed', message: 'The model failed: NSFW content detected see [url] credential [redacted]' },
-      { state: 'failed', message: 'The prediction was canceled at the provider.' },
+      // It ran before it was canceled (started_at set): billed, which a client's cancel must know.
+      {
+        state: 'failed',
+        message: 'The prediction was canceled at the provider.',
+        canceledWhileRunning: true,
+      },
       { state: 'failed', message: 'The prediction was aborted at the provider before it started.' },
     ]);
   });

@@ -59,13 +59,31 @@ describe('stopBeforeRun: stopped only when the provider confirms the job never r
         createTimeoutMs: 2000,
       });
 
-    it('IN_QUEUE: cancelled, and the request never runs', async () => {
+    it('IN_QUEUE: cancelled, the request never runs; fal’s answer cannot prove that, so its end decides', async () => {
       fal.script({ pollsInQueue: 100 });
       const { jobId } = await adapter().submit(job('fal-ai/flux/dev', { prompt: 'queued' }));
-      expect(await adapter().stopBeforeRun(jobId)).toEqual({ stopped: true });
+      expect(await adapter().stopBeforeRun(jobId)).toEqual({ stopped: 'unknown' });
       const [request] = fal.accepted().slice(-1);
       expect(request!.cancelled).toBe(true);
+      // It ends without an output (fal bills none): the workflow refunds it as the cancel's.
       expect(await adapter().status(jobId)).toMatchObject({ state: 'failed' });
+    });
+
+    it('a runner takes the request between our read and our cancel, and runs it on: unknown, and it delivers', async () => {
+      fal.script({ pollsInQueue: 100, hold: true, ignoresCancel: true });
+      const { jobId } = await adapter().submit(job('fal-ai/flux/dev', { prompt: 'picked up meanwhile' }));
+      const request = fal.accepted().slice(-1)[0]!;
+      fal.beforeCancel = (id) => fal.pickUp(id);
+      try {
+        // Read IN_QUEUE, then the PUT reaches a request a runner has: CANCELLATION_REQUESTED all the same.
+        expect(await adapter().stopBeforeRun(jobId)).toEqual({ stopped: 'unknown' });
+      } finally {
+        fal.beforeCancel = undefined;
+      }
+      expect(fal.accepted().slice(-1)[0]).toMatchObject({ cancelled: false, cancelIgnored: true });
+      fal.release(request.id);
+      // It ran to its end: an output, which fal bills.
+      expect(await adapter().status(jobId)).toMatchObject({ state: 'succeeded' });
     });
 
     it('IN_PROGRESS or COMPLETED: left alone, not stopped', async () => {
@@ -93,12 +111,13 @@ describe('stopBeforeRun: stopped only when the provider confirms the job never r
       expect(await adapter().stopBeforeRun(done, { again: true })).toEqual({ stopped: 'unknown' });
       expect(fal.accepted().slice(-1)[0]!.cancelled).toBe(false);
 
-      // Still IN_QUEUE when asked again: the first ask never reached fal; this one stops it.
+      // Still IN_QUEUE when asked again: the first ask never reached fal; this one cancels it (its end decides).
       fal.script({ pollsInQueue: 100 });
       const queued = (await adapter().submit(job('fal-ai/flux/dev', { prompt: 'never reached' }))).jobId;
       fal.failCancel({ kind: 'status', status: 502 });
       await expect(adapter().stopBeforeRun(queued)).rejects.toThrow();
-      expect(await adapter().stopBeforeRun(queued, { again: true })).toEqual({ stopped: true });
+      expect(await adapter().stopBeforeRun(queued, { again: true })).toEqual({ stopped: 'unknown' });
+      expect(fal.accepted().slice(-1)[0]!.cancelled).toBe(true);
     });
   });
 
@@ -124,6 +143,39 @@ describe('stopBeforeRun: stopped only when the provider confirms the job never r
       expect(cancels()).toBe(1);
       expect(await adapter().stopBeforeRun(jobId)).toEqual({ stopped: true });
       expect(cancels()).toBe(1);
+    });
+
+    it('started between our read and our cancel: canceled running, which Replicate bills; unknown, and its end says so', async () => {
+      replicate.script({ pollsStarting: 100 });
+      const { jobId } = await adapter().submit(job(schnell, { prompt: 'started meanwhile' }));
+      replicate.beforeCancel = (id) => replicate.startNow(id);
+      try {
+        // Read `starting`; the cancel reaches a prediction a worker has just picked up.
+        expect(await adapter().stopBeforeRun(jobId)).toEqual({ stopped: 'unknown' });
+      } finally {
+        replicate.beforeCancel = undefined;
+      }
+      expect(replicate.accepted().find((p) => p.id === jobId)!.canceled).toBe(true);
+      expect(await adapter().status(jobId)).toEqual({
+        state: 'failed',
+        message: 'The prediction was canceled at the provider.',
+        canceledWhileRunning: true,
+      });
+      // Asked again (the answer lost): Replicate shows the same, and cannot say whose cancel it was.
+      expect(await adapter().stopBeforeRun(jobId, { again: true })).toEqual({ stopped: 'unknown' });
+    });
+
+    it('canceled before it started, or aborted: failed, and nothing ran to bill', async () => {
+      replicate.script({ pollsStarting: 100 });
+      const { jobId } = await adapter().submit(job(schnell, { prompt: 'never started' }));
+      expect(await adapter().stopBeforeRun(jobId)).toEqual({ stopped: true });
+      expect(await adapter().status(jobId)).toEqual({
+        state: 'failed',
+        message: 'The prediction was canceled at the provider.',
+      });
+      replicate.script({ final: 'aborted', pollsStarting: 0, pollsProcessing: 0 });
+      const aborted = (await adapter().submit(job(schnell, { prompt: 'aborted' }))).jobId;
+      expect(await adapter().status(aborted)).not.toHaveProperty('canceledWhileRunning');
     });
 
     it('processing or succeeded: left alone, not stopped', async () => {

@@ -123,12 +123,15 @@ async function answers(url: string, child: ChildProcess): Promise<boolean> {
   return false;
 }
 
-/** What a faulty proxy does with one request: answer it itself, or pass it on (undefined). */
+/**
+ * What a faulty proxy does with one request: answer it itself, pass it on (undefined), or `hang`
+ * (never answer: a store that stalls; the connection stays open until the client goes or the proxy closes).
+ */
 export type Fault = (request: {
   method: string;
   url: string;
   body: Buffer;
-}) => { status: number; body: string; headers?: Record<string, string> } | undefined;
+}) => { status: number; body: string; headers?: Record<string, string> } | 'hang' | undefined;
 
 export interface FaultyProxy {
   /** `http://127.0.0.1:PORT`: give it to the service as S3_ENDPOINT. */
@@ -154,6 +157,10 @@ export async function startFaultyProxy(target: string): Promise<FaultyProxy> {
     request.on('end', () => {
       const body = Buffer.concat(chunks);
       const answer = state.fault?.({ method: request.method ?? 'GET', url: request.url ?? '/', body });
+      if (answer === 'hang') {
+        state.faulted++;
+        return;
+      }
       if (answer) {
         state.faulted++;
         response.writeHead(answer.status, { 'content-type': 'application/xml', ...answer.headers });

@@ -78,25 +78,33 @@ export class FalQueueProvider implements Provider {
   constructor(private readonly options: FalQueueOptions) {}
 
   async submit(job: ProviderJob): Promise<{ jobId: string }> {
+    return (await this.prepare(job)).send();
+  }
+
+  /** The reference images read and inlined: `send` then makes the one create. */
+  async prepare(job: ProviderJob): Promise<{ send: () => Promise<{ jobId: string }> }> {
     const target = job.target;
     if (!target) throw new PermanentError(`model ${job.model} has no provider block: fal needs its model id`);
     if (!modelIdPattern.test(target.model))
       throw new PermanentError(`${JSON.stringify(target.model)} is not a fal model id (owner/app[/path])`);
     const input = await inlineStoredImages(target, this.options.storage, this.options.download);
-    const answer = await callProvider(provider, 'create', {
-      method: 'POST',
-      url: `${this.options.queueUrl}/${target.model}`,
-      headers: this.auth(),
-      json: input,
-      timeoutMs: this.options.createTimeoutMs ?? 20_000,
-    });
-    const requestId = (answer.body as { request_id?: unknown } | undefined)?.request_id;
-    // A 2xx means fal queued the request; without its id we cannot follow it, nor know it is not there.
-    if (typeof requestId !== 'string' || requestId === '')
-      throw new ProviderUncertainError(
-        `fal accepted the request (HTTP ${answer.status}) without a request_id`,
-      );
-    return { jobId: [target.model, requestId, Date.now()].join(jobIdSeparator) };
+    const send = async () => {
+      const answer = await callProvider(provider, 'create', {
+        method: 'POST',
+        url: `${this.options.queueUrl}/${target.model}`,
+        headers: this.auth(),
+        json: input,
+        timeoutMs: this.options.createTimeoutMs ?? 20_000,
+      });
+      const requestId = (answer.body as { request_id?: unknown } | undefined)?.request_id;
+      // A 2xx means fal queued the request; without its id we cannot follow it, nor know it is not there.
+      if (typeof requestId !== 'string' || requestId === '')
+        throw new ProviderUncertainError(
+          `fal accepted the request (HTTP ${answer.status}) without a request_id`,
+        );
+      return { jobId: [target.model, requestId, Date.now()].join(jobIdSeparator) };
+    };
+    return { send };
   }
 
   async status(jobId: string): Promise<ProviderStatus> {
@@ -138,22 +146,23 @@ export class FalQueueProvider implements Provider {
   }
 
   /**
-   * A client's cancel: only a request still `IN_QUEUE` is cancelled (fal removes it from the queue
-   * unrun); one in progress or completed is left alone. fal cannot confirm more than that: a runner
-   * that picks the request up between the two calls may still run it (a window of one round trip).
-   * Asked again, a `COMPLETED` request may be the one the lost ask cancelled (fal shows a cancelled
-   * request `COMPLETED` too, and its cancel then answers `ALREADY_COMPLETED`): unknown.
+   * A client's cancel: only a request still `IN_QUEUE` is cancelled; one in progress or completed
+   * is left alone. fal's answer never proves the request did not run: `CANCELLATION_REQUESTED`
+   * means fal removed it from its queue or, when a runner took it between our read and our cancel,
+   * signalled that runner, which may stop or run it to its end (and fal bills an output). So a
+   * cancel sent is `unknown`, and the request's end decides: an output is delivered and charged;
+   * none (fal bills no output) is the cancel's, refunded. `ALREADY_COMPLETED`: it ended before our
+   * cancel, which changed nothing. Asked again, a request `COMPLETED` or in progress may be the
+   * lost ask's doing (fal shows a cancelled request `COMPLETED` too): unknown.
    */
   async stopBeforeRun(jobId: string, asked?: { again: boolean }): Promise<StopAnswer> {
     const request = this.requestUrl(jobId);
     const status = await this.read('GET', `${request}/status`, [404]);
     const state = (status.body as { status?: unknown } | undefined)?.status;
-    if (asked?.again && state === 'COMPLETED') return { stopped: 'unknown' };
-    if (state !== 'IN_QUEUE') return { stopped: false };
+    if (state !== 'IN_QUEUE') return { stopped: asked?.again ? 'unknown' : false };
     const answer = await this.read('PUT', `${request}/cancel`, [400, 404]);
-    return {
-      stopped: (answer.body as { status?: unknown } | undefined)?.status === 'CANCELLATION_REQUESTED',
-    };
+    const said = (answer.body as { status?: unknown } | undefined)?.status;
+    return { stopped: said === 'ALREADY_COMPLETED' && !asked?.again ? false : 'unknown' };
   }
 
   async cancel(jobId: string): Promise<void> {

@@ -86,6 +86,11 @@ export class ReplicateProvider implements Provider {
   }
 
   async submit(job: ProviderJob): Promise<{ jobId: string }> {
+    return (await this.prepare(job)).send();
+  }
+
+  /** The reference images read and inlined, the create built: `send` then makes the one create. */
+  async prepare(job: ProviderJob): Promise<{ send: () => Promise<{ jobId: string }> }> {
     const target = job.target;
     if (!target)
       throw new ProviderRejection(`model ${job.model} has no Replicate model in its catalog entry`);
@@ -104,20 +109,24 @@ export class ReplicateProvider implements Provider {
     const headers: Record<string, string> = { ...this.auth() };
     if (this.options.cancelAfterMs !== undefined)
       headers['cancel-after'] = duration(this.options.cancelAfterMs);
-    const answer = await this.call('create', {
-      method: 'POST',
-      url,
-      headers,
-      json: byVersion ? { version: versionOf(target.model, target.version!), input } : { input },
-      timeoutMs: this.options.createTimeoutMs ?? 20_000,
-    });
-    const id = (answer.body as Prediction | undefined)?.id;
-    if (typeof id !== 'string' || !id)
-      // It answered 2xx, so it most likely has the prediction, but we cannot tell which.
-      throw new ProviderUncertainError(
-        `replicate answered HTTP ${answer.status} to the create without a prediction id`,
-      );
-    return { jobId: id };
+    const json = byVersion ? { version: versionOf(target.model, target.version!), input } : { input };
+    const send = async () => {
+      const answer = await this.call('create', {
+        method: 'POST',
+        url,
+        headers,
+        json,
+        timeoutMs: this.options.createTimeoutMs ?? 20_000,
+      });
+      const id = (answer.body as Prediction | undefined)?.id;
+      if (typeof id !== 'string' || !id)
+        // It answered 2xx, so it most likely has the prediction, but we cannot tell which.
+        throw new ProviderUncertainError(
+          `replicate answered HTTP ${answer.status} to the create without a prediction id`,
+        );
+      return { jobId: id };
+    };
+    return { send };
   }
 
   async status(jobId: string): Promise<ProviderStatus> {
@@ -142,7 +151,12 @@ export class ReplicateProvider implements Provider {
         };
       }
       case 'canceled':
-        return { state: 'failed', message: 'The prediction was canceled at the provider.' };
+        // Started before the cancel: Replicate bills the time it ran.
+        return {
+          state: 'failed',
+          message: 'The prediction was canceled at the provider.',
+          ...(started(prediction) ? { canceledWhileRunning: true } : {}),
+        };
       case 'aborted':
         return { state: 'failed', message: 'The prediction was aborted at the provider before it started.' };
       default:
@@ -173,24 +187,32 @@ export class ReplicateProvider implements Provider {
   }
 
   /**
-   * A client's cancel: only a prediction still `starting` is cancelled, and it counts as stopped
-   * only when Replicate answers it `canceled` or `aborted` without having started it (no
-   * `started_at`): then it never ran and is not billed. Found so already, it is this stop asked
-   * again (its answer lost): stopped. Anything else is left as it is.
+   * A client's cancel: only a prediction still `starting` is cancelled. Stopped only when Replicate
+   * answers it `canceled` or `aborted` without having started it (no `started_at`): then it never
+   * ran and is not billed. Found so already, it is this stop asked again (its answer lost): stopped.
+   * A worker may pick the prediction up between our read and our cancel: Replicate then cancels it
+   * running (`canceled` with `started_at`) and bills the seconds it ran, so any answer to a cancel
+   * we sent but `succeeded` or `failed` (it ended on its own first) is `unknown`, and the
+   * prediction's end decides. Asked again, a prediction `canceled` after it started may be the lost
+   * ask's doing: unknown too. Anything else is left as it is.
    */
-  async stopBeforeRun(jobId: string): Promise<StopAnswer> {
+  async stopBeforeRun(jobId: string, asked?: { again: boolean }): Promise<StopAnswer> {
     const url = `${this.apiUrl}/predictions/${encodeURIComponent(jobId)}`;
     const timeoutMs = this.options.readTimeoutMs ?? 15_000;
     const now = await this.call('read', { method: 'GET', url, headers: this.auth(), timeoutMs });
     const found = (now.body ?? {}) as Prediction;
     if (neverStarted(found)) return { stopped: true };
+    if (asked?.again && found.status === 'canceled') return { stopped: 'unknown' };
     if (found.status !== 'starting') return { stopped: false };
     const answer = await this.call(
       'read',
       { method: 'POST', url: `${url}/cancel`, headers: this.auth(), timeoutMs },
       [404],
     );
-    return { stopped: neverStarted(answer.body ?? {}) };
+    const after = (answer.body ?? {}) as Prediction;
+    if (neverStarted(after)) return { stopped: true };
+    if (after.status === 'succeeded' || after.status === 'failed') return { stopped: false };
+    return { stopped: 'unknown' };
   }
 
   async cancel(jobId: string): Promise<void> {
@@ -259,7 +281,10 @@ export class ReplicateProvider implements Provider {
 }
 
 /** Canceled or aborted without having started: it never ran, and Replicate does not bill it. */
-const neverStarted = (p: Prediction) => (p.status === 'canceled' || p.status === 'aborted') && !p.started_at;
+const neverStarted = (p: Prediction) => (p.status === 'canceled' || p.status === 'aborted') && !started(p);
+
+/** Replicate set `started_at`: the model ran (from then on, the prediction is billed). */
+const started = (p: Prediction) => typeof p.started_at === 'string' && p.started_at !== '';
 
 /** `owner/name` as two escaped path segments. */
 function modelPath(model: string): string {

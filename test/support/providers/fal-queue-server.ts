@@ -20,6 +20,9 @@ import {
  * - `GET /{owner}/{app}/requests/{id}` → the model's output, or, for a request COMPLETED with an
  *   error, that error's status and body (`{ detail, error_type }` and `X-Fal-Error-Type`);
  * - `PUT …/requests/{id}/cancel` → 202 `CANCELLATION_REQUESTED`, 400 `ALREADY_COMPLETED`, 404 `NOT_FOUND`.
+ *   IN_QUEUE, fal removes the request; IN_PROGRESS, it signals the runner, which may stop (the
+ *   request COMPLETED with the cancellation's error) or run it to its end (`ignoresCancel`). Both
+ *   answer `CANCELLATION_REQUESTED`.
  * Status, result and cancel live under owner/app only (never the subpath): a client must use the
  * URLs the submit returned. Result files (PNG, or MP4 for video) are served here at `/files/…`.
  */
@@ -33,6 +36,12 @@ export interface FalOutcome {
   hold?: boolean;
   /** Stay IN_QUEUE until `release(requestId)`, then COMPLETED (a runner took it and finished). */
   holdInQueue?: boolean;
+  /**
+   * A cancel that reaches the request IN_PROGRESS is signalled to the runner, which ignores it and
+   * runs the request to its end (fal leaves stopping to the model app). Default: the runner stops,
+   * and the request is COMPLETED with the cancellation's error.
+   */
+  ignoresCancel?: boolean;
   /** COMPLETED, but the result is this error (fal reports no separate FAILED status). */
   error?: { status: number; body: unknown };
   /** Output size; default: from the input's `image_size`. */
@@ -52,6 +61,10 @@ export interface FalJob {
   polls: number;
   cancelled: boolean;
   released: boolean;
+  /** A runner took it out of the queue before its polls say so (`pickUp`). */
+  pickedUp: boolean;
+  /** A cancel reached it IN_PROGRESS and its runner went on (`ignoresCancel`). */
+  cancelIgnored: boolean;
   result?: { status: number; body: unknown };
 }
 
@@ -88,6 +101,11 @@ export class FalQueueServer extends FakeProvider<FalOutcome> {
   private createFaults = new Script<unknown, Fault>();
   private pollFaults: Fault[] = [];
   private cancelFaults: Array<{ fault: Fault; then?: (requestId: string) => void }> = [];
+  /**
+   * Run before each cancel is handled: what happened at fal between a client's status read and its
+   * cancel (a runner took the request: `pickUp`), as the real queue can.
+   */
+  beforeCancel: ((requestId: string) => void) | undefined;
 
   private constructor(
     readonly key: string,
@@ -123,6 +141,10 @@ export class FalQueueServer extends FakeProvider<FalOutcome> {
   }
   release(requestId: string): void {
     this.job(requestId).released = true;
+  }
+  /** A runner takes the request out of the queue now: IN_PROGRESS from here (until `release` with `hold`). */
+  pickUp(requestId: string): void {
+    this.job(requestId).pickedUp = true;
   }
   /** The requests fal holds (accepted creates), oldest first. */
   accepted(): Array<Readonly<FalJob>> {
@@ -197,6 +219,8 @@ export class FalQueueServer extends FakeProvider<FalOutcome> {
       polls: 0,
       cancelled: false,
       released: false,
+      pickedUp: false,
+      cancelIgnored: false,
     };
     this.jobs.set(job.id, job);
     return job;
@@ -217,8 +241,8 @@ export class FalQueueServer extends FakeProvider<FalOutcome> {
     const job = this.job(id);
     const { pollsInQueue = 1, pollsInProgress = 1, hold } = job.outcome;
     if (job.cancelled) return 'COMPLETED';
-    if (job.outcome.holdInQueue) return job.released ? 'COMPLETED' : 'IN_QUEUE';
-    if (job.polls <= pollsInQueue) return 'IN_QUEUE';
+    if (job.outcome.holdInQueue && !job.pickedUp) return job.released ? 'COMPLETED' : 'IN_QUEUE';
+    if (job.polls <= pollsInQueue && !job.pickedUp) return 'IN_QUEUE';
     if (hold && !job.released) return 'IN_PROGRESS';
     if (hold || job.polls > pollsInQueue + pollsInProgress) return 'COMPLETED';
     return 'IN_PROGRESS';
@@ -280,15 +304,18 @@ export class FalQueueServer extends FakeProvider<FalOutcome> {
   }
 
   private cancel(job: FalJob, response: http.ServerResponse) {
+    this.beforeCancel?.(job.id);
     const scripted = this.cancelFaults.shift();
     if (scripted) {
       if (faultAccepts(scripted.fault) && this.statusOf(job.id) !== 'COMPLETED') job.cancelled = true;
       playFault(response, scripted.fault, errorBody);
       return scripted.then?.(job.id);
     }
-    if (this.statusOf(job.id) === 'COMPLETED')
-      return sendJson(response, 400, { status: 'ALREADY_COMPLETED' });
-    job.cancelled = true;
+    const status = this.statusOf(job.id);
+    if (status === 'COMPLETED') return sendJson(response, 400, { status: 'ALREADY_COMPLETED' });
+    // The same answer whether fal took it out of its queue or signalled a runner that has it.
+    if (status === 'IN_PROGRESS' && job.outcome.ignoresCancel) job.cancelIgnored = true;
+    else job.cancelled = true;
     sendJson(response, 202, { status: 'CANCELLATION_REQUESTED' });
   }
 }

@@ -56,6 +56,8 @@ interface Prediction {
   canceled: boolean;
   /** Canceled while `starting`: it never ran. */
   neverStarted?: boolean;
+  /** Picked up by a worker before its polls say so (`startNow`). */
+  startedEarly?: boolean;
   createdAt: string;
   output?: string | string[] | null;
 }
@@ -75,6 +77,11 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
   pageSize = 100;
   /** Awaited before each create is handled (a test's fault at that moment: a database restart, say). */
   beforeCreate: ((input: unknown) => Promise<void>) | undefined;
+  /**
+   * Run before each cancel is handled: what happened at Replicate between a client's read and its
+   * cancel (a worker picked the prediction up: `startNow`), as the real service can.
+   */
+  beforeCancel: ((id: string) => void) | undefined;
   private predictions = new Map<string, Prediction>();
   private createFaults = new Script<unknown, Fault>();
   private pollFaults: Fault[] = [];
@@ -101,6 +108,10 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
   release(id: string): void {
     this.find(id).released = true;
   }
+  /** A worker picks a `starting` prediction up now: `processing` from here (it has started_at). */
+  startNow(id: string): void {
+    this.find(id).startedEarly = true;
+  }
   /** The predictions Replicate holds (accepted creates), oldest first. */
   accepted(): Array<{ id: string; model: string; input: Record<string, unknown>; canceled: boolean }> {
     return [...this.predictions.values()].map(({ id, model, input, canceled }) => ({
@@ -122,9 +133,10 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
     const p = this.find(id);
     const { pollsStarting = 1, pollsProcessing = 1, hold, final = 'succeeded' } = p.outcome;
     if (p.canceled) return 'canceled';
-    if (hold) return p.released ? final : p.polls <= pollsStarting && !p.waited ? 'starting' : 'processing';
+    const starting = p.polls <= pollsStarting && !p.startedEarly;
+    if (hold) return p.released ? final : starting && !p.waited ? 'starting' : 'processing';
     if (p.waited || p.polls > pollsStarting + pollsProcessing) return final;
-    return p.polls <= pollsStarting ? 'starting' : 'processing';
+    return starting ? 'starting' : 'processing';
   }
 
   protected async handle(request: http.IncomingMessage, body: Buffer, response: http.ServerResponse) {
@@ -157,6 +169,7 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
       return sendJson(response, 200, await this.view(prediction));
     }
     if (request.method === 'POST' && one[2]) {
+      this.beforeCancel?.(prediction.id);
       const status = this.statusOf(prediction.id);
       if (!['succeeded', 'failed', 'canceled', 'aborted'].includes(status)) {
         // Canceled before it started: it never runs, and keeps no started_at.
