@@ -63,9 +63,9 @@ export async function refundGeneration(
 ): Promise<RefundOutcome> {
   return db.transaction(async (tx): Promise<RefundOutcome> => {
     // The row first, locked: a success committing meanwhile is seen, and wins.
-    const succeeded = await tx.maybeOneFirst(sql.type(z.object({ succeeded: z.boolean() }))`
-      SELECT status = 'succeeded' AS succeeded FROM generations WHERE id = ${generationId} FOR UPDATE`);
-    if (succeeded) return { changed: false };
+    const before = await tx.maybeOne(sql.type(z.object({ status: z.string(), needs_review: z.boolean() }))`
+      SELECT status, needs_review FROM generations WHERE id = ${generationId} FOR UPDATE`);
+    if (before?.status === 'succeeded') return { changed: false };
     const debit = await tx.maybeOne(sql.type(
       z.object({
         id: z.number(),
@@ -81,6 +81,10 @@ export async function refundGeneration(
     );
     // Refunded before (a retry, a support reset): the record keeps the outcome it was refunded with.
     if (refunded) return { changed: false };
+    // Ended failed with its debit kept (endGenerationCharged: a cancel stopped a job the provider had
+    // started and bills). That is final: a support reset re-running the story, which no longer knows
+    // a cancel was asked, must not refund it. Only a generation in review may still be refunded.
+    if (debit && before?.status === 'failed' && !before.needs_review) return { changed: false };
     if (debit) {
       await tx.query(sql.unsafe`
         UPDATE credit_balances SET subscription_credits = subscription_credits + ${-debit.subscription_delta},

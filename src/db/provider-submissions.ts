@@ -181,7 +181,7 @@ export async function resumeWithProviderJob(
 ): Promise<void> {
   await db.query(sql.unsafe`
     UPDATE generations SET provider_job_id = ${jobId}, submit_awaiting_until = NULL, needs_review = false, status = 'queued', error = NULL, updated_at = now()
-    WHERE id = ${generationId} AND status IN ('queued', 'failed') AND NOT credits_refunded`);
+    WHERE id = ${generationId} AND (status = 'queued' OR needs_review) AND NOT credits_refunded`);
 }
 
 /**

@@ -144,6 +144,26 @@ describe('the ledger at the edges', () => {
     ).resolves.toEqual({ changed: false });
   });
 
+  it('a generation that ended charged (a cancel stopped a job the provider had started) is never refunded or requeued later', async () => {
+    const start = await admitted('canceled while it ran');
+    await activities().recordProviderJob(start.generationId, 'simulated:job-ran');
+    await activities().endCharged(start.generationId, generationErrors.canceledWhileRunning);
+    // A support reset re-runs the story, which no longer knows a cancel was asked: the job's end
+    // then reads as a provider failure, and the refund step and support's resume come round again.
+    await activities().refund(start.generationId, generationErrors.providerFailed('canceled'));
+    await activities().recordProviderJob(start.generationId, 'simulated:job-other');
+    expect(await rowOf(start.generationId)).toMatchObject({
+      status: 'failed',
+      needs_review: false,
+      credits_refunded: false,
+    });
+    expect(await chargesOf(db.pool, start.generationId)).toMatchObject({ debits: 1, refunds: 0 });
+    // Sent to review instead, support may still refund it: review is the one way back.
+    await activities().markNeedsReview(start.generationId, generationErrors.submissionUnresolved);
+    await activities().refund(start.generationId, generationErrors.refundedBySupport);
+    expect(await chargesOf(db.pool, start.generationId)).toMatchObject({ debits: 1, refunds: 1 });
+  });
+
   it('a result this worker could not measure (no room for the file) is retried; bytes that are not media fail for good', async () => {
     const start = await admitted('unmeasurable for now');
     const typeOf = async () =>
