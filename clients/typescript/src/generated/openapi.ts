@@ -522,7 +522,7 @@ export interface paths {
         put?: never;
         /**
          * Cancel a generation the provider has not run
-         * @description No Idempotency-Key needed: a cancel is idempotent. Not yet handed to the provider, or still in its queue and stopped there: the generation ends failed with error.code canceled and credits_refunded true (refunded once). Running or finished at the provider, or terminal already: 409 not_cancelable with the generation, and nothing changes. A canceled generation answers 200 again.
+         * @description No Idempotency-Key needed: a cancel is idempotent. Not yet handed to the provider, or still in its queue and stopped there: the generation ends failed with error.code canceled and credits_refunded true (refunded once). A job the provider started just as the cancel reached it, and then stopped (Replicate canceled with started_at): 200, failed with error.code canceled and credits_refunded false (the provider bills what ran, so the charge stands). A provider answer that does not prove the job never ran waits for the job’s end, which decides. Running or finished at the provider, or terminal already: 409 not_cancelable with the generation, and nothing changes. A canceled generation answers 200 again.
          */
         post: {
             parameters: {
