@@ -57,6 +57,8 @@ export async function startTestWorker(
     frameFetch?: FrameFetchPolicy;
     /** Its Worker Deployment (default: the one every test worker of this bundle shares). */
     deploymentName?: string;
+    /** Another build of the workflows (default: the one the test run built). */
+    workflowBundlePath?: string;
   } = {},
 ): Promise<TestWorker> {
   const taskQueue = `test-${randomBase62(10)}`;
@@ -105,7 +107,7 @@ export async function startTestWorker(
       namespace: 'default',
       taskQueue,
       activities: createActivities(deps),
-      workflowBundlePath: inject('workflowBundlePath'),
+      workflowBundlePath: options.workflowBundlePath ?? inject('workflowBundlePath'),
       deployment: { name: options.deploymentName ?? testDeployment, currentVersion: 'when-none' },
       ...(options.maxConcurrentActivities
         ? { maxConcurrentActivities: options.maxConcurrentActivities }
