@@ -29,16 +29,22 @@ export async function currentVersion(
   connection: Pick<NativeConnection, 'workflowService'>,
   namespace: string,
   deploymentName: string,
-): Promise<{ buildId: string | null; conflictToken: Uint8Array | null }> {
+): Promise<{ buildId: string | null; conflictToken: Uint8Array | null; propagating: boolean }> {
   try {
     const described = await connection.workflowService.describeWorkerDeployment({
       namespace,
       deploymentName,
     });
-    const current = described.workerDeploymentInfo?.routingConfig?.currentDeploymentVersion;
-    return { buildId: current?.buildId || null, conflictToken: described.conflictToken ?? null };
+    const info = described.workerDeploymentInfo;
+    const current = info?.routingConfig?.currentDeploymentVersion;
+    return {
+      buildId: current?.buildId || null,
+      conflictToken: described.conflictToken ?? null,
+      // ROUTING_CONFIG_UPDATE_STATE_IN_PROGRESS: task queues do not all route by the change yet.
+      propagating: Number(info?.routingConfigUpdateState ?? 0) === 1,
+    };
   } catch (error) {
-    if (grpcCode(error) === notFound) return { buildId: null, conflictToken: null };
+    if (grpcCode(error) === notFound) return { buildId: null, conflictToken: null, propagating: false };
     throw error;
   }
 }
@@ -46,7 +52,7 @@ export async function currentVersion(
 /**
  * Applies the policy once the worker polls (the server learns of a version from its polls, so a
  * version nobody has polled with cannot be made current yet: retried for up to `timeoutMs`).
- * Answers the deployment's Current Version afterwards.
+ * Answers the deployment's Current Version afterwards, once every task queue routes by it.
  */
 export async function settleCurrentVersion(
   connection: Pick<NativeConnection, 'workflowService'>,
@@ -59,8 +65,11 @@ export async function settleCurrentVersion(
   for (;;) {
     const current = await currentVersion(connection, namespace, version.deploymentName);
     const ours = current.buildId === version.buildId;
-    if (policy === 'never' || ours || (policy === 'when-none' && current.buildId !== null))
-      return current.buildId;
+    if (policy === 'never' || ours || (policy === 'when-none' && current.buildId !== null)) {
+      if (!current.propagating || Date.now() > deadline) return current.buildId;
+      await pause();
+      continue;
+    }
     try {
       await connection.workflowService.setWorkerDeploymentCurrentVersion({
         namespace,
@@ -69,15 +78,17 @@ export async function settleCurrentVersion(
         ...(current.conflictToken ? { conflictToken: current.conflictToken } : {}),
         identity,
       });
-      return version.buildId;
+      continue;
     } catch (error) {
       // Not registered yet (no poll seen), or another worker changed it meanwhile: look again.
       const retryable = [notFound, failedPrecondition, aborted].includes(grpcCode(error) ?? -1);
       if (!retryable || Date.now() > deadline) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 250));
+      await pause();
     }
   }
 }
+
+const pause = () => new Promise((resolve) => setTimeout(resolve, 250));
 
 const notFound = 5;
 const failedPrecondition = 9;

@@ -2,7 +2,6 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Client } from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createActivities } from '../../src/activities/index.js';
@@ -15,6 +14,7 @@ import { runAdminCli } from '../support/admin.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { chargesOf, workflowIdOf } from '../support/ledger.js';
 import { useGenerationStack } from '../support/stack.js';
+import { runsOf } from '../support/workflow-runs.js';
 
 type History = temporal.api.history.v1.IHistory;
 
@@ -34,18 +34,6 @@ function ranOn(history: History): string[] {
 
 const timers = (history: History) =>
   (history.events ?? []).filter((e) => e.timerStartedEventAttributes).length;
-
-/** A workflow id's runs, first to last (each continued as the next, or a reset's chain from its reset run). */
-async function runsOf(client: Client, workflowId: string): Promise<{ runId: string; history: History }[]> {
-  const runs: { runId: string; history: History }[] = [];
-  let runId: string | null | undefined = (await client.workflow.getHandle(workflowId).describe()).runId;
-  while (runId) {
-    const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
-    runs.unshift({ runId, history });
-    runId = history.events?.[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId;
-  }
-  return runs;
-}
 
 /**
  * Worker Deployments: two builds whose workflow differs (B starts the story with a timer, which A's
