@@ -13,8 +13,15 @@ import { admitUpdate, cancelUpdate, progressQuery } from './generation-messages.
 import { reviewRules } from './generation-review.js';
 import { trackProgress } from './generation-progress.js';
 import { generationSteps } from './generation-steps.js';
-import type { GenerationKept, GenerationProgress, GenerationResumed } from './generation-types.js';
-import type { generationWorkflow } from './generation-workflow.js';
+import type {
+  GenerationKept,
+  GenerationProgress,
+  GenerationResumed,
+  GenerationStart,
+} from './generation-types.js';
+
+/** generationWorkflow's signature (named here by type, so that the two modules do not import each other). */
+type ActiveLife = (start: GenerationStart, resumed?: GenerationResumed) => Promise<GenerationProgress>;
 
 /**
  * The long part of a generation, after its active life: a success's results kept until expires_at
@@ -43,7 +50,7 @@ export function keepGeneration(kept: GenerationKept): Promise<never> {
 
 /** Support named the provider's job: the active life goes on from the wait, pinned to the current version. */
 function resumeGeneration(start: GenerationKept['start'], resumed: GenerationResumed): Promise<never> {
-  return makeContinueAsNewFunc<typeof generationWorkflow>({
+  return makeContinueAsNewFunc<ActiveLife>({
     workflowType: 'generationWorkflow',
     initialVersioningBehavior: 'AUTO_UPGRADE',
   })(start, resumed);
