@@ -12,6 +12,8 @@ export const workerSettings = settingGroup({
     WORKER_HEALTH_HOST: z.string().default('127.0.0.1'),
     WORKER_SHUTDOWN_GRACE_MS: int(30_000, 0),
     WORKFLOW_BUNDLE_PATH: z.string().optional(),
+    WORKER_DEPLOYMENT_NAME: z.string().trim().min(1).default('generation-service'),
+    WORKER_SET_CURRENT_VERSION: z.enum(['when-none', 'always', 'never']).default('when-none'),
   },
   docs: {
     // Generations spend weeks parked on timers: a small cache keeps a worker's memory flat.
@@ -39,6 +41,14 @@ export const workerSettings = settingGroup({
     WORKFLOW_BUNDLE_PATH: {
       readBy: ['worker'],
       text: 'A prebuilt workflow bundle (`bundleWorkflowCode`): the worker starts faster. Unset: it bundles `src/workflows` at start.',
+    },
+    WORKER_DEPLOYMENT_NAME: {
+      readBy: ['worker'],
+      text: 'The Temporal Worker Deployment the worker runs in; its version’s build id is a digest of the workflow bundle, so every build of the same workflow code shares one.',
+    },
+    WORKER_SET_CURRENT_VERSION: {
+      readBy: ['worker'],
+      text: 'At start: `when-none` makes the worker’s version the deployment’s Current Version only when it has none (a first deploy, `npm test`); `always` makes it current (`npm start` sets this, so an edited workflow takes new generations); `never` leaves rollout to operators (see operating.md).',
     },
   },
 });

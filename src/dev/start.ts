@@ -117,6 +117,9 @@ async function main(): Promise<void> {
     const running = temporal;
     cleanups.push(() => running.stop());
     env.TEMPORAL_ADDRESS = temporal.address;
+    // On its own dev server the worker just started is the code being developed: its version takes
+    // new generations, even after an edit (the dev server keeps the last run's current version).
+    env.WORKER_SET_CURRENT_VERSION ??= 'always';
   } else {
     const connection = await Connection.connect(
       temporalConnectionOptions(env.TEMPORAL_ADDRESS, loadTemporalSecurity(env)),

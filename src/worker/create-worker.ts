@@ -19,7 +19,14 @@ import { workflowSpanProcessor } from '../observability/workflow-spans.js';
 import { classifyFailure } from '../activities/failures.js';
 import type { Activities } from '../activities/index.js';
 import { providerWaitQueue } from '../workflows/generation-types.js';
+import { readFile } from 'node:fs/promises';
 import { bundleWorkflows } from './workflow-bundle.js';
+import {
+  buildIdOf,
+  settleCurrentVersion,
+  type CurrentVersionPolicy,
+  type WorkerVersion,
+} from './worker-version.js';
 
 interface WorkerOptions {
   connection: NativeConnection;
@@ -37,6 +44,12 @@ interface WorkerOptions {
   shutdownGraceMs?: number;
   /** Traced workflows' spans, and their activities', are exported through it (OTEL_EXPORTER_OTLP_ENDPOINT). */
   tracing?: Tracing;
+  /**
+   * The Worker Deployment it runs in (its version's build id is the bundle's digest), and what it
+   * does about the deployment's Current Version once it polls (see CurrentVersionPolicy). Without
+   * it the worker is unversioned (the time-skipping test server has no Worker Deployments).
+   */
+  deployment?: { name: string; currentVersion: CurrentVersionPolicy };
 }
 
 /** A generation worker: one or more Temporal workers that start, run and stop together. */
@@ -48,6 +61,13 @@ interface GenerationWorker {
   shutdown(): void;
   /** Whether it polls its task queues (for readiness). */
   polling(): boolean;
+  /** Its deployment and build id (null: unversioned). */
+  version: WorkerVersion | null;
+  /**
+   * The deployment's Current Version once run() has applied the current-version policy (its build
+   * id; null when the deployment has none); rejects when that failed (the worker runs on).
+   */
+  currentVersion(): Promise<string | null>;
 }
 
 /**
@@ -70,6 +90,26 @@ export async function createWorker(options: WorkerOptions): Promise<GenerationWo
   const shutdownTimes =
     graceMs === undefined ? {} : { shutdownGraceTime: graceMs, shutdownForceTime: graceMs + 10_000 };
   const steps = Object.fromEntries(Object.entries(activities).filter(([name]) => !(name in waits)));
+  const code = options.workflowBundlePath ? null : await bundleWorkflows();
+  const { deployment } = options;
+  const version: WorkerVersion | null = deployment
+    ? {
+        deploymentName: deployment.name,
+        buildId: buildIdOf(code ?? (await readFile(options.workflowBundlePath!, 'utf8'))),
+      }
+    : null;
+  // Both queues belong to the version, so a pinned generation's provider wait runs on its own build.
+  // A generation's active life is pinned (generationWorkflow declares it); anything that does not
+  // declare a behaviour (the reconciliation and pruning sweeps, minutes long) is pinned too.
+  const versioning = version
+    ? {
+        workerDeploymentOptions: {
+          useWorkerVersioning: true,
+          version,
+          defaultVersioningBehavior: 'PINNED',
+        } as const,
+      }
+    : {};
   const workers = [
     await Worker.create({
       connection: options.connection,
@@ -83,9 +123,8 @@ export async function createWorker(options: WorkerOptions): Promise<GenerationWo
       ...(options.maxConcurrentActivities
         ? { maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities }
         : {}),
-      workflowBundle: options.workflowBundlePath
-        ? { codePath: options.workflowBundlePath }
-        : { code: await bundleWorkflows() },
+      workflowBundle: code === null ? { codePath: options.workflowBundlePath! } : { code },
+      ...versioning,
     }),
     await Worker.create({
       connection: options.connection,
@@ -95,12 +134,19 @@ export async function createWorker(options: WorkerOptions): Promise<GenerationWo
       interceptors,
       ...shutdownTimes,
       maxConcurrentActivityTaskExecutions: options.maxProviderWaits ?? 1000,
+      ...versioning,
     }),
   ];
+  let settled: Promise<string | null> | undefined;
   const shutdown = () => {
     for (const worker of workers) if (worker.getState() === 'RUNNING') worker.shutdown();
   };
   const run = async () => {
+    // The server learns of the version from the polls run() starts; the policy applies once it has.
+    settled ??= version
+      ? settleCurrentVersion(options.connection, options.namespace, version, deployment!.currentVersion)
+      : Promise.resolve(null);
+    settled.catch(() => undefined);
     // One stopping (a fatal error) stops the others, so the process never runs half a worker.
     const outcomes = await Promise.allSettled(workers.map((worker) => worker.run().finally(shutdown)));
     const failures = outcomes.flatMap((o) => (o.status === 'rejected' ? [o.reason as unknown] : []));
@@ -132,6 +178,8 @@ export async function createWorker(options: WorkerOptions): Promise<GenerationWo
     runUntil,
     shutdown,
     polling,
+    version,
+    currentVersion: () => settled ?? Promise.reject(new Error('the worker has not run')),
   };
 }
 

@@ -83,6 +83,7 @@ const worker = await createWorker({
   maxProviderWaits: config.WORKER_MAX_PROVIDER_WAITS,
   shutdownGraceMs: config.WORKER_SHUTDOWN_GRACE_MS,
   tracing,
+  deployment: { name: config.WORKER_DEPLOYMENT_NAME, currentVersion: config.WORKER_SET_CURRENT_VERSION },
 });
 const schedule = await ensureReconciliationSchedule(client, {
   taskQueue: config.TEMPORAL_TASK_QUEUE,
@@ -116,6 +117,16 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const)
     ),
   );
 const running = worker.run();
+worker.currentVersion().then(
+  (current) =>
+    logger.info(
+      { ...worker.version, currentBuildId: current, policy: config.WORKER_SET_CURRENT_VERSION },
+      current === worker.version?.buildId
+        ? 'worker version is the deployment’s current version'
+        : 'worker version is not current: only runs pinned to it come here (an operator sets the current version)',
+    ),
+  (error: unknown) => logger.error({ err: error, ...worker.version }, 'could not set the current version'),
+);
 const health =
   config.WORKER_HEALTH_PORT === undefined
     ? null

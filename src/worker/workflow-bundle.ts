@@ -19,10 +19,13 @@ const tracingInterceptors = fileURLToPath(
  */
 export const prebuiltBundleName = 'workflow-code.js';
 
-/** Bundles the workflow code (webpack) without printing webpack's statistics. */
-export async function bundleWorkflows(): Promise<string> {
+/**
+ * Bundles the workflow code (webpack) without printing webpack's statistics. `entry`: another
+ * module exporting the workflows (a test's second build); by default src/workflows.
+ */
+export async function bundleWorkflows(entry = workflowsPath): Promise<string> {
   const { code } = await bundleWorkflowCode({
-    workflowsPath,
+    workflowsPath: entry,
     workflowInterceptorModules: [tracingInterceptors],
     logger: quietBundlerLogger,
     webpackConfigHook: (config) => ({
@@ -52,8 +55,8 @@ function asciiOnly(code: string): string {
 }
 
 /** Writes the bundle to a file, so several workers or test files can share one build. */
-export async function buildWorkflowBundle(outFile: string): Promise<void> {
-  await writeFile(outFile, await bundleWorkflows());
+export async function buildWorkflowBundle(outFile: string, entry?: string): Promise<void> {
+  await writeFile(outFile, await bundleWorkflows(entry));
 }
 
 /**

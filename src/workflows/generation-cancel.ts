@@ -1,4 +1,4 @@
-import { CancellationScope, condition, patched, setCurrentDetails } from '@temporalio/workflow';
+import { CancellationScope, condition, setCurrentDetails } from '@temporalio/workflow';
 import type { GenerationProgress } from './generation-types.js';
 
 /** What a cancel came to: the generation was stopped (failed, `canceled`, refunded), or it could not be. */
@@ -43,19 +43,16 @@ export function cancelRules(
       const jobId = progress.providerJobId;
       if (progress.step !== 'generating' || jobId === null)
         return { outcome: 'not_cancelable', step: progress.step };
-      // Runs asked before this rule took a lost answer for "not stopped" (and told the client so),
-      // and a job that ended failed while the ask was out for the provider's own failure.
-      const lostAnswerWaits = patched('cancel-unknown-stop-waits-for-the-end');
-      stopAsked = lostAnswerWaits;
+      stopAsked = true;
       const answer = await stopBeforeRun(jobId).catch(() => ({ stopped: 'unknown' as const }));
-      if (lostAnswerWaits && answer.stopped === 'unknown') {
+      if (answer.stopped === 'unknown') {
         await condition(jobEnded);
         return { outcome: failed() ? 'canceled' : 'not_cancelable', step: progress.step };
       }
       if (answer.stopped !== true) {
         stopAsked = false;
         // Ended failed while asked: refunded as canceled, which is what the client is told.
-        return { outcome: lostAnswerWaits && failed() ? 'canceled' : 'not_cancelable', step: progress.step };
+        return { outcome: failed() ? 'canceled' : 'not_cancelable', step: progress.step };
       }
       stopped = true;
       waiting?.cancel();
@@ -79,16 +76,14 @@ export function cancelRules(
       // The workflow id may have moved on to a newer generation under the same Idempotency-Key.
       if (generationId !== progress.generationId)
         return Promise.resolve({ outcome: 'not_cancelable', step: progress.step });
-      // Marks histories that may hold a cancel's commands (the stop activity, the wait's cancellation).
-      patched('cancel-update');
       deciding ??= decide().finally(() => {
         deciding = null;
       });
       return deciding;
     },
     /** A cancellation request on the run (see withCancelRequests) is one more cancel. */
-    follow(cancelRequested: Promise<never> | null): void {
-      cancelRequested?.catch(async () => {
+    follow(cancelRequested: Promise<never>): void {
+      cancelRequested.catch(async () => {
         const { outcome, step } = await this.request(progress.generationId);
         if (outcome === 'not_cancelable')
           setCurrentDetails(`cancellation requested, but not cancelable at ${step}`);
@@ -109,12 +104,9 @@ export function cancelRules(
 /**
  * "Request Cancellation" (Temporal UI, `temporal workflow cancel`) follows the cancel endpoint's
  * rules: the story runs non-cancellable as a whole, and the request is handed to it as one more
- * cancel. (Runs started before this rule end cancelled on a request; they keep doing so when replayed.)
+ * cancel.
  */
-export function withCancelRequests<T>(
-  story: (cancelRequested: Promise<never> | null) => Promise<T>,
-): Promise<T> {
-  if (!patched('cancel-request-follows-cancel-rules')) return story(null);
+export function withCancelRequests<T>(story: (cancelRequested: Promise<never>) => Promise<T>): Promise<T> {
   const requested = CancellationScope.current().cancelRequested;
   return CancellationScope.nonCancellable(() => story(requested));
 }

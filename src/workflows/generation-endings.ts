@@ -1,4 +1,4 @@
-import { isCancellation, patched, setCurrentDetails } from '@temporalio/workflow';
+import { isCancellation, setCurrentDetails } from '@temporalio/workflow';
 import type { GenerationError } from '../generation.js';
 import { generationErrors } from './generation-errors.js';
 import type { generationSteps } from './generation-steps.js';
@@ -42,11 +42,9 @@ export function generationEndings(
   /**
    * A generation that ended without success keeps no files: inline inputs and partial outputs are
    * deleted (retried until the bookkeeping horizon, as expiry is). If that cannot complete, the
-   * run says so for operators; the generation's outcome stands. (Runs started before this rule kept
-   * their files; they keep doing so when replayed.)
+   * run says so for operators; the generation's outcome stands.
    */
   async function discardContent(): Promise<void> {
-    if (!patched('discard-content-of-unsuccessful')) return;
     try {
       await steps.discardContent(start.generationId);
     } catch (error) {
@@ -67,16 +65,12 @@ export function generationEndings(
 
   /**
    * Content expiry. If it cannot complete, the files stay and operators are told (the run then
-   * holds the key open). `keyInDatabase`: the key's record, not the run, holds the key from here.
+   * holds the key open until its horizon, in operators' sight).
    */
-  async function expire(keyInDatabase: boolean): Promise<void> {
+  async function expire(): Promise<void> {
     try {
       await steps.expireContent(start.generationId);
-      enter(
-        'expired',
-        'succeeded',
-        keyInDatabase ? 'content expired' : 'content expired; holding the idempotency key',
-      );
+      enter('expired', 'succeeded', 'content expired');
     } catch (error) {
       if (isCancellation(error)) throw error;
       enter('expiry_failed', 'succeeded', `content expiry failed; its files remain: ${String(error)}`, true);

@@ -24,18 +24,22 @@ interface ProgressTracker {
   stepAside: (details: string) => void;
 }
 
-export function trackProgress(generationId: string): ProgressTracker {
-  // What the API indexed at start (queued, not needing review); upserted again only when it changes.
-  const indexed: { status: GenerationStatus; needsReview: boolean } = {
-    status: 'queued',
-    needsReview: false,
-  };
-  const progress: GenerationProgress = {
-    generationId,
-    step: 'admitting',
-    providerJobId: null,
-    expiresAt: null,
-  };
+/**
+ * `carried`: where a run continued from an earlier one of the generation stands (see
+ * generation-retention.ts), with the status and review flag that run indexed (continue-as-new
+ * carries the search attributes over).
+ */
+export function trackProgress(
+  generationId: string,
+  carried?: { progress: GenerationProgress; status: GenerationStatus; needsReview: boolean },
+): ProgressTracker {
+  // What is indexed: at start what the API set (queued, not needing review); upserted again only when it changes.
+  const indexed: { status: GenerationStatus; needsReview: boolean } = carried
+    ? { status: carried.status, needsReview: carried.needsReview }
+    : { status: 'queued', needsReview: false };
+  const progress: GenerationProgress = carried
+    ? { ...carried.progress }
+    : { generationId, step: 'admitting', providerJobId: null, expiresAt: null };
   return {
     progress,
     enter(step, status, details, needsReview = false) {

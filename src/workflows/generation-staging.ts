@@ -1,4 +1,4 @@
-import { isCancellation, patched, setCurrentDetails } from '@temporalio/workflow';
+import { isCancellation, setCurrentDetails } from '@temporalio/workflow';
 import { generationErrors, whatFailed } from './generation-errors.js';
 import type { generationEndings } from './generation-endings.js';
 import type { generationSteps } from './generation-steps.js';
@@ -20,10 +20,10 @@ export function imageStaging(
    * The generation to submit: `start` with the customer's image URLs replaced by our copies, or as
    * it is when it names none; null when it ended instead (an image refused, or staging gave up:
    * refunded). `inBackground` is told before a fetch starts: the POST does not wait for the
-   * customer's host. (Runs started before this step sent the customer's URLs on; they keep doing so.)
+   * customer's host.
    */
   return async function withImagesStaged(inBackground: () => void): Promise<GenerationStart | null> {
-    if (!namesUrls(start) || !patched('stage-customer-images')) return start;
+    if (!namesUrls(start)) return start;
     inBackground();
     setCurrentDetails('fetching and storing the reference images');
     try {

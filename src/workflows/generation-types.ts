@@ -26,6 +26,8 @@ export interface GenerationStart {
     pollIntervalMs: number;
     resultRetentionMs: number;
     idempotencyRetentionMs: number;
+    /** How long a review waits in the active run before its review run takes it (default: defaultReviewHandOffMs). */
+    reviewHandOffMs?: number;
     /** How long each step is retried before the workflow gives up on it (absent from older APIs: the defaults). */
     horizons?: Partial<StepHorizons>;
   };
@@ -79,6 +81,22 @@ export interface AdmitResult {
   admission: AdmissionDecision;
   /** Until when this generation holds its Idempotency-Key (ISO); a rejection that does not claim it: its creation. */
   keyHeldUntil: string;
+}
+
+/**
+ * What a generation's retention run carries from its active run (see generation-retention.ts): the
+ * start, what the admit update answers for it, and where it stands (succeeded, or in review).
+ */
+export interface GenerationKept {
+  start: GenerationStart;
+  answer: AdmitResult;
+  progress: GenerationProgress;
+}
+
+/** A generation support resolved with the provider's job: its active life goes on from the wait. */
+export interface GenerationResumed {
+  admission: AdmissionDecision;
+  providerJobId: string;
 }
 
 /** Support's decision on a generation whose provider acceptance is unresolved. */

@@ -3,10 +3,9 @@ import {
   allHandlersFinished,
   condition,
   isCancellation,
-  patched,
   setCurrentDetails,
   setHandler,
-  sleep,
+  setWorkflowOptions,
 } from '@temporalio/workflow';
 import { admissionErrors, generationErrors, whatFailed } from './generation-errors.js';
 import { generationEndings } from './generation-endings.js';
@@ -17,10 +16,13 @@ import {
   errorTypes,
   type Admission,
   type AdmissionDecision,
+  type AdmitResult,
   type GenerationProgress,
+  type GenerationResumed,
   type GenerationStart,
-  type Resolution,
 } from './generation-types.js';
+import { defaultReviewHandOffMs, reviewRules } from './generation-review.js';
+import { keepGeneration } from './generation-retention.js';
 import { cancelRules, withCancelRequests } from './generation-cancel.js';
 import { trackProgress } from './generation-progress.js';
 import { admissionFailure, failureType, isPermanent, isSettled } from './step-failures.js';
@@ -28,48 +30,50 @@ import { admissionFailure, failureType, isPermanent, isSettled } from './step-fa
 export { admitUpdate, cancelUpdate, progressQuery, resolveUpdate };
 
 /**
- * One generation, from admission to content expiry:
+ * One generation's active life, from admission to its outcome:
  *
  *   admit (debit) → [fetch and store the customer's image URLs] → submit [the POST answers here]
- *   → wait for the provider → persist results → succeeded → keep the results until expires_at
- *   → expire the content.
+ *   → wait for the provider → persist results → succeeded
  *
- * A generation that ends without success (refunded, rejected) has its files deleted at once.
+ * then it continues as new into its retention run (generation-retention.ts), which keeps the
+ * results until expires_at and expires the content; a generation that needs review waits there
+ * too. The active life is Pinned (minutes: it finishes on the build it started on, so a change to
+ * it needs no patch); the retention run is Auto-Upgrade (see docs/developing.md).
  *
- * Admission records a keyed generation's Idempotency-Key in PostgreSQL until its horizon, so the
- * run need not stay open to hold it (runs started before key records hold it until the horizon).
+ * A generation that ends without success (refunded, rejected) has its files deleted at once, and
+ * its run ends. Admission records a keyed generation's Idempotency-Key in PostgreSQL until its
+ * horizon, so no run need stay open to hold it.
  *
  * A failure after the debit is refunded exactly once; an uncertain submission waits for support
  * instead of guessing. Every step is retried until its horizon (StepHorizons) and no longer: then
  * the generation is refunded, or goes to review where the provider may have run the job. The
  * workflow only decides; every read and write happens in an activity.
  */
-export function generationWorkflow(start: GenerationStart): Promise<GenerationProgress> {
-  return withCancelRequests((requested) => generationStory(start, requested));
+export function generationWorkflow(
+  start: GenerationStart,
+  resumed?: GenerationResumed,
+): Promise<GenerationProgress> {
+  return withCancelRequests((requested) => generationStory(start, resumed, requested));
 }
+setWorkflowOptions({ versioningBehavior: 'PINNED' }, generationWorkflow);
 
-/** The generation's story; `cancelRequested`: see withCancelRequests. */
-async function generationStory(start: GenerationStart, cancelRequested: Promise<never> | null) {
+/** The generation's story; `resumed`: support resolved its review with the provider's job; `cancelRequested`: see withCancelRequests. */
+async function generationStory(
+  start: GenerationStart,
+  resumed: GenerationResumed | undefined,
+  cancelRequested: Promise<never>,
+) {
   const { progress, enter, stepAside } = trackProgress(start.generationId);
   const steps = generationSteps(start.timing);
-  const { fail, giveUp, settled, discardContent, cancelAtProvider, expire } = generationEndings(
-    start,
-    steps,
-    enter,
-  );
+  const { fail, giveUp, settled, discardContent, cancelAtProvider } = generationEndings(start, steps, enter);
   const withImagesStaged = imageStaging(start, steps, { fail, giveUp });
-  // Without an Idempotency-Key there is no key to hold: the run ends with the generation's story.
-  // (Runs started before this rule held the key; they keep doing so when replayed.)
-  const holdsNoKey = start.idempotencyKey === null && patched('keyless-runs-hold-no-key');
-  // A keyed run records its key in PostgreSQL with its admission and ends after content expiry;
-  // the record answers for the key until its horizon. (Runs started before key records were kept
-  // hold their key open until the horizon; they keep doing so when replayed.)
-  const keyInDatabase = start.idempotencyKey !== null && patched('key-record-in-database');
-  let admission: Promise<Admission> | undefined;
+  // A keyed generation records its key in PostgreSQL with its admission; the record answers for the
+  // key until its horizon. Without an Idempotency-Key there is no key to hold.
+  const keyed = start.idempotencyKey !== null;
+  let admission: Promise<Admission> | undefined = resumed && Promise.resolve(resumed.admission);
   const admitOnce = () => (admission ??= admit());
   /** Why admission could not complete, when it was a bug: the run then ends failed, for operators to see. */
   let admissionBroke: string | undefined;
-  let resolution: Resolution | undefined;
   // The POST answers once the generation is with the provider, has ended (refunded) or waits for support,
   // or once the provider proved too slow to answer within it.
   let submittingInBackground = false;
@@ -79,44 +83,25 @@ async function generationStory(start: GenerationStart, cancelRequested: Promise<
   const horizon = Date.parse(start.createdAt) + start.timing.idempotencyRetentionMs;
   /** Whether this generation holds its Idempotency-Key until the horizon (a retry with it is a replay). */
   const holdsKey = (decided: AdmissionDecision) =>
-    !holdsNoKey && (decided.outcome === 'accepted' || decided.claimsKey);
-  /**
-   * Whether the run itself stays open until the horizon to hold the key: runs that predate key
-   * records, and a run whose content expiry failed (it stays in operators' sight, needing review).
-   */
-  const holdsKeyOpen = (decided: AdmissionDecision) =>
-    holdsKey(decided) && (!keyInDatabase || progress.step === 'expiry_failed');
+    keyed && (decided.outcome === 'accepted' || decided.claimsKey);
+  /** What the admit update answers for this generation (its retention run answers the same). */
+  const answerFor = (decided: AdmissionDecision): AdmitResult => ({
+    generationId: start.generationId,
+    fingerprint: start.fingerprint,
+    admission: decided,
+    keyHeldUntil: new Date(holdsKey(decided) ? horizon : Date.parse(start.createdAt)).toISOString(),
+  });
   setHandler(admitUpdate, async () => {
     const decided = await admitOnce();
     if (decided.outcome === 'key_held') return decided.holder;
     if (decided.outcome === 'accepted') await condition(handedOver);
-    return {
-      generationId: start.generationId,
-      fingerprint: start.fingerprint,
-      admission: decided,
-      keyHeldUntil: new Date(holdsKey(decided) ? horizon : Date.parse(start.createdAt)).toISOString(),
-    };
+    return answerFor(decided);
   });
   setHandler(progressQuery, () => progress);
   const cancel = cancelRules(progress, (jobId) => steps.stopJobBeforeRun(jobId, start.generationId));
   setHandler(cancelUpdate, (generationId) => cancel.request(generationId));
   cancel.follow(cancelRequested);
-  setHandler(
-    resolveUpdate,
-    async (decision) => {
-      resolution = decision;
-      await condition(() => progress.step !== 'needs_review');
-      return progress;
-    },
-    {
-      validator: (decision: Resolution) => {
-        if (progress.step !== 'needs_review')
-          throw new Error(`generation is ${progress.step}, not waiting for review`);
-        if (decision.action === 'succeed' && !decision.providerJobId)
-          throw new Error('succeed needs providerJobId');
-      },
-    },
-  );
+  const review = reviewRules(start, steps, { progress, enter }, fail);
 
   const admitted = await admitOnce();
   if (admitted.outcome === 'key_held') {
@@ -129,28 +114,26 @@ async function generationStory(start: GenerationStart, cancelRequested: Promise<
     enter('rejected', 'rejected', `rejected: ${admitted.error.code}`);
     // The inline images the API stored for it are not kept.
     if (start.inputPrefix !== null) await discardContent();
-    // A rejection that does not claim the key ends the run now, so a retry with the same key starts afresh.
-    if (holdsKeyOpen(admitted)) await holdKeyUntilHorizon();
     await condition(allHandlersFinished);
     if (admissionBroke !== undefined)
       throw ApplicationFailure.nonRetryable(`admission failed: ${admissionBroke}`, 'AdmissionFailed');
     return progress;
   }
 
-  const succeeded = await generate();
-  if (succeeded && progress.expiresAt) {
-    setCurrentDetails(`succeeded; results kept until ${progress.expiresAt}`);
-    await sleep(Math.max(0, Date.parse(progress.expiresAt) - Date.now()));
-    await expire(keyInDatabase);
-  }
-  if (holdsKeyOpen(admitted)) await holdKeyUntilHorizon();
+  if (await generate()) await keep();
   await condition(allHandlersFinished);
   return progress;
+
+  /** Succeeded or in review: the rest is the retention run's, on the current version. */
+  async function keep(): Promise<never> {
+    await condition(allHandlersFinished);
+    return keepGeneration({ start, answer: answerFor(admitted as AdmissionDecision), progress });
+  }
 
   /** Admission's decision, or a refusal when it could not complete (see admissionFailure). */
   async function admit(): Promise<Admission> {
     try {
-      if (!keyInDatabase) return await steps.admit(start);
+      if (!keyed) return await steps.admit(start);
       const claim = { heldUntil: new Date(horizon).toISOString(), at: new Date(Date.now()).toISOString() };
       return await steps.admit(start, claim);
     } catch (error) {
@@ -164,10 +147,7 @@ async function generationStory(start: GenerationStart, cancelRequested: Promise<
 
   /** Stage images, submit, wait, persist. True when the generation succeeded; false when it ended failed (and refunded). */
   async function generate(): Promise<boolean> {
-    enter('submitting', 'queued', 'submitting to the provider');
-    const job = await withImagesStaged(() => (submittingInBackground = true));
-    if (job === null) return false;
-    let jobId = await submit(job);
+    let jobId = resumed?.providerJobId ?? (await stageAndSubmit());
     if (jobId === null) return false;
     let outcome: Awaited<ReturnType<typeof steps.waitForProvider>>;
     for (;;) {
@@ -184,15 +164,15 @@ async function generationStory(start: GenerationStart, cancelRequested: Promise<
         break;
       } catch (error) {
         if (cancel.stopped) return fail(generationErrors.canceled);
+        const gaveUp = async () => {
+          const ended = await giveUp(error, whatFailed.providerWait);
+          if (!isSettled(error)) await cancelAtProvider(job);
+          return ended;
+        };
         // A synchronous provider's call whose answer was lost: it may have run (and billed).
-        if (failureType(error) === errorTypes.providerUncertain && patched('uncertain-wait-to-review')) {
-          jobId = await waitForSupport();
-          if (jobId === null) return false;
-          continue;
-        }
-        const gaveUp = await giveUp(error, whatFailed.providerWait);
-        if (!isSettled(error) && patched('cancel-at-provider-on-give-up')) await cancelAtProvider(jobId);
-        return gaveUp;
+        if (failureType(error) !== errorTypes.providerUncertain) return gaveUp();
+        jobId = await waitForSupport();
+        if (jobId === null) return false;
       }
     }
     if (outcome.state === 'failed') {
@@ -228,9 +208,16 @@ async function generationStory(start: GenerationStart, cancelRequested: Promise<
     return true;
   }
 
+  /** The job staged (the customer's images) and submitted: its id, or null when the generation ended instead. */
+  async function stageAndSubmit(): Promise<string | null> {
+    enter('submitting', 'queued', 'submitting to the provider');
+    const job = await withImagesStaged(() => (submittingInBackground = true));
+    return job === null ? null : submit(job);
+  }
+
   /**
    * The provider's job id once it has the job; null when the generation ended instead (rejected and
-   * refunded, refunded by support, or settled before). An acceptance nobody can confirm waits for support.
+   * refunded, or settled before). An acceptance nobody can confirm waits for support.
    */
   async function submit(job: GenerationStart): Promise<string | null> {
     try {
@@ -276,28 +263,13 @@ async function generationStory(start: GenerationStart, cancelRequested: Promise<
     }
   }
 
-  /** No speculative refund, no second submission: wait for support to say what happened. */
+  /**
+   * Support says what happened (see reviewRules): the provider's job to go on from, or null when it
+   * refunded. A review that outlasts the hand-off continues as the review run, on the current version.
+   */
   async function waitForSupport(): Promise<string | null> {
-    await steps.markNeedsReview(start.generationId, generationErrors.submissionUnresolved);
-    enter(
-      'needs_review',
-      'failed',
-      'needs review: provider acceptance unknown; resolve with the support CLI',
-      true,
-    );
-    await condition(() => resolution !== undefined);
-    const decision = resolution!;
-    resolution = undefined;
-    if (decision.action === 'refund') {
-      await fail(generationErrors.refundedBySupport);
-      return null;
-    }
-    await steps.recordProviderJob(start.generationId, decision.providerJobId);
-    return decision.providerJobId;
-  }
-
-  async function holdKeyUntilHorizon(): Promise<void> {
-    const wait = horizon - Date.now();
-    if (wait > 0) await sleep(wait);
+    await review.begin();
+    const decided = await review.decision(start.timing.reviewHandOffMs ?? defaultReviewHandOffMs);
+    return decided === undefined ? keep() : decided;
   }
 }

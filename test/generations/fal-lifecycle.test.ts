@@ -28,6 +28,7 @@ import {
 import { probeVideo } from '../support/providers/probe-video.js';
 import { selfSignedCertificate, startTestServer, type TestServer } from '../support/test-servers.js';
 import { workerProcesses } from '../support/worker-process.js';
+import { chainHistory } from '../support/workflow-runs.js';
 
 /**
  * fal end to end: the catalog entries of catalog/examples/fal.json, the real API, the generation
@@ -466,15 +467,13 @@ describe('generations on fal', () => {
     expect(workers.logs()).toContain(taskQueue); // the logs were captured
     expect(workers.logs()).not.toContain(falKey);
     // The histories are read with their payloads decoded: the first one's prompt is in there.
-    const first = await client.workflow
-      .getHandle(await workflowIdOf(db.pool, generationIds[0]!))
-      .fetchHistory();
+    const first = await chainHistory(client, await workflowIdOf(db.pool, generationIds[0]!));
     expect(readable(first)).toContain('a harbour at dawn');
     for (const id of generationIds) {
       const row = await db.pool.oneFirst(sql.type(z.object({ row: z.string() }))`
         SELECT row_to_json(g)::text AS row FROM generations g WHERE id = ${id}`);
       expect(row).not.toContain(falKey);
-      const history = await client.workflow.getHandle(await workflowIdOf(db.pool, id)).fetchHistory();
+      const history = await chainHistory(client, await workflowIdOf(db.pool, id));
       expect(readable(history)).not.toContain(falKey);
     }
     const log = await db.pool.oneFirst(sql.type(z.object({ log: z.string().nullable() }))`

@@ -4,6 +4,7 @@ import { SimulatedProvider } from '../../src/providers/simulated/simulated-provi
 import { useGenerationStack } from '../support/stack.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { chargesOf, workflowIdOf } from '../support/ledger.js';
+import { activeRunHistory } from '../support/workflow-runs.js';
 
 /**
  * POST hands the job to the provider before answering, but never waits on a provider that does
@@ -57,9 +58,7 @@ describe('a provider too slow to accept within the POST', () => {
       net: -2,
       submissions: 1,
     });
-    const history = await stack.client.workflow
-      .getHandle(await workflowIdOf(stack.db.pool, created.id))
-      .fetchHistory();
+    const history = await activeRunHistory(stack.client, await workflowIdOf(stack.db.pool, created.id));
     const scheduled = history.events!.flatMap((e) => {
       const name = e.activityTaskScheduledEventAttributes?.activityType?.name;
       return name ? [name] : [];

@@ -24,6 +24,7 @@ import { OpenAiImagesServer, openAiError } from '../support/providers/openai-ima
 import { useGenerationStack } from '../support/stack.js';
 import { workerProviders } from '../support/worker-providers.js';
 import { waitFor } from '../support/wait.js';
+import { chainHistory } from '../support/workflow-runs.js';
 
 /** The models of catalog/examples/openai.json, checked and imported as `npm run admin -- import-catalog` does. */
 async function insertOpenAiModels(pool: DatabasePool): Promise<void> {
@@ -95,9 +96,7 @@ describe('OpenAI Images through the API, the workflow and the worker', () => {
     return { generation: response.json<Record<string, any>>(), answeredInMs: Date.now() - started };
   };
   const history = async (id: string) =>
-    JSON.stringify(
-      await stack.client.workflow.getHandle(await workflowIdOf(stack.db.pool, id)).fetchHistory(),
-    );
+    JSON.stringify(await chainHistory(stack.client, await workflowIdOf(stack.db.pool, id)));
 
   it('succeeds with the stored file of the true size, one call billed, the key nowhere', async () => {
     const prompt = 'a lighthouse at dusk';

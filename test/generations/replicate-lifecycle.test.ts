@@ -21,6 +21,7 @@ import { probeVideo } from '../support/providers/probe-video.js';
 import { ReplicateServer } from '../support/providers/replicate-server.js';
 import { useGenerationStack, type GenerationStack } from '../support/stack.js';
 import { waitFor } from '../support/wait.js';
+import { chainHistory } from '../support/workflow-runs.js';
 
 /**
  * Generations on Replicate through the real API, workflow and worker, against the local Replicate
@@ -312,7 +313,7 @@ describe('Replicate generations end to end', () => {
     expect(log.join('\n')).not.toContain(token);
     for (const { row } of rows) {
       const workflowId = (JSON.parse(row) as { workflow_id: string }).workflow_id;
-      const history = await stack.client.workflow.getHandle(workflowId).fetchHistory();
+      const history = await chainHistory(stack.client, workflowId);
       expect(JSON.stringify(history)).not.toContain(token);
     }
     // The fake's own log of requests keeps no secret either.
@@ -418,7 +419,7 @@ describe('Replicate: a worker killed mid-generation', () => {
     const handle = new Client({
       connection: await Connection.connect({ address: inject('temporalAddress') }),
     });
-    const history = await handle.workflow.getHandle(await workflowIdOf(db.pool, id)).fetchHistory();
+    const history = await chainHistory(handle, await workflowIdOf(db.pool, id));
     expect(JSON.stringify(history)).not.toContain(replicate.token);
     await handle.connection.close();
   }, 150_000);

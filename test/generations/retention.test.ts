@@ -95,9 +95,11 @@ describe('retention on the time-skipping server', () => {
       const first = await admit(taskQueue, workflowId);
       expect(first.admission).toEqual({ outcome: 'accepted', credits: 2 });
       const handle = env.client.workflow.getHandle(workflowId);
+      // The active life ends succeeded and continues as the retention run, which keeps the results.
       await expect
-        .poll(async () => (await handle.query(progressQuery)).step, { timeout: 15_000 })
-        .toBe('succeeded');
+        .poll(async () => (await handle.describe()).type, { timeout: 15_000 })
+        .toBe('generationRetentionWorkflow');
+      expect((await handle.query(progressQuery)).step).toBe('succeeded');
 
       const stored = await getGeneration(db.pool, account.accountId, first.generationId);
       expect(stored).toMatchObject({ status: 'succeeded', content_expired: false });

@@ -12,6 +12,7 @@ import { createGeneration, pollGeneration } from '../support/generations.js';
 import { OtlpReceiver } from '../support/otlp-receiver.js';
 import { waitFor } from '../support/wait.js';
 import { workerProcesses, type WorkerProcesses } from '../support/worker-process.js';
+import { activeRunHistory } from '../support/workflow-runs.js';
 
 // Spans leave in batches; a short delay keeps the test short (read by the batch processor at start).
 process.env.OTEL_BSP_SCHEDULE_DELAY = '100';
@@ -91,9 +92,7 @@ describe('tracing', () => {
     // A traced workflow's history replays: the tracing interceptors add no command of their own.
     const connection = await Connection.connect({ address: inject('temporalAddress') });
     try {
-      const history = await new Client({ connection }).workflow
-        .getHandle(`generation-${created.json().id}`)
-        .fetchHistory();
+      const history = await activeRunHistory(new Client({ connection }), `generation-${created.json().id}`);
       await Worker.runReplayHistory({ workflowBundle: { codePath: inject('workflowBundlePath') } }, history);
     } finally {
       await connection.close();

@@ -1,3 +1,4 @@
+import { testDeployment } from './worker.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -33,6 +34,7 @@ export function workerProcesses(
         {
           TEMPORAL_ADDRESS: inject('temporalAddress'),
           WORKFLOW_BUNDLE_PATH: inject('workflowBundlePath'),
+          WORKER_DEPLOYMENT_NAME: testDeployment,
           ...env(),
         },
         {

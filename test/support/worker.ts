@@ -17,6 +17,12 @@ import { buildResultHost } from '../../src/result-host/server.js';
 import { LocalStorage } from '../../src/storage/storage.js';
 import { createWorker, NativeConnection } from '../../src/worker/create-worker.js';
 
+/**
+ * The Worker Deployment test workers run in: every test file's worker runs the one bundle the run
+ * built, so they share one version, which the first to start makes current on the shared dev server.
+ */
+export const testDeployment = 'generation-service-test';
+
 export interface TestWorker {
   taskQueue: string;
   storageDir: string;
@@ -49,6 +55,10 @@ export async function startTestWorker(
     wrapProvider?: (simulated: Provider) => Provider;
     /** What the simulated provider's frame fetches may reach besides public addresses (OUTBOUND_ALLOW_CIDRS). */
     frameFetch?: FrameFetchPolicy;
+    /** Its Worker Deployment (default: the one every test worker of this bundle shares). */
+    deploymentName?: string;
+    /** Another build of the workflows (default: the one the test run built). */
+    workflowBundlePath?: string;
   } = {},
 ): Promise<TestWorker> {
   const taskQueue = `test-${randomBase62(10)}`;
@@ -97,12 +107,15 @@ export async function startTestWorker(
       namespace: 'default',
       taskQueue,
       activities: createActivities(deps),
-      workflowBundlePath: inject('workflowBundlePath'),
+      workflowBundlePath: options.workflowBundlePath ?? inject('workflowBundlePath'),
+      deployment: { name: options.deploymentName ?? testDeployment, currentVersion: 'when-none' },
       ...(options.maxConcurrentActivities
         ? { maxConcurrentActivities: options.maxConcurrentActivities }
         : {}),
     });
     running = worker.run();
+    // Generations started from here on go to a current version (the first worker made it current).
+    await worker.currentVersion();
   };
   const stopWorker = async () => {
     worker?.shutdown();

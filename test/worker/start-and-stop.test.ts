@@ -12,6 +12,7 @@ import { createGeneration, pollGeneration } from '../support/generations.js';
 import { chargesOf, workflowIdOf } from '../support/ledger.js';
 import { startTcpRelay, type TcpRelay } from '../support/tcp-relay.js';
 import { workerProcesses } from '../support/worker-process.js';
+import { activeRunHistory } from '../support/workflow-runs.js';
 
 /** The worker process as an orchestrator runs it: started before its dependencies, stopped with SIGTERM. */
 describe('the worker process at start and at stop', () => {
@@ -120,7 +121,8 @@ describe('the worker process at start and at stop', () => {
     expect(workers.logs()).toContain('worker stopped');
 
     // The wait finished on the stopping worker: its completion carries that worker's identity.
-    const history = await handle.fetchHistory();
+    // The active run: a succeeded generation then continued as its retention run.
+    const history = await activeRunHistory(client, handle.workflowId);
     const events = history.events ?? [];
     const scheduled = events.find(
       (event) => event.activityTaskScheduledEventAttributes?.activityType?.name === 'waitForProvider',

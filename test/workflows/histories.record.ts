@@ -1,39 +1,73 @@
 import { writeFile } from 'node:fs/promises';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { WithStartWorkflowOperation } from '@temporalio/client';
+import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
 import { temporalCliPath } from '../../src/dev/temporal-binaries.js';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { fingerprint } from '../../src/api/generation-request.js';
-import { admitUpdate, generationWorkflow, resolveUpdate } from '../../src/workflows/generation-workflow.js';
+import { createActivities } from '../../src/activities/index.js';
+import { randomBase62 } from '../../src/ids.js';
+import { createWorker, NativeConnection } from '../../src/worker/create-worker.js';
+import {
+  admitUpdate,
+  cancelUpdate,
+  generationWorkflow,
+  resolveUpdate,
+} from '../../src/workflows/generation-workflow.js';
+import { progressQuery } from '../../src/workflows/generation-messages.js';
+import type { GenerationStart } from '../../src/workflows/generation-types.js';
 import { useGenerationStack } from '../support/stack.js';
 import { createPaidAccount } from '../support/api.js';
+import { runAdminCli } from '../support/admin.js';
 import { createGeneration, generationStart, pollGeneration } from '../support/generations.js';
-import { workflowIdOf } from '../support/ledger.js';
+import { providerJobIdOf, workflowIdOf } from '../support/ledger.js';
+import { testDeployment } from '../support/worker.js';
+import { generationStories } from './stories.js';
 
 const run = promisify(execFile);
 
 /**
- * `npm run record:histories`: runs each generation story once on the dev
- * server and saves its event history under test/fixtures/histories, where
- * test/workflows/replay.test.ts replays them against the current workflow
- * code. Record again only when a change to the workflow is meant to be
- * incompatible with running generations: before launch (nothing runs yet,
- * as when POST began handing the job over), or after it with the change
- * versioned (patched()) so the old histories still replay. The histories of earlier versions
- * stay beside the new ones under names of their own: `held-key-*` are runs from before key
- * records (issue 13), which hold their Idempotency-Key open until the horizon.
+ * `npm run record:histories`: runs every generation story (test/workflows/stories.ts) once on the
+ * dev server and saves the event history of each of its runs under test/fixtures/histories, where
+ * test/workflows/replay.test.ts replays them against the current workflow code.
+ *
+ * Workflow code is versioned (docs/developing.md): a generation's active life is pinned to the
+ * build it started on, so a change to it needs no patch, and these histories are recorded again
+ * with the code of the day. The retention run (generation-retention.ts) moves to new builds: a
+ * change to it must still replay its recorded histories (a patch, with its retirement date).
  */
 describe('record generation histories', () => {
   const stack = useGenerationStack({
     apiEnv: { RESULT_RETENTION_MS: '1000', IDEMPOTENCY_RETENTION_MS: '60000' },
-    account: { oneTime: 100 },
+    account: { oneTime: 1000 },
+  });
+  const recorded = new Map<string, string>();
+  afterAll(() => {
+    const missing = Object.values(generationStories)
+      .flat()
+      .filter((name) => !recorded.has(name));
+    if (missing.length) console.warn(`not recorded: ${missing.join(', ')}`);
   });
 
-  async function record(name: string, id: string, runId?: string) {
-    const handle = stack.client.workflow.getHandle(await workflowIdOf(stack.db.pool, id), runId);
-    await handle.result();
+  /**
+   * The last runs of a workflow id's chain (each continued as the next), once the last has ended;
+   * each saved under its name. A support reset starts a chain of its own: its runs are the last.
+   */
+  async function record(client: Client, workflowId: string, names: readonly string[]) {
+    await client.workflow.getHandle(workflowId).result();
+    const runs: string[] = [];
+    let runId: string | null | undefined = (await client.workflow.getHandle(workflowId).describe()).runId;
+    while (runId) {
+      runs.unshift(runId);
+      const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
+      runId = history.events?.[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId;
+    }
+    expect(runs).toHaveLength(names.length);
+    for (const [i, name] of names.entries()) await save(workflowId, runs[i]!, name);
+  }
+
+  async function save(workflowId: string, runId: string, name: string) {
     // The CLI writes the standard proto3 JSON of a history, which historyFromJSON reads back.
     const { stdout } = await run(
       await temporalCliPath(),
@@ -41,8 +75,9 @@ describe('record generation histories', () => {
         'workflow',
         'show',
         '--workflow-id',
-        handle.workflowId,
-        ...(runId ? ['--run-id', runId] : []),
+        workflowId,
+        '--run-id',
+        runId,
         '--address',
         inject('temporalAddress'),
         '--output',
@@ -51,41 +86,57 @@ describe('record generation histories', () => {
       { maxBuffer: 64 * 1024 * 1024 },
     );
     await writeFile(`test/fixtures/histories/${name}.json`, stdout);
+    recorded.set(name, runId);
   }
 
-  it('records', async () => {
-    const create = async (prompt: string, extra: Record<string, unknown> = {}) =>
-      (
-        await createGeneration(
-          stack.api,
-          stack.account.key,
-          { model: 'lumen-lite', prompt, ...extra },
-          `record-${prompt.replace(/[^a-z]+/g, '-')}`,
-        )
-      ).json().id as string;
-    const succeeded = await create('recorded success');
+  const story = (name: string) => generationStories[name]!;
+  const create = async (prompt: string, key?: string, extra: Record<string, unknown> = {}) =>
+    (
+      await createGeneration(
+        stack.api,
+        stack.account.key,
+        { model: 'lumen-lite', prompt, ...extra },
+        key ?? `record-${randomBase62(8)}`,
+      )
+    ).json().id as string;
+  const idOf = (generationId: string) => workflowIdOf(stack.db.pool, generationId);
+
+  it('records the stories told through the API', async () => {
+    const { client } = stack;
+    const succeeded = await create('recorded success', 'record-recorded-success');
     const failed = await create('recorded failure [sim:fail]');
     const rejected = await create('recorded rejection [sim:reject]');
-    const review = await create('recorded review [sim:uncertain]');
-    await pollGeneration(
-      stack.api,
-      stack.account.key,
-      review,
-      (g) => g.error?.code === 'submission_unresolved',
-    );
-    await stack.client.workflow
-      .getHandle(await workflowIdOf(stack.db.pool, review))
+    const refunded = await create('recorded review [sim:uncertain]');
+    const resolved = await create('recorded review, found [sim:uncertain]');
+    for (const id of [refunded, resolved])
+      await pollGeneration(
+        stack.api,
+        stack.account.key,
+        id,
+        (g) => g.error?.code === 'submission_unresolved',
+      );
+    await client.workflow
+      .getHandle(await idOf(refunded))
       .executeUpdate(resolveUpdate, { args: [{ action: 'refund' }] });
+    await client.workflow.getHandle(await idOf(resolved)).executeUpdate(resolveUpdate, {
+      args: [{ action: 'succeed', providerJobId: await providerJobIdOf(stack.db.pool, resolved) }],
+    });
     const poor = await createPaidAccount(stack.db.pool, { oneTime: 1 });
     const unaffordable = String(
       (await createGeneration(stack.api, poor.key, { model: 'lumen-pro', prompt: 'too dear' }, 'record-402'))
         .headers['x-request-id'],
     );
+    const queued = await create('recorded cancel, queued [sim:queued=60]');
+    const running = await create('recorded cancel, running [sim:slow=2]');
+    const requested = await create('recorded cancel request [sim:queued=60]');
+    for (const id of [queued, running])
+      await client.workflow.getHandle(await idOf(id)).executeUpdate(cancelUpdate, { args: [id] });
+    await client.workflow.getHandle(await idOf(requested)).cancel();
+
     // A request that missed the key's record (the workflow ended as it looked) meets a new run,
     // which answers for the generation that holds the key.
-    const ended = stack.client.workflow.getHandle(await workflowIdOf(stack.db.pool, succeeded));
-    const { runId: endedRun } = await ended.describe();
-    await ended.result();
+    const ended = client.workflow.getHandle(await idOf(succeeded));
+    await record(client, ended.workflowId, story('success'));
     const body = { model: 'lumen-lite', prompt: 'recorded success' };
     const late = {
       ...generationStart(stack.account, body.prompt),
@@ -93,7 +144,7 @@ describe('record generation histories', () => {
       fingerprint: fingerprint(body),
       idempotencyKey: 'record-recorded-success',
     };
-    const answer = await stack.client.workflow.executeUpdateWithStart(admitUpdate, {
+    const answer = await client.workflow.executeUpdateWithStart(admitUpdate, {
       startWorkflowOperation: new WithStartWorkflowOperation(generationWorkflow, {
         workflowId: ended.workflowId,
         taskQueue: stack.worker.taskQueue,
@@ -102,13 +153,116 @@ describe('record generation histories', () => {
       }),
     });
     expect(answer.generationId).toBe(succeeded);
-    const { runId: lateRun } = await ended.describe();
-    expect(lateRun).not.toBe(endedRun);
-    await record('succeeded-expired', succeeded, endedRun);
-    await record('key-held', succeeded, lateRun);
-    await record('failed-refunded', failed);
-    await record('provider-rejected', rejected);
-    await record('needs-review-refunded', review);
-    await record('insufficient-credits', unaffordable);
-  }, 60_000);
+    const [lateRun] = story('a later request meets the Idempotency-Key record of an ended generation');
+    await client.workflow.getHandle(ended.workflowId).result();
+    await save(ended.workflowId, (await ended.describe()).runId, lateRun!);
+
+    await record(client, await idOf(failed), story('provider failure, refunded'));
+    await record(client, await idOf(rejected), story('rejected by the provider'));
+    await record(client, await idOf(refunded), story('review, refunded by support'));
+    await record(client, await idOf(resolved), story('review, resolved with the provider job'));
+    await record(client, await idOf(unaffordable), story('rejected at admission (insufficient credits)'));
+    await record(client, await idOf(queued), story('cancel while the job waits in the provider queue'));
+    await record(client, await idOf(running), story('cancel while the provider runs the job'));
+    await record(
+      client,
+      await idOf(requested),
+      story('cancellation request (Temporal UI) while the job waits in the queue'),
+    );
+
+    // Support resets a generation in the provider wait: the story runs again from its start.
+    const reset = await create('recorded reset [sim:slow=3]');
+    await pollGeneration(stack.api, stack.account.key, reset, (g) => g.status === 'queued');
+    const handle = client.workflow.getHandle(await idOf(reset));
+    await expect.poll(async () => (await handle.query(progressQuery)).step).toBe('generating');
+    const cli = await runAdminCli(['reset-generation', '--id', reset, '--reason', 'recorded'], stack.db.url, {
+      TEMPORAL_ADDRESS: inject('temporalAddress'),
+    });
+    expect(cli.code, cli.stderr).toBe(0);
+    await record(client, handle.workflowId, story('support reset of a generation'));
+  }, 120_000);
+
+  it('records the stories that need a worker or a start of their own', async () => {
+    const { client } = stack;
+    // A worker whose first refund attempt and every content expiry fail, on a task queue of its own.
+    const taskQueue = `record-${randomBase62(8)}`;
+    let refunds = 0;
+    /** The generations whose content expiry fails. */
+    const expiryFails = new Set<string>();
+    const activities = createActivities(stack.worker.deps);
+    const connection = await NativeConnection.connect({ address: inject('temporalAddress') });
+    const worker = await createWorker({
+      connection,
+      namespace: 'default',
+      taskQueue,
+      workflowBundlePath: inject('workflowBundlePath'),
+      deployment: { name: testDeployment, currentVersion: 'when-none' },
+      activities: {
+        ...activities,
+        refund: (...args: Parameters<typeof activities.refund>) => {
+          if (refunds++ === 0) throw new Error('the database went away (recorded)');
+          return activities.refund(...args);
+        },
+        expireContent: (generationId: string) =>
+          expiryFails.has(generationId)
+            ? Promise.reject(new Error('storage refuses deletes (recorded)'))
+            : activities.expireContent(generationId),
+      },
+    });
+    const start = (prompt: string, change: (s: GenerationStart) => GenerationStart = (s) => s) => {
+      const started = change(generationStart(stack.account, prompt));
+      return client.workflow.start(generationWorkflow, {
+        workflowId: started.workflowId,
+        taskQueue,
+        args: [started],
+      });
+    };
+    try {
+      await worker.runUntil(async () => {
+        await worker.currentVersion();
+        const refundRetried = await start('recorded refund retry [sim:fail]');
+        await record(client, refundRetried.workflowId, story('a refund retried until it commits'));
+        const expiryFailing = await start('recorded expiry failure', (s) => ({
+          ...s,
+          generationId: [...expiryFails.add(s.generationId)][0]!,
+          idempotencyKey: 'record-expiry-failure',
+          timing: {
+            ...s.timing,
+            resultRetentionMs: 500,
+            idempotencyRetentionMs: 8_000,
+            horizons: { bookkeepingMs: 1_500 },
+          },
+        }));
+        await record(
+          client,
+          expiryFailing.workflowId,
+          story('content expiry that fails: the run holds the key until its horizon'),
+        );
+        const staged = await start('recorded staging', (s) => ({
+          ...s,
+          input: { ...s.input, reference: `${stack.worker.resultBaseUrl}/none.png` },
+          timing: { ...s.timing, resultRetentionMs: 500 },
+        }));
+        await record(client, staged.workflowId, story('customer image URLs staged before the submit'));
+        const handedOff = await start('recorded review hand-off [sim:uncertain]', (s) => ({
+          ...s,
+          timing: { ...s.timing, reviewHandOffMs: 500, resultRetentionMs: 500, pollIntervalMs: 50 },
+        }));
+        await expect
+          .poll(async () => (await handedOff.describe()).type, { timeout: 15_000 })
+          .toBe('generationRetentionWorkflow');
+        const jobId = await providerJobIdOf(stack.db.pool, handedOff.workflowId.replace('generation-', ''));
+        await handedOff.executeUpdate(resolveUpdate, {
+          args: [{ action: 'succeed', providerJobId: jobId }],
+        });
+        await record(
+          client,
+          handedOff.workflowId,
+          story('review handed off to the review run, then resolved'),
+        );
+      });
+    } finally {
+      await connection.close();
+    }
+  }, 120_000);
 });

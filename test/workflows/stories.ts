@@ -1,0 +1,31 @@
+/**
+ * Every story a generation's workflow tells, each with the recorded histories that replay it
+ * (test/fixtures/histories/<name>.json, one per run: the active life, then the runs it continued
+ * as). `npm run record:histories` records them all; test/workflows/stories.test.ts fails when a
+ * story has no history, so a story added here (or to the workflow) needs its recording.
+ */
+export const generationStories: Record<string, readonly string[]> = {
+  success: ['success', 'success-retention-expired'],
+  'a later request meets the Idempotency-Key record of an ended generation': ['key-held'],
+  'rejected at admission (insufficient credits)': ['rejected-insufficient-credits'],
+  'rejected by the provider': ['provider-rejected'],
+  'provider failure, refunded': ['provider-failed-refunded'],
+  'a refund retried until it commits': ['refund-retried'],
+  'review, refunded by support': ['review-refunded'],
+  'review, resolved with the provider job': ['review-resolved', 'review-resolved-retention'],
+  'review handed off to the review run, then resolved': [
+    'review-handed-off',
+    'review-run-resolved',
+    'review-resumed',
+    'review-resumed-retention',
+  ],
+  'cancel while the job waits in the provider queue': ['cancel-queued-stopped'],
+  'cancel while the provider runs the job': ['cancel-running-not-cancelable', 'cancel-running-retention'],
+  'cancellation request (Temporal UI) while the job waits in the queue': ['cancel-request-queued-stopped'],
+  'customer image URLs staged before the submit': ['customer-images-staged', 'customer-images-retention'],
+  'content expiry that fails: the run holds the key until its horizon': [
+    'expiry-failed',
+    'expiry-failed-held',
+  ],
+  'support reset of a generation': ['support-reset', 'support-reset-retention'],
+};
