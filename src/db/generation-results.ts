@@ -187,3 +187,12 @@ export async function expireGeneration(db: CommonQueryMethods, generationId: str
     await tx.query(sql.unsafe`DELETE FROM gallery_images WHERE generation_id = ${generationId}`);
   });
 }
+
+/** The URLs of a generation's images in the gallery (none once its content expired, or for a video). */
+export async function galleryImageUrls(
+  db: CommonQueryMethods,
+  generationId: string,
+): Promise<readonly string[]> {
+  return db.anyFirst(sql.type(z.object({ url: z.string() }))`
+    SELECT url FROM gallery_images WHERE generation_id = ${generationId} ORDER BY id`);
+}

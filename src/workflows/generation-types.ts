@@ -155,3 +155,10 @@ export const nonRetryableTypes = [
  * budget of their own (see createWorker).
  */
 export const providerWaitQueue = (taskQueue: string): string => `${taskQueue}.provider-waits`;
+
+/**
+ * The task queue of the gallery's thumbnails: made after a generation succeeded, off its critical
+ * path (the customer's result is the image, not its tile), by whichever workers poll it (see
+ * WORKER_TASK_QUEUES).
+ */
+export const thumbnailQueue = (taskQueue: string): string => `${taskQueue}.thumbnails`;
