@@ -241,7 +241,7 @@ async function eventsByType(
     const marker = event.markerRecordedEventAttributes?.markerName;
     const attributes = event.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields;
     const activity = event.activityTaskScheduledEventAttributes?.activityType?.name;
-    const detail = marker ?? activity ?? (attributes ? Object.keys(attributes).join(', ') : undefined);
+    const detail = marker ?? activity ?? (attributes ? Object.keys(attributes).sort().join(', ') : undefined);
     const key = detail ? `${name} (${detail})` : name;
     byType.set(key, (byType.get(key) ?? 0) + 1);
   }
