@@ -1,9 +1,14 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
 import type { AuthOutcome, Authenticator, PresentedKey, Principal } from '../auth/authenticator.js';
 import { ApiError } from '../errors.js';
-import { failedAuthSubject } from './failed-auth-subject.js';
-import { FixedWindowCounter, type AuthLimits, type FailureVerdict, type KeyVerdict } from './rate-limit.js';
-import type { RequestLogWriter } from './request-log-writer.js';
+import { failedAuthSubject } from '../auth/failed-auth-subject.js';
+import {
+  FixedWindowCounter,
+  type AuthLimits,
+  type FailureVerdict,
+  type KeyVerdict,
+} from '../auth/rate-limit.js';
+import type { RequestLogWriter } from '../db/request-log-writer.js';
 
 interface AuthPluginOptions {
   authenticator: Authenticator;

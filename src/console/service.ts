@@ -1,10 +1,11 @@
 import { Client, Connection } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { failedAuthSubject } from '../api/failed-auth-subject.js';
-import { RequestLogWriter } from '../api/request-log-writer.js';
-import { ProviderAvailability } from '../api/provider-availability.js';
-import { authLimitsFor, generationTiming } from '../api/shared-wiring.js';
+import { failedAuthSubject } from '../auth/failed-auth-subject.js';
+import { RequestLogWriter } from '../db/request-log-writer.js';
+import { ProviderAvailability } from '../generations/provider-availability.js';
+import { authLimitsFor } from '../auth/auth-limits.js';
+import { generationTiming } from '../generations/generation-timing.js';
 import { Authenticator } from '../auth/authenticator.js';
 import { CatalogCache } from '../catalog/catalog-cache.js';
 import { MAX_DATA_URI_BYTES } from '../catalog/image-input.js';

@@ -5,7 +5,7 @@ import { WithStartWorkflowOperation } from '@temporalio/client';
 import { temporalCliPath } from '../../src/dev/temporal-binaries.js';
 import { describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
-import { fingerprint } from '../../src/api/generation-request.js';
+import { fingerprint } from '../../src/generations/generation-request.js';
 import { admitUpdate, generationWorkflow, resolveUpdate } from '../../src/workflows/generation-workflow.js';
 import { useGenerationStack } from '../support/stack.js';
 import { createPaidAccount } from '../support/api.js';

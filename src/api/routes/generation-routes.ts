@@ -16,15 +16,19 @@ import {
   fingerprint,
   type BodyCheck,
   type IdempotencyKeyCheck,
-} from '../generation-request.js';
+} from '../../generations/generation-request.js';
 import { sendGeneration } from '../conditional-reads.js';
 import type { GenerationWaiters } from '../generation-waiters.js';
 import { honourPreferWait } from '../prefer-wait.js';
-import { providerOf, refusalWhileDown } from '../provider-availability.js';
+import { providerOf, refusalWhileDown } from '../../generations/provider-availability.js';
 import { toGeneration } from '../generation-view.js';
-import { pageOfGenerations } from '../list-query.js';
+import { pageOfGenerations } from '../../generations/list-query.js';
 import { routeSchemas } from '../route-schemas.js';
-import { startGeneration, type StartGenerationDeps, type StartOutcome } from '../start-generation.js';
+import {
+  startGeneration,
+  type StartGenerationDeps,
+  type StartOutcome,
+} from '../../generations/start-generation.js';
 import type { ZodApp } from '../zod-type-provider.js';
 
 export interface GenerationRouteDeps extends StartGenerationDeps {

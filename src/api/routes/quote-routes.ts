@@ -5,7 +5,7 @@ import { getBalance, type CreditBalance } from '../../db/credits-repository.js';
 import { ValidationError } from '../../errors.js';
 import type { InvalidatedCache } from '../../invalidated-cache.js';
 import { principalOf } from '../auth-plugin.js';
-import { checkBody } from '../generation-request.js';
+import { checkBody } from '../../generations/generation-request.js';
 import { routeSchemas } from '../route-schemas.js';
 import type { ZodApp } from '../zod-type-provider.js';
 

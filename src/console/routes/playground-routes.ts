@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { checkBody, checkIdempotencyKey, fingerprint } from '../../api/generation-request.js';
-import { providerOf, refusalWhileDown } from '../../api/provider-availability.js';
-import { startGeneration, type StartOutcome } from '../../api/start-generation.js';
+import { checkBody, checkIdempotencyKey, fingerprint } from '../../generations/generation-request.js';
+import { providerOf, refusalWhileDown } from '../../generations/provider-availability.js';
+import { startGeneration, type StartOutcome } from '../../generations/start-generation.js';
 import type { CompiledModel } from '../../catalog/catalog-cache.js';
 import { quotePrice, resolveOptions } from '../../catalog/pricing.js';
 import { ApiError, errorCodes, type ErrorCode, type ValidationIssue } from '../../errors.js';
