@@ -72,7 +72,6 @@ export async function createConsoleService(config: Config, logger: Logger): Prom
     requestLog,
     publicUrl: config.CONSOLE_PUBLIC_URL,
     resultBaseUrl: config.RESULT_BASE_URL,
-    providerDownFor: (provider) => providers.retryAfterSeconds(provider),
     // The API's own limits: a body of BODY_LIMIT_BYTES, an image of a data URI's 10 MiB (16 images
     // at most: no model takes more), and the form's text fields well above any prompt.
     uploadLimits: {
@@ -84,6 +83,8 @@ export async function createConsoleService(config: Config, logger: Logger): Prom
     },
     admission: {
       db: pool,
+      catalog,
+      providerDownFor: (provider) => providers.retryAfterSeconds(provider),
       temporal,
       taskQueue: config.TEMPORAL_TASK_QUEUE,
       storage,
