@@ -84,8 +84,13 @@ export class ApiError extends Error {
 }
 
 export class ValidationError extends ApiError {
-  constructor(issues: ValidationIssue[], message = 'The request is invalid.') {
-    super('invalid_request', message, { issues });
+  constructor(
+    issues: ValidationIssue[],
+    message = 'The request is invalid.',
+    /** The id the request was recorded under, when it was (x-request-id then names it). */
+    extra: { requestId?: string } = {},
+  ) {
+    super('invalid_request', message, { issues, ...extra });
   }
 }
 

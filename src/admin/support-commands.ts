@@ -11,7 +11,7 @@ import { NotFound } from '../db/accounts-repository.js';
 import { listReconciliations } from '../db/reconciliation-repository.js';
 import type { GenerationStatus } from '../generation.js';
 import { progressQuery, resolveUpdate } from '../workflows/generation-workflow.js';
-import { cancelGeneration } from '../api/cancel-generation.js';
+import { cancelGeneration } from '../generations/cancel-generation.js';
 import { CommandRefused, optional, positiveInt, str, UsageError, type Command } from './command.js';
 
 /**

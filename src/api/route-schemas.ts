@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { generationIdPattern, listGenerationsQuerySchema } from './list-query.js';
+import { generationIdPattern, listGenerationsQuerySchema } from '../generations/list-query.js';
 import {
   creditBalanceSchema,
   generationListSchema,

@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { Authenticator } from '../auth/authenticator.js';
 import { CatalogCache } from '../catalog/catalog-cache.js';
-import { ProviderAvailability } from './provider-availability.js';
+import { ProviderAvailability } from '../generations/provider-availability.js';
 import { providersWithCredentials, storageLocation, type Config } from '../config.js';
 import type { CreditBalance } from '../db/credits-repository.js';
 import type { GenerationRow } from '../db/generation-reads.js';
@@ -18,8 +18,9 @@ import { startMetricsServer, type MetricsServer } from '../observability/metrics
 import { startTracing } from '../observability/tracing.js';
 import { buildApp } from './app.js';
 import { GenerationWaiters, maxWaitSeconds } from './generation-waiters.js';
-import { RequestLogWriter } from './request-log-writer.js';
-import { authLimitsFor, generationTiming } from './shared-wiring.js';
+import { RequestLogWriter } from '../db/request-log-writer.js';
+import { authLimitsFor } from '../auth/auth-limits.js';
+import { generationTiming } from '../generations/generation-timing.js';
 
 export interface ApiService {
   app: FastifyInstance;

@@ -5,7 +5,7 @@ import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
 import { temporalCliPath } from '../../src/dev/temporal-binaries.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
-import { fingerprint } from '../../src/api/generation-request.js';
+import { fingerprint } from '../../src/generations/generation-request.js';
 import { createActivities } from '../../src/activities/index.js';
 import { randomBase62 } from '../../src/ids.js';
 import { createWorker, NativeConnection } from '../../src/worker/create-worker.js';
