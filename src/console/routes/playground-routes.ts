@@ -97,16 +97,27 @@ export function playgroundRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): 
    * token; the rest is read only once the key's rate limit allows one more request, as the API
    * counts one, and streams to temporary files within the API's limits (413 past them).
    */
-  app.post('/playground', { config: { consoleUpload: true } }, async (request, reply) => {
-    const form = request.consoleForm;
-    if (!form)
-      return reply.code(415).type('text/plain').send('The playground form is sent as multipart/form-data.');
-    try {
-      return await generate(request, reply, form);
-    } finally {
-      await form.discard();
-    }
-  });
+  app.post(
+    '/playground',
+    {
+      config: { consoleUpload: true },
+      // The temporary files go before the answer does: an answered form has left nothing on disk.
+      onSend: async (request) => {
+        await request.consoleForm?.discard();
+      },
+    },
+    async (request, reply) => {
+      const form = request.consoleForm;
+      if (!form)
+        return reply.code(415).type('text/plain').send('The playground form is sent as multipart/form-data.');
+      try {
+        return await generate(request, reply, form);
+      } finally {
+        // Also when no answer was sent (an error the error handler answers after this).
+        await form.discard();
+      }
+    },
+  );
 
   const generate = async (request: FastifyRequest, reply: FastifyReply, form: StreamedForm) => {
     const user = userOf(request);
