@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { generationIdPattern, listGenerationsQuerySchema } from './list-query.js';
 import {
   creditBalanceSchema,
+  generationEventListSchema,
   generationListSchema,
   generationSchema,
   modelListSchema,
@@ -30,6 +31,7 @@ export const routeSchemas = {
   quoteGeneration: { response: { 200: quoteSchema } },
   getGeneration: { params: generationPathSchema, response: { 200: generationSchema } },
   cancelGeneration: { params: generationPathSchema, response: { 200: generationSchema } },
+  listGenerationEvents: { params: generationPathSchema, response: { 200: generationEventListSchema } },
   listGenerations: { querystring: listGenerationsQuerySchema, response: { 200: generationListSchema } },
   getCredits: { response: { 200: creditBalanceSchema } },
   listModels: { response: { 200: modelListSchema } },

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { publicModelSchema } from '../catalog/public-model.js';
 import { errorCodes } from '../errors.js';
+import { generationEventTypes } from '../db/generation-events.js';
 import { generationStatuses } from '../generation.js';
 
 /**
@@ -107,3 +108,20 @@ export const notCancelableBodySchema = z.object({
   error: errorSchema.extend({ code: z.literal('not_cancelable') }),
   generation: generationSchema,
 });
+
+/** One entry of a generation's event log: what GET /v1/generations/{id}/events sends, and a webhook's body. */
+export const generationEventSchema = z.object({
+  id: z
+    .number()
+    .int()
+    .positive()
+    .describe(
+      'Unique within the generation and increasing (1, 2, 3…): the SSE id, and what Last-Event-ID names.',
+    ),
+  type: z.enum(generationEventTypes),
+  created_at: timestamp.describe('When the change was committed (UTC, ISO 8601 with milliseconds and Z).'),
+  data: generationSchema.describe('The generation as it was right after the change.'),
+});
+
+/** GET /v1/generations/{id}/events without `Accept: text/event-stream`: the log so far, oldest first. */
+export const generationEventListSchema = z.object({ data: z.array(generationEventSchema) });

@@ -18,6 +18,7 @@ import { startMetricsServer, type MetricsServer } from '../observability/metrics
 import { startTracing } from '../observability/tracing.js';
 import { buildApp } from './app.js';
 import { GenerationWaiters, maxWaitSeconds } from './generation-waiters.js';
+import { openEventStreams } from './event-stream-wiring.js';
 import { RequestLogWriter } from './request-log-writer.js';
 import { authLimitsFor, generationTiming } from './shared-wiring.js';
 
@@ -30,6 +31,8 @@ export interface ApiService {
   providers: ProviderAvailability;
   /** The requests held by `Prefer: wait` now. */
   waiting(): number;
+  /** The open event streams now. */
+  streaming(): number;
   close(): Promise<void>;
 }
 
@@ -67,6 +70,7 @@ export async function createApiService(
     listening: () => listener.listening,
     log: logger.child({ component: 'waiters' }),
   });
+  const eventStreams = openEventStreams(config, pool, listener, logger);
   const catalog = new CatalogCache(
     pool,
     logger.child({ component: 'catalog' }),
@@ -127,6 +131,7 @@ export async function createApiService(
       requestTimeoutMs: config.API_REQUEST_TIMEOUT_MS,
       headersTimeoutMs: config.API_HEADERS_TIMEOUT_MS,
     },
+    eventStreams,
     generations: {
       cache: generationCache,
       // A wait ends within the request timeout, so that the timeout never cuts a waiter off.
@@ -158,10 +163,13 @@ export async function createApiService(
     metrics: metrics ?? null,
     providers,
     waiting: () => waiters.size,
+    streaming: () => eventStreams.size,
     async close() {
       await metrics?.close();
       // Waiters are answered with the current state before the server waits for requests to end.
       waiters.close();
+      // Streams end now, so that their clients resume (Last-Event-ID) on another process.
+      eventStreams.close();
       await app.close();
       catalog.stop();
       providers.stop();

@@ -45,17 +45,23 @@ const eventRow = z.object({
   resource,
 });
 
-/** The events of generation `id` after `afterSeq` (0: all of them), oldest first, at most `limit`. */
+/**
+ * The events of generation `id` after `afterSeq` (0: all of them), oldest first, at most `limit`;
+ * with `withNewest`, the newest event too even when it is not after `afterSeq` (whether the
+ * generation is terminal, and the reader has seen all there is, is then known from one read).
+ */
 export async function generationEventsAfter(
   db: CommonQueryMethods,
   generationId: string,
   afterSeq: number,
-  limit = 1000,
+  options: { limit?: number; withNewest?: boolean } = {},
 ): Promise<GenerationEventRow[]> {
+  const after = sql.fragment`(SELECT seq, type, created_at, resource FROM generation_events
+    WHERE generation_id = ${generationId} AND seq > ${afterSeq} ORDER BY seq LIMIT ${options.limit ?? 1000})`;
+  const newest = sql.fragment`(SELECT seq, type, created_at, resource FROM generation_events
+    WHERE generation_id = ${generationId} ORDER BY seq DESC LIMIT 1)`;
   const rows = await db.any(sql.type(eventRow)`
-    SELECT seq, type, created_at, resource FROM generation_events
-    WHERE generation_id = ${generationId} AND seq > ${afterSeq}
-    ORDER BY seq LIMIT ${limit}`);
+    SELECT * FROM (${options.withNewest ? sql.fragment`${after} UNION ${newest}` : after}) e ORDER BY seq`);
   return rows.map(({ seq, type, created_at, resource }) => ({
     seq,
     type,
