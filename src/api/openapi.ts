@@ -3,10 +3,13 @@ import { toJsonSchema } from '../json-schema.js';
 import type { CatalogCache } from '../catalog/catalog-cache.js';
 import { errorCodes, type ErrorCode } from '../errors.js';
 import * as described from './openapi-headers.js';
+import * as events from './openapi-events.js';
 import { routeSchemas } from './route-schemas.js';
 import {
   creditBalanceSchema,
   errorBodySchema,
+  generationEventListSchema,
+  generationEventSchema,
   generationListSchema,
   generationSchema,
   modelListSchema,
@@ -29,6 +32,8 @@ const components = new Map<ZodType, string>([
   [modelListSchema, 'ModelList'],
   [quoteSchema, 'Quote'],
   [notCancelableBodySchema, 'NotCancelable'],
+  [generationEventSchema, 'GenerationEvent'],
+  [generationEventListSchema, 'GenerationEventList'],
 ]);
 
 /** A reference to the component of a route's response schema. */
@@ -141,6 +146,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
         'Asynchronous image and video generation. Create a generation (202), poll it every 2 to 3 seconds until its status is succeeded, failed or rejected, and download its output. Errors use one envelope; branch on error.code.',
     },
     servers: [{ url: serverUrl }],
+    webhooks: events.webhookEntries(),
     security: [{ bearer: [] }, { apiKey: [] }],
     components: {
       securitySchemes: {
@@ -231,6 +237,23 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
               headers: described.generationHeaders,
             },
             ...errorResponses('not_found', ...everyOperation),
+          },
+        },
+      },
+      '/generations/{id}/events': {
+        get: {
+          summary: "A generation's events: Server-Sent Events, or the log as JSON",
+          description: events.eventsOperationDescription,
+          parameters: [
+            ...pathParameters(routeSchemas.listGenerationEvents.params),
+            events.lastEventIdParameter,
+          ],
+          responses: {
+            '200': events.eventsOkResponse(refTo(routeSchemas.listGenerationEvents.response[200])),
+            '204': {
+              description: 'Terminal, and Last-Event-ID names its last event: nothing more will come.',
+            },
+            ...errorResponses('not_found', 'stream_limit_exceeded', ...everyOperation),
           },
         },
       },
