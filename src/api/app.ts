@@ -24,6 +24,7 @@ import { quoteRoutes } from './routes/quote-routes.js';
 import { healthRoutes } from './routes/health-routes.js';
 import { openApiRoutes } from './routes/openapi-routes.js';
 import { eventRoutes } from './routes/event-routes.js';
+import { webhookRoutes } from './routes/webhook-routes.js';
 import type { GenerationEventStreams } from './generation-event-streams.js';
 
 interface AppDeps {
@@ -108,6 +109,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   modelsRoutes(routes, { catalog: deps.catalog });
   generationRoutes(routes, { db: deps.db, catalog: deps.catalog, ...deps.generations });
   eventRoutes(routes, { db: deps.db, cache: deps.generations.cache, streams: deps.eventStreams });
+  webhookRoutes(routes, { db: deps.db });
   quoteRoutes(routes, { db: deps.db, catalog: deps.catalog, balances: deps.balances });
   cancelRoutes(routes, {
     db: deps.db,

@@ -64,3 +64,32 @@ export function webhookEntries() {
     ]),
   );
 }
+
+/** GET /v1/webhooks/secret and POST /v1/webhooks/secret/rotate; `errors` gives the shared error answers. */
+export function webhookSecretPaths(errors: Record<string, unknown>) {
+  const ok = (description: string) => ({
+    description,
+    headers: {
+      'cache-control': { description: '`no-store`: the body holds a secret.', schema: { type: 'string' } },
+    },
+    content: { 'application/json': { schema: { $ref: '#/components/schemas/WebhookSecret' } } },
+  });
+  return {
+    '/webhooks/secret': {
+      get: {
+        summary: 'The webhook signing secret (made on first read)',
+        description:
+          'The secret deliveries are signed with (Standard Webhooks 1.0). It is kept by the service in a form that can sign, unlike API keys (stored as hashes): it authenticates nothing here. Any API key of the account reads it.',
+        responses: { '200': ok('The secret, and the previous one while it still signs.'), ...errors },
+      },
+    },
+    '/webhooks/secret/rotate': {
+      post: {
+        summary: 'Replace the webhook signing secret',
+        description:
+          'Makes a new secret. For 24 hours the replaced one keeps signing too: each delivery carries both signatures, space-separated, so receivers can switch over. A second rotation within that time drops the older one.',
+        responses: { '200': ok('The new secret, and the previous one.'), ...errors },
+      },
+    },
+  };
+}

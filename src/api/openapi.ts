@@ -16,6 +16,7 @@ import {
   notCancelableBodySchema,
   quoteSchema,
   validationErrorBodySchema,
+  webhookSecretSchema,
 } from './schemas.js';
 
 const toSchema = (schema: ZodType) => toJsonSchema(schema, 'input');
@@ -34,6 +35,7 @@ const components = new Map<ZodType, string>([
   [notCancelableBodySchema, 'NotCancelable'],
   [generationEventSchema, 'GenerationEvent'],
   [generationEventListSchema, 'GenerationEventList'],
+  [webhookSecretSchema, 'WebhookSecret'],
 ]);
 
 /** A reference to the component of a route's response schema. */
@@ -277,6 +279,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
           },
         },
       },
+      ...events.webhookSecretPaths(errorResponses(...everyOperation)),
       '/credits': {
         get: {
           summary: 'Credit balance',

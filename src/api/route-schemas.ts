@@ -7,6 +7,7 @@ import {
   generationSchema,
   modelListSchema,
   quoteSchema,
+  webhookSecretSchema,
 } from './schemas.js';
 
 /**
@@ -33,6 +34,8 @@ export const routeSchemas = {
   cancelGeneration: { params: generationPathSchema, response: { 200: generationSchema } },
   listGenerationEvents: { params: generationPathSchema, response: { 200: generationEventListSchema } },
   listGenerations: { querystring: listGenerationsQuerySchema, response: { 200: generationListSchema } },
+  getWebhookSecret: { response: { 200: webhookSecretSchema } },
+  rotateWebhookSecret: { response: { 200: webhookSecretSchema } },
   getCredits: { response: { 200: creditBalanceSchema } },
   listModels: { response: { 200: modelListSchema } },
 } as const;

@@ -125,3 +125,21 @@ export const generationEventSchema = z.object({
 
 /** GET /v1/generations/{id}/events without `Accept: text/event-stream`: the log so far, oldest first. */
 export const generationEventListSchema = z.object({ data: z.array(generationEventSchema) });
+
+/** GET /v1/webhooks/secret and POST /v1/webhooks/secret/rotate: what deliveries are signed with. */
+export const webhookSecretSchema = z.object({
+  secret: z
+    .string()
+    .regex(/^whsec_[A-Za-z0-9+/]+={0,2}$/)
+    .describe(
+      'The signing secret: `whsec_` + base64 of 32 random bytes; the HMAC key is the base64-decoded part after `whsec_`.',
+    ),
+  created_at: timestamp.describe('When this secret was made (first read, or the rotation).'),
+  previous: z
+    .object({
+      secret: z.string().regex(/^whsec_[A-Za-z0-9+/]+={0,2}$/),
+      expires_at: timestamp.describe('Until then deliveries carry a signature with it too.'),
+    })
+    .nullable()
+    .describe('The secret replaced by the last rotation, while it still signs (24 h); else null.'),
+});

@@ -19,6 +19,7 @@
 -- 0014_console_sessions.sql
 -- 0015_console_form_uses.sql
 -- 0016_generation_events.sql
+-- 0017_webhook_secrets.sql
 
 CREATE TABLE accounts (
   id text NOT NULL,
@@ -357,6 +358,19 @@ CREATE TABLE sim_provider_jobs (
   CONSTRAINT sim_provider_jobs_job_id_key UNIQUE (job_id)
 );
 CREATE INDEX sim_provider_jobs_submitted ON public.sim_provider_jobs USING btree (submitted_at);
+
+CREATE TABLE webhook_secrets (
+  account_id text NOT NULL,
+  secret text NOT NULL,
+  previous_secret text,
+  previous_until timestamp with time zone,
+  created_at timestamp with time zone DEFAULT now() NOT NULL,
+  CONSTRAINT webhook_secrets_pkey PRIMARY KEY (account_id),
+  CONSTRAINT webhook_secrets_check CHECK ((previous_secret IS NULL) = (previous_until IS NULL)),
+  CONSTRAINT webhook_secrets_previous_secret_check CHECK (previous_secret ~ '^whsec_[A-Za-z0-9+/]{32,}={0,2}$'::text),
+  CONSTRAINT webhook_secrets_secret_check CHECK (secret ~ '^whsec_[A-Za-z0-9+/]{32,}={0,2}$'::text),
+  CONSTRAINT webhook_secrets_account_id_fkey FOREIGN KEY (account_id) REFERENCES accounts(id)
+);
 
 CREATE OR REPLACE FUNCTION public.admit_generation(p_generation jsonb, p_price integer, p_definition_digest text, p_concurrency_limit integer)
  RETURNS jsonb

@@ -133,6 +133,8 @@ describe('GET /v1/models, GET /v1/credits and GET /v1/openapi.json', () => {
       '/generations/{id}/events',
       '/models',
       '/openapi.json',
+      '/webhooks/secret',
+      '/webhooks/secret/rotate',
     ]);
     const bodies = doc.paths['/generations'].post.requestBody.content['application/json'].schema.oneOf.map(
       (r: { $ref: string }) => r.$ref,

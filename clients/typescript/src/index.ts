@@ -16,3 +16,11 @@ export type { ListFilters, Page, GenerationPager } from './resources/generation-
 export * from './types.js';
 export type { components, paths } from './generated/openapi.js';
 export { priceOf, priceRange } from './pricing.js';
+export {
+  webhooks,
+  verify as verifyWebhook,
+  unwrap as unwrapWebhook,
+  WebhookVerificationError,
+  type VerifyOptions,
+  type WebhookRequestHeaders,
+} from './webhooks.js';

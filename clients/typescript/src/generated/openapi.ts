@@ -1088,6 +1088,220 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/webhooks/secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The webhook signing secret (made on first read)
+         * @description The secret deliveries are signed with (Standard Webhooks 1.0). It is kept by the service in a form that can sign, unlike API keys (stored as hashes): it authenticates nothing here. Any API key of the account reads it.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The secret, and the previous one while it still signs. */
+                200: {
+                    headers: {
+                        /** @description `no-store`: the body holds a secret. */
+                        "cache-control"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["WebhookSecret"];
+                    };
+                };
+                /** @description `invalid_request`: The request failed validation; `issues` names each field. */
+                400: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description `unauthorized`: Missing, malformed, unknown or revoked API key. */
+                401: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. */
+                403: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `rate_limited`: A rate limit was exceeded; see Retry-After. */
+                429: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `internal_error`: Unexpected failure. Retry with the same Idempotency-Key. */
+                500: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `service_unavailable`: A dependency is unreachable. Retry with the same Idempotency-Key and body. */
+                503: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhooks/secret/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Replace the webhook signing secret
+         * @description Makes a new secret. For 24 hours the replaced one keeps signing too: each delivery carries both signatures, space-separated, so receivers can switch over. A second rotation within that time drops the older one.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The new secret, and the previous one. */
+                200: {
+                    headers: {
+                        /** @description `no-store`: the body holds a secret. */
+                        "cache-control"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["WebhookSecret"];
+                    };
+                };
+                /** @description `invalid_request`: The request failed validation; `issues` names each field. */
+                400: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description `unauthorized`: Missing, malformed, unknown or revoked API key. */
+                401: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. */
+                403: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `rate_limited`: A rate limit was exceeded; see Retry-After. */
+                429: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `internal_error`: Unexpected failure. Retry with the same Idempotency-Key. */
+                500: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `service_unavailable`: A dependency is unreachable. Retry with the same Idempotency-Key and body. */
+                503: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
     "generation.content_expired": {
@@ -1926,6 +2140,24 @@ export interface components {
                 field: string;
                 message: string;
             }[];
+        };
+        WebhookSecret: {
+            /**
+             * Format: date-time
+             * @description When this secret was made (first read, or the rotation).
+             */
+            created_at: string;
+            /** @description The secret replaced by the last rotation, while it still signs (24 h); else null. */
+            previous: {
+                /**
+                 * Format: date-time
+                 * @description Until then deliveries carry a signature with it too.
+                 */
+                expires_at: string;
+                secret: string;
+            } | null;
+            /** @description The signing secret: `whsec_` + base64 of 32 random bytes; the HMAC key is the base64-decoded part after `whsec_`. */
+            secret: string;
         };
     };
     responses: never;
