@@ -147,9 +147,12 @@ describe('GET /v1/generations/{id}/events', () => {
     const id = await create('slow [sim:slow=4]');
     const sse = await stream(id);
     const seen = parsed([(await sse.next())!]);
+    const stoppedAt = Date.now();
     const stopping = api.stop();
-    // The server ends the stream (rest() returns) instead of leaving the client to time out.
+    // The server ends the stream (rest() returns) at once, instead of holding its shutdown until the
+    // process is killed (api.stop() sends SIGKILL after 5 s): a stream must not delay a deploy.
     seen.push(...parsed(await sse.rest()));
+    expect(Date.now() - stoppedAt).toBeLessThan(2000);
     await stopping;
     api = await startApiProcess(env);
     const resumed = await stream(id, { 'last-event-id': String(seen.at(-1)!.id) });
