@@ -112,7 +112,7 @@ describe('GET /v1/generations/{id}/events', () => {
     expect(foreign.status).toBe(404);
   });
 
-  it('an idle stream gets keep-alive comments', async () => {
+  it('an idle stream gets keep-alive comments, and counts once against the rate limit', async () => {
     const id = await create('very slow [sim:slow=30]');
     const sse = await stream(id);
     expect(sse.status).toBe(200);
@@ -120,6 +120,10 @@ describe('GET /v1/generations/{id}/events', () => {
     sse.rest().catch(() => undefined); // ends in an AbortError when the test closes it
     await new Promise((r) => setTimeout(r, 1500));
     expect(sse.comments.filter((c) => c === ': keep-alive').length).toBeGreaterThanOrEqual(2);
+    // The open stream counted once against the key's rate limit: the next request is the one after it.
+    const before = Number(sse.headers.get('x-ratelimit-remaining'));
+    const next = await fetch(`${api.origin}/v1/credits`, { headers: bearer(account.key) });
+    expect(Number(next.headers.get('x-ratelimit-remaining'))).toBe(before - 1);
     sse.close();
   });
 
