@@ -8,7 +8,7 @@ import { generationEventTypes } from '../db/generation-events.js';
 
 const eventRef = { $ref: '#/components/schemas/GenerationEvent' };
 
-export const lastEventIdParameter = {
+const lastEventIdParameter = {
   name: 'Last-Event-ID',
   in: 'header',
   required: false,
@@ -17,14 +17,30 @@ export const lastEventIdParameter = {
   schema: { type: 'string', pattern: '^[0-9]{1,9}$' },
 };
 
-export const eventsOperationDescription = [
+const eventsOperationDescription = [
   'The generation’s event log: one event per change a customer can see (`generation.created`, `generation.processing` when the provider has the job, `generation.succeeded`, `generation.failed`, `generation.rejected`, `generation.refunded`, `generation.requeued`, `generation.updated`, `generation.content_expired`), each with an id unique within the generation and increasing, and the generation as it was then.',
   'With `Accept: text/event-stream`: Server-Sent Events, each `id: <event id>`, `event: <type>`, `data: <the event as JSON>`; first the events after Last-Event-ID, then each new one as it is committed; a `: keep-alive` comment every 15 s; the server ends the stream after an event that leaves the generation succeeded, failed or rejected, and answers 204 when it is terminal and Last-Event-ID names its last event (EventSource then stops reconnecting). A stream counts once against the rate limit. Streams are capped per API key and per server (429 `stream_limit_exceeded`, refused before any work); at shutdown the server ends streams, and clients resume with Last-Event-ID.',
   'With any other Accept: the log so far as JSON (after Last-Event-ID when sent).',
 ].join('\n\n');
 
+/** GET /v1/generations/{id}/events, given its path parameters, its JSON list's schema and its error answers. */
+export function eventsPath(pathParameters: unknown[], listSchema: unknown, errors: Record<string, unknown>) {
+  return {
+    get: {
+      summary: "A generation's events: Server-Sent Events, or the log as JSON",
+      description: eventsOperationDescription,
+      parameters: [...pathParameters, lastEventIdParameter],
+      responses: {
+        '200': eventsOkResponse(listSchema),
+        '204': { description: 'Terminal, and Last-Event-ID names its last event: nothing more will come.' },
+        ...errors,
+      },
+    },
+  };
+}
+
 /** The 200 of the events operation: two media types, one schema each. */
-export function eventsOkResponse(listSchema: unknown) {
+function eventsOkResponse(listSchema: unknown) {
   return {
     description: 'The events (a JSON list, or a stream of Server-Sent Events).',
     headers: { 'x-request-id': { description: 'The generation id.', schema: { type: 'string' } } },

@@ -242,23 +242,11 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
           },
         },
       },
-      '/generations/{id}/events': {
-        get: {
-          summary: "A generation's events: Server-Sent Events, or the log as JSON",
-          description: events.eventsOperationDescription,
-          parameters: [
-            ...pathParameters(routeSchemas.listGenerationEvents.params),
-            events.lastEventIdParameter,
-          ],
-          responses: {
-            '200': events.eventsOkResponse(refTo(routeSchemas.listGenerationEvents.response[200])),
-            '204': {
-              description: 'Terminal, and Last-Event-ID names its last event: nothing more will come.',
-            },
-            ...errorResponses('not_found', 'stream_limit_exceeded', ...everyOperation),
-          },
-        },
-      },
+      '/generations/{id}/events': events.eventsPath(
+        pathParameters(routeSchemas.listGenerationEvents.params),
+        refTo(routeSchemas.listGenerationEvents.response[200]),
+        errorResponses('not_found', 'stream_limit_exceeded', ...everyOperation),
+      ),
       '/generations/{id}/cancel': {
         post: {
           summary: 'Cancel a generation the provider has not run',
