@@ -38,6 +38,11 @@ export const errorCodes = {
     description:
       'Not answered any more: past the caps on waiting requests, Prefer: wait is not honoured and the answer comes at once.',
   },
+  stream_limit_exceeded: {
+    status: 429,
+    description:
+      'Too many event streams (GET /v1/generations/{id}/events) are open for the API key, or on the server; see Retry-After.',
+  },
   not_cancelable: {
     status: 409,
     description:

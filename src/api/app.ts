@@ -24,6 +24,9 @@ import { modelsRoutes } from './routes/models-routes.js';
 import { quoteRoutes } from './routes/quote-routes.js';
 import { healthRoutes } from './routes/health-routes.js';
 import { openApiRoutes } from './routes/openapi-routes.js';
+import { eventRoutes } from './routes/event-routes.js';
+import { webhookRoutes } from './routes/webhook-routes.js';
+import type { GenerationEventStreams } from './generation-event-streams.js';
 
 interface AppDeps {
   db: CommonQueryMethods;
@@ -46,6 +49,8 @@ interface AppDeps {
     headersTimeoutMs: number;
   };
   generations: Omit<GenerationRouteDeps, 'db' | 'catalog'>;
+  /** The open GET /v1/generations/{id}/events streams of this process. */
+  eventStreams: GenerationEventStreams;
   /** The process's metrics registry: requests are timed into it (no registry: nothing is measured). */
   metrics?: Registry;
   /** Each request gets a server span (a tracer provider is registered: see startTracing). */
@@ -99,6 +104,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   creditsRoutes(routes, { db: deps.db, balances: deps.balances });
   modelsRoutes(routes, { catalog: deps.catalog });
   generationRoutes(routes, { db: deps.db, catalog: deps.catalog, ...deps.generations });
+  eventRoutes(routes, { db: deps.db, cache: deps.generations.cache, streams: deps.eventStreams });
+  webhookRoutes(routes, { db: deps.db });
   quoteRoutes(routes, { db: deps.db, catalog: deps.catalog, balances: deps.balances });
   cancelRoutes(routes, {
     db: deps.db,

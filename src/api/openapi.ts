@@ -3,16 +3,20 @@ import { toJsonSchema } from '../json-schema.js';
 import type { CatalogCache } from '../catalog/catalog-cache.js';
 import { errorCodes, type ErrorCode } from '../errors.js';
 import * as described from './openapi-headers.js';
+import * as events from './openapi-events.js';
 import { routeSchemas } from './route-schemas.js';
 import {
   creditBalanceSchema,
   errorBodySchema,
+  generationEventListSchema,
+  generationEventSchema,
   generationListSchema,
   generationSchema,
   modelListSchema,
   notCancelableBodySchema,
   quoteSchema,
   validationErrorBodySchema,
+  webhookSecretSchema,
 } from './schemas.js';
 
 const toSchema = (schema: ZodType) => toJsonSchema(schema, 'input');
@@ -29,6 +33,9 @@ const components = new Map<ZodType, string>([
   [modelListSchema, 'ModelList'],
   [quoteSchema, 'Quote'],
   [notCancelableBodySchema, 'NotCancelable'],
+  [generationEventSchema, 'GenerationEvent'],
+  [generationEventListSchema, 'GenerationEventList'],
+  [webhookSecretSchema, 'WebhookSecret'],
 ]);
 
 /** A reference to the component of a route's response schema. */
@@ -141,6 +148,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
         'Asynchronous image and video generation. Create a generation (202), poll it every 2 to 3 seconds until its status is succeeded, failed or rejected, and download its output. Errors use one envelope; branch on error.code.',
     },
     servers: [{ url: serverUrl }],
+    webhooks: events.webhookEntries(),
     security: [{ bearer: [] }, { apiKey: [] }],
     components: {
       securitySchemes: {
@@ -234,6 +242,11 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
           },
         },
       },
+      '/generations/{id}/events': events.eventsPath(
+        pathParameters(routeSchemas.listGenerationEvents.params),
+        refTo(routeSchemas.listGenerationEvents.response[200]),
+        errorResponses('not_found', 'stream_limit_exceeded', ...everyOperation),
+      ),
       '/generations/{id}/cancel': {
         post: {
           summary: 'Cancel a generation the provider has not run',
@@ -254,6 +267,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
           },
         },
       },
+      ...events.webhookSecretPaths(errorResponses(...everyOperation)),
       '/credits': {
         get: {
           summary: 'Credit balance',

@@ -21,6 +21,7 @@ import { GenerationWaiters, maxWaitSeconds } from './generation-waiters.js';
 import { RequestLogWriter } from '../db/request-log-writer.js';
 import { authLimitsFor } from '../auth/auth-limits.js';
 import { generationTiming } from '../generations/generation-timing.js';
+import { openEventStreams } from './event-stream-wiring.js';
 
 export interface ApiService {
   app: FastifyInstance;
@@ -31,6 +32,8 @@ export interface ApiService {
   providers: ProviderAvailability;
   /** The requests held by `Prefer: wait` now. */
   waiting(): number;
+  /** The open event streams now. */
+  streaming(): number;
   close(): Promise<void>;
 }
 
@@ -68,6 +71,7 @@ export async function createApiService(
     listening: () => listener.listening,
     log: logger.child({ component: 'waiters' }),
   });
+  const eventStreams = openEventStreams(config, pool, listener, logger);
   const catalog = new CatalogCache(
     pool,
     logger.child({ component: 'catalog' }),
@@ -128,6 +132,7 @@ export async function createApiService(
       requestTimeoutMs: config.API_REQUEST_TIMEOUT_MS,
       headersTimeoutMs: config.API_HEADERS_TIMEOUT_MS,
     },
+    eventStreams,
     generations: {
       cache: generationCache,
       // A wait ends within the request timeout, so that the timeout never cuts a waiter off.
@@ -159,10 +164,13 @@ export async function createApiService(
     metrics: metrics ?? null,
     providers,
     waiting: () => waiters.size,
+    streaming: () => eventStreams.size,
     async close() {
       await metrics?.close();
       // Waiters are answered with the current state before the server waits for requests to end.
       waiters.close();
+      // Streams end now, so that their clients resume (Last-Event-ID) on another process.
+      eventStreams.close();
       await app.close();
       catalog.stop();
       providers.stop();
