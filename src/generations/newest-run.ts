@@ -55,7 +55,10 @@ export async function askNewestRun<T>(ask: () => Promise<T>): Promise<T> {
     try {
       return await ask();
     } catch (error) {
-      if (asked >= newestRunAsks || !reachedEndedRun(error)) throw error;
+      // A continue-as-new makes the next run in the same step as it ends the last: a second
+      // "not found" means the workflow id has no run (the common case, asked once more only).
+      const again = error instanceof WorkflowNotFoundError ? asked === 1 : asked < newestRunAsks;
+      if (!again || !reachedEndedRun(error)) throw error;
     }
   }
 }
