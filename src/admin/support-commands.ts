@@ -12,6 +12,7 @@ import { listReconciliations } from '../db/reconciliation-repository.js';
 import type { GenerationStatus } from '../generation.js';
 import { progressQuery, resolveUpdate } from '../workflows/generation-workflow.js';
 import { cancelGeneration } from '../generations/cancel-generation.js';
+import { askNewestRun } from '../generations/newest-run.js';
 import { CommandRefused, optional, positiveInt, str, UsageError, type Command } from './command.js';
 
 /**
@@ -86,16 +87,16 @@ export const supportCommands: Record<string, Command> = {
         v.refund === true
           ? { action: 'refund' as const, note }
           : { action: 'succeed' as const, providerJobId: str(v.succeed), note };
-      const progress = await (
-        await temporal()
-      ).workflow
-        .getHandle(row.workflow_id)
-        .executeUpdate(resolveUpdate, { args: [decision] })
-        .catch(async (error: unknown) => {
-          // Resolving ends the story, and its workflow with it: a second resolve finds none.
-          if (!(error instanceof WorkflowNotFoundError)) throw error;
-          throw alreadyResolved(await find(db, row.id));
-        });
+      const client = await temporal();
+      const workflowId = row.workflow_id;
+      // A review run that continues as new as the resolve reaches it leaves it to the newest run.
+      const progress = await askNewestRun(() =>
+        client.workflow.getHandle(workflowId).executeUpdate(resolveUpdate, { args: [decision] }),
+      ).catch(async (error: unknown) => {
+        // Resolving ends the story, and its workflow with it: a second resolve finds none.
+        if (!(error instanceof WorkflowNotFoundError)) throw error;
+        throw alreadyResolved(await find(db, row.id));
+      });
       return {
         json: progress,
         text: [`Resolved ${row.id} (${decision.action}); the workflow is now ${progress.step}.`],
