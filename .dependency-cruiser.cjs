@@ -10,6 +10,8 @@
  *   admin       the support and operator CLI (`npm run admin`)
  *   console     the account console process: pages on the API's repositories and admission path
  *   api, worker, result-host   the processes: composition and HTTP
+ *   generations admission as the API and the console share it: request checks, start, cancel,
+ *               provider availability, quote, listing; one admitGeneration each transport wraps
  *   runtime     config.ts and config/, process.ts, dev-state.ts: reading the environment, process lifecycle
  *   activities, temporal       the workflow's I/O; Temporal client-side set-up (schedules, search attributes)
  *   providers   the provider interface and each adapter (simulated/, and the real ones)
@@ -44,6 +46,7 @@ const floors = [
     { name: 'temporal', path: '^src/temporal/' },
   ],
   [{ name: 'runtime', path: '^src/((config|process|dev-state)\\.ts$|config/)' }],
+  [{ name: 'generations', path: '^src/generations/' }],
   [
     { name: 'api', path: '^src/api/' },
     { name: 'worker', path: '^src/worker/' },

@@ -1,6 +1,6 @@
 import { defaultCatalog } from '../src/catalog/default-catalog.js';
 import { buildRequestSchema } from '../src/catalog/request-schema.js';
-import { listGenerationsQuerySchema } from '../src/api/list-query.js';
+import { listGenerationsQuerySchema } from '../src/generations/list-query.js';
 
 /**
  * npx tsx bench/request-parse.ts — how long zod takes to parse what every request brings: a

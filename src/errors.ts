@@ -38,6 +38,11 @@ export const errorCodes = {
     description:
       'Not answered any more: past the caps on waiting requests, Prefer: wait is not honoured and the answer comes at once.',
   },
+  stream_limit_exceeded: {
+    status: 429,
+    description:
+      'Too many event streams (GET /v1/generations/{id}/events) are open for the API key, or on the server; see Retry-After.',
+  },
   not_cancelable: {
     status: 409,
     description:
@@ -84,8 +89,13 @@ export class ApiError extends Error {
 }
 
 export class ValidationError extends ApiError {
-  constructor(issues: ValidationIssue[], message = 'The request is invalid.') {
-    super('invalid_request', message, { issues });
+  constructor(
+    issues: ValidationIssue[],
+    message = 'The request is invalid.',
+    /** The id the request was recorded under, when it was (x-request-id then names it). */
+    extra: { requestId?: string } = {},
+  ) {
+    super('invalid_request', message, { issues, ...extra });
   }
 }
 

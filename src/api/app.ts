@@ -9,11 +9,12 @@ import type { InvalidatedCache } from '../invalidated-cache.js';
 import { newId } from '../ids.js';
 import { observeHttpRequests } from '../observability/http-metrics.js';
 import type { Registry } from 'prom-client';
-import { registerAuth } from './auth-plugin.js';
-import { fastifyTrustProxy } from './client-address.js';
-import { registerErrorHandling } from './errors-plugin.js';
-import type { AuthLimits } from './rate-limit.js';
-import type { RequestLogWriter } from './request-log-writer.js';
+import { authPlugin } from './auth-plugin.js';
+import { fastifyTrustProxy } from '../config/client-address.js';
+import { errorsPlugin } from './errors-plugin.js';
+import { limitsPlugin } from './limits-plugin.js';
+import type { AuthLimits } from '../auth/rate-limit.js';
+import type { RequestLogWriter } from '../db/request-log-writer.js';
 import { refuseUnstorableText } from './storable-text-hook.js';
 import { useZodSchemas } from './zod-type-provider.js';
 import { cancelRoutes } from './routes/cancel-routes.js';
@@ -23,6 +24,9 @@ import { modelsRoutes } from './routes/models-routes.js';
 import { quoteRoutes } from './routes/quote-routes.js';
 import { healthRoutes } from './routes/health-routes.js';
 import { openApiRoutes } from './routes/openapi-routes.js';
+import { eventRoutes } from './routes/event-routes.js';
+import { webhookRoutes } from './routes/webhook-routes.js';
+import type { GenerationEventStreams } from './generation-event-streams.js';
 
 interface AppDeps {
   db: CommonQueryMethods;
@@ -45,6 +49,8 @@ interface AppDeps {
     headersTimeoutMs: number;
   };
   generations: Omit<GenerationRouteDeps, 'db' | 'catalog'>;
+  /** The open GET /v1/generations/{id}/events streams of this process. */
+  eventStreams: GenerationEventStreams;
   /** The process's metrics registry: requests are timed into it (no registry: nothing is measured). */
   metrics?: Registry;
   /** Each request gets a server span (a tracer provider is registered: see startTracing). */
@@ -76,33 +82,30 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       headersTimeout: deps.settings.headersTimeoutMs,
       connectionsCheckingInterval: Math.min(1000, Math.ceil(deps.settings.headersTimeoutMs / 4)),
     },
-    // Errors raised before routing (a path that is not valid percent-encoding) in the envelope too.
-    frameworkErrors: (error, request, reply) => onFrameworkError(error, request, reply),
-  });
-  if (deps.tracing) await app.register(requestSpans().plugin());
-  app.decorateRequest('errorCode', null);
-  // JSON only: without this, Fastify would accept text/plain bodies as strings.
-  app.removeContentTypeParser('text/plain');
-  const auth = registerAuth(app, {
-    authenticator: deps.authenticator,
-    requestLog: deps.requestLog,
-    limits: deps.limits,
-    failedAuth: deps.failedAuth,
-  });
-  const observe = deps.metrics ? observeHttpRequests(app, deps.metrics) : undefined;
-  const onFrameworkError = registerErrorHandling(app, {
-    authenticate: auth.authenticate,
-    logRequest: (request, reply) => {
-      auth.logRequest(request, reply);
-      observe?.(request, reply);
+    // Errors raised before routing (a path that is not valid percent-encoding) in the envelope too:
+    // Fastify runs no hooks for them, so they are timed here.
+    frameworkErrors: (error, request, reply) => {
+      if (observe) reply.raw.once('finish', () => observe(request, reply));
+      app.answerFrameworkError(error, request, reply);
     },
   });
+  if (deps.tracing) await app.register(requestSpans().plugin());
+  // JSON only: without this, Fastify would accept text/plain bodies as strings.
+  app.removeContentTypeParser('text/plain');
+  // In this order, each using what the one before decorated the app with: the limits (callerLimits),
+  // authentication (authenticate, logRequest), then the error envelope and unknown routes.
+  await app.register(limitsPlugin, { limits: deps.limits, failedAuth: deps.failedAuth });
+  await app.register(authPlugin, { authenticator: deps.authenticator, requestLog: deps.requestLog });
+  const observe = deps.metrics ? observeHttpRequests(app, deps.metrics) : undefined;
+  await app.register(errorsPlugin);
   app.addHook('preValidation', refuseUnstorableText);
 
   const routes = useZodSchemas(app);
   creditsRoutes(routes, { db: deps.db, balances: deps.balances });
   modelsRoutes(routes, { catalog: deps.catalog });
   generationRoutes(routes, { db: deps.db, catalog: deps.catalog, ...deps.generations });
+  eventRoutes(routes, { db: deps.db, cache: deps.generations.cache, streams: deps.eventStreams });
+  webhookRoutes(routes, { db: deps.db });
   quoteRoutes(routes, { db: deps.db, catalog: deps.catalog, balances: deps.balances });
   cancelRoutes(routes, {
     db: deps.db,

@@ -1,10 +1,5 @@
-import type {
-  FastifyError,
-  FastifyInstance,
-  FastifyReply,
-  FastifyRequest,
-  onRequestHookHandler,
-} from 'fastify';
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
 import FindMyWay from 'find-my-way';
 import { ServiceError } from '@temporalio/client';
 import { causeChain, isDependencyFailure } from '../dependency-failures.js';
@@ -29,86 +24,92 @@ interface ErrorBody {
  * Unknown paths (404) and methods a path does not have (405, with Allow) are
  * answered as soon as the request is authenticated, before any body is read:
  * a large body sent to a route that does not exist costs nothing. They are
- * authenticated like any route, so requests made with a key are logged
- * whatever their path. Returns the handler for the errors Fastify raises
- * before routing (the `frameworkErrors` option), which answers in the same way.
+ * authenticated like any route (the app's `authenticate`, from authPlugin, which is
+ * registered first), so requests made with a key are logged whatever their path.
+ * The errors Fastify raises before routing (its `frameworkErrors` option) are
+ * answered the same way by `answerFrameworkError`, decorated on the app.
  */
-export function registerErrorHandling(
-  app: FastifyInstance,
-  auth: {
-    authenticate: onRequestHookHandler;
-    logRequest: (request: FastifyRequest, reply: FastifyReply) => void;
-  },
-): FrameworkErrorHandler {
-  const { authenticate } = auth;
-  const answerError = (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
-    const apiError = toApiError(error);
-    if (apiError.status >= 500) request.log.error({ err: error, request_id: request.id }, 'request failed');
-    return sendError(request, reply, apiError);
-  };
-  app.setErrorHandler(answerError);
+export const errorsPlugin = fp(
+  (app, _options, registered) => {
+    app.decorateRequest('errorCode', null);
+    const answerError = (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+      const apiError = toApiError(error);
+      if (apiError.status >= 500) request.log.error({ err: error, request_id: request.id }, 'request failed');
+      return sendError(request, reply, apiError);
+    };
+    app.setErrorHandler(answerError);
 
-  const paths = new KnownPaths();
-  app.addHook('onRoute', (route) => paths.add(route.method, route.url, route.config?.public === true));
+    const paths = new KnownPaths();
+    app.addHook('onRoute', (route) => paths.add(route.method, route.url, route.config?.public === true));
 
-  /** Authenticates (unless the path is public), then answers with `error`. */
-  const answerAfterAuthentication = (
-    request: FastifyRequest,
-    reply: FastifyReply,
-    isPublic: boolean,
-    error: () => ApiError,
-  ) => {
-    if (isPublic) return void sendError(request, reply, error());
-    authenticate.call(app, request, reply, (authError?: Error) => {
-      if (authError) return void answerError(authError as FastifyError, request, reply);
-      sendError(request, reply, error());
+    /** Authenticates (unless the path is public), then answers with `error`. */
+    const answerAfterAuthentication = (
+      request: FastifyRequest,
+      reply: FastifyReply,
+      isPublic: boolean,
+      error: () => ApiError,
+    ) => {
+      if (isPublic) return void sendError(request, reply, error());
+      app.authenticate.call(app, request, reply, (authError?: Error) => {
+        if (authError) return void answerError(authError as FastifyError, request, reply);
+        sendError(request, reply, error());
+      });
+    };
+
+    app.addHook('onRequest', (request, reply, done) => {
+      if (!request.is404) return done();
+      const path = request.url.split('?')[0]!;
+      const known = paths.find(request.url);
+      if (!known) {
+        return answerAfterAuthentication(
+          request,
+          reply,
+          false,
+          () => new ApiError('not_found', `No route ${request.method} ${path}.`),
+        );
+      }
+      answerAfterAuthentication(request, reply, known.isPublic, () => {
+        reply.header('allow', known.allow);
+        return new ApiError(
+          'method_not_allowed',
+          `${path} does not accept ${request.method}; it accepts ${known.allow}.`,
+        );
+      });
     });
-  };
-
-  app.addHook('onRequest', (request, reply, done) => {
-    if (!request.is404) return done();
-    const path = request.url.split('?')[0]!;
-    const known = paths.find(request.url);
-    if (!known) {
-      return answerAfterAuthentication(
+    // Reached only if a route calls reply.callNotFound(): every other unknown route is answered above.
+    app.setNotFoundHandler((request, reply) =>
+      sendError(
         request,
         reply,
-        false,
-        () => new ApiError('not_found', `No route ${request.method} ${path}.`),
-      );
-    }
-    answerAfterAuthentication(request, reply, known.isPublic, () => {
-      reply.header('allow', known.allow);
-      return new ApiError(
-        'method_not_allowed',
-        `${path} does not accept ${request.method}; it accepts ${known.allow}.`,
-      );
-    });
-  });
-  // Reached only if a route calls reply.callNotFound(): every other unknown route is answered above.
-  app.setNotFoundHandler((request, reply) =>
-    sendError(
-      request,
-      reply,
-      new ApiError('not_found', `No route ${request.method} ${request.url.split('?')[0]}.`),
-    ),
-  );
-
-  return (error, request, reply) => {
-    // Fastify runs no hooks for these: the request id and the request log are seen to here.
-    reply.header('x-request-id', request.id);
-    reply.raw.once('finish', () => auth.logRequest(request, reply));
-    answerAfterAuthentication(request, reply, false, () =>
-      error.code === 'FST_ERR_MAX_PARAM_LENGTH'
-        ? new ApiError('not_found', 'No such resource: a path segment is too long to name one.')
-        : new ApiError('invalid_request', 'The path is not valid percent-encoded UTF-8.', {
-            issues: [
-              { field: '', code: 'invalid_path', message: 'The path is not valid percent-encoded UTF-8.' },
-            ],
-          }),
+        new ApiError('not_found', `No route ${request.method} ${request.url.split('?')[0]}.`),
+      ),
     );
-  };
-}
+
+    app.decorate(
+      'answerFrameworkError',
+      (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+        // Fastify runs no hooks for these: the request id and the request log are seen to here.
+        reply.header('x-request-id', request.id);
+        reply.raw.once('finish', () => app.logRequest(request, reply));
+        answerAfterAuthentication(request, reply, false, () =>
+          error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+            ? new ApiError('not_found', 'No such resource: a path segment is too long to name one.')
+            : new ApiError('invalid_request', 'The path is not valid percent-encoded UTF-8.', {
+                issues: [
+                  {
+                    field: '',
+                    code: 'invalid_path',
+                    message: 'The path is not valid percent-encoded UTF-8.',
+                  },
+                ],
+              }),
+        );
+      },
+    );
+    registered();
+  },
+  { name: 'api-errors', fastify: '5.x', dependencies: ['api-auth'] },
+);
 
 type FrameworkErrorHandler = (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => void;
 
@@ -200,6 +201,10 @@ function isUnavailable(error: unknown): boolean {
 }
 
 declare module 'fastify' {
+  interface FastifyInstance {
+    /** Answers an error Fastify raised before routing, in the envelope (errorsPlugin; the `frameworkErrors` option). */
+    answerFrameworkError: FrameworkErrorHandler;
+  }
   interface FastifyRequest {
     /** The error code this request was answered with, for the request log. */
     errorCode: string | null;

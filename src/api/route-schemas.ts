@@ -1,11 +1,13 @@
 import { z } from 'zod';
-import { generationIdPattern, listGenerationsQuerySchema } from './list-query.js';
+import { generationIdPattern, listGenerationsQuerySchema } from '../generations/list-query.js';
 import {
   creditBalanceSchema,
+  generationEventListSchema,
   generationListSchema,
   generationSchema,
   modelListSchema,
   quoteSchema,
+  webhookSecretSchema,
 } from './schemas.js';
 
 /**
@@ -30,7 +32,10 @@ export const routeSchemas = {
   quoteGeneration: { response: { 200: quoteSchema } },
   getGeneration: { params: generationPathSchema, response: { 200: generationSchema } },
   cancelGeneration: { params: generationPathSchema, response: { 200: generationSchema } },
+  listGenerationEvents: { params: generationPathSchema, response: { 200: generationEventListSchema } },
   listGenerations: { querystring: listGenerationsQuerySchema, response: { 200: generationListSchema } },
+  getWebhookSecret: { response: { 200: webhookSecretSchema } },
+  rotateWebhookSecret: { response: { 200: webhookSecretSchema } },
   getCredits: { response: { 200: creditBalanceSchema } },
   listModels: { response: { 200: modelListSchema } },
 } as const;

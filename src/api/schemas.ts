@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { publicModelSchema } from '../catalog/public-model.js';
 import { errorCodes } from '../errors.js';
+import { generationEventTypes } from '../db/generation-events.js';
 import { generationStatuses } from '../generation.js';
 
 /**
@@ -106,4 +107,39 @@ export const quoteSchema = z.object({
 export const notCancelableBodySchema = z.object({
   error: errorSchema.extend({ code: z.literal('not_cancelable') }),
   generation: generationSchema,
+});
+
+/** One entry of a generation's event log: what GET /v1/generations/{id}/events sends, and a webhook's body. */
+export const generationEventSchema = z.object({
+  id: z
+    .number()
+    .int()
+    .positive()
+    .describe(
+      'Unique within the generation and increasing (1, 2, 3…): the SSE id, and what Last-Event-ID names.',
+    ),
+  type: z.enum(generationEventTypes),
+  created_at: timestamp.describe('When the change was committed (UTC, ISO 8601 with milliseconds and Z).'),
+  data: generationSchema.describe('The generation as it was right after the change.'),
+});
+
+/** GET /v1/generations/{id}/events without `Accept: text/event-stream`: the log so far, oldest first. */
+export const generationEventListSchema = z.object({ data: z.array(generationEventSchema) });
+
+/** GET /v1/webhooks/secret and POST /v1/webhooks/secret/rotate: what deliveries are signed with. */
+export const webhookSecretSchema = z.object({
+  secret: z
+    .string()
+    .regex(/^whsec_[A-Za-z0-9+/]+={0,2}$/)
+    .describe(
+      'The signing secret: `whsec_` + base64 of 32 random bytes; the HMAC key is the base64-decoded part after `whsec_`.',
+    ),
+  created_at: timestamp.describe('When this secret was made (first read, or the rotation).'),
+  previous: z
+    .object({
+      secret: z.string().regex(/^whsec_[A-Za-z0-9+/]+={0,2}$/),
+      expires_at: timestamp.describe('Until then deliveries carry a signature with it too.'),
+    })
+    .nullable()
+    .describe('The secret replaced by the last rotation, while it still signs (24 h); else null.'),
 });

@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { Authenticator } from '../auth/authenticator.js';
 import { CatalogCache } from '../catalog/catalog-cache.js';
-import { ProviderAvailability } from './provider-availability.js';
+import { ProviderAvailability } from '../generations/provider-availability.js';
 import { providersWithCredentials, storageLocation, type Config } from '../config.js';
 import type { CreditBalance } from '../db/credits-repository.js';
 import type { GenerationRow } from '../db/generation-reads.js';
@@ -18,8 +18,10 @@ import { startMetricsServer, type MetricsServer } from '../observability/metrics
 import { startTracing } from '../observability/tracing.js';
 import { buildApp } from './app.js';
 import { GenerationWaiters, maxWaitSeconds } from './generation-waiters.js';
-import { RequestLogWriter } from './request-log-writer.js';
-import { authLimitsFor, generationTiming } from './shared-wiring.js';
+import { RequestLogWriter } from '../db/request-log-writer.js';
+import { authLimitsFor } from '../auth/auth-limits.js';
+import { generationTiming } from '../generations/generation-timing.js';
+import { openEventStreams } from './event-stream-wiring.js';
 
 export interface ApiService {
   app: FastifyInstance;
@@ -30,6 +32,8 @@ export interface ApiService {
   providers: ProviderAvailability;
   /** The requests held by `Prefer: wait` now. */
   waiting(): number;
+  /** The open event streams now. */
+  streaming(): number;
   close(): Promise<void>;
 }
 
@@ -67,6 +71,7 @@ export async function createApiService(
     listening: () => listener.listening,
     log: logger.child({ component: 'waiters' }),
   });
+  const eventStreams = openEventStreams(config, pool, listener, logger);
   const catalog = new CatalogCache(
     pool,
     logger.child({ component: 'catalog' }),
@@ -127,6 +132,7 @@ export async function createApiService(
       requestTimeoutMs: config.API_REQUEST_TIMEOUT_MS,
       headersTimeoutMs: config.API_HEADERS_TIMEOUT_MS,
     },
+    eventStreams,
     generations: {
       cache: generationCache,
       // A wait ends within the request timeout, so that the timeout never cuts a waiter off.
@@ -158,10 +164,13 @@ export async function createApiService(
     metrics: metrics ?? null,
     providers,
     waiting: () => waiters.size,
+    streaming: () => eventStreams.size,
     async close() {
       await metrics?.close();
       // Waiters are answered with the current state before the server waits for requests to end.
       waiters.close();
+      // Streams end now, so that their clients resume (Last-Event-ID) on another process.
+      eventStreams.close();
       await app.close();
       catalog.stop();
       providers.stop();

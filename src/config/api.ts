@@ -64,6 +64,9 @@ export const apiSettings = settingGroup({
         message: 'must be a redis:// or rediss:// URL (redis://host:6379/0)',
       }),
     REDIS_TIMEOUT_MS: int(250, 10),
+    EVENT_STREAMS_PER_KEY: int(1_000, 1),
+    EVENT_STREAMS_PER_PROCESS: int(10_000, 1),
+    EVENT_STREAM_KEEPALIVE_MS: int(15_000, 100),
   },
   docs: {
     API_HOST: { readBy: ['api'], text: 'The address the API listens on.' },
@@ -112,6 +115,18 @@ export const apiSettings = settingGroup({
     CATALOG_REFRESH_MS: {
       readBy: ['api', 'console'],
       text: 'Catalog and provider-state reload safety net; changes are also pushed by NOTIFY.',
+    },
+    EVENT_STREAMS_PER_KEY: {
+      readBy: ['api'],
+      text: 'Open `GET /v1/generations/{id}/events` streams allowed per API key in one API process; past it, `429 stream_limit_exceeded`.',
+    },
+    EVENT_STREAMS_PER_PROCESS: {
+      readBy: ['api'],
+      text: 'The same for all keys together, per API process.',
+    },
+    EVENT_STREAM_KEEPALIVE_MS: {
+      readBy: ['api'],
+      text: 'How often an open event stream gets a keep-alive comment, so that proxies do not close it as idle.',
     },
     REDIS_URL: {
       readBy: ['api', 'console'],

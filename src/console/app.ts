@@ -10,7 +10,7 @@ import Fastify, {
   type FastifyReply,
   type FastifyRequest,
 } from 'fastify';
-import { fastifyTrustProxy } from '../api/client-address.js';
+import { fastifyTrustProxy } from '../config/client-address.js';
 import type { TrustProxy } from '../config.js';
 import { newId } from '../ids.js';
 import { sendPage } from './render.js';

@@ -2,9 +2,9 @@ import type { Client } from '@temporalio/client';
 import type { CookieSerializeOptions } from '@fastify/cookie';
 import type { CommonQueryMethods } from 'slonik';
 import type { FastifyRequest } from 'fastify';
-import type { AuthLimits } from '../api/rate-limit.js';
-import type { RequestLogWriter } from '../api/request-log-writer.js';
-import type { StartGenerationDeps } from '../api/start-generation.js';
+import type { AuthLimits } from '../auth/rate-limit.js';
+import type { RequestLogWriter } from '../db/request-log-writer.js';
+import type { AdmissionDeps } from '../generations/admit-generation.js';
 import type { CatalogCache } from '../catalog/catalog-cache.js';
 import type { Storage } from '../storage/storage.js';
 import type { ConsoleSessions } from './sessions.js';
@@ -18,8 +18,8 @@ export interface ConsoleRouteDeps {
   storage: Storage;
   /** For the progress query of a generation's workflow. */
   temporal: Client;
-  /** The API's admission path (startGeneration), configured as the API's. */
-  admission: StartGenerationDeps;
+  /** The API's admission path (admitGeneration), configured as the API's: its provider states too. */
+  admission: AdmissionDeps;
   /** The API's request log: the playground's generations are requests made with the session's key. */
   requestLog: RequestLogWriter;
   cookie: CookieSerializeOptions;
@@ -32,6 +32,4 @@ export interface ConsoleRouteDeps {
   clientSubject: (request: FastifyRequest) => string;
   /** What one playground form may carry: the API's body limit and data-URI image size. */
   uploadLimits: UploadLimits;
-  /** Seconds until a down provider is probed again (the API's ProviderAvailability); null while it takes requests. */
-  providerDownFor: (provider: string) => number | null;
 }

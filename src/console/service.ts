@@ -1,10 +1,11 @@
 import { Client, Connection } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { failedAuthSubject } from '../api/failed-auth-subject.js';
-import { RequestLogWriter } from '../api/request-log-writer.js';
-import { ProviderAvailability } from '../api/provider-availability.js';
-import { authLimitsFor, generationTiming } from '../api/shared-wiring.js';
+import { failedAuthSubject } from '../auth/failed-auth-subject.js';
+import { RequestLogWriter } from '../db/request-log-writer.js';
+import { ProviderAvailability } from '../generations/provider-availability.js';
+import { authLimitsFor } from '../auth/auth-limits.js';
+import { generationTiming } from '../generations/generation-timing.js';
 import { Authenticator } from '../auth/authenticator.js';
 import { CatalogCache } from '../catalog/catalog-cache.js';
 import { MAX_DATA_URI_BYTES } from '../catalog/image-input.js';
@@ -71,7 +72,6 @@ export async function createConsoleService(config: Config, logger: Logger): Prom
     requestLog,
     publicUrl: config.CONSOLE_PUBLIC_URL,
     resultBaseUrl: config.RESULT_BASE_URL,
-    providerDownFor: (provider) => providers.retryAfterSeconds(provider),
     // The API's own limits: a body of BODY_LIMIT_BYTES, an image of a data URI's 10 MiB (16 images
     // at most: no model takes more), and the form's text fields well above any prompt.
     uploadLimits: {
@@ -83,6 +83,8 @@ export async function createConsoleService(config: Config, logger: Logger): Prom
     },
     admission: {
       db: pool,
+      catalog,
+      providerDownFor: (provider) => providers.retryAfterSeconds(provider),
       temporal,
       taskQueue: config.TEMPORAL_TASK_QUEUE,
       storage,

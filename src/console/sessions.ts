@@ -8,7 +8,7 @@ import {
   redeemSignInLink,
   touchSession,
 } from '../db/console-sessions.js';
-import type { AuthLimits, KeyVerdict } from '../api/rate-limit.js';
+import type { AuthLimits, KeyVerdict } from '../auth/rate-limit.js';
 import { newSecret, secretHash } from './session-ids.js';
 
 /** Who a console page acts for: the account, through the key its session was opened with. */

@@ -18,6 +18,8 @@
 -- 0013_submit_claims_and_kept_success.sql
 -- 0014_console_sessions.sql
 -- 0015_console_form_uses.sql
+-- 0016_generation_events.sql
+-- 0017_webhook_secrets.sql
 
 CREATE TABLE accounts (
   id text NOT NULL,
@@ -159,6 +161,18 @@ CREATE TABLE gallery_images (
 );
 CREATE INDEX gallery_images_account ON public.gallery_images USING btree (account_id, created_at DESC);
 
+CREATE TABLE generation_events (
+  generation_id text NOT NULL,
+  seq integer NOT NULL,
+  type text NOT NULL,
+  created_at timestamp with time zone DEFAULT now() NOT NULL,
+  resource jsonb NOT NULL,
+  CONSTRAINT generation_events_pkey PRIMARY KEY (generation_id, seq),
+  CONSTRAINT generation_events_seq_check CHECK (seq > 0),
+  CONSTRAINT generation_events_type_check CHECK (type ~ '^generation\.[a-z_]+$'::text),
+  CONSTRAINT generation_events_generation_id_fkey FOREIGN KEY (generation_id) REFERENCES generations(id) ON DELETE CASCADE
+);
+
 CREATE TABLE generation_reconciliations (
   id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
   generation_id text NOT NULL,
@@ -219,6 +233,8 @@ CREATE INDEX generations_queued_since ON public.generations USING btree (updated
 CREATE INDEX generations_rejected_created ON public.generations USING btree (created_at) WHERE (status = 'rejected'::text);
 CREATE TRIGGER generations_changed AFTER UPDATE ON generations FOR EACH ROW WHEN (old.account_id IS DISTINCT FROM new.account_id OR old.status IS DISTINCT FROM new.status OR old.model IS DISTINCT FROM new.model OR old.media_type IS DISTINCT FROM new.media_type OR old.credits IS DISTINCT FROM new.credits OR old.credits_refunded IS DISTINCT FROM new.credits_refunded OR old.input IS DISTINCT FROM new.input OR old.output IS DISTINCT FROM new.output OR old.error IS DISTINCT FROM new.error OR old.needs_review IS DISTINCT FROM new.needs_review OR old.content_expired IS DISTINCT FROM new.content_expired OR old.created_at IS DISTINCT FROM new.created_at OR old.completed_at IS DISTINCT FROM new.completed_at OR old.expires_at IS DISTINCT FROM new.expires_at) EXECUTE FUNCTION notify_generation_changed();
 CREATE TRIGGER generations_keep_success BEFORE UPDATE OF status, credits_refunded ON generations FOR EACH ROW WHEN (old.status = 'succeeded'::text AND (new.status <> 'succeeded'::text OR new.credits_refunded)) EXECUTE FUNCTION keep_generation_success();
+CREATE TRIGGER generations_record_event AFTER UPDATE ON generations FOR EACH ROW WHEN (old.account_id IS DISTINCT FROM new.account_id OR old.status IS DISTINCT FROM new.status OR old.model IS DISTINCT FROM new.model OR old.media_type IS DISTINCT FROM new.media_type OR old.credits IS DISTINCT FROM new.credits OR old.credits_refunded IS DISTINCT FROM new.credits_refunded OR old.input IS DISTINCT FROM new.input OR old.output IS DISTINCT FROM new.output OR old.error IS DISTINCT FROM new.error OR old.content_expired IS DISTINCT FROM new.content_expired OR old.created_at IS DISTINCT FROM new.created_at OR old.completed_at IS DISTINCT FROM new.completed_at OR old.expires_at IS DISTINCT FROM new.expires_at OR old.provider_job_id IS NULL AND new.provider_job_id IS NOT NULL) EXECUTE FUNCTION record_generation_event();
+CREATE TRIGGER generations_record_event_insert AFTER INSERT ON generations FOR EACH ROW EXECUTE FUNCTION record_generation_event();
 
 CREATE TABLE idempotency_keys (
   api_key_id text NOT NULL,
@@ -342,6 +358,19 @@ CREATE TABLE sim_provider_jobs (
   CONSTRAINT sim_provider_jobs_job_id_key UNIQUE (job_id)
 );
 CREATE INDEX sim_provider_jobs_submitted ON public.sim_provider_jobs USING btree (submitted_at);
+
+CREATE TABLE webhook_secrets (
+  account_id text NOT NULL,
+  secret text NOT NULL,
+  previous_secret text,
+  previous_until timestamp with time zone,
+  created_at timestamp with time zone DEFAULT now() NOT NULL,
+  CONSTRAINT webhook_secrets_pkey PRIMARY KEY (account_id),
+  CONSTRAINT webhook_secrets_check CHECK ((previous_secret IS NULL) = (previous_until IS NULL)),
+  CONSTRAINT webhook_secrets_previous_secret_check CHECK (previous_secret ~ '^whsec_[A-Za-z0-9+/]{32,}={0,2}$'::text),
+  CONSTRAINT webhook_secrets_secret_check CHECK (secret ~ '^whsec_[A-Za-z0-9+/]{32,}={0,2}$'::text),
+  CONSTRAINT webhook_secrets_account_id_fkey FOREIGN KEY (account_id) REFERENCES accounts(id)
+);
 
 CREATE OR REPLACE FUNCTION public.admit_generation(p_generation jsonb, p_price integer, p_definition_digest text, p_concurrency_limit integer)
  RETURNS jsonb
@@ -518,6 +547,55 @@ CREATE OR REPLACE FUNCTION public.notify_provider_health_changed()
 AS $function$
 BEGIN
   PERFORM pg_notify('provider_health_changed', NEW.provider);
+  RETURN NULL;
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.record_generation_event()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  event_type text;
+  next_seq   integer;
+BEGIN
+  IF TG_OP = 'INSERT' THEN
+    -- A request refused at once never became a job: its only event says so.
+    event_type := CASE NEW.status WHEN 'queued' THEN 'generation.created' ELSE 'generation.' || NEW.status END;
+  ELSIF NEW.status IS DISTINCT FROM OLD.status THEN
+    -- Back to queued: support resumed a generation that was in review.
+    event_type := CASE NEW.status WHEN 'queued' THEN 'generation.requeued' ELSE 'generation.' || NEW.status END;
+  ELSIF NEW.content_expired AND NOT OLD.content_expired THEN
+    event_type := 'generation.content_expired';
+  ELSIF NEW.credits_refunded AND NOT OLD.credits_refunded THEN
+    event_type := 'generation.refunded';
+  ELSIF (OLD.account_id, OLD.model, OLD.media_type, OLD.credits, OLD.input, OLD.output, OLD.error,
+         OLD.created_at, OLD.completed_at, OLD.expires_at)
+        IS DISTINCT FROM
+        (NEW.account_id, NEW.model, NEW.media_type, NEW.credits, NEW.input, NEW.output, NEW.error,
+         NEW.created_at, NEW.completed_at, NEW.expires_at) THEN
+    event_type := 'generation.updated';
+  ELSIF OLD.provider_job_id IS NULL AND NEW.provider_job_id IS NOT NULL AND NEW.status = 'queued' THEN
+    -- Not a field of the resource, but what a waiting customer wants to know: the provider has the job.
+    event_type := 'generation.processing';
+  ELSE
+    RETURN NULL;
+  END IF;
+  IF NEW.content_expired AND TG_OP = 'UPDATE' AND NOT OLD.content_expired THEN
+    -- Expiry removes the content from the log too: past events no longer carry input or output.
+    UPDATE generation_events SET resource = resource || '{"input": null, "output": null}'::jsonb
+    WHERE generation_id = NEW.id;
+  END IF;
+  -- Concurrent changes of one generation are serialized by its row lock, and this statement sees
+  -- the events the previous holder committed; the primary key is the guard all the same.
+  SELECT coalesce(max(seq), 0) + 1 INTO next_seq FROM generation_events WHERE generation_id = NEW.id;
+  INSERT INTO generation_events (generation_id, seq, type, resource)
+  VALUES (NEW.id, next_seq, event_type, jsonb_build_object(
+    'id', NEW.id, 'account_id', NEW.account_id, 'status', NEW.status, 'model', NEW.model,
+    'media_type', NEW.media_type, 'credits', NEW.credits, 'credits_refunded', NEW.credits_refunded,
+    'input', NEW.input, 'output', NEW.output, 'error', NEW.error, 'needs_review', NEW.needs_review,
+    'content_expired', NEW.content_expired, 'created_at', NEW.created_at, 'completed_at', NEW.completed_at,
+    'expires_at', NEW.expires_at));
+  PERFORM pg_notify('generation_event', NEW.id);
   RETURN NULL;
 END $function$;
 

@@ -171,7 +171,9 @@ export async function createWorker(options: WorkerOptions): Promise<GenerationWo
   const run = async () => {
     // The server learns of the version from the polls run() starts; the policy applies once it has.
     settled ??= version
-      ? settleCurrentVersion(options.connection, options.namespace, version, deployment!.currentVersion)
+      ? settleCurrentVersion(options.connection, options.namespace, version, deployment!.currentVersion, {
+          taskQueues: workers.map((worker) => worker.options.taskQueue),
+        })
       : Promise.resolve(null);
     settled.catch(() => undefined);
     // One stopping (a fatal error) stops the others, so the process never runs half a worker.

@@ -117,7 +117,9 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const)
     ),
   );
 const running = worker.run();
-worker.currentVersion().then(
+// Ready once the version policy is applied and, when this version is current, its task queues are
+// routed by it: a generation started then is picked up (the wait is bounded; see settleCurrentVersion).
+await worker.currentVersion().then(
   (current) =>
     logger.info(
       { ...worker.version, currentBuildId: current, policy: config.WORKER_SET_CURRENT_VERSION },

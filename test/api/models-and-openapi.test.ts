@@ -130,13 +130,24 @@ describe('GET /v1/models, GET /v1/credits and GET /v1/openapi.json', () => {
       '/generations/quote',
       '/generations/{id}',
       '/generations/{id}/cancel',
+      '/generations/{id}/events',
       '/models',
       '/openapi.json',
+      '/webhooks/secret',
+      '/webhooks/secret/rotate',
     ]);
     const bodies = doc.paths['/generations'].post.requestBody.content['application/json'].schema.oneOf.map(
       (r: { $ref: string }) => r.$ref,
     );
     expect(bodies).toContain('#/components/schemas/GenerationRequest_lumen_lite');
+    // The webhook payloads (OpenAPI 3.1 `webhooks`): one per event type, each the GenerationEvent.
+    expect(doc.webhooks['generation.succeeded'].post.requestBody.content['application/json'].schema).toEqual({
+      $ref: '#/components/schemas/GenerationEvent',
+    });
+    expect(Object.keys(doc.paths['/generations/{id}/events'].get.responses['200'].content).sort()).toEqual([
+      'application/json',
+      'text/event-stream',
+    ]);
     expect(doc.components.schemas.GenerationRequest_lumen_lite.additionalProperties).toBe(false);
     expect(doc.components.schemas.Error.properties.error.properties.code.enum).toContain(
       'insufficient_credits',

@@ -32,7 +32,7 @@ const hasPreferWait = readdirSync(path.join(projectRoot, 'src/api'), { recursive
   .some((f) =>
     readFileSync(path.join(projectRoot, 'src/api', String(f)), 'utf8').includes('preference-applied'),
   );
-const hasKeyFilter = readFileSync(path.join(projectRoot, 'src/api/list-query.ts'), 'utf8').includes(
+const hasKeyFilter = readFileSync(path.join(projectRoot, 'src/generations/list-query.ts'), 'utf8').includes(
   'idempotency_key',
 );
 

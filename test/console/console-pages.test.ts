@@ -51,6 +51,13 @@ describe('console pages in Chromium against the real stack', () => {
     expect(works.statusCode).toBe(200);
     await page.goto('/keys');
     expect(await page.content()).not.toContain(newKey);
+    // The webhook signing secret: the one the API shows (and signs with).
+    const secret = await stack.api.app.inject({
+      method: 'GET',
+      url: '/v1/webhooks/secret',
+      headers: bearer(newKey),
+    });
+    expect(await page.locator('[data-webhook-secret]').textContent()).toBe(secret.json().secret);
     await page.getByRole('button', { name: /Revoke from the console/ }).click();
     await page.waitForURL('**/keys');
     const refused = await stack.api.app.inject({

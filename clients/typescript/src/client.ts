@@ -4,6 +4,7 @@ import type { RetryEvent } from './core/retry-policy.js';
 import { Generations } from './resources/generations.js';
 import { Credits, Models } from './resources/models.js';
 import { clientVersion } from './version.js';
+import { webhooks } from './webhooks.js';
 
 export const defaultBaseURL = 'http://127.0.0.1:8080/v1';
 
@@ -50,6 +51,8 @@ export class Client {
   readonly generations: Generations;
   readonly models: Models;
   readonly credits: Credits;
+  /** Verifying webhook deliveries (`verify`, `unwrap`); needs no API key. */
+  readonly webhooks = webhooks;
   readonly baseURL: string;
 
   constructor(options: ClientOptions = {}) {

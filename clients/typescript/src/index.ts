@@ -11,7 +11,16 @@ export { backoffMs, parseRetryAfter, retryableStatuses } from './core/retry-poli
 export type { FetchFunction } from './core/http.js';
 export type { CreateOptions, RunOptions } from './resources/generations.js';
 export type { WaitOptions } from './resources/waiter.js';
+export type { EventsOptions } from './resources/events.js';
 export type { ListFilters, Page, GenerationPager } from './resources/generation-pager.js';
 export * from './types.js';
 export type { components, paths } from './generated/openapi.js';
 export { priceOf, priceRange } from './pricing.js';
+export {
+  webhooks,
+  verify as verifyWebhook,
+  unwrap as unwrapWebhook,
+  WebhookVerificationError,
+  type VerifyOptions,
+  type WebhookRequestHeaders,
+} from './webhooks.js';

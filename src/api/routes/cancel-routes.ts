@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { CommonQueryMethods } from 'slonik';
 import { ApiError } from '../../errors.js';
 import { principalOf } from '../auth-plugin.js';
-import { cancelGeneration } from '../cancel-generation.js';
+import { cancelGeneration } from '../../generations/cancel-generation.js';
 import { sendGeneration } from '../conditional-reads.js';
 import { toGeneration } from '../generation-view.js';
 import { routeSchemas } from '../route-schemas.js';

@@ -1,11 +1,11 @@
 import type { CommonQueryMethods } from 'slonik';
 import type { CatalogCache } from '../../catalog/catalog-cache.js';
-import { quotePrice, resolveOptions } from '../../catalog/pricing.js';
 import { getBalance, type CreditBalance } from '../../db/credits-repository.js';
 import { ValidationError } from '../../errors.js';
 import type { InvalidatedCache } from '../../invalidated-cache.js';
 import { principalOf } from '../auth-plugin.js';
-import { checkBody } from '../generation-request.js';
+import { checkBody } from '../../generations/generation-request.js';
+import { quoteOf } from '../../generations/quote.js';
 import { routeSchemas } from '../route-schemas.js';
 import type { ZodApp } from '../zod-type-provider.js';
 
@@ -31,13 +31,12 @@ export function quoteRoutes(
       const accountId = principalOf(request).accountId;
       const body = checkBody(deps.catalog, request.body);
       if (!body.ok) throw new ValidationError(body.issues);
-      const { entry } = body.model;
-      const credits = quotePrice(entry, resolveOptions(entry, body.input));
+      const credits = quoteOf(body);
       const balance =
         deps.balances.peek(accountId) ??
         (await deps.balances.get(accountId, (id) => getBalance(deps.db, id)));
       return {
-        model: entry.id,
+        model: body.model.entry.id,
         credits,
         balance: {
           subscription: balance.subscription_credits,

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { listGenerationsQuerySchema, pageOfGenerations } from '../../api/list-query.js';
+import { listGenerationsQuerySchema, pageOfGenerations } from '../../generations/list-query.js';
 import { generationWorkflowId } from '../../db/console-reads.js';
 import { getGeneration } from '../../db/generation-reads.js';
 import { generationStatuses } from '../../generation.js';

@@ -2,6 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import { createApiKey } from '../../auth/api-key-issuer.js';
 import { KeyCreationRefused, listApiKeys, revokeApiKey } from '../../db/api-keys-repository.js';
 import { keysLastUsed } from '../../db/console-reads.js';
+import { webhookSecretOf } from '../../db/webhook-secrets.js';
+import { newWebhookSecret } from '../../webhook-signing.js';
 import { claimForm, endSessionsOfKey, keyOfForm, recordFormKey } from '../../db/console-sessions.js';
 import { newSecret, secretHash } from '../session-ids.js';
 import { formField, SESSION_COOKIE } from '../request-fields.js';
@@ -13,14 +15,17 @@ import { userOf } from '../request-fields.js';
 export function keyRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): void {
   /** The page, with a fresh id for its create form (see POST /keys). */
   const page = async (accountId: string, extra: Record<string, unknown>) => {
-    const [keys, lastUsed] = await Promise.all([
+    const [keys, lastUsed, webhookSecret] = await Promise.all([
       listApiKeys(deps.db, accountId),
       keysLastUsed(deps.db, accountId),
+      // The same secret GET /v1/webhooks/secret shows (made here if neither was read before).
+      webhookSecretOf(deps.db, accountId, newWebhookSecret()),
     ]);
     return {
       title: 'API keys',
       keys: keys.map((k) => ({ ...k, last_used: lastUsed.get(k.id) ?? null })),
       active: keys.filter((k) => !k.revoked_at).length,
+      webhookSecret,
       format,
       created: null,
       message: null,

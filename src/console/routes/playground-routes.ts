@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { checkBody, checkIdempotencyKey, fingerprint } from '../../api/generation-request.js';
-import { providerOf, refusalWhileDown } from '../../api/provider-availability.js';
-import { startGeneration, type StartOutcome } from '../../api/start-generation.js';
 import type { CompiledModel } from '../../catalog/catalog-cache.js';
-import { quotePrice, resolveOptions } from '../../catalog/pricing.js';
-import { ApiError, errorCodes, type ErrorCode, type ValidationIssue } from '../../errors.js';
+import { ApiError, ValidationError, errorCodes, type ErrorCode, type ValidationIssue } from '../../errors.js';
+import { admitGeneration, GenerationRefused } from '../../generations/admit-generation.js';
+import { checkBody } from '../../generations/generation-request.js';
+import { quoteOf } from '../../generations/quote.js';
 import { newId } from '../../ids.js';
 import { getBalance } from '../../db/credits-repository.js';
 import { bodyFromForm, formFields } from '../playground-form.js';
@@ -17,8 +16,8 @@ import { userOf } from '../request-fields.js';
 
 /**
  * The playground: a form made from the model's published description, its price quoted before it
- * is sent, and a submission that goes through the API's own admission path (checkBody, the
- * fingerprint, startGeneration) on behalf of the session's key. Each rendered form carries its own
+ * is sent, and a submission that goes through the API's own admission path (admitGeneration) on
+ * behalf of the session's key. Each rendered form carries its own
  * Idempotency-Key, so a double click or a resubmitted form is one generation and one debit.
  */
 export function playgroundRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): void {
@@ -26,9 +25,9 @@ export function playgroundRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): 
     (typeof id === 'string' ? deps.catalog.get(id) : undefined) ?? deps.catalog.list()[0];
 
   /** The quote the API gives for these fields (null while they are not a valid request). */
-  const quote = (model: CompiledModel, body: Record<string, unknown>): number | null => {
+  const quote = (body: Record<string, unknown>): number | null => {
     const checked = checkBody(deps.catalog, body);
-    return checked.ok ? quotePrice(model.entry, resolveOptions(model.entry, checked.input)) : null;
+    return checked.ok ? quoteOf(checked) : null;
   };
 
   const show = async (
@@ -57,7 +56,7 @@ export function playgroundRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): 
         fields: formFields(model.publicView, values),
         prompt: typeof values.prompt === 'string' ? values.prompt : '',
         price:
-          quote(model, { model: model.entry.id, prompt: 'x', ...withoutImages(values) }) ??
+          quote({ model: model.entry.id, prompt: 'x', ...withoutImages(values) }) ??
           model.publicView.default_price,
         balance,
         idempotencyKey: `console-${randomUUID()}`,
@@ -90,7 +89,7 @@ export function playgroundRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): 
       field: (name) => (typeof query[name] === 'string' ? query[name] : undefined),
       images: () => [],
     });
-    return { credits: quote(model, body) };
+    return { credits: quote(body) };
   });
 
   /**
@@ -98,16 +97,27 @@ export function playgroundRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): 
    * token; the rest is read only once the key's rate limit allows one more request, as the API
    * counts one, and streams to temporary files within the API's limits (413 past them).
    */
-  app.post('/playground', { config: { consoleUpload: true } }, async (request, reply) => {
-    const form = request.consoleForm;
-    if (!form)
-      return reply.code(415).type('text/plain').send('The playground form is sent as multipart/form-data.');
-    try {
-      return await generate(request, reply, form);
-    } finally {
-      await form.discard();
-    }
-  });
+  app.post(
+    '/playground',
+    {
+      config: { consoleUpload: true },
+      // The temporary files go before the answer does: an answered form has left nothing on disk.
+      onSend: async (request) => {
+        await request.consoleForm?.discard();
+      },
+    },
+    async (request, reply) => {
+      const form = request.consoleForm;
+      if (!form)
+        return reply.code(415).type('text/plain').send('The playground form is sent as multipart/form-data.');
+      try {
+        return await generate(request, reply, form);
+      } finally {
+        // Also when no answer was sent (an error the error handler answers after this).
+        await form.discard();
+      }
+    },
+  );
 
   const generate = async (request: FastifyRequest, reply: FastifyReply, form: StreamedForm) => {
     const user = userOf(request);
@@ -158,59 +168,41 @@ export function playgroundRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): 
       field: (name) => form.field(name),
       images: (name) => uploads.standIns(name),
     });
-    const key = checkIdempotencyKey(form.field('idempotency_key'));
-    const checked = checkBody(deps.catalog, body);
-    if (!key.ok || !checked.ok || uploads.issues.length > 0) {
-      const issues = [
-        ...uploads.issues,
-        ...(key.ok ? [] : [key.issue]),
-        ...(checked.ok ? [] : checked.issues.filter((i) => !uploads.issues.some((u) => u.field === i.field))),
-      ];
-      return show(request, reply, model, { values: body, issues, status: 400 });
-    }
-    let outcome: StartOutcome;
+    let admitted: { generationId: string };
     try {
-      outcome = await startGeneration(
+      // As the API: a resubmitted form that was accepted is shown its generation; a new one is
+      // refused while its provider is down. The uploads are stored from their staged files.
+      admitted = await admitGeneration(
         deps.admission,
         {
-          accountId: user.accountId,
-          apiKeyId: user.keyId,
-          idempotencyKey: key.key,
-          model: checked.model.entry,
-          // The uploads as staged files: stored from disk by the admission path, never as data URIs.
-          input: uploads.withStagedImages(checked.input),
-          fingerprint: fingerprint(uploads.forFingerprint(body)),
+          principal: user,
+          idempotencyKey: form.field('idempotency_key'),
+          body,
+          recordInvalid: false,
+          uploads,
         },
-        // As the API: a resubmitted form that was accepted is shown its generation; a new one is refused.
-        {
-          refuseNew: refusalWhileDown(
-            checked.model.entry,
-            deps.providerDownFor(providerOf(checked.model.entry)),
-          ),
-        },
+        request.log,
       );
     } catch (error) {
+      // An invalid form is shown again with its issues beside the fields: no request was made.
+      if (error instanceof ValidationError)
+        return show(request, reply, model, { values: body, issues: error.extra.issues ?? [], status: 400 });
       if (!(error instanceof ApiError)) throw error;
+      if (error instanceof GenerationRefused) {
+        logRequest(error.generationId, error.code);
+        const message =
+          error.outcome === 'conflict'
+            ? 'This form was already sent with other values. Reload the playground to start a new generation.'
+            : error.message;
+        return show(request, reply, model, { values: body, message, status: 409 });
+      }
       logRequest(newId('req'), error.code);
       if (error.extra.retryAfterSeconds !== undefined)
         reply.header('retry-after', String(error.extra.retryAfterSeconds));
       return show(request, reply, model, { values: body, message: error.message, status: error.status });
     }
-    logRequest(
-      outcome.generationId,
-      outcome.outcome === 'admitted'
-        ? null
-        : outcome.outcome === 'conflict'
-          ? 'idempotency_conflict'
-          : outcome.error.code,
-    );
-    if (outcome.outcome === 'admitted') return reply.redirect(`/generations/${outcome.generationId}`, 303);
-    if (outcome.inputPrefix) await deps.storage.deletePrefix(outcome.inputPrefix).catch(() => undefined);
-    const message =
-      outcome.outcome === 'conflict'
-        ? 'This form was already sent with other values. Reload the playground to start a new generation.'
-        : outcome.error.message;
-    return show(request, reply, model, { values: body, message, status: 409 });
+    logRequest(admitted.generationId, null);
+    return reply.redirect(`/generations/${admitted.generationId}`, 303);
   };
 }
 

@@ -48,12 +48,15 @@ from .retry_policy import RETRYABLE_STATUSES, RetryEvent, backoff, parse_retry_a
 from .types import (
     CreditBalance,
     Generation,
+    GenerationEvent,
+    GenerationEventList,
     GenerationList,
     GenerationRequest,
     GenerationStatus,
     KeyedGeneration,
     Model,
     Quote,
+    WebhookSecret,
 )
 
 __all__ = [
@@ -79,6 +82,8 @@ __all__ = [
     "Generation",
     "GenerationClientError",
     "GenerationEndedError",
+    "GenerationEvent",
+    "GenerationEventList",
     "GenerationFailedError",
     "GenerationList",
     "GenerationPager",
@@ -109,6 +114,7 @@ __all__ = [
     "ServiceUnavailableError",
     "UnsupportedMediaTypeError",
     "WaitTimeoutError",
+    "WebhookSecret",
     "__version__",
     "backoff",
     "parse_retry_after",

@@ -12,7 +12,7 @@ from types import TracebackType
 
 import httpx
 
-from ._catalog import AsyncCredits, AsyncModels, Credits, Models
+from ._catalog import AsyncCredits, AsyncModels, AsyncWebhooks, Credits, Models, Webhooks
 from ._core import Settings
 from ._download import SavedFile, download_async, download_sync
 from ._generations import AsyncGenerations, Generations
@@ -62,6 +62,7 @@ class Client:
         self.generations = Generations(http)
         self.models = Models(http)
         self.credits = Credits(http)
+        self.webhooks = Webhooks(http)
 
     @property
     def base_url(self) -> str:
@@ -106,6 +107,7 @@ class AsyncClient:
         self.generations = AsyncGenerations(http)
         self.models = AsyncModels(http)
         self.credits = AsyncCredits(http)
+        self.webhooks = AsyncWebhooks(http)
 
     @property
     def base_url(self) -> str:

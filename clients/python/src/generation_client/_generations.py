@@ -9,7 +9,7 @@ from ._http import AsyncHttp, SyncHttp
 from ._pager import AsyncGenerationPager, GenerationPager, ListFilters
 from ._waiting import OnUpdate, wait_async, wait_sync
 from .errors import ApiError
-from .types import Generation, GenerationStatus, KeyedGeneration, Quote
+from .types import Generation, GenerationEvent, GenerationEventList, GenerationStatus, KeyedGeneration, Quote
 
 
 class Generations:
@@ -35,6 +35,11 @@ class Generations:
     def get(self, generation_id: str) -> Generation:
         """GET /v1/generations/{id}: the whole generation."""
         return Generation.model_validate(self._http.request(r.get_request(generation_id)).data)
+
+    def events(self, generation_id: str, *, after: int | None = None) -> list[GenerationEvent]:
+        """GET /v1/generations/{id}/events as JSON: the log so far, oldest first (after event ``after``)."""
+        request = r.events_request(generation_id, after)
+        return GenerationEventList.model_validate(self._http.request(request).data).data
 
     def wait(
         self,
@@ -130,6 +135,10 @@ class AsyncGenerations:
 
     async def get(self, generation_id: str) -> Generation:
         return Generation.model_validate((await self._http.request(r.get_request(generation_id))).data)
+
+    async def events(self, generation_id: str, *, after: int | None = None) -> list[GenerationEvent]:
+        request = r.events_request(generation_id, after)
+        return GenerationEventList.model_validate((await self._http.request(request)).data).data
 
     async def wait(
         self,

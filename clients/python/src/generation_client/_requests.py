@@ -59,6 +59,11 @@ def get_request(generation_id: str) -> Request:
     return Request("GET", f"/generations/{quote(generation_id, safe='')}")
 
 
+def events_request(generation_id: str, after: int | None) -> Request:
+    headers = {} if after is None else {"last-event-id": str(after)}
+    return Request("GET", f"/generations/{quote(generation_id, safe='')}/events", headers=headers)
+
+
 def cancel_request(generation_id: str) -> Request:
     return Request("POST", f"/generations/{quote(generation_id, safe='')}/cancel")
 

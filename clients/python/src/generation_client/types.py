@@ -32,6 +32,7 @@ ErrorCode = Literal[
     "rate_limited",
     "concurrency_limit_exceeded",
     "wait_limit_exceeded",
+    "stream_limit_exceeded",
     "not_cancelable",
     "internal_error",
     "service_unavailable",
@@ -115,6 +116,48 @@ class GenerationList(ApiModel):
 
     data: list[Generation]
     next_cursor: str | None
+
+
+GenerationEventType = Literal[
+    "generation.created",
+    "generation.processing",
+    "generation.succeeded",
+    "generation.failed",
+    "generation.rejected",
+    "generation.refunded",
+    "generation.requeued",
+    "generation.updated",
+    "generation.content_expired",
+]
+
+
+class GenerationEvent(ApiModel):
+    """One entry of a generation's event log (GET /v1/generations/{id}/events), and a webhook's body:
+    ``id`` is unique within the generation and increasing; ``data`` is the generation as it was then."""
+
+    id: int
+    type: GenerationEventType
+    created_at: datetime
+    data: Generation
+
+
+class GenerationEventList(ApiModel):
+    """The event log so far, oldest first."""
+
+    data: list[GenerationEvent]
+
+
+class WebhookPreviousSecret(ApiModel):
+    secret: str
+    expires_at: datetime
+
+
+class WebhookSecret(ApiModel):
+    """The account's webhook signing secret (``whsec_…``), and the one a rotation replaced, while it signs."""
+
+    secret: str
+    created_at: datetime
+    previous: WebhookPreviousSecret | None
 
 
 class CreditBalance(ApiModel):
@@ -243,4 +286,7 @@ OPENAPI_COMPONENTS: dict[str, type[ApiModel]] = {
     "ModelList": ModelList,
     "Quote": Quote,
     "NotCancelable": NotCancelableBody,
+    "GenerationEvent": GenerationEvent,
+    "GenerationEventList": GenerationEventList,
+    "WebhookSecret": WebhookSecret,
 }

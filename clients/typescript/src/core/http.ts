@@ -111,6 +111,34 @@ export class HttpCore {
     }
   }
 
+  /**
+   * One GET whose body the caller reads as it arrives (an event stream): the response when it is
+   * 2xx, else the error it ended with (ApiError by status, ConnectionError); never retried here.
+   */
+  async openStream(path: string, headers: Record<string, string>, signal?: AbortSignal): Promise<Response> {
+    const request: HttpRequest = { method: 'GET', path, signal };
+    if (signal?.aborted) throw this.aborted(request);
+    let response: Response;
+    try {
+      response = await this.settings.fetch(this.url(path), {
+        method: 'GET',
+        headers: {
+          authorization: `Bearer ${this.settings.apiKey}`,
+          'user-agent': this.settings.userAgent,
+          ...headers,
+        },
+        ...(signal ? { signal } : {}),
+        ...noStore(),
+      });
+    } catch (error) {
+      if (signal?.aborted) throw this.aborted(request, error);
+      throw new ConnectionError(`GET ${path}: ${describeNetworkError(error)}`, { cause: error });
+    }
+    if (response.ok) return response;
+    const text = await response.text().catch(() => '');
+    throw this.errorOf(response, text, response.headers.get('x-request-id') ?? undefined, request);
+  }
+
   /** One attempt: the response, or the error it ended with (thrown at once when it must not be retried). */
   private async attempt<T>(
     request: HttpRequest,

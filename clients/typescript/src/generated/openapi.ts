@@ -649,6 +649,143 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/generations/{id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A generation's events: Server-Sent Events, or the log as JSON
+         * @description The generation’s event log: one event per change a customer can see (`generation.created`, `generation.processing` when the provider has the job, `generation.succeeded`, `generation.failed`, `generation.rejected`, `generation.refunded`, `generation.requeued`, `generation.updated`, `generation.content_expired`), each with an id unique within the generation and increasing, and the generation as it was then.
+         *
+         *     With `Accept: text/event-stream`: Server-Sent Events, each `id: <event id>`, `event: <type>`, `data: <the event as JSON>`; first the events after Last-Event-ID, then each new one as it is committed; a `: keep-alive` comment every 15 s; the server ends the stream after an event that leaves the generation succeeded, failed or rejected, and answers 204 when it is terminal and Last-Event-ID names its last event (EventSource then stops reconnecting). A stream counts once against the rate limit. Streams are capped per API key and per server (429 `stream_limit_exceeded`, refused before any work); at shutdown the server ends streams, and clients resume with Last-Event-ID.
+         *
+         *     With any other Accept: the log so far as JSON (after Last-Event-ID when sent).
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: {
+                    /** @description Resume after this event: only later events are sent. EventSource sends it itself when it reconnects. */
+                    "Last-Event-ID"?: string;
+                };
+                path: {
+                    /** @description A generation id; anything else is 404 like an unknown one. */
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The events (a JSON list, or a stream of Server-Sent Events). */
+                200: {
+                    headers: {
+                        /** @description The generation id. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["GenerationEventList"];
+                        /** @description Server-Sent Events: `id: 1\nevent: generation.created\ndata: {"id":1,"type":"generation.created",…}\n\n`; the data is a GenerationEvent. */
+                        "text/event-stream": string;
+                    };
+                };
+                /** @description Terminal, and Last-Event-ID names its last event: nothing more will come. */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description `invalid_request`: The request failed validation; `issues` names each field. */
+                400: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description `unauthorized`: Missing, malformed, unknown or revoked API key. */
+                401: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. */
+                403: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `not_found`: No such route, or no such generation in this account. */
+                404: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `stream_limit_exceeded`: Too many event streams (GET /v1/generations/{id}/events) are open for the API key, or on the server; see Retry-After. `rate_limited`: A rate limit was exceeded; see Retry-After. */
+                429: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `internal_error`: Unexpected failure. Retry with the same Idempotency-Key. */
+                500: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `service_unavailable`: A dependency is unreachable. Retry with the same Idempotency-Key and body. */
+                503: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/generations/quote": {
         parameters: {
             query?: never;
@@ -951,8 +1088,691 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/webhooks/secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The webhook signing secret (made on first read)
+         * @description The secret deliveries are signed with (Standard Webhooks 1.0). It is kept by the service in a form that can sign, unlike API keys (stored as hashes): it authenticates nothing here. Any API key of the account reads it.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The secret, and the previous one while it still signs. */
+                200: {
+                    headers: {
+                        /** @description `no-store`: the body holds a secret. */
+                        "cache-control"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["WebhookSecret"];
+                    };
+                };
+                /** @description `invalid_request`: The request failed validation; `issues` names each field. */
+                400: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description `unauthorized`: Missing, malformed, unknown or revoked API key. */
+                401: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. */
+                403: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `rate_limited`: A rate limit was exceeded; see Retry-After. */
+                429: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `internal_error`: Unexpected failure. Retry with the same Idempotency-Key. */
+                500: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `service_unavailable`: A dependency is unreachable. Retry with the same Idempotency-Key and body. */
+                503: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhooks/secret/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Replace the webhook signing secret
+         * @description Makes a new secret. For 24 hours the replaced one keeps signing too: each delivery carries both signatures, space-separated, so receivers can switch over. A second rotation within that time drops the older one.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The new secret, and the previous one. */
+                200: {
+                    headers: {
+                        /** @description `no-store`: the body holds a secret. */
+                        "cache-control"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["WebhookSecret"];
+                    };
+                };
+                /** @description `invalid_request`: The request failed validation; `issues` names each field. */
+                400: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description `unauthorized`: Missing, malformed, unknown or revoked API key. */
+                401: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. */
+                403: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `rate_limited`: A rate limit was exceeded; see Retry-After. */
+                429: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `internal_error`: Unexpected failure. Retry with the same Idempotency-Key. */
+                500: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `service_unavailable`: A dependency is unreachable. Retry with the same Idempotency-Key and body. */
+                503: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "generation.content_expired": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * generation.content_expired (a generation's event, sent to its webhook URL)
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    "webhook-id": string;
+                    "webhook-signature": string;
+                    "webhook-timestamp": string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["GenerationEvent"];
+                };
+            };
+            responses: {
+                /** @description Received (any 2xx). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Gone: no more deliveries to this URL. */
+                410: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "generation.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * generation.created (a generation's event, sent to its webhook URL)
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    "webhook-id": string;
+                    "webhook-signature": string;
+                    "webhook-timestamp": string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["GenerationEvent"];
+                };
+            };
+            responses: {
+                /** @description Received (any 2xx). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Gone: no more deliveries to this URL. */
+                410: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "generation.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * generation.failed (a generation's event, sent to its webhook URL)
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    "webhook-id": string;
+                    "webhook-signature": string;
+                    "webhook-timestamp": string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["GenerationEvent"];
+                };
+            };
+            responses: {
+                /** @description Received (any 2xx). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Gone: no more deliveries to this URL. */
+                410: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "generation.processing": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * generation.processing (a generation's event, sent to its webhook URL)
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    "webhook-id": string;
+                    "webhook-signature": string;
+                    "webhook-timestamp": string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["GenerationEvent"];
+                };
+            };
+            responses: {
+                /** @description Received (any 2xx). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Gone: no more deliveries to this URL. */
+                410: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "generation.refunded": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * generation.refunded (a generation's event, sent to its webhook URL)
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    "webhook-id": string;
+                    "webhook-signature": string;
+                    "webhook-timestamp": string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["GenerationEvent"];
+                };
+            };
+            responses: {
+                /** @description Received (any 2xx). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Gone: no more deliveries to this URL. */
+                410: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "generation.rejected": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * generation.rejected (a generation's event, sent to its webhook URL)
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    "webhook-id": string;
+                    "webhook-signature": string;
+                    "webhook-timestamp": string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["GenerationEvent"];
+                };
+            };
+            responses: {
+                /** @description Received (any 2xx). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Gone: no more deliveries to this URL. */
+                410: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "generation.requeued": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * generation.requeued (a generation's event, sent to its webhook URL)
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    "webhook-id": string;
+                    "webhook-signature": string;
+                    "webhook-timestamp": string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["GenerationEvent"];
+                };
+            };
+            responses: {
+                /** @description Received (any 2xx). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Gone: no more deliveries to this URL. */
+                410: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "generation.succeeded": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * generation.succeeded (a generation's event, sent to its webhook URL)
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    "webhook-id": string;
+                    "webhook-signature": string;
+                    "webhook-timestamp": string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["GenerationEvent"];
+                };
+            };
+            responses: {
+                /** @description Received (any 2xx). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Gone: no more deliveries to this URL. */
+                410: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "generation.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * generation.updated (a generation's event, sent to its webhook URL)
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    "webhook-id": string;
+                    "webhook-signature": string;
+                    "webhook-timestamp": string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["GenerationEvent"];
+                };
+            };
+            responses: {
+                /** @description Received (any 2xx). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Gone: no more deliveries to this URL. */
+                410: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         CreditBalance: {
@@ -964,7 +1784,7 @@ export interface components {
         Error: {
             error: {
                 /** @enum {string} */
-                code: "invalid_request" | "unauthorized" | "insufficient_credits" | "payment_required" | "api_access_disabled" | "not_found" | "method_not_allowed" | "not_acceptable" | "request_timeout" | "idempotency_conflict" | "length_required" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "concurrency_limit_exceeded" | "wait_limit_exceeded" | "not_cancelable" | "internal_error" | "service_unavailable";
+                code: "invalid_request" | "unauthorized" | "insufficient_credits" | "payment_required" | "api_access_disabled" | "not_found" | "method_not_allowed" | "not_acceptable" | "request_timeout" | "idempotency_conflict" | "length_required" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "concurrency_limit_exceeded" | "wait_limit_exceeded" | "stream_limit_exceeded" | "not_cancelable" | "internal_error" | "service_unavailable";
                 message: string;
             };
             /** @description Present on 400 invalid_request (and only there): one item per offending field. */
@@ -1018,6 +1838,118 @@ export interface components {
             } | null;
             /** @enum {string} */
             status: "queued" | "succeeded" | "failed" | "rejected";
+        };
+        GenerationEvent: {
+            /**
+             * Format: date-time
+             * @description When the change was committed (UTC, ISO 8601 with milliseconds and Z).
+             */
+            created_at: string;
+            /** @description The generation as it was right after the change. */
+            data: {
+                /** @description UTC, ISO 8601 with milliseconds and Z. */
+                completed_at: string | null;
+                content_expired: boolean;
+                /**
+                 * Format: date-time
+                 * @description UTC, ISO 8601 with milliseconds and Z.
+                 */
+                created_at: string;
+                credits: number;
+                credits_refunded: boolean;
+                error: {
+                    code: string;
+                    message: string;
+                } | null;
+                /** @description UTC, ISO 8601 with milliseconds and Z. */
+                expires_at: string | null;
+                id: string;
+                input: {
+                    [key: string]: unknown;
+                } | null;
+                media_type: string;
+                model: string;
+                output: {
+                    images?: {
+                        height: number;
+                        /** Format: uri */
+                        url: string;
+                        width: number;
+                    }[];
+                    videos?: {
+                        content_type: string;
+                        duration_seconds: number;
+                        has_audio: boolean;
+                        height: number;
+                        /** Format: uri */
+                        url: string;
+                        width: number;
+                    }[];
+                } | null;
+                /** @enum {string} */
+                status: "queued" | "succeeded" | "failed" | "rejected";
+            };
+            /** @description Unique within the generation and increasing (1, 2, 3…): the SSE id, and what Last-Event-ID names. */
+            id: number;
+            /** @enum {string} */
+            type: "generation.created" | "generation.processing" | "generation.succeeded" | "generation.failed" | "generation.rejected" | "generation.refunded" | "generation.requeued" | "generation.updated" | "generation.content_expired";
+        };
+        GenerationEventList: {
+            data: {
+                /**
+                 * Format: date-time
+                 * @description When the change was committed (UTC, ISO 8601 with milliseconds and Z).
+                 */
+                created_at: string;
+                /** @description The generation as it was right after the change. */
+                data: {
+                    /** @description UTC, ISO 8601 with milliseconds and Z. */
+                    completed_at: string | null;
+                    content_expired: boolean;
+                    /**
+                     * Format: date-time
+                     * @description UTC, ISO 8601 with milliseconds and Z.
+                     */
+                    created_at: string;
+                    credits: number;
+                    credits_refunded: boolean;
+                    error: {
+                        code: string;
+                        message: string;
+                    } | null;
+                    /** @description UTC, ISO 8601 with milliseconds and Z. */
+                    expires_at: string | null;
+                    id: string;
+                    input: {
+                        [key: string]: unknown;
+                    } | null;
+                    media_type: string;
+                    model: string;
+                    output: {
+                        images?: {
+                            height: number;
+                            /** Format: uri */
+                            url: string;
+                            width: number;
+                        }[];
+                        videos?: {
+                            content_type: string;
+                            duration_seconds: number;
+                            has_audio: boolean;
+                            height: number;
+                            /** Format: uri */
+                            url: string;
+                            width: number;
+                        }[];
+                    } | null;
+                    /** @enum {string} */
+                    status: "queued" | "succeeded" | "failed" | "rejected";
+                };
+                /** @description Unique within the generation and increasing (1, 2, 3…): the SSE id, and what Last-Event-ID names. */
+                id: number;
+                /** @enum {string} */
+                type: "generation.created" | "generation.processing" | "generation.succeeded" | "generation.failed" | "generation.rejected" | "generation.refunded" | "generation.requeued" | "generation.updated" | "generation.content_expired";
+            }[];
         };
         GenerationList: {
             data: {
@@ -1208,6 +2140,24 @@ export interface components {
                 field: string;
                 message: string;
             }[];
+        };
+        WebhookSecret: {
+            /**
+             * Format: date-time
+             * @description When this secret was made (first read, or the rotation).
+             */
+            created_at: string;
+            /** @description The secret replaced by the last rotation, while it still signs (24 h); else null. */
+            previous: {
+                /**
+                 * Format: date-time
+                 * @description Until then deliveries carry a signature with it too.
+                 */
+                expires_at: string;
+                secret: string;
+            } | null;
+            /** @description The signing secret: `whsec_` + base64 of 32 random bytes; the HMAC key is the base64-decoded part after `whsec_`. */
+            secret: string;
         };
     };
     responses: never;

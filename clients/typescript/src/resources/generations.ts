@@ -8,9 +8,10 @@ import {
 import type { HttpCore } from '../core/http.js';
 import { newIdempotencyKey } from '../core/ids.js';
 import { routeMissing } from '../core/route-check.js';
-import type { Generation, GenerationRequest, KeyedGeneration, Quote } from '../types.js';
+import type { Generation, GenerationEvent, GenerationRequest, KeyedGeneration, Quote } from '../types.js';
 import { GenerationPager, type ListFilters } from './generation-pager.js';
 import { waitForGeneration, type WaitOptions } from './waiter.js';
+import { generationEvents, type EventsOptions } from './events.js';
 
 export interface CreateOptions {
   /** One per intended generation; made (UUID v4) when absent. Pass the one of a failed call to recover it. */
@@ -80,6 +81,15 @@ export class Generations {
    */
   wait(idOrGeneration: string | Generation, options: WaitOptions = {}): Promise<Generation> {
     return waitForGeneration(this.http, idOrGeneration, options);
+  }
+
+  /**
+   * GET /v1/generations/{id}/events: the generation's events as they happen (`for await (const e of
+   * events(id))`), from the first (or after `lastEventId`) until it is terminal; a dropped
+   * connection is resumed with Last-Event-ID, without loss or repeat.
+   */
+  events(id: string, options: EventsOptions = {}): AsyncGenerator<GenerationEvent, void, undefined> {
+    return generationEvents(this.http, id, options);
   }
 
   /**

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
-import { copyRequestLogChunks, toCopyLine, type RequestLogEntry } from '../db/request-log-repository.js';
+import { copyRequestLogChunks, toCopyLine, type RequestLogEntry } from './request-log-repository.js';
 
 const CHUNK_BYTES = 1 << 20;
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { failedAuthSubject } from '../../src/api/failed-auth-subject.js';
-import { FixedWindowCounter, MemoryAuthLimits } from '../../src/api/rate-limit.js';
+import { failedAuthSubject } from '../../src/auth/failed-auth-subject.js';
+import { FixedWindowCounter, MemoryAuthLimits } from '../../src/auth/rate-limit.js';
 
 describe('FixedWindowCounter', () => {
   it('allows `limit` hits per window, then refuses until the window resets', () => {

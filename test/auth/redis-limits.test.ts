@@ -1,8 +1,8 @@
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MemoryAuthLimits, type AuthLimits } from '../../src/api/rate-limit.js';
-import { RedisAuthLimits } from '../../src/api/redis-limits.js';
+import { MemoryAuthLimits, type AuthLimits } from '../../src/auth/rate-limit.js';
+import { RedisAuthLimits } from '../../src/auth/redis-limits.js';
 import type { RunningValkey } from '../../src/dev/valkey-server.js';
 import { startTestRedis } from '../support/redis.js';
 

@@ -55,8 +55,8 @@ export function providerOf(entry: CatalogEntry): string {
 }
 
 /**
- * What startGeneration's `refuseNew` is given (the API's POST and the console's playground alike):
- * undefined while the model's provider takes requests (`retryAfterSeconds` null), else a function
+ * What admitGeneration gives startGeneration as `refuseNew` (the API's POST and the console's
+ * playground alike): undefined while the model's provider takes requests (`retryAfterSeconds` null), else a function
  * that throws the refusal, after `onRefused` (the API counts it in its metrics).
  */
 export function refusalWhileDown(

@@ -1,0 +1,32 @@
+import type { z } from 'zod';
+import type { GenerationEventRow } from '../db/generation-events.js';
+import { toGeneration } from './generation-view.js';
+import type { generationEventSchema } from './schemas.js';
+
+/** The event as clients read it: in the JSON list, in an SSE `data:` line and (later) as a webhook body. */
+export type GenerationEvent = z.infer<typeof generationEventSchema>;
+
+export function toGenerationEvent(event: GenerationEventRow): GenerationEvent {
+  return {
+    id: event.seq,
+    type: event.type,
+    created_at: event.created_at,
+    data: toGeneration(event.generation),
+  };
+}
+
+/** One Server-Sent Events message: the id resumes with Last-Event-ID, the event name is the type. */
+export function sseMessage(event: GenerationEventRow): string {
+  return `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(toGenerationEvent(event))}\n\n`;
+}
+
+/**
+ * The Last-Event-ID header as an event number: absent is 0 (from the start); anything but a
+ * decimal number of at most 9 digits is null (refused as invalid).
+ */
+export function lastEventIdOf(header: string | string[] | undefined): number | null {
+  if (header === undefined) return 0;
+  const value = [header].flat().join(',').trim();
+  if (value === '') return 0;
+  return /^\d{1,9}$/.test(value) ? Number(value) : null;
+}

@@ -1,0 +1,111 @@
+import { generationEventTypes } from '../db/generation-events.js';
+
+/**
+ * The event log's part of the OpenAPI document: GET /v1/generations/{id}/events (its JSON form,
+ * its text/event-stream form) and the webhook payload (OpenAPI 3.1 `webhooks`: the same event).
+ * Kept apart from openapi.ts, which merges it in.
+ */
+
+const eventRef = { $ref: '#/components/schemas/GenerationEvent' };
+
+const lastEventIdParameter = {
+  name: 'Last-Event-ID',
+  in: 'header',
+  required: false,
+  description:
+    'Resume after this event: only later events are sent. EventSource sends it itself when it reconnects.',
+  schema: { type: 'string', pattern: '^[0-9]{1,9}$' },
+};
+
+const eventsOperationDescription = [
+  'The generation’s event log: one event per change a customer can see (`generation.created`, `generation.processing` when the provider has the job, `generation.succeeded`, `generation.failed`, `generation.rejected`, `generation.refunded`, `generation.requeued`, `generation.updated`, `generation.content_expired`), each with an id unique within the generation and increasing, and the generation as it was then.',
+  'With `Accept: text/event-stream`: Server-Sent Events, each `id: <event id>`, `event: <type>`, `data: <the event as JSON>`; first the events after Last-Event-ID, then each new one as it is committed; a `: keep-alive` comment every 15 s; the server ends the stream after an event that leaves the generation succeeded, failed or rejected, and answers 204 when it is terminal and Last-Event-ID names its last event (EventSource then stops reconnecting). A stream counts once against the rate limit. Streams are capped per API key and per server (429 `stream_limit_exceeded`, refused before any work); at shutdown the server ends streams, and clients resume with Last-Event-ID.',
+  'With any other Accept: the log so far as JSON (after Last-Event-ID when sent).',
+].join('\n\n');
+
+/** GET /v1/generations/{id}/events, given its path parameters, its JSON list's schema and its error answers. */
+export function eventsPath(pathParameters: unknown[], listSchema: unknown, errors: Record<string, unknown>) {
+  return {
+    get: {
+      summary: "A generation's events: Server-Sent Events, or the log as JSON",
+      description: eventsOperationDescription,
+      parameters: [...pathParameters, lastEventIdParameter],
+      responses: {
+        '200': eventsOkResponse(listSchema),
+        '204': { description: 'Terminal, and Last-Event-ID names its last event: nothing more will come.' },
+        ...errors,
+      },
+    },
+  };
+}
+
+/** The 200 of the events operation: two media types, one schema each. */
+function eventsOkResponse(listSchema: unknown) {
+  return {
+    description: 'The events (a JSON list, or a stream of Server-Sent Events).',
+    headers: { 'x-request-id': { description: 'The generation id.', schema: { type: 'string' } } },
+    content: {
+      'application/json': { schema: listSchema },
+      'text/event-stream': {
+        schema: { type: 'string' },
+        description:
+          'Server-Sent Events: `id: 1\\nevent: generation.created\\ndata: {"id":1,"type":"generation.created",…}\\n\\n`; the data is a GenerationEvent.',
+      },
+    },
+  };
+}
+
+/** OpenAPI 3.1 `webhooks`: what a subscribed receiver is sent, one entry per event type. */
+export function webhookEntries() {
+  return Object.fromEntries(
+    generationEventTypes.map((type) => [
+      type,
+      {
+        post: {
+          summary: `${type} (a generation's event, sent to its webhook URL)`,
+          description:
+            'The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL.',
+          parameters: [
+            { name: 'webhook-id', in: 'header', required: true, schema: { type: 'string' } },
+            { name: 'webhook-timestamp', in: 'header', required: true, schema: { type: 'string' } },
+            { name: 'webhook-signature', in: 'header', required: true, schema: { type: 'string' } },
+          ],
+          requestBody: { required: true, content: { 'application/json': { schema: eventRef } } },
+          responses: {
+            '200': { description: 'Received (any 2xx).' },
+            '410': { description: 'Gone: no more deliveries to this URL.' },
+          },
+        },
+      },
+    ]),
+  );
+}
+
+/** GET /v1/webhooks/secret and POST /v1/webhooks/secret/rotate; `errors` gives the shared error answers. */
+export function webhookSecretPaths(errors: Record<string, unknown>) {
+  const ok = (description: string) => ({
+    description,
+    headers: {
+      'cache-control': { description: '`no-store`: the body holds a secret.', schema: { type: 'string' } },
+    },
+    content: { 'application/json': { schema: { $ref: '#/components/schemas/WebhookSecret' } } },
+  });
+  return {
+    '/webhooks/secret': {
+      get: {
+        summary: 'The webhook signing secret (made on first read)',
+        description:
+          'The secret deliveries are signed with (Standard Webhooks 1.0). It is kept by the service in a form that can sign, unlike API keys (stored as hashes): it authenticates nothing here. Any API key of the account reads it.',
+        responses: { '200': ok('The secret, and the previous one while it still signs.'), ...errors },
+      },
+    },
+    '/webhooks/secret/rotate': {
+      post: {
+        summary: 'Replace the webhook signing secret',
+        description:
+          'Makes a new secret. For 24 hours the replaced one keeps signing too: each delivery carries both signatures, space-separated, so receivers can switch over. A second rotation within that time drops the older one.',
+        responses: { '200': ok('The new secret, and the previous one.'), ...errors },
+      },
+    },
+  };
+}

@@ -1,0 +1,95 @@
+import { PassThrough } from 'node:stream';
+import type { FastifyReply } from 'fastify';
+import type { CommonQueryMethods } from 'slonik';
+import { generationEventsAfter } from '../../db/generation-events.js';
+import { ApiError, ValidationError } from '../../errors.js';
+import { principalOf } from '../auth-plugin.js';
+import { readOwnGeneration, type GenerationCache } from '../cached-generation.js';
+import { isTerminal } from '../conditional-reads.js';
+import type { GenerationEventStreams } from '../generation-event-streams.js';
+import { lastEventIdOf, sseMessage, toGenerationEvent } from '../generation-event-view.js';
+import { routeSchemas } from '../route-schemas.js';
+import type { ZodApp } from '../zod-type-provider.js';
+
+export interface EventRouteDeps {
+  db: CommonQueryMethods;
+  /** The same generation cache GET /v1/generations/{id} reads through. */
+  cache: GenerationCache;
+  streams: GenerationEventStreams;
+}
+
+/** Whether the client asked for Server-Sent Events (EventSource sends exactly this type). */
+const wantsEventStream = (accept: string | undefined) =>
+  /(^|,)\s*text\/event-stream\s*(;|,|$)/i.test(accept ?? '');
+
+/**
+ * GET /v1/generations/{id}/events. With `Accept: text/event-stream`, a Server-Sent Events stream:
+ * the logged events after Last-Event-ID, then each new one as it is committed, a keep-alive comment
+ * every EVENT_STREAM_KEEPALIVE_MS, and the end after an event that leaves the generation terminal
+ * (204 when it is terminal and the client has every event already: EventSource stops reconnecting).
+ * Any other Accept gets the log so far as JSON. One request, counted once against the rate limit,
+ * however long the stream stays open.
+ */
+export function eventRoutes(app: ZodApp, deps: EventRouteDeps): void {
+  app.get(
+    '/v1/generations/:id/events',
+    { schema: routeSchemas.listGenerationEvents },
+    async (request, reply) => {
+      const principal = principalOf(request);
+      const stream = wantsEventStream(request.headers.accept);
+      // Past the caps, refused before any work (no read): a client opening streams in a loop costs nothing.
+      if (stream && !deps.streams.hasRoomFor(principal.keyId))
+        throw new ApiError(
+          'stream_limit_exceeded',
+          'Too many event streams are open for this API key (or on this server); close one, or retry later.',
+          { retryAfterSeconds: 5 },
+        );
+      const lastSeq = lastEventIdOf(request.headers['last-event-id']);
+      if (lastSeq === null)
+        throw new ValidationError(
+          [
+            {
+              field: 'Last-Event-ID',
+              code: 'invalid_value',
+              message: 'Must be an event id: a whole number.',
+            },
+          ],
+          'The Last-Event-ID header is invalid.',
+        );
+      const { id } = request.params;
+      const row = id ? await readOwnGeneration(deps, principal.accountId, id) : null;
+      if (!row) throw new ApiError('not_found', 'No generation with this id in this account.');
+      reply.header('x-request-id', row.id);
+      if (!stream) {
+        const events = await generationEventsAfter(deps.db, row.id, lastSeq);
+        return { data: events.map(toGenerationEvent) };
+      }
+
+      const events = await generationEventsAfter(deps.db, row.id, lastSeq, { withNewest: true });
+      const newest = events.at(-1);
+      const unseen = events.filter((e) => e.seq > lastSeq);
+      const ended = newest !== undefined && isTerminal(newest.generation.status);
+      if (ended && unseen.length === 0) return (reply as FastifyReply).code(204).send();
+      const body = new PassThrough();
+      reply
+        .header('content-type', 'text/event-stream; charset=utf-8')
+        .header('cache-control', 'no-store')
+        // Proxies that buffer responses (nginx) would hold the events back.
+        .header('x-accel-buffering', 'no');
+      // Clients reconnect after a second when the connection drops (and resume with Last-Event-ID).
+      body.write('retry: 1000\n\n');
+      if (ended) {
+        body.end(unseen.map(sseMessage).join(''));
+        return (reply as FastifyReply).send(body);
+      }
+      const detach = deps.streams.open(row.id, principal.keyId, lastSeq, body);
+      if (!detach)
+        throw new ApiError('stream_limit_exceeded', 'Too many event streams are open; retry later.', {
+          retryAfterSeconds: 5,
+        });
+      reply.raw.once('close', detach);
+      // The schema describes the JSON answer; a stream is sent as it is, unserialized.
+      return (reply as FastifyReply).send(body);
+    },
+  );
+}

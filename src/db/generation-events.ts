@@ -1,0 +1,71 @@
+import { sql, type CommonQueryMethods } from 'slonik';
+import { z } from 'zod';
+import { generationRow, type GenerationRow } from './generation-reads.js';
+
+/**
+ * A generation's event log (migration 0016): written by a trigger on `generations` in the
+ * transaction of each change a customer can see, read here. Each event carries the generation's
+ * public columns as they were, so it renders with the API's own view (toGeneration).
+ */
+
+/** Every type the trigger writes, in the order a generation usually meets them. */
+export const generationEventTypes = [
+  'generation.created',
+  'generation.processing',
+  'generation.succeeded',
+  'generation.failed',
+  'generation.rejected',
+  'generation.refunded',
+  'generation.requeued',
+  'generation.updated',
+  'generation.content_expired',
+] as const;
+export type GenerationEventType = (typeof generationEventTypes)[number];
+
+export interface GenerationEventRow {
+  /** Unique within the generation, increasing from 1 with each event. */
+  seq: number;
+  type: GenerationEventType;
+  created_at: string;
+  /** The generation's row as it was right after the change. */
+  generation: GenerationRow;
+}
+
+// jsonb holds PostgreSQL's own timestamp text (microseconds, +00:00): shown the way columns are.
+const timestamp = z.string().transform((value) => new Date(value).toISOString());
+const resource = generationRow.extend({
+  created_at: timestamp,
+  completed_at: timestamp.nullable(),
+  expires_at: timestamp.nullable(),
+});
+const eventRow = z.object({
+  seq: z.number(),
+  type: z.enum(generationEventTypes),
+  created_at: z.string(),
+  resource,
+});
+
+/**
+ * The events of generation `id` after `afterSeq` (0: all of them), oldest first, at most `limit`;
+ * with `withNewest`, the newest event too even when it is not after `afterSeq` (whether the
+ * generation is terminal, and the reader has seen all there is, is then known from one read).
+ */
+export async function generationEventsAfter(
+  db: CommonQueryMethods,
+  generationId: string,
+  afterSeq: number,
+  options: { limit?: number; withNewest?: boolean } = {},
+): Promise<GenerationEventRow[]> {
+  const after = sql.fragment`(SELECT seq, type, created_at, resource FROM generation_events
+    WHERE generation_id = ${generationId} AND seq > ${afterSeq} ORDER BY seq LIMIT ${options.limit ?? 1000})`;
+  const newest = sql.fragment`(SELECT seq, type, created_at, resource FROM generation_events
+    WHERE generation_id = ${generationId} ORDER BY seq DESC LIMIT 1)`;
+  const rows = await db.any(sql.type(eventRow)`
+    SELECT * FROM (${options.withNewest ? sql.fragment`${after} UNION ${newest}` : after}) e ORDER BY seq`);
+  return rows.map(({ seq, type, created_at, resource }) => ({
+    seq,
+    type,
+    created_at,
+    generation: resource,
+  }));
+}

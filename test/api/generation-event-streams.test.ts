@@ -1,0 +1,86 @@
+import { sql } from 'slonik';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GenerationEventStreams } from '../../src/api/generation-event-streams.js';
+import { generationEventsAfter } from '../../src/db/generation-events.js';
+import { newId } from '../../src/ids.js';
+import { createLogger } from '../../src/logger.js';
+import { createPaidAccount, type TestAccount } from '../support/api.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+
+/** The process's stream hub on its own, on a real database: how many reads, what each sink gets. */
+describe('GenerationEventStreams', () => {
+  let db: TestDatabase;
+  let account: TestAccount;
+  let reads = 0;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    account = await createPaidAccount(db.pool);
+  });
+  afterAll(() => db?.drop());
+
+  const hub = (options: { perKey?: number; perProcess?: number } = {}) =>
+    new GenerationEventStreams({
+      read: (id, after, limit) => {
+        reads += 1;
+        return generationEventsAfter(db.pool, id, after, { limit, withNewest: true });
+      },
+      listening: () => true,
+      log: createLogger('test', 'silent'),
+      ...options,
+    });
+  const sink = () => {
+    const s = { text: '', ended: false, write: (t: string) => (s.text += t), end: () => (s.ended = true) };
+    return s;
+  };
+  const newGeneration = async () => {
+    const id = newId('gen');
+    await db.pool.query(sql.unsafe`
+      INSERT INTO generations (id, account_id, api_key_id, status, model, media_type, credits, input)
+      VALUES (${id}, ${account.accountId}, ${account.keyId}, 'queued', 'lumen-lite', 'image', 2, '{"prompt":"x"}')`);
+    return id;
+  };
+  const settle = () => new Promise((r) => setTimeout(r, 100));
+  const ids = (text: string) => [...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
+
+  it('one read per change for all the streams of a generation; each gets what it has not seen; ended after the terminal event', async () => {
+    const streams = hub();
+    const id = await newGeneration();
+    const [a, b] = [sink(), sink()];
+    streams.open(id, 'key_a', 0, a);
+    await settle();
+    await db.pool.query(sql.unsafe`UPDATE generations SET credits_refunded = true WHERE id = ${id}`);
+    streams.open(id, 'key_b', 1, b); // resumed after event 1
+    await settle();
+    expect(ids(a.text)).toEqual([1, 2]);
+    expect(ids(b.text)).toEqual([2]);
+    reads = 0;
+    await db.pool.query(
+      sql.unsafe`UPDATE generations SET status = 'failed', error = '{"code":"x","message":"y"}' WHERE id = ${id}`,
+    );
+    streams.changed(id); // what the generation_event notification does
+    await settle();
+    expect(reads).toBe(1);
+    expect(ids(a.text)).toEqual([1, 2, 3]);
+    expect(ids(b.text)).toEqual([2, 3]);
+    expect([a.ended, b.ended]).toEqual([true, true]);
+    expect(streams.size).toBe(0);
+    streams.close();
+  });
+
+  it('caps per key and per process; close() ends every open stream', async () => {
+    const streams = hub({ perKey: 2, perProcess: 3 });
+    const id = await newGeneration();
+    const sinks = [sink(), sink(), sink()];
+    expect(streams.open(id, 'k1', 0, sinks[0]!)).not.toBeNull();
+    expect(streams.open(id, 'k1', 0, sinks[1]!)).not.toBeNull();
+    expect(streams.hasRoomFor('k1')).toBe(false);
+    expect(streams.open(id, 'k1', 0, sink())).toBeNull();
+    const detach = streams.open(id, 'k2', 0, sinks[2]!);
+    expect(streams.open(id, 'k3', 0, sink())).toBeNull(); // the process's cap
+    detach!();
+    expect(streams.hasRoomFor('k3')).toBe(true);
+    streams.close();
+    expect(sinks.map((s) => s.ended)).toEqual([true, true, false]); // the detached one is the route's to end
+    expect(streams.hasRoomFor('k3')).toBe(false);
+  });
+});
