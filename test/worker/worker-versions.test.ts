@@ -73,7 +73,7 @@ describe('two builds of the workflow in one Worker Deployment', () => {
     const first = await create('started on A [sim:slow=4]');
     const firstWorkflow = client.workflow.getHandle(await workflowIdOf(stack.db.pool, first));
     await expect.poll(async () => (await firstWorkflow.query(progressQuery)).step).toBe('generating');
-    const reset = await create('started on A, reset once B is current [sim:slow=15]');
+    const reset = await create('started on A, reset once B is current [sim:slow=30]');
     const resetWorkflow = client.workflow.getHandle(await workflowIdOf(stack.db.pool, reset));
     await expect.poll(async () => (await resetWorkflow.query(progressQuery)).step).toBe('generating');
 
@@ -88,6 +88,14 @@ describe('two builds of the workflow in one Worker Deployment', () => {
     try {
       await workerB.runUntil(async () => {
         expect(await workerB.currentVersion()).toBe(b);
+        // Support resets a generation pinned to A in its provider wait (a build with a bug, say), at
+        // once (a loaded machine may take its slow job's time to get this far): the story runs again
+        // from admission on the current version, charged and submitted once (checked below).
+        expect((await resetWorkflow.query(progressQuery)).step).toBe('generating');
+        const cli = await runAdminCli(['reset-generation', '--id', reset, '--reason', 'test'], stack.db.url, {
+          TEMPORAL_ADDRESS: inject('temporalAddress'),
+        });
+        expect(cli.code, cli.stderr).toBe(0);
         const second = await create('started on B');
         for (const id of [first, second])
           await pollGeneration(stack.api, stack.account.key, id, (g) => g.status === 'succeeded', 30_000);
@@ -110,14 +118,7 @@ describe('two builds of the workflow in one Worker Deployment', () => {
         expect(ranOn(secondActive!.history)).toEqual([`${b}:PINNED`]);
         expect(timers(secondActive!.history)).toBe(1);
 
-        // Support resets a generation pinned to A in its provider wait (a build with a bug, say):
-        // the story runs again from admission on the current version, charged and submitted once.
-        expect((await resetWorkflow.query(progressQuery)).step).toBe('generating');
-        const cli = await runAdminCli(['reset-generation', '--id', reset, '--reason', 'test'], stack.db.url, {
-          TEMPORAL_ADDRESS: inject('temporalAddress'),
-        });
-        expect(cli.code, cli.stderr).toBe(0);
-        await pollGeneration(stack.api, stack.account.key, reset, (g) => g.status === 'succeeded', 40_000);
+        await pollGeneration(stack.api, stack.account.key, reset, (g) => g.status === 'succeeded', 60_000);
         // The reset run starts on the deployment's current version (B's code: its timer), pinned there.
         const [resetRun] = await runsOf(client, resetWorkflow.workflowId);
         expect(ranOn(resetRun!.history)).toEqual([`${b}:PINNED`]);
@@ -132,5 +133,5 @@ describe('two builds of the workflow in one Worker Deployment', () => {
     } finally {
       await connection.close();
     }
-  }, 120_000);
+  }, 180_000);
 });
