@@ -84,7 +84,7 @@ describe('the Python client, built and installed as a wheel, against the real st
       errors: 0,
       skipped: 0,
     });
-    expect(count('tests')).toBeGreaterThanOrEqual(84);
+    expect(count('tests')).toBeGreaterThanOrEqual(90);
   }, 240_000);
 
   /**
