@@ -3,8 +3,11 @@ import {
   AbortedError,
   Client,
   NotFoundError,
+  WaitTimeoutError,
+  type Generation,
   type GenerationEvent,
 } from '../../clients/typescript/src/index.js';
+import { startFaultyFront } from '../support/faulty-front.js';
 import { startTcpRelay } from '../support/tcp-relay.js';
 import { useListeningStack } from './client-stack.js';
 
@@ -66,5 +69,85 @@ describe('client.generations.events(id)', () => {
     })();
     await expect(reading).rejects.toBeInstanceOf(AbortedError);
     expect(seen).toEqual([1]);
+  });
+
+  describe('wait() on the event stream', () => {
+    const front = async (rules: Parameters<typeof startFaultyFront>[1] = []) => {
+      const f = await startFaultyFront({ host: '127.0.0.1', port: stack.listening.port }, rules);
+      return { front: f, client: client(`${f.origin}/v1`) };
+    };
+
+    it('a wait longer than one held request reads the event stream: one GET /events, no held GETs', async () => {
+      const { front: f, client: c } = await front();
+      try {
+        const created = await client().generations.create({
+          model: 'lumen-lite',
+          prompt: 'streamed [sim:slow=2]',
+        });
+        const updates: Generation[] = [];
+        const done = await c.generations.wait(created.id, {
+          timeoutMs: 120_000,
+          onUpdate: (g) => updates.push(g),
+        });
+        expect(done).toMatchObject({ id: created.id, status: 'succeeded' });
+        expect(done).toEqual(await client().generations.get(created.id));
+        expect(updates.map((g) => g.status)).toEqual(['queued', 'succeeded']);
+        const streams = f.requests.filter((r) =>
+          r.line.startsWith(`GET /v1/generations/${created.id}/events `),
+        );
+        expect(streams).toHaveLength(1);
+        expect(streams[0]!.head).toContain('\naccept: text/event-stream');
+        expect(f.requests.filter((r) => r.line.startsWith(`GET /v1/generations/${created.id} `))).toEqual([]);
+        // A short wait is one held GET: no stream for it.
+        const quick = await client().generations.create({ model: 'lumen-lite', prompt: 'held' });
+        expect((await c.generations.wait(quick.id, { timeoutMs: 30_000 })).status).toBe('succeeded');
+        expect(f.requests.filter((r) => r.line.startsWith(`GET /v1/generations/${quick.id}/events`))).toEqual(
+          [],
+        );
+      } finally {
+        await f.close();
+      }
+    });
+
+    it('an API without the stream (404 No route): wait() holds GETs instead', async () => {
+      const created = await client().generations.create({
+        model: 'lumen-lite',
+        prompt: 'fallback [sim:slow=2]',
+      });
+      const events = `GET /v1/generations/${created.id}/events`;
+      const { front: f, client: c } = await front([
+        {
+          requestLine: events,
+          fault: {
+            kind: 'answer',
+            status: 404,
+            body: { error: { code: 'not_found', message: `No route ${events}` } },
+          },
+        },
+      ]);
+      try {
+        const done = await c.generations.wait(created.id, { timeoutMs: 120_000 });
+        expect(done.status).toBe('succeeded');
+        expect(f.remaining()).toEqual([0]);
+        expect(f.requests.filter((r) => r.line.startsWith(events))).toHaveLength(1);
+        const gets = f.requests.filter((r) => r.line.startsWith(`GET /v1/generations/${created.id} `));
+        expect(gets.length).toBeGreaterThanOrEqual(1);
+        expect(gets[0]!.head).toMatch(/\nprefer: wait=\d+/);
+      } finally {
+        await f.close();
+      }
+    });
+
+    it('the deadline ends a wait on the stream: WaitTimeoutError with the last state; the job goes on', async () => {
+      const created = await client().generations.create({ model: 'lumen-lite', prompt: 'late [sim:slow=4]' });
+      const started = Date.now();
+      const error = await client()
+        .generations.wait(created.id, { timeoutMs: 1000, useEvents: true })
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(WaitTimeoutError);
+      expect(Date.now() - started).toBeLessThan(3000);
+      expect((error as WaitTimeoutError).generation).toMatchObject({ id: created.id, status: 'queued' });
+      expect((await client().generations.wait(created.id, { useEvents: true })).status).toBe('succeeded');
+    });
   });
 });

@@ -4,6 +4,7 @@ import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPaidAccount } from '../support/api.js';
 import { useListeningStack } from '../client/client-stack.js';
+import { newWebhookSecret, signWebhook } from '../../src/webhook-signing.js';
 import {
   installBuiltWheel,
   mustRun,
@@ -57,6 +58,8 @@ describe('the Python client, built and installed as a wheel, against the real st
 
   it('pytest, run from the installed wheel: every scenario passes with Client and AsyncClient', async () => {
     const junit = path.join(installed!.scratch, 'junit.xml');
+    const webhookFixtures = path.join(installed!.scratch, 'webhook-fixtures.json');
+    await writeFile(webhookFixtures, JSON.stringify(await signedDeliveries(pagingKey)));
     const ran = await runCommand(
       path.join(installed!.venv, 'bin', 'pytest'),
       ['-p', 'no:cacheprovider', '-q', '--durations=8', `--junitxml=${junit}`, 'tests'],
@@ -66,6 +69,7 @@ describe('the Python client, built and installed as a wheel, against the real st
           GENERATION_BASE_URL: stack.listening.baseURL,
           GENERATION_API_KEY: stack.account.key,
           GENERATION_PAGING_API_KEY: pagingKey,
+          GENERATION_WEBHOOK_FIXTURES: webhookFixtures,
           GENERATION_CLIENT_FROM_WHEEL: '1',
         },
       },
@@ -80,8 +84,35 @@ describe('the Python client, built and installed as a wheel, against the real st
       errors: 0,
       skipped: 0,
     });
-    expect(count('tests')).toBeGreaterThanOrEqual(40);
+    expect(count('tests')).toBeGreaterThanOrEqual(90);
   }, 240_000);
+
+  /**
+   * Deliveries signed by the service's own signer (src/webhook-signing.ts), one with a single
+   * secret and one as after a rotation (two signatures), over a real event's bytes: the Python
+   * client's webhooks.verify and the reference implementation must both accept them.
+   */
+  async function signedDeliveries(key: string) {
+    const answer = await stack.api.app.inject({
+      method: 'GET',
+      url: '/v1/generations/gen_pypage0001/events',
+      headers: { authorization: `Bearer ${key}` },
+    });
+    const event = answer.json<{ data: { id: number }[] }>().data.at(-1);
+    if (!event) throw new Error(`no event to sign: ${answer.body}`);
+    const body = JSON.stringify(event);
+    const timestamp = Math.floor(Date.now() / 1000);
+    const [current, previous] = [newWebhookSecret(), newWebhookSecret()];
+    return [
+      { name: 'one secret', secrets: [current] },
+      { name: 'rotated', secrets: [current, previous] },
+    ].map(({ name, secrets }) => ({
+      name,
+      secrets,
+      body,
+      headers: signWebhook({ id: `msg_${name.replace(' ', '_')}`, timestamp, body }, secrets),
+    }));
+  }
 
   it('ruff and pyright (strict) find nothing', async () => {
     const uv = await uvPath();

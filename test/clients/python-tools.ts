@@ -78,7 +78,8 @@ export async function mustRun(
 
 /**
  * The client as its users get it: `uv build` (a wheel and an sdist) into a scratch folder, a fresh
- * virtual environment on the machine's Python, and the built wheel installed into it with pytest,
+ * virtual environment on the machine's Python, and the built wheel installed into it with pytest and
+ * standardwebhooks,
  * every version pinned by the committed uv.lock. Returns the environment's folder and the artifacts.
  */
 export async function installBuiltWheel(): Promise<{ scratch: string; venv: string; artifacts: string[] }> {
@@ -111,6 +112,8 @@ export async function installBuiltWheel(): Promise<{ scratch: string; venv: stri
     constraints,
     path.join(dist, wheel),
     'pytest',
+    // The reference implementation of Standard Webhooks, that webhooks.verify is tested against.
+    'standardwebhooks',
   ]);
   return { scratch, venv, artifacts };
 }

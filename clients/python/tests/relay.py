@@ -1,9 +1,11 @@
 """A front between the client and the real API that breaks chosen requests, as a load balancer or a
 network would: ``drop-answer`` lets the request through and, once the API has processed it and its
 answer starts to come back, resets the client's connection instead; ``answer`` answers it itself
-(a proxy's 503, a gateway's 429) and the API never sees it. HTTP/1.1 without pipelining: an answer
-belongs to the last request sent on its connection. Threads, not asyncio, so that a blocking client
-in the test's own thread cannot stall it."""
+(a proxy's 503, a gateway's 429) and the API never sees it; ``cut-stream`` passes an event stream's
+answer through up to the end of its ``after_events``-th event (whatever the API's writes held),
+then resets the connection, as a proxy or a network dropping a long-lived stream would. HTTP/1.1
+without pipelining: an answer belongs to the last request sent on its connection. Threads, not
+asyncio, so that a blocking client in the test's own thread cannot stall it."""
 
 from __future__ import annotations
 
@@ -29,11 +31,13 @@ _METHODS = (b"GET ", b"POST ", b"PUT ", b"DELETE ", b"PATCH ", b"HEAD ")
 class Rule:
     #: The request line starts with this, e.g. ``POST /v1/generations `` (the space ends the path).
     request_line: str
-    kind: Literal["drop-answer", "answer"]
+    kind: Literal["drop-answer", "answer", "cut-stream"]
     status: int = 503
     headers: dict[str, str] = field(default_factory=lambda: {})
     #: How many matching requests it applies to (then it is spent).
     times: int = 1
+    #: cut-stream: the Server-Sent Events (messages with an ``id:``) let through before the cut.
+    after_events: int = 1
 
 
 @dataclass(frozen=True)
@@ -85,9 +89,9 @@ class FaultyFront:
             except OSError:
                 return
             upstream = socket.create_connection(self.target)
-            drop = threading.Event()
-            threading.Thread(target=self._requests, args=(client, upstream, drop), daemon=True).start()
-            threading.Thread(target=self._answers, args=(client, upstream, drop), daemon=True).start()
+            cut = _Cut()
+            threading.Thread(target=self._requests, args=(client, upstream, cut), daemon=True).start()
+            threading.Thread(target=self._answers, args=(client, upstream, cut), daemon=True).start()
 
     def _match(self, chunk: bytes) -> Rule | None:
         if not chunk.startswith(_METHODS):
@@ -102,7 +106,7 @@ class FaultyFront:
                     return rule
         return None
 
-    def _requests(self, client: socket.socket, upstream: socket.socket, drop: threading.Event) -> None:
+    def _requests(self, client: socket.socket, upstream: socket.socket, cut: _Cut) -> None:
         try:
             while chunk := client.recv(65536):
                 rule = self._match(chunk)
@@ -119,8 +123,8 @@ class FaultyFront:
                     text = status + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
                     client.sendall(text.encode() + body)
                     break
-                if rule:
-                    drop.set()
+                if chunk.startswith(_METHODS):
+                    cut.start(rule)  # a new request on this connection: its own rule, or none
                 upstream.sendall(chunk)
         except OSError:
             pass
@@ -128,16 +132,48 @@ class FaultyFront:
             client.close()
             upstream.close()
 
-    def _answers(self, client: socket.socket, upstream: socket.socket, drop: threading.Event) -> None:
+    def _answers(self, client: socket.socket, upstream: socket.socket, cut: _Cut) -> None:
         try:
             while chunk := upstream.recv(65536):
-                if drop.is_set():
+                if cut.rule and cut.rule.kind == "drop-answer":
                     # The API has answered, so it has processed the request: the client never hears of it.
                     _reset(client)
                     break
+                if cut.rule and cut.rule.kind == "cut-stream":
+                    if cut.forward(client, chunk):
+                        _reset(client)
+                        break
+                    continue
                 client.sendall(chunk)
         except OSError:
             pass
         finally:
             client.close()
             upstream.close()
+
+
+class _Cut:
+    """One connection's rule, set when its request matched, and a cut-stream's progress."""
+
+    def __init__(self) -> None:
+        self.rule: Rule | None = None
+        self.pending = b""
+        self.events = 0
+
+    def start(self, rule: Rule | None) -> None:
+        self.rule, self.pending, self.events = rule, b"", 0
+
+    def forward(self, client: socket.socket, chunk: bytes) -> bool:
+        """Sends whole SSE messages until the rule's count of events is reached: True to cut now.
+        A message ends with a blank line (JSON data never holds one); the chunked encoding's framing
+        travels with the message it precedes."""
+        assert self.rule is not None
+        self.pending += chunk
+        while (end := self.pending.find(b"\n\n")) >= 0:
+            message, self.pending = self.pending[: end + 2], self.pending[end + 2 :]
+            client.sendall(message)
+            if b"\nid: " in b"\n" + message:
+                self.events += 1
+                if self.events >= self.rule.after_events:
+                    return True
+        return False

@@ -115,7 +115,7 @@ def test_the_client_covers_every_operation_and_list_filter() -> None:
         ("POST", "/generations/quote"),  # generations.quote
         ("GET", "/generations/{id}"),  # generations.get / wait
         ("POST", "/generations/{id}/cancel"),  # generations.cancel
-        ("GET", "/generations/{id}/events"),  # generations.events (the JSON log; no SSE reader yet)
+        ("GET", "/generations/{id}/events"),  # generations.events (SSE) / event_log (JSON)
         ("GET", "/webhooks/secret"),  # webhooks.secret
         ("POST", "/webhooks/secret/rotate"),  # webhooks.rotate_secret
         ("GET", "/credits"),  # credits.get

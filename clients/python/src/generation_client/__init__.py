@@ -8,6 +8,7 @@ for file in client.download(generation, "out"):
     print(file.path, file.size)
 """
 
+from . import webhooks
 from ._catalog import AsyncCredits, AsyncModels, Credits, Models, price_of
 from ._client import DEFAULT_BASE_URL, AsyncClient, Client
 from ._download import SavedFile
@@ -43,6 +44,7 @@ from .errors import (
     ServiceUnavailableError,
     UnsupportedMediaTypeError,
     WaitTimeoutError,
+    WebhookVerificationError,
 )
 from .retry_policy import RETRYABLE_STATUSES, RetryEvent, backoff, parse_retry_after
 from .types import (
@@ -115,8 +117,10 @@ __all__ = [
     "UnsupportedMediaTypeError",
     "WaitTimeoutError",
     "WebhookSecret",
+    "WebhookVerificationError",
     "__version__",
     "backoff",
     "parse_retry_after",
     "price_of",
+    "webhooks",
 ]

@@ -9,6 +9,7 @@ from ._core import Request
 from ._http import AsyncHttp, SyncHttp
 from .errors import NotFoundError
 from .types import CreditBalance, Model, ModelList, WebhookSecret
+from .webhooks import unwrap, verify
 
 _MODELS = Request("GET", "/models")
 _CREDITS = Request("GET", "/credits")
@@ -17,7 +18,11 @@ _ROTATE_WEBHOOK_SECRET = Request("POST", "/webhooks/secret/rotate")
 
 
 class Webhooks:
-    """The webhook signing secret: ``secret()`` (made on first read), ``rotate_secret()``."""
+    """The webhook signing secret: ``secret()`` (made on first read), ``rotate_secret()``; and
+    ``verify`` / ``unwrap`` of a delivery (no request: also ``generation_client.webhooks``)."""
+
+    verify = staticmethod(verify)
+    unwrap = staticmethod(unwrap)
 
     def __init__(self, http: SyncHttp) -> None:
         self._http = http
@@ -30,6 +35,10 @@ class Webhooks:
 
 
 class AsyncWebhooks:
+    #: Not coroutines: verifying reads no network.
+    verify = staticmethod(verify)
+    unwrap = staticmethod(unwrap)
+
     def __init__(self, http: AsyncHttp) -> None:
         self._http = http
 

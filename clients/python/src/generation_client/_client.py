@@ -1,8 +1,6 @@
-"""The Generation API: ``client.generations``, ``client.models``, ``client.credits``, ``client.download``.
-
-Seam for what comes next (the events issue): the event stream and ``webhooks.verify`` / ``unwrap``
-will be resources here beside the others (``client.events``, ``client.webhooks``), built on the same
-core (``_http``) for the stream and on ``standardwebhooks`` for the signatures. They are not built yet.
+"""The Generation API: ``client.generations`` (with the event stream, ``events``), ``client.models``,
+``client.credits``, ``client.webhooks`` (the signing secret; ``verify`` / ``unwrap``, also
+``generation_client.webhooks`` without a client) and ``client.download``.
 """
 
 from __future__ import annotations

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from . import _requests as r
+from ._events import events_async, events_sync
 from ._http import AsyncHttp, SyncHttp
 from ._pager import AsyncGenerationPager, GenerationPager, ListFilters
 from ._waiting import OnUpdate, wait_async, wait_sync
@@ -36,7 +38,14 @@ class Generations:
         """GET /v1/generations/{id}: the whole generation."""
         return Generation.model_validate(self._http.request(r.get_request(generation_id)).data)
 
-    def events(self, generation_id: str, *, after: int | None = None) -> list[GenerationEvent]:
+    def events(self, generation_id: str, *, last_event_id: int | None = None) -> Iterator[GenerationEvent]:
+        """GET /v1/generations/{id}/events as Server-Sent Events: ``for event in events(id)`` gives each
+        event as it happens, from the first (or after ``last_event_id``), and stops after the one that
+        leaves the generation terminal. A dropped connection is reopened with Last-Event-ID: no event
+        is lost or given twice."""
+        return events_sync(self._http, generation_id, last_event_id)
+
+    def event_log(self, generation_id: str, *, after: int | None = None) -> list[GenerationEvent]:
         """GET /v1/generations/{id}/events as JSON: the log so far, oldest first (after event ``after``)."""
         request = r.events_request(generation_id, after)
         return GenerationEventList.model_validate(self._http.request(request).data).data
@@ -136,7 +145,14 @@ class AsyncGenerations:
     async def get(self, generation_id: str) -> Generation:
         return Generation.model_validate((await self._http.request(r.get_request(generation_id))).data)
 
-    async def events(self, generation_id: str, *, after: int | None = None) -> list[GenerationEvent]:
+    def events(
+        self, generation_id: str, *, last_event_id: int | None = None
+    ) -> AsyncIterator[GenerationEvent]:
+        """``async for event in events(id)``: as Generations.events. Leaving the loop early closes the
+        connection when the iterator is collected; ``contextlib.aclosing`` closes it at once."""
+        return events_async(self._http, generation_id, last_event_id)
+
+    async def event_log(self, generation_id: str, *, after: int | None = None) -> list[GenerationEvent]:
         request = r.events_request(generation_id, after)
         return GenerationEventList.model_validate((await self._http.request(request)).data).data
 

@@ -18,7 +18,7 @@ from .retry_policy import RetryEvent
 OnRetry = Callable[[RetryEvent], None]
 
 
-def _retry_event(request: Request, attempt: int, delay: float, failure: Exception) -> RetryEvent:
+def retry_event(request: Request, attempt: int, delay: float, failure: Exception) -> RetryEvent:
     return RetryEvent(
         method=request.method,
         path=request.path,
@@ -58,7 +58,7 @@ class SyncHttp:
             if delay is None:
                 raise result
             if self.on_retry:
-                self.on_retry(_retry_event(request, attempt, delay, result))
+                self.on_retry(retry_event(request, attempt, delay, result))
             time.sleep(delay)
             attempt += 1
 
@@ -91,6 +91,6 @@ class AsyncHttp:
             if delay is None:
                 raise result
             if self.on_retry:
-                self.on_retry(_retry_event(request, attempt, delay, result))
+                self.on_retry(retry_event(request, attempt, delay, result))
             await anyio.sleep(delay)
             attempt += 1

@@ -191,6 +191,10 @@ class MissingApiKeyError(GenerationClientError):
     """No API key: neither ``api_key`` nor GENERATION_API_KEY."""
 
 
+class WebhookVerificationError(GenerationClientError):
+    """A webhook delivery that the secret did not sign, or not recently: answer it 4xx and ignore it."""
+
+
 class DownloadError(GenerationClientError):
     """A download that did not land: the result host's answer, an expired result, an existing file."""
 

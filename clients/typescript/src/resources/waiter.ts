@@ -3,6 +3,7 @@ import type { HttpCore } from '../core/http.js';
 import { parseRetryAfter } from '../core/retry-policy.js';
 import { abortableSleep } from '../core/signals.js';
 import { isTerminal, type Generation } from '../types.js';
+import { waitOnEvents } from './event-waiter.js';
 
 export interface WaitOptions {
   /** Give up waiting (WaitTimeoutError; the generation goes on) after this long. Default 15 minutes. */
@@ -13,6 +14,12 @@ export interface WaitOptions {
   onUpdate?: (generation: Generation) => void;
   /** The polling interval when the server does not hold requests (default 2 s, plus up to 1 s of jitter). */
   pollIntervalMs?: number;
+  /**
+   * Wait on the generation's event stream (GET /v1/generations/{id}/events) rather than held GETs.
+   * Default: when `timeoutMs` is longer than one held request (50 s), where one stream replaces a
+   * GET every 50 s; an API without the stream (or past its cap) gets held GETs all the same.
+   */
+  useEvents?: boolean;
 }
 
 /** The longest a held request asks for: with its margin, no connection outlives 60 s (Node cuts at 300 s). */
@@ -21,10 +28,11 @@ const holdMarginMs = 10_000;
 export const defaultWaitTimeoutMs = 15 * 60_000;
 
 /**
- * Waits for a generation to reach a terminal status. Asks the server to hold each GET
- * (`Prefer: wait=N`) and, when an answer shows the server did not (no `Preference-Applied`), polls
- * instead: every 2–3 s or the server's Retry-After, conditionally (If-None-Match), so an unchanged
- * generation costs a 304.
+ * Waits for a generation to reach a terminal status. A long wait reads the generation's event
+ * stream (waitOnEvents). Otherwise, or when the stream cannot serve, it asks the server to hold
+ * each GET (`Prefer: wait=N`) and, when an answer shows the server did not (no
+ * `Preference-Applied`), polls instead: every 2–3 s or the server's Retry-After, conditionally
+ * (If-None-Match), so an unchanged generation costs a 304.
  */
 export async function waitForGeneration(
   http: HttpCore,
@@ -55,6 +63,27 @@ export async function waitForGeneration(
       ...(idempotencyKey ? { idempotencyKey } : {}),
       cause,
     });
+
+  if (options.useEvents ?? timeoutMs > maxHoldSeconds * 1000) {
+    const done = await waitOnEvents(http, {
+      id,
+      deadline,
+      timeoutMs,
+      signal: options.signal,
+      idempotencyKey,
+      current: () => current,
+      seen: (generation) => {
+        current = generation;
+        const seen = JSON.stringify(generation);
+        if (seen !== lastSeen) options.onUpdate?.(generation);
+        lastSeen = seen;
+      },
+      aborted,
+    });
+    if (done) return done;
+    // What the stream showed was reported: the held GETs take it from there.
+    readNow = readNow && current === undefined;
+  }
 
   for (;;) {
     const remaining = deadline - Date.now();
