@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { thumbnailName } from '../../src/media/thumbnail.js';
+import { ensureThumbnailsSchedule, thumbnailsScheduleId } from '../../src/temporal/thumbnails-schedule.js';
 import { thumbnailsWorkflow } from '../../src/workflows/thumbnails-workflow.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { galleryOf, workflowIdOf } from '../support/ledger.js';
@@ -14,7 +15,7 @@ import { chainHistory, runsOf } from '../support/workflow-runs.js';
 describe('the gallery thumbnails, off the generation workflow', () => {
   const stack = useGenerationStack({ account: { oneTime: 100 } });
 
-  it('leaves the thumbnail pending at the success; the sweep makes it', async () => {
+  it("leaves the thumbnail pending at the success; the schedule's sweep makes it", async () => {
     const created = await createGeneration(stack.api, stack.account.key, {
       model: 'lumen-lite',
       prompt: 'a lighthouse at dusk',
@@ -36,12 +37,34 @@ describe('the gallery thumbnails, off the generation workflow', () => {
     const key = storage.keyOf(image!.url)!;
     expect(await storage.read(key.prefix, thumbnailName(key.name))).toBeNull();
 
-    const report = await stack.client.workflow.execute(thumbnailsWorkflow, {
-      workflowId: `thumbnails-test-${id}`,
+    // The schedule the worker creates at start (here with an hour's interval, triggered once).
+    const settings = {
       taskQueue: stack.worker.taskQueue,
-      args: [{ batchSize: 50, maxBatches: 20 }],
-    });
-    expect(report).toEqual({ made: 1, more: false });
+      intervalMs: 3_600_000,
+      options: { batchSize: 50, maxBatches: 20 },
+    };
+    const schedule = stack.client.schedule.getHandle(thumbnailsScheduleId(stack.worker.taskQueue));
+    try {
+      expect(await ensureThumbnailsSchedule(stack.client, settings)).toBe('created');
+      expect(await ensureThumbnailsSchedule(stack.client, { ...settings, intervalMs: 30_000 })).toBe(
+        'updated',
+      );
+      const described = await schedule.describe();
+      expect(described.spec.intervals?.[0]?.every).toBe(30_000);
+      expect(described.action).toMatchObject({
+        workflowType: thumbnailsWorkflow.name,
+        taskQueue: stack.worker.taskQueue,
+        args: [settings.options],
+      });
+      await schedule.trigger();
+      await expect.poll(async () => (await schedule.describe()).info.recentActions.length).toBeGreaterThan(0);
+      const run = (await schedule.describe()).info.recentActions[0]!.action.workflow;
+      const report = await stack.client.workflow.getHandle(run.workflowId, run.firstExecutionRunId).result();
+      expect(report).toEqual({ made: 1, more: false });
+    } finally {
+      expect(await ensureThumbnailsSchedule(stack.client, { ...settings, intervalMs: 0 })).toBe('removed');
+    }
+    expect(await ensureThumbnailsSchedule(stack.client, { ...settings, intervalMs: 0 })).toBe('off');
     expect(await storage.read(key.prefix, thumbnailName(key.name))).not.toBeNull();
   });
 });
