@@ -84,7 +84,7 @@ async function scenario(title: string, kind: 'admit' | 'lifecycle', env: NodeJS.
     await settle();
     const workflowIds = await stack.pool.anyFirst(sql.type(z.object({ workflow_id: z.string() }))`
       SELECT workflow_id FROM generations WHERE id = ANY(${sql.array(ids, 'text')})`);
-    // A generation's active run continues as its retention run once the thumbnails are made, after succeeded.
+    // A generation's active run continues as its retention run once it succeeded (the thumbnails are a sweep's).
     if (kind === 'lifecycle') for (const id of workflowIds) await retentionRunStarted(client, id);
     const oursEvents = await eventsByType(client, workflowIds);
     const shapeEvents = await eventsByType(client, shapeIds);

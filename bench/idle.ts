@@ -47,7 +47,7 @@ const connection = await Connection.connect({ address: stack.temporalAddress });
 const temporal = new Client({ connection });
 /**
  * Generations parked as the worker keeps them for 30 days: each a retention run (the active run
- * continued as new into it once it succeeded and its thumbnails were made) asleep on its expiry
+ * continued as new into it once it succeeded) asleep on its expiry
  * timer, the active run closed. Visibility is eventually consistent: polled.
  */
 const parked = async () =>

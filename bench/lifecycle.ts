@@ -16,8 +16,8 @@ import { loadAverage, printTargets } from './targets.js';
 /**
  * npm run bench:lifecycle — whole generations (simulated provider with no
  * delay): POST, then poll every 50 ms until succeeded is visible (the customer's result stored: the
- * gallery's thumbnail is made after that, on its own task queue, by a worker process of its own
- * here, whose CPU is printed apart and not counted). Against the
+ * gallery's thumbnail is made by the thumbnails schedule's sweep, on its own task queue, by a worker
+ * process of its own here, whose CPU is printed apart and not counted). Against the
  * same shape with no-op steps on the same server: update-with-start answered
  * after two local activities, then two activities, waiting for the result. Reports
  * lifecycles per second and POST → succeeded-visible p50. Targets: ≥ 0.5 × the
@@ -28,7 +28,7 @@ import { loadAverage, printTargets } from './targets.js';
  * (default 3), BENCH_CLIENTS (default 20).
  */
 const { seconds, clients, rounds } = closedLoopSettings();
-// The gallery's thumbnails, made after succeeded on their own task queue, by a worker of their own:
+// The gallery's thumbnails, made by a sweep on their own task queue, by a worker of their own:
 // their CPU is printed apart, not the generation's (the customer's result is the image).
 const stack = await startStack(
   { SIM_PROVIDER_DELAY_MS: '0', PROVIDER_POLL_INTERVAL_MS: '50' },

@@ -26,7 +26,7 @@ export function createResultActivities(deps: ResultDeps) {
   /**
    * Copies each result from the provider into our storage ("persistence recovery" is this
    * activity's retries) and marks the generation succeeded. The gallery's thumbnails are not the
-   * customer's result: the workflow has them made afterwards, on their own queue (makeThumbnails). A run that finds the generation
+   * customer's result: its images are recorded as pending, and a sweep makes them (thumbnailsWorkflow). A run that finds the generation
    * completed already (an earlier run died before it reported) answers with what that run stored,
    * fetching nothing: an expired provider URL must not turn a delivered result into a failure.
    */

@@ -15,6 +15,8 @@ export const workerSettings = settingGroup({
     WORKER_DEPLOYMENT_NAME: z.string().trim().min(1).default('generation-service'),
     WORKER_SET_CURRENT_VERSION: z.enum(['when-none', 'always', 'never']).default('when-none'),
     WORKER_TASK_QUEUES: z.enum(['all', 'generations', 'thumbnails']).default('all'),
+    THUMBNAIL_SWEEP_INTERVAL_MS: int(30_000, 0),
+    THUMBNAIL_SWEEP_BATCH_SIZE: int(50, 1),
   },
   docs: {
     // Generations spend weeks parked on timers: a small cache keeps a worker's memory flat.
@@ -54,6 +56,14 @@ export const workerSettings = settingGroup({
     WORKER_TASK_QUEUES: {
       readBy: ['worker'],
       text: 'What the worker polls: `all`; `generations` (workflows, their steps and provider waits: the gallery’s thumbnails are left to other workers); or `thumbnails` only (the gallery’s thumbnails, made after a generation succeeded: CPU for libvips, off the generation’s critical path). Some worker must poll the thumbnails; without one the gallery shows the images themselves.',
+    },
+    THUMBNAIL_SWEEP_INTERVAL_MS: {
+      readBy: ['worker'],
+      text: 'How often the thumbnails schedule (`generation-thumbnails.<task queue>`) makes the gallery’s pending thumbnails; until then the gallery shows the image itself (0: no schedule, no thumbnails made).',
+    },
+    THUMBNAIL_SWEEP_BATCH_SIZE: {
+      readBy: ['worker'],
+      text: 'Gallery images one batch of a thumbnails sweep reads; a sweep runs at most 20 batches and leaves the rest to the next.',
     },
   },
 });

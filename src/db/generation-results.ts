@@ -133,8 +133,8 @@ export async function completeGeneration(
       FROM target t WHERE g.id = t.id AND g.status = 'queued'
       RETURNING g.account_id, g.media_type, g.expires_at
     ), gallery AS (
-      INSERT INTO gallery_images (account_id, generation_id, url, width, height)
-      SELECT done.account_id, ${generationId}, image.url, image.width, image.height
+      INSERT INTO gallery_images (account_id, generation_id, url, width, height, thumbnail_pending)
+      SELECT done.account_id, ${generationId}, image.url, image.width, image.height, true
       FROM done, jsonb_to_recordset(${sql.jsonb(images)}) AS image (url text, width integer, height integer)
       WHERE done.media_type = 'image'
       ON CONFLICT DO NOTHING
@@ -196,13 +196,23 @@ export async function expireGeneration(db: CommonQueryMethods, generationId: str
   });
 }
 
-const galleryImageUrlsRow = z.object({ url: z.string() });
+const pendingThumbnailRow = z.object({ id: z.coerce.number(), url: z.string() });
 
-/** The URLs of a generation's images in the gallery (none once its content expired, or for a video). */
-export async function galleryImageUrls(
+/**
+ * Up to `limit` gallery images whose thumbnail is still to be made, oldest first (an image whose
+ * content expired has no row, so none is made for it).
+ */
+export async function pendingThumbnails(
   db: CommonQueryMethods,
-  generationId: string,
-): Promise<readonly string[]> {
-  return db.anyFirst(sql.type(galleryImageUrlsRow)`
-    SELECT url FROM gallery_images WHERE generation_id = ${generationId} ORDER BY id`);
+  limit: number,
+): Promise<ReadonlyArray<{ id: number; url: string }>> {
+  return db.any(sql.type(pendingThumbnailRow)`
+    SELECT id, url FROM gallery_images WHERE thumbnail_pending ORDER BY id LIMIT ${limit}`);
+}
+
+/** The thumbnails of these gallery images are made (or cannot be: their image is gone). */
+export async function thumbnailsMade(db: CommonQueryMethods, ids: readonly number[]): Promise<void> {
+  if (ids.length === 0) return;
+  await db.query(sql.unsafe`
+    UPDATE gallery_images SET thumbnail_pending = false WHERE id = ANY(${sql.array(ids, 'int8')})`);
 }

@@ -20,6 +20,7 @@
 -- 0015_console_form_uses.sql
 -- 0016_generation_events.sql
 -- 0017_webhook_secrets.sql
+-- 0018_gallery_thumbnails_pending.sql
 
 CREATE TABLE accounts (
   id text NOT NULL,
@@ -154,12 +155,14 @@ CREATE TABLE gallery_images (
   width integer NOT NULL,
   height integer NOT NULL,
   created_at timestamp with time zone DEFAULT now() NOT NULL,
+  thumbnail_pending boolean DEFAULT false NOT NULL,
   CONSTRAINT gallery_images_pkey PRIMARY KEY (id),
   CONSTRAINT gallery_images_generation_id_url_key UNIQUE (generation_id, url),
   CONSTRAINT gallery_images_account_id_fkey FOREIGN KEY (account_id) REFERENCES accounts(id),
   CONSTRAINT gallery_images_generation_id_fkey FOREIGN KEY (generation_id) REFERENCES generations(id)
 );
 CREATE INDEX gallery_images_account ON public.gallery_images USING btree (account_id, created_at DESC);
+CREATE INDEX gallery_images_thumbnail_pending ON public.gallery_images USING btree (id) WHERE thumbnail_pending;
 
 CREATE TABLE generation_events (
   generation_id text NOT NULL,

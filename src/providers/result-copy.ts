@@ -13,7 +13,7 @@ import type { Provider, ProviderResult } from './provider.js';
  * temporary file, so a large video is never held in memory), measured from its bytes (what the
  * file is, not what the provider said: a provider's figures may be rounded, or absent), and
  * stored under the extension of what it is, which the result host serves it as. The gallery's
- * thumbnail is made later, from the stored image, off the generation's critical path (makeThumbnails).
+ * thumbnail is made later, from the stored image, by a sweep off the generation's workflow (thumbnailsWorkflow).
  */
 export async function copyResult(
   provider: Provider,

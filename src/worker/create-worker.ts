@@ -91,7 +91,7 @@ export async function createWorker(options: WorkerOptions): Promise<GenerationWo
   };
   const sinks = workflowSpanSinks(options.tracing);
   const waits = { waitForProvider: activities.waitForProvider.bind(activities) };
-  const thumbnails = { makeThumbnails: activities.makeThumbnails.bind(activities) };
+  const thumbnails = { makePendingThumbnails: activities.makePendingThumbnails.bind(activities) };
   const queues = options.queues ?? 'all';
   // Past the grace, activities still running are cancelled and retried elsewhere; the force time
   // leaves them a few seconds to notice (a heartbeat) and fail their attempt cleanly.

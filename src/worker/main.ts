@@ -7,6 +7,7 @@ import {
   removeLegacyReconciliationSchedule,
 } from '../temporal/reconciliation-schedule.js';
 import { ensurePruningSchedule } from '../temporal/pruning-schedule.js';
+import { ensureThumbnailsSchedule } from '../temporal/thumbnails-schedule.js';
 import { createDatabasePool } from '../db/pool.js';
 import { createLogger } from '../logger.js';
 import { loadConfigOrExit, reportReady, waitForDependenciesOrExit } from '../process.js';
@@ -51,7 +52,7 @@ const metrics =
       });
 const temporalOptions = temporalConnectionOptions(config.TEMPORAL_ADDRESS, config);
 const connection = await NativeConnection.connect(temporalOptions);
-// The worker's own client: search attributes, the reconciliation and pruning schedules, and the sweep's look-ups.
+// The worker's own client: search attributes, the reconciliation, pruning and thumbnails schedules, and the sweep's look-ups.
 const clientConnection = await Connection.connect(temporalOptions);
 const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
 await registerSearchAttributes();
@@ -96,6 +97,11 @@ const pruningSchedule = await ensurePruningSchedule(client, {
   intervalMs: config.PRUNE_INTERVAL_MS,
   options: pruningOptions(config),
 });
+const thumbnailsSchedule = await ensureThumbnailsSchedule(client, {
+  taskQueue: config.TEMPORAL_TASK_QUEUE,
+  intervalMs: config.THUMBNAIL_SWEEP_INTERVAL_MS,
+  options: { batchSize: config.THUMBNAIL_SWEEP_BATCH_SIZE, maxBatches: 20 },
+});
 logger.info(
   {
     taskQueue: config.TEMPORAL_TASK_QUEUE,
@@ -103,6 +109,7 @@ logger.info(
     reconciliationSchedule: schedule,
     legacyScheduleRemoved,
     pruningSchedule,
+    thumbnailsSchedule,
     workflowBundle: workflowBundlePath ?? 'bundled at start',
   },
   'worker running',

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { bearer } from '../support/api.js';
 import { expectAccessible, generateAndWait, signIn, useConsole } from '../support/console.js';
 import { useGenerationStack } from '../support/stack.js';
+import { thumbnailsWorkflow } from '../../src/workflows/thumbnails-workflow.js';
 
 describe('console pages in Chromium against the real stack', () => {
   const stack = useGenerationStack({ account: { subscription: 50, oneTime: 950 } });
@@ -101,10 +102,16 @@ describe('console pages in Chromium against the real stack', () => {
     expect(after.credits).toBe(credits.credits - lite.default_price);
     expect(after.subscription_credits).toBe(Math.max(0, 50 - lite.default_price)); // subscription first
 
-    // Gallery: the thumbnail (made just after the success, on its own task queue; until then the
-    // tile shows the image itself) is loaded, decoded and about 400 px; the full image downloads.
+    // Gallery: until the thumbnails schedule's sweep has made its thumbnail the tile shows the image
+    // itself; then the thumbnail is loaded, decoded and about 400 px; the full image downloads.
     await page.getByRole('link', { name: 'Gallery' }).click();
     const tile = page.locator(`[data-gallery-item="${generationId}"] img`);
+    expect(await tile.getAttribute('src')).not.toMatch(/-thumb\.webp$/);
+    await stack.client.workflow.execute(thumbnailsWorkflow, {
+      workflowId: `thumbnails-${generationId}`,
+      taskQueue: stack.worker.taskQueue,
+      args: [{ batchSize: 50, maxBatches: 20 }],
+    });
     await expect
       .poll(async () => {
         const src = await tile.getAttribute('src');
