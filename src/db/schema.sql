@@ -20,7 +20,7 @@
 -- 0015_console_form_uses.sql
 -- 0016_generation_events.sql
 -- 0017_webhook_secrets.sql
--- 0018_gallery_thumbnails_pending.sql
+-- 0020_gallery_thumbnails_pending.sql
 
 CREATE TABLE accounts (
   id text NOT NULL,
