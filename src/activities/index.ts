@@ -3,6 +3,7 @@ import { createCancelActivities } from './cancel-activities.js';
 import { createGenerationActivities } from './generation-activities.js';
 import { createPruningActivities } from './pruning-activities.js';
 import { createReconciliationActivities } from './reconciliation-activities.js';
+import { createWebhookActivities } from './webhook-activities.js';
 
 /** Every activity the worker registers, built from its dependencies. */
 export function createActivities(deps: ActivityDeps) {
@@ -11,6 +12,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createCancelActivities(deps),
     ...createReconciliationActivities(deps),
     ...createPruningActivities(deps),
+    ...createWebhookActivities(deps),
   };
 }
 

@@ -155,3 +155,6 @@ export const nonRetryableTypes = [
  * budget of their own (see createWorker).
  */
 export const providerWaitQueue = (taskQueue: string): string => `${taskQueue}.provider-waits`;
+
+/** Where webhook deliveries run (their own slots: a slow receiver never holds a generation's step). */
+export const webhookQueue = (taskQueue: string): string => `${taskQueue}.webhooks`;

@@ -3,3 +3,4 @@ export { generationWorkflow } from './generation-workflow.js';
 export { generationRetentionWorkflow } from './generation-retention.js';
 export { reconciliationWorkflow } from './reconciliation-workflow.js';
 export { pruningWorkflow } from './pruning-workflow.js';
+export { webhookDeliveryWorkflow } from './webhook-delivery-workflow.js';

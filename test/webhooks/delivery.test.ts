@@ -1,0 +1,222 @@
+import type http from 'node:http';
+import { sql } from 'slonik';
+import { Webhook } from 'standardwebhooks';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { deliveryAttemptsOf } from '../../src/db/generation-webhooks.js';
+import { bearer } from '../support/api.js';
+import { createGeneration, pollGeneration } from '../support/generations.js';
+import { useGenerationStack } from '../support/stack.js';
+import { selfSignedCertificate, startTestServer, type TestServer } from '../support/test-servers.js';
+
+interface Received {
+  path: string;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/**
+ * Webhook deliveries (issue 30 §3, §4) through a real worker to an HTTPS receiver on loopback
+ * (allowed as OUTBOUND_ALLOW_CIDRS would, its certificate trusted), on a shortened retry schedule.
+ */
+describe('webhook deliveries', () => {
+  const apiEnv: Record<string, string> = {
+    OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
+    WEBHOOK_RETRY_DELAYS_MS: '200,200,200,200',
+  };
+  const webhookDelivery = { allowCidrs: ['127.0.0.1/32'], extraCa: [] as string[] };
+  const received: Received[] = [];
+  /** Answers of /flaky, in order (then 200). */
+  const flaky = [500, 500, 500];
+  /** Requests to /hang, left unanswered until the test ends. */
+  const hanging: http.ServerResponse[] = [];
+  let receiver: TestServer;
+  let secret: string;
+
+  beforeAll(async () => {
+    const certificate = await selfSignedCertificate();
+    webhookDelivery.extraCa.push(certificate.cert);
+    receiver = await startTestServer(
+      (request, response) => {
+        const chunks: Buffer[] = [];
+        request.on('data', (chunk: Buffer) => chunks.push(chunk));
+        request.on('end', () => {
+          const path = new URL(request.url ?? '/', 'https://x').pathname;
+          received.push({
+            path,
+            headers: request.headers as Record<string, string>,
+            body: Buffer.concat(chunks).toString('utf8'),
+          });
+          if (path === '/hang') hanging.push(response);
+          else if (path === '/gone') response.writeHead(410).end();
+          else if (path === '/flaky') response.writeHead(flaky.shift() ?? 200).end();
+          else response.writeHead(204).end();
+        });
+      },
+      { tls: certificate },
+    );
+  });
+  afterAll(async () => {
+    for (const response of hanging) response.destroy();
+    await receiver?.close();
+  });
+  const stack = useGenerationStack({ apiEnv, worker: { overrides: { webhookDelivery } } });
+  beforeAll(async () => {
+    const response = await stack.api.app.inject({
+      method: 'GET',
+      url: '/v1/webhooks/secret',
+      headers: bearer(stack.account.key),
+    });
+    secret = z.object({ secret: z.string() }).parse(response.json()).secret;
+  });
+
+  const create = async (prompt: string, webhook: unknown) => {
+    const response = await createGeneration(stack.api, stack.account.key, {
+      model: 'lumen-lite',
+      prompt,
+      webhook,
+    });
+    expect(response.statusCode, response.body).toBeLessThan(300);
+    return z.object({ id: z.string() }).parse(response.json()).id;
+  };
+  const deliveriesOf = (id: string) => received.filter((r) => JSON.parse(r.body).data.id === id);
+  const until = async (check: () => boolean, timeoutMs = 20_000) => {
+    const deadline = Date.now() + timeoutMs;
+    while (!check()) {
+      if (Date.now() > deadline) throw new Error('timed out');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+  /** Time for anything late (a duplicate, an unwanted retry) to arrive. */
+  const settle = () => new Promise((r) => setTimeout(r, 1500));
+
+  it('delivers each subscribed event once, in order, signed over the bytes sent (verified by the reference library)', async () => {
+    const types = ['generation.created', 'generation.processing', 'generation.succeeded'];
+    const id = await create('a lighthouse', { url: `${receiver.origin}/ok?all`, events: types });
+    const plain = await create('a harbour', { url: `${receiver.origin}/ok` });
+    const failed = await create('a storm [sim:fail]', { url: `${receiver.origin}/ok` });
+    await until(
+      () =>
+        deliveriesOf(id).length >= 3 && deliveriesOf(plain).length >= 1 && deliveriesOf(failed).length >= 1,
+    );
+    await settle();
+    const verifier = new Webhook(secret);
+    const check = (deliveries: Received[]) =>
+      deliveries.map((delivery) => {
+        const event = verifier.verify(delivery.body, delivery.headers) as { id: number; type: string };
+        expect(delivery.headers['webhook-id']).toBe(`msg_${JSON.parse(delivery.body).data.id}_${event.id}`);
+        expect(delivery.body).not.toContain(secret);
+        expect(delivery.body).not.toContain(stack.account.key);
+        return event.type;
+      });
+    expect(check(deliveriesOf(id))).toEqual(types);
+    // The default subscription: the events that end a generation, not its progress.
+    expect(check(deliveriesOf(plain))).toEqual(['generation.succeeded']);
+    expect(check(deliveriesOf(failed))).toEqual(['generation.failed']);
+    // The body is the event as GET /v1/generations/{id}/events shows it.
+    const listed = await stack.api.app.inject({
+      method: 'GET',
+      url: `/v1/generations/${id}/events`,
+      headers: bearer(stack.account.key),
+    });
+    expect(deliveriesOf(id).map((d) => JSON.parse(d.body))).toEqual(
+      listed.json<{ data: unknown[] }>().data.filter((e) => types.includes((e as { type: string }).type)),
+    );
+    const attempts = await deliveryAttemptsOf(stack.db.pool, id);
+    expect(attempts.map((a) => [a.event_type, a.attempt, a.status, a.outcome])).toEqual(
+      types.map((type) => [type, 1, 204, 'delivered']),
+    );
+  });
+
+  it('retries a receiver that answers 500 three times: delivered on the fourth attempt, same webhook-id', async () => {
+    const id = await create('a mill', { url: `${receiver.origin}/flaky` });
+    await until(() => deliveriesOf(id).length >= 4);
+    await settle();
+    const ids = deliveriesOf(id).map((d) => d.headers['webhook-id']);
+    expect(ids).toHaveLength(4);
+    expect(new Set(ids).size).toBe(1);
+    const attempts = await deliveryAttemptsOf(stack.db.pool, id);
+    expect(attempts.map((a) => [a.attempt, a.status, a.outcome])).toEqual([
+      [1, 500, 'failed'],
+      [2, 500, 'failed'],
+      [3, 500, 'failed'],
+      [4, 200, 'delivered'],
+    ]);
+    expect(attempts[0]!.error).toBe('the receiver answered 500');
+  });
+
+  it('410 Gone stops deliveries to that URL for the generation', async () => {
+    const id = await create('a bridge', {
+      url: `${receiver.origin}/gone`,
+      events: ['generation.created', 'generation.processing', 'generation.succeeded'],
+    });
+    await pollGeneration(stack.api, stack.account.key, id, (g) => g.status === 'succeeded');
+    await until(() => deliveriesOf(id).length >= 1);
+    await settle();
+    expect(deliveriesOf(id).map((d) => JSON.parse(d.body).type)).toEqual(['generation.created']);
+    const attempts = await deliveryAttemptsOf(stack.db.pool, id);
+    expect(attempts.map((a) => [a.status, a.outcome])).toEqual([[410, 'gone']]);
+  });
+
+  it("a receiver that never answers leaves the generation's own timing alone", async () => {
+    const timed = async (webhook: unknown) => {
+      const started = Date.now();
+      const id = await create('a tower', webhook);
+      await pollGeneration(stack.api, stack.account.key, id, (g) => g.status === 'succeeded');
+      return { id, ms: Date.now() - started };
+    };
+    const without = await timed(undefined);
+    const hung = await timed({ url: `${receiver.origin}/hang`, events: ['generation.created'] });
+    // The generation succeeded while its first delivery is still unanswered.
+    expect(deliveriesOf(hung.id)).toHaveLength(1);
+    expect(hanging.length).toBeGreaterThan(0);
+    expect(await deliveryAttemptsOf(stack.db.pool, hung.id)).toEqual([]);
+    console.log(
+      `generation to succeeded: ${without.ms} ms without a webhook, ${hung.ms} ms with a receiver that hangs`,
+    );
+  });
+
+  it('refuses a webhook the outbound rules would not deliver to: 400 with issues, nothing charged', async () => {
+    const balance = () =>
+      stack.db.pool.oneFirst(
+        sql.type(z.object({ one_time_credits: z.number() }))`
+          SELECT one_time_credits FROM credit_balances WHERE account_id = ${stack.account.accountId}`,
+      );
+    const before = await balance();
+    for (const webhook of [
+      { url: 'http://example.com/hook' },
+      { url: 'https://10.1.2.3/hook' },
+      { url: 'https://169.254.169.254/latest' },
+      { url: 'https://user:pass@example.com/hook' },
+      { url: 'not a url' },
+      { url: `${receiver.origin}/ok`, events: ['generation.exploded'] },
+      { url: `${receiver.origin}/ok`, events: [] },
+      'https://example.com/hook',
+    ]) {
+      const response = await createGeneration(stack.api, stack.account.key, {
+        model: 'lumen-lite',
+        prompt: 'a gate',
+        webhook,
+      });
+      expect(response.statusCode, JSON.stringify(webhook)).toBe(400);
+      const { issues } = response.json<{ issues: { field: string }[] }>();
+      expect(issues.map((i) => i.field.split('.')[0])).toEqual(['webhook']);
+    }
+    expect(await balance()).toBe(before);
+  });
+
+  it('the webhook is part of the request: the same key with another webhook is a conflict', async () => {
+    const body = { model: 'lumen-lite', prompt: 'a quay', webhook: { url: `${receiver.origin}/ok` } };
+    const first = await createGeneration(stack.api, stack.account.key, body, 'hook-key-1');
+    expect(first.statusCode).toBeLessThan(300);
+    const again = await createGeneration(stack.api, stack.account.key, body, 'hook-key-1');
+    expect(again.json().id).toBe(first.json().id);
+    const other = await createGeneration(
+      stack.api,
+      stack.account.key,
+      { ...body, webhook: { url: `${receiver.origin}/ok?other` } },
+      'hook-key-1',
+    );
+    expect(other.statusCode).toBe(409);
+  });
+});
