@@ -20,9 +20,10 @@ import { loadAverage, printTargets } from './targets.js';
  * with no-op steps (the update answered after two local activities, then a
  * wait parked on its own queue): what Temporal and the SDK alone cost for the
  * steps the spec asks of every POST, with no API, database or provider.
- * Targets: throughput ≥ 0.75 × the shape's, p50 ≤ 1.3 × the shape's, worker + Temporal CPU per
- * POST ≤ 1.25 × the shape's (bare worker + Temporal), API ≤ 3 ms and PostgreSQL ≤ 3 ms of CPU per
- * POST: every run prints them. CPU is counted for the PIDs this bench started and their
+ * Targets (issue 28's): throughput ≥ 0.70 × the shape's, p50 ≤ 1.4 × the shape's, worker + Temporal
+ * CPU per POST ≤ 1.25 × the shape's (bare worker + Temporal), all our processes' CPU per POST (API +
+ * worker + Temporal + PostgreSQL) ≤ 1.5 × the shape's worker + Temporal; and API ≤ 3 ms and
+ * PostgreSQL ≤ 3 ms of CPU per POST: every run prints them. CPU is counted for the PIDs this bench started and their
  * children only (other people's servers on the machine are not). Admitted
  * generations park at the provider (a long simulated delay), so the figures
  * are admission's. A bare update-with-start of an empty workflow on the same
@@ -98,12 +99,13 @@ try {
   const { ours: o, shape: sh } = results;
   const oursWt = o.cpu.worker! + o.cpu.temporal!;
   const shapeWt = sh.cpu['bare worker']! + sh.cpu.temporal!;
+  const oursAll = o.cpu.api! + oursWt + o.cpu.postgres!;
   printTargets(`targets (${benchRuntime === 'build' ? 'build: dist/ on node' : 'tsx: src/'}):`, [
     {
       label: 'throughput, ours / no-op shape',
       value: o.perSecond / sh.perSecond,
       kind: 'min',
-      target: 0.75,
+      target: 0.7,
       unit: 'ratio',
       detail: `${o.perSecond.toFixed(1)} / ${sh.perSecond.toFixed(1)} per s`,
     },
@@ -111,7 +113,7 @@ try {
       label: 'p50, ours / no-op shape',
       value: o.p50 / sh.p50,
       kind: 'max',
-      target: 1.3,
+      target: 1.4,
       unit: 'ratio',
       detail: `${o.p50.toFixed(1)} / ${sh.p50.toFixed(1)} ms`,
     },
@@ -122,6 +124,14 @@ try {
       target: 1.25,
       unit: 'ratio',
       detail: `ours ${o.cpu.worker!.toFixed(1)} + ${o.cpu.temporal!.toFixed(1)} = ${oursWt.toFixed(1)} ms; shape ${sh.cpu['bare worker']!.toFixed(1)} + ${sh.cpu.temporal!.toFixed(1)} = ${shapeWt.toFixed(1)} ms; budget ${(1.25 * shapeWt).toFixed(1)} ms`,
+    },
+    {
+      label: "all processes' CPU per POST (API + worker + Temporal + PostgreSQL) / shape's worker + Temporal",
+      value: oursAll / shapeWt,
+      kind: 'max',
+      target: 1.5,
+      unit: 'ratio',
+      detail: `ours ${o.cpu.api!.toFixed(1)} + ${o.cpu.worker!.toFixed(1)} + ${o.cpu.temporal!.toFixed(1)} + ${o.cpu.postgres!.toFixed(1)} = ${oursAll.toFixed(1)} ms; budget ${(1.5 * shapeWt).toFixed(1)} ms`,
     },
     { label: 'API CPU per POST', value: o.cpu.api!, kind: 'max', target: 3, unit: 'ms' },
     { label: 'PostgreSQL CPU per POST', value: o.cpu.postgres!, kind: 'max', target: 3, unit: 'ms' },

@@ -84,22 +84,26 @@ async function scenario(title: string, kind: 'admit' | 'lifecycle', env: NodeJS.
     await settle();
     const workflowIds = await stack.pool.anyFirst(sql.type(z.object({ workflow_id: z.string() }))`
       SELECT workflow_id FROM generations WHERE id = ANY(${sql.array(ids, 'text')})`);
+    // A generation's active run continues as its retention run once the thumbnails are made, after succeeded.
+    if (kind === 'lifecycle') for (const id of workflowIds) await retentionRunStarted(client, id);
     const oursEvents = await eventsByType(client, workflowIds);
     const shapeEvents = await eventsByType(client, shapeIds);
-    // BENCH_ANATOMY_DUMP=DIR: one history of each as JSON, to read event by event.
+    // BENCH_ANATOMY_DUMP=DIR: each run of one generation of each as JSON, to read event by event.
     const dump = process.env.BENCH_ANATOMY_DUMP;
     if (dump)
       for (const [side, id] of [
         ['ours', workflowIds[0]!],
         ['shape', shapeIds[0]!],
-      ] as const) {
-        const history = await client.workflow.getHandle(id).fetchHistory();
-        await writeFile(path.join(dump, `${kind}-${side}.json`), JSON.stringify(history, null, 1));
-      }
+      ] as const)
+        for (const [i, history] of (await chainOf(client, id)).entries())
+          await writeFile(
+            path.join(dump, `${kind}-${side}-run${i + 1}.json`),
+            JSON.stringify(history, null, 1),
+          );
 
     console.log(`\n${title}: ${n} of each, one at a time`);
     console.log(
-      '\nworkflow history events per generation, by type (ours at succeeded visible / parked at the provider)',
+      '\nworkflow history events per generation, by type, over every run of its workflow id (a succeeded generation: its active run, then the retention run it continued as; a POST: the active run, parked at the provider)',
     );
     const types = [...new Set([...shapeEvents.byType.keys(), ...oursEvents.byType.keys()])];
     printColumns(58, [
@@ -110,6 +114,12 @@ async function scenario(title: string, kind: 'admit' | 'lifecycle', env: NodeJS.
         ((oursEvents.byType.get(type) ?? 0) / workflowIds.length).toFixed(1),
       ]),
       ['all events', shapeEvents.events.toFixed(1), oursEvents.events.toFixed(1)],
+      ['runs', shapeEvents.runs.toFixed(1), oursEvents.runs.toFixed(1)],
+      ...oursEvents.perRun.map((events, i) => [
+        `  events in run ${i + 1}${i === 0 ? ' (active)' : ''}`,
+        (shapeEvents.perRun[i] ?? 0).toFixed(1),
+        events.toFixed(1),
+      ]),
       ['history bytes (encoded)', shapeEvents.bytes.toFixed(0), oursEvents.bytes.toFixed(0)],
     ]);
 
@@ -171,28 +181,70 @@ function settle(): Promise<void> {
   return new Promise((r) => setTimeout(r, 2_000));
 }
 
+/** Waits (up to 30 s) until the workflow id's newest run is its retention run. */
+async function retentionRunStarted(client: Client, workflowId: string): Promise<void> {
+  for (const deadline = Date.now() + 30_000; Date.now() < deadline;) {
+    const { type } = await client.workflow.getHandle(workflowId).describe();
+    if (type === 'generationRetentionWorkflow') return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${workflowId} did not continue as its retention run`);
+}
+
+/**
+ * Every run of a workflow id, oldest first: a generation's active run continues as new into its
+ * retention run, so the newest run alone is not the generation. Walked back from the newest through
+ * each run's continuedExecutionRunId.
+ */
+async function chainOf(
+  client: Client,
+  workflowId: string,
+): Promise<proto.temporal.api.history.v1.IHistory[]> {
+  const runs: proto.temporal.api.history.v1.IHistory[] = [];
+  let runId: string | null | undefined = (await client.workflow.getHandle(workflowId).describe()).runId;
+  while (runId) {
+    const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
+    runs.unshift(history);
+    runId = history.events?.[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId;
+  }
+  return runs;
+}
+
 async function eventsByType(
   client: Client,
   workflowIds: readonly string[],
-): Promise<{ byType: Map<string, number>; events: number; bytes: number }> {
+): Promise<{ byType: Map<string, number>; events: number; bytes: number; runs: number; perRun: number[] }> {
   const byType = new Map<string, number>();
-  let [events, bytes] = [0, 0];
+  let [events, bytes, runs] = [0, 0, 0];
+  const perRun: number[] = [];
   for (const workflowId of workflowIds) {
-    const history = await client.workflow.getHandle(workflowId).fetchHistory();
-    bytes += proto.temporal.api.history.v1.History.encode(history).finish().length;
-    for (const event of history.events ?? []) {
-      events++;
-      const type = proto.temporal.api.enums.v1.EventType[event.eventType ?? 0] ?? String(event.eventType);
-      const name = type.replace(/^EVENT_TYPE_/, '');
-      const marker = event.markerRecordedEventAttributes?.markerName;
-      const attributes = event.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields;
-      const activity = event.activityTaskScheduledEventAttributes?.activityType?.name;
-      const detail = marker ?? activity ?? (attributes ? Object.keys(attributes).join(', ') : undefined);
-      const key = detail ? `${name} (${detail})` : name;
-      byType.set(key, (byType.get(key) ?? 0) + 1);
+    const chain = await chainOf(client, workflowId);
+    runs += chain.length;
+    for (const [i, history] of chain.entries()) {
+      bytes += proto.temporal.api.history.v1.History.encode(history).finish().length;
+      perRun[i] = (perRun[i] ?? 0) + (history.events?.length ?? 0);
+      for (const event of history.events ?? []) countEvent(event);
     }
   }
-  return { byType, events: events / workflowIds.length, bytes: bytes / workflowIds.length };
+  return {
+    byType,
+    events: events / workflowIds.length,
+    bytes: bytes / workflowIds.length,
+    runs: runs / workflowIds.length,
+    perRun: perRun.map((n) => n / workflowIds.length),
+  };
+
+  function countEvent(event: proto.temporal.api.history.v1.IHistoryEvent): void {
+    events++;
+    const type = proto.temporal.api.enums.v1.EventType[event.eventType ?? 0] ?? String(event.eventType);
+    const name = type.replace(/^EVENT_TYPE_/, '');
+    const marker = event.markerRecordedEventAttributes?.markerName;
+    const attributes = event.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields;
+    const activity = event.activityTaskScheduledEventAttributes?.activityType?.name;
+    const detail = marker ?? activity ?? (attributes ? Object.keys(attributes).sort().join(', ') : undefined);
+    const key = detail ? `${name} (${detail})` : name;
+    byType.set(key, (byType.get(key) ?? 0) + 1);
+  }
 }
 
 async function adminQuery(url: string, text: string): Promise<void> {

@@ -1,5 +1,6 @@
 import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { freePort } from '../src/dev/free-port.js';
@@ -12,7 +13,7 @@ import { loadAverage, printTargets } from './targets.js';
 /**
  * npm run bench:idle — the cost of generations at rest: creates succeeded
  * generations (simulated provider, no delay) until 1,000 and then 10,000 are
- * parked on their 30-day expiry timers, and prints the worker's resident
+ * parked on their 30-day expiry timers (each a retention run, its active run closed), and prints the worker's resident
  * memory at each mark, with what makes it up: each V8 isolate's heap (the main
  * thread's, and the workflow thread's, where Temporal runs the workflows),
  * external memory, and the rest (native: Temporal core's Rust side, libvips,
@@ -42,6 +43,22 @@ const status = async () => readFile(`/proc/${stack.workerPid}/status`, 'utf8');
 const kb = (text: string, field: string) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(text)?.[1] ?? NaN);
 const mb = (bytes: number) => (bytes / 1024 / 1024).toFixed(0);
 const rssMb = async () => kb(await status(), 'VmRSS') / 1024;
+const connection = await Connection.connect({ address: stack.temporalAddress });
+const temporal = new Client({ connection });
+/**
+ * Generations parked as the worker keeps them for 30 days: each a retention run (the active run
+ * continued as new into it once it succeeded and its thumbnails were made) asleep on its expiry
+ * timer, the active run closed. Visibility is eventually consistent: polled.
+ */
+const parked = async () =>
+  (
+    await temporal.workflow.count(
+      `WorkflowType = 'generationRetentionWorkflow' AND ExecutionStatus = 'Running'`,
+    )
+  ).count;
+const active = async () =>
+  (await temporal.workflow.count(`WorkflowType = 'generationWorkflow' AND ExecutionStatus = 'Running'`))
+    .count;
 const succeeded = () =>
   stack.pool.oneFirst(
     sql.type(
@@ -115,6 +132,7 @@ try {
       }),
     );
     while ((await succeeded()) < mark) await new Promise((r) => setTimeout(r, 1000));
+    while ((await parked()) < mark || (await active()) > 0) await new Promise((r) => setTimeout(r, 1000));
     // Resident memory as the last tasks end, and once the worker is at rest, as parked generations
     // leave it for days: the allocator hands freed pages back over seconds (jemalloc's decay) and
     // V8 shrinks an idle heap, so the first figures still hold the burst's garbage.
@@ -128,7 +146,7 @@ try {
     const timeline = readings.map((mb, i) => `${mb.toFixed(0)} MB at ${settleSeconds[i]} s`);
     results.push({ parked: mark, rss });
     console.log(
-      `${mark} generations parked on expiry timers after ${((Date.now() - started) / 1000).toFixed(0)} s: worker RSS ${rss.toFixed(0)} MB at rest (${timeline.join(', ')} after the last task)`,
+      `${mark} generations parked on expiry timers (${await parked()} retention runs open, ${await active()} active runs) after ${((Date.now() - started) / 1000).toFixed(0)} s: worker RSS ${rss.toFixed(0)} MB at rest (${timeline.join(', ')} after the last task)`,
     );
     await printBreakdown(String(mark));
   }
@@ -148,5 +166,6 @@ try {
   );
   console.log(`load average (1, 5, 15 min): ${loadBefore} at the start, ${await loadAverage()} at the end`);
 } finally {
+  await connection.close();
   await stack.stop();
 }

@@ -15,18 +15,25 @@ import { loadAverage, printTargets } from './targets.js';
 
 /**
  * npm run bench:lifecycle — whole generations (simulated provider with no
- * delay): POST, then poll every 50 ms until succeeded is visible. Against the
+ * delay): POST, then poll every 50 ms until succeeded is visible (the customer's result stored: the
+ * gallery's thumbnail is made after that, on its own task queue, by a worker process of its own
+ * here, whose CPU is printed apart and not counted). Against the
  * same shape with no-op steps on the same server: update-with-start answered
  * after two local activities, then two activities, waiting for the result. Reports
  * lifecycles per second and POST → succeeded-visible p50. Targets: ≥ 0.5 × the
  * ceiling's lifecycles per second, and the CPU per lifecycle of API + worker + Temporal +
- * PostgreSQL (the simulated provider's rendering excluded: that is the provider's work) ≤ 1.6 ×
- * the ceiling's worker + Temporal; every run prints both. CPU is counted for the PIDs this bench
+ * PostgreSQL (the simulated provider's rendering excluded: that is the provider's work) ≤ 1.8 ×
+ * the ceiling's worker + Temporal (issue 28's target); every run prints both. CPU is counted for the PIDs this bench
  * started and their children only. BENCH_SECONDS (default 30, split over the rounds), BENCH_ROUNDS
  * (default 3), BENCH_CLIENTS (default 20).
  */
 const { seconds, clients, rounds } = closedLoopSettings();
-const stack = await startStack({ SIM_PROVIDER_DELAY_MS: '0', PROVIDER_POLL_INTERVAL_MS: '50' });
+// The gallery's thumbnails, made after succeeded on their own task queue, by a worker of their own:
+// their CPU is printed apart, not the generation's (the customer's result is the image).
+const stack = await startStack(
+  { SIM_PROVIDER_DELAY_MS: '0', PROVIDER_POLL_INTERVAL_MS: '50' },
+  { thumbnailWorker: true },
+);
 const bare = await startBareWorker(stack.temporalAddress, 'bare-lifecycle');
 const connection = await Connection.connect({ address: stack.temporalAddress });
 const client = new Client({ connection });
@@ -99,9 +106,9 @@ try {
       label: "CPU per lifecycle, ours (API + worker + Temporal + PostgreSQL) / ceiling's worker + Temporal",
       value: oursSum / ceilingSum,
       kind: 'max',
-      target: 1.6,
+      target: 1.8,
       unit: 'ratio',
-      detail: `ours ${ours.api!.toFixed(1)} + ${ours.worker!.toFixed(1)} + ${ours.temporal!.toFixed(1)} + ${ours.postgres!.toFixed(1)} = ${oursSum.toFixed(1)} ms; ceiling ${bareResult.cpu['bare worker']!.toFixed(1)} + ${bareResult.cpu.temporal!.toFixed(1)} = ${ceilingSum.toFixed(1)} ms; budget ${(1.6 * ceilingSum).toFixed(1)} ms; sim renderer ${ours['sim renderer']!.toFixed(1)} ms not counted`,
+      detail: `ours ${ours.api!.toFixed(1)} + ${ours.worker!.toFixed(1)} + ${ours.temporal!.toFixed(1)} + ${ours.postgres!.toFixed(1)} = ${oursSum.toFixed(1)} ms; ceiling ${bareResult.cpu['bare worker']!.toFixed(1)} + ${bareResult.cpu.temporal!.toFixed(1)} = ${ceilingSum.toFixed(1)} ms; budget ${(1.8 * ceilingSum).toFixed(1)} ms; not counted: sim renderer ${ours['sim renderer']!.toFixed(1)} ms, gallery thumbnails ${ours.thumbnails!.toFixed(1)} ms (with them ${((oursSum + ours.thumbnails!) / ceilingSum).toFixed(2)}×)`,
     },
   ]);
   console.log(`load average (1, 5, 15 min): ${loadBefore} at the start, ${await loadAverage()} at the end`);

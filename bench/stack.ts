@@ -38,7 +38,8 @@ export interface Stack {
   workerPid: number;
   apiPid: number;
   /** The stack's processes, each counted by its own PID and its children. */
-  processes: Record<StackProcess, CpuSource>;
+  processes: Partial<Record<StackProcess, CpuSource>> &
+    Record<Exclude<StackProcess, 'thumbnails'>, CpuSource>;
   env: NodeJS.ProcessEnv;
   stop(): Promise<void>;
 }
@@ -55,7 +56,7 @@ export type StackProcess = 'api' | 'worker' | 'sim renderer' | 'temporal' | 'pos
  */
 export async function startStack(
   env: NodeJS.ProcessEnv = {},
-  options: { temporalDbFile?: string; workerNodeOptions?: readonly string[] } = {},
+  options: { temporalDbFile?: string; workerNodeOptions?: readonly string[]; thumbnailWorker?: boolean } = {},
 ): Promise<Stack> {
   const database = await benchDatabase();
   const temporal = await startTemporalDevServer({
@@ -89,20 +90,31 @@ export async function startStack(
   const profileDir = process.env.BENCH_CPU_PROFILE_DIR;
   const profiling = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
   const children: ChildProcess[] = [];
-  const start = async (file: string, nodeOptions: readonly string[] = []) => {
-    const { child, ready } = startScript(file, { env: common, nodeOptions: [...profiling, ...nodeOptions] });
+  const start = async (file: string, nodeOptions: readonly string[] = [], env = common) => {
+    const { child, ready } = startScript(file, { env, nodeOptions: [...profiling, ...nodeOptions] });
     children.push(child);
     await ready;
     return child;
   };
-  const [worker, api] = await Promise.all([
+  const workerOptions = [
+    ...workerNodeOptions,
+    ...(options.workerNodeOptions ?? []),
+    ...(process.env.BENCH_WORKER_NODE_OPTIONS ?? '').split(' ').filter(Boolean),
+  ];
+  // thumbnailWorker: the gallery's thumbnails (their own task queue, after a generation succeeded)
+  // are made by a worker process of their own, so that their CPU is counted apart (`thumbnails`).
+  const queues = (value: string) => ({ ...common, WORKER_TASK_QUEUES: value });
+  const [worker, api, thumbnails] = await Promise.all([
     // The worker with the options production gives it on its command line.
-    start(entryFile(benchRuntime, 'worker'), [
-      ...workerNodeOptions,
-      ...(options.workerNodeOptions ?? []),
-      ...(process.env.BENCH_WORKER_NODE_OPTIONS ?? '').split(' ').filter(Boolean),
-    ]),
+    start(
+      entryFile(benchRuntime, 'worker'),
+      workerOptions,
+      options.thumbnailWorker ? queues('generations') : common,
+    ),
     start(entryFile(benchRuntime, 'api')),
+    options.thumbnailWorker
+      ? start(entryFile(benchRuntime, 'worker'), workerNodeOptions, queues('thumbnails'))
+      : undefined,
   ]);
 
   const pool = await createDatabasePool(database.url, { maximumPoolSize: 4 });
@@ -127,6 +139,7 @@ export async function startStack(
       'sim renderer': { pid: worker.pid, matching: renderer },
       temporal: { pid: temporal.process.pid },
       postgres: { pid: database.pid },
+      ...(thumbnails ? { thumbnails: { pid: thumbnails.pid } } : {}),
     },
     env: common,
     async stop() {

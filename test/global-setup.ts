@@ -27,7 +27,15 @@ export default async function setup(project: TestProject) {
     persistent: false,
   });
 
-  const temporal = await startTemporalDevServer({ port: await freePort(), uiPort: null, dbFile: null });
+  const temporal = await startTemporalDevServer({
+    port: await freePort(),
+    uiPort: null,
+    dbFile: null,
+    // Every test file's workers poll task queues of their own, all in one Worker Deployment version
+    // (one build of the workflow code): past the server's default of 100 task queues per version, a
+    // new queue is never routed and its generations never start.
+    dynamicConfig: { 'matching.maxTaskQueuesInDeploymentVersion': 10_000 },
+  });
   const bundlePath = path.join(scratch, 'workflow-bundle.js');
   await buildWorkflowBundle(bundlePath);
   // Fetched now (once, outside any test's timeout) so time-skipping tests start at once.

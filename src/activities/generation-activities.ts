@@ -19,6 +19,7 @@ import type { ActivityDeps } from './activity-deps.js';
 import { createStagingActivities } from './image-staging.js';
 import { createSubmitActivities } from './submit-activity.js';
 import { createResultActivities } from './result-activities.js';
+import { createThumbnailActivities } from './thumbnail-activities.js';
 
 type GenerationActivityDeps = Pick<
   ActivityDeps,
@@ -101,6 +102,8 @@ export function createGenerationActivities(
     },
 
     ...createResultActivities(deps),
+
+    ...createThumbnailActivities(deps),
 
     /** Returns the debit and marks the generation failed; retried until it commits. */
     async refund(generationId: string, error: GenerationError): Promise<void> {

@@ -25,7 +25,8 @@ export function createResultActivities(deps: ResultDeps) {
 
   /**
    * Copies each result from the provider into our storage ("persistence recovery" is this
-   * activity's retries) and marks the generation succeeded. A run that finds the generation
+   * activity's retries) and marks the generation succeeded. The gallery's thumbnails are not the
+   * customer's result: the workflow has them made afterwards, on their own queue (makeThumbnails). A run that finds the generation
    * completed already (an earlier run died before it reported) answers with what that run stored,
    * fetching nothing: an expired provider URL must not turn a delivered result into a failure.
    */
@@ -54,9 +55,6 @@ export function createResultActivities(deps: ResultDeps) {
             { jobId, reference: generation.jobId, index, result },
             storage,
             claimed.prefix,
-            // Before the record says succeeded: a gallery row never names a thumbnail not yet made.
-            // Rewriting one on a retried persist gives the same file: the step stays idempotent.
-            { thumbnail: true },
           ),
         );
       const completed = await completeGeneration(db, generation.generationId, outputs, retentionMs);

@@ -12,6 +12,7 @@ import { listReconciliations } from '../db/reconciliation-repository.js';
 import type { GenerationStatus } from '../generation.js';
 import { progressQuery, resolveUpdate } from '../workflows/generation-workflow.js';
 import { cancelGeneration } from '../generations/cancel-generation.js';
+import { askNewestRun } from '../generations/newest-run.js';
 import { CommandRefused, optional, positiveInt, str, UsageError, type Command } from './command.js';
 
 /**
@@ -86,16 +87,16 @@ export const supportCommands: Record<string, Command> = {
         v.refund === true
           ? { action: 'refund' as const, note }
           : { action: 'succeed' as const, providerJobId: str(v.succeed), note };
-      const progress = await (
-        await temporal()
-      ).workflow
-        .getHandle(row.workflow_id)
-        .executeUpdate(resolveUpdate, { args: [decision] })
-        .catch(async (error: unknown) => {
-          // Resolving ends the story, and its workflow with it: a second resolve finds none.
-          if (!(error instanceof WorkflowNotFoundError)) throw error;
-          throw alreadyResolved(await find(db, row.id));
-        });
+      const client = await temporal();
+      const workflowId = row.workflow_id;
+      // A review run that continues as new as the resolve reaches it leaves it to the newest run.
+      const progress = await askNewestRun(() =>
+        client.workflow.getHandle(workflowId).executeUpdate(resolveUpdate, { args: [decision] }),
+      ).catch(async (error: unknown) => {
+        // Resolving ends the story, and its workflow with it: a second resolve finds none.
+        if (!(error instanceof WorkflowNotFoundError)) throw error;
+        throw alreadyResolved(await find(db, row.id));
+      });
       return {
         json: progress,
         text: [`Resolved ${row.id} (${decision.action}); the workflow is now ${progress.step}.`],
@@ -212,12 +213,17 @@ async function find(db: Parameters<Command['run']>[0]['db'], id: string): Promis
 async function resetToStart(client: Client, workflowId: string, reason: string): Promise<string> {
   const { workflowService } = client.connection;
   const namespace = client.options.namespace;
-  const description = await client.workflow.getHandle(workflowId).describe();
-  const history = await client.workflow.getHandle(workflowId, description.runId).fetchHistory();
-  const firstTaskCompleted = history.events?.find(
-    (event) => event.workflowTaskCompletedEventAttributes,
-  )?.eventId;
-  if (firstTaskCompleted === undefined || firstTaskCompleted === null)
+  // The newest run (a generation's retention run once it succeeded) may have only just started:
+  // its first workflow task, the point a reset goes back to, is waited for (a few seconds at most).
+  const deadline = Date.now() + 10_000;
+  let description = await client.workflow.getHandle(workflowId).describe();
+  let firstTaskCompleted = await firstTaskCompletedOf(client, workflowId, description.runId);
+  while (firstTaskCompleted === null && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    description = await client.workflow.getHandle(workflowId).describe();
+    firstTaskCompleted = await firstTaskCompletedOf(client, workflowId, description.runId);
+  }
+  if (firstTaskCompleted === null)
     throw new Error(`workflow ${workflowId} has not completed a workflow task yet`);
   const response: { runId?: string | null } = await workflowService.resetWorkflowExecution({
     namespace,
@@ -254,4 +260,10 @@ function describe(g: SupportGenerationRow): string {
   ]
     .filter(Boolean)
     .join('  ');
+}
+
+/** The event id of a run's first completed workflow task; null while it has none. */
+async function firstTaskCompletedOf(client: Client, workflowId: string, runId: string): Promise<Long | null> {
+  const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
+  return history.events?.find((event) => event.workflowTaskCompletedEventAttributes)?.eventId ?? null;
 }

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { MissedNotifications } from './missed-notifications.js';
 import type { GenerationEventRow } from '../db/generation-events.js';
 import { isTerminal } from './conditional-reads.js';
 import { sseMessage } from './generation-event-view.js';
@@ -41,7 +42,12 @@ export class GenerationEventStreams {
   private count = 0;
   private closing = false;
   private readonly reading = new Map<string, { again: boolean }>();
-  private fallback: NodeJS.Timeout | null = null;
+  private readonly missed = new MissedNotifications({
+    listening: () => this.options.listening(),
+    recheck: () => {
+      for (const id of this.byGeneration.keys()) this.changed(id);
+    },
+  });
   private readonly keepAlive: NodeJS.Timeout;
 
   constructor(
@@ -153,24 +159,14 @@ export class GenerationEventStreams {
 
   /** Notifications may have been lost: every streamed generation is read again (once a second while away). */
   recheckAll(): void {
-    for (const id of this.byGeneration.keys()) this.changed(id);
-    if (this.options.listening() || this.fallback || this.closing) return;
-    this.fallback = setInterval(() => {
-      for (const id of this.byGeneration.keys()) this.changed(id);
-      if (this.options.listening() && this.fallback) {
-        clearInterval(this.fallback);
-        this.fallback = null;
-      }
-    }, 1000);
-    this.fallback.unref();
+    this.missed.recheckAll();
   }
 
   /** Shutdown: every stream is ended now (its client resumes elsewhere with Last-Event-ID); none opens. */
   close(): void {
     this.closing = true;
     clearInterval(this.keepAlive);
-    if (this.fallback) clearInterval(this.fallback);
-    this.fallback = null;
+    this.missed.stop();
     for (const [id, streams] of [...this.byGeneration]) for (const s of [...streams]) this.finish(id, s);
   }
 }

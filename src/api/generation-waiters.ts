@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { MissedNotifications } from './missed-notifications.js';
 import type { GenerationRow } from '../db/generation-reads.js';
 import { isTerminal } from './conditional-reads.js';
 
@@ -32,7 +33,12 @@ export class GenerationWaiters {
   private closing = false;
   /** Generations being read now, and whether another change arrived meanwhile (read again). */
   private readonly reading = new Map<string, { again: boolean }>();
-  private fallback: NodeJS.Timeout | null = null;
+  private readonly missed = new MissedNotifications({
+    listening: () => this.options.listening(),
+    recheck: () => {
+      for (const id of this.byGeneration.keys()) this.changed(id);
+    },
+  });
 
   constructor(
     private readonly options: {
@@ -129,23 +135,13 @@ export class GenerationWaiters {
    * waited generation is read again, and once a second for as long as notifications are not arriving.
    */
   recheckAll(): void {
-    for (const id of this.byGeneration.keys()) this.changed(id);
-    if (this.options.listening() || this.fallback || this.closing) return;
-    this.fallback = setInterval(() => {
-      for (const id of this.byGeneration.keys()) this.changed(id);
-      if (this.options.listening() && this.fallback) {
-        clearInterval(this.fallback);
-        this.fallback = null;
-      }
-    }, 1000);
-    this.fallback.unref();
+    this.missed.recheckAll();
   }
 
   /** Shutdown: every waiter is answered now (with the current state), and no request waits any more. */
   close(): void {
     this.closing = true;
-    if (this.fallback) clearInterval(this.fallback);
-    this.fallback = null;
+    this.missed.stop();
     for (const { waiters } of [...this.byGeneration.values()]) for (const w of [...waiters]) w.done(null);
   }
 }

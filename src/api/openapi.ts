@@ -1,9 +1,10 @@
-import { ZodCatch, ZodOptional, ZodPipe, ZodTransform, type ZodObject, type ZodType } from 'zod';
+import type { ZodType } from 'zod';
 import { toJsonSchema } from '../json-schema.js';
 import type { CatalogCache } from '../catalog/catalog-cache.js';
 import { errorCodes, type ErrorCode } from '../errors.js';
 import * as described from './openapi-headers.js';
 import * as events from './openapi-events.js';
+import { pathParameters, queryParameters } from './openapi-parameters.js';
 import { routeSchemas } from './route-schemas.js';
 import {
   creditBalanceSchema,
@@ -43,47 +44,6 @@ function refTo(schema: ZodType) {
   const name = components.get(schema);
   if (!name) throw new Error('a route answers with a schema that is not a component of the document');
   return ref(name);
-}
-
-/**
- * The query parameters of an operation, from the zod schema that parses them: what is published is
- * what is checked. Repeating a parameter is a 400, so each is a single value (`explode` has no say).
- */
-function queryParameters(schema: ZodObject) {
-  return Object.entries(schema.shape as Record<string, ZodType>).map(([name, field]) => ({
-    name,
-    in: 'query',
-    required: !field.isOptional(),
-    ...(field.description ? { description: field.description } : {}),
-    schema: queryParameterSchema(
-      field instanceof ZodOptional ? (field as ZodOptional<ZodType>).unwrap() : field,
-    ),
-  }));
-}
-
-/**
- * A query parameter as it is read: a pipe (text checked, then parsed into a number) is published as
- * what it gives out, the number; a transform (a cursor decoded) as the text it takes in.
- */
-function queryParameterSchema(field: ZodType) {
-  return toJsonSchema(
-    field,
-    field instanceof ZodPipe && !(field.out instanceof ZodTransform) ? 'output' : 'input',
-  );
-}
-
-/**
- * The path parameters of an operation, from the zod schema its route validates them with. A
- * parameter that reads what it does not accept as "none" (a catch) publishes what it accepts.
- */
-function pathParameters(schema: ZodObject) {
-  return Object.entries(schema.shape as Record<string, ZodType>).map(([name, field]) => ({
-    name,
-    in: 'path',
-    required: true,
-    ...(field.description ? { description: field.description } : {}),
-    schema: toSchema(field instanceof ZodCatch ? (field as ZodCatch<ZodType>).removeCatch() : field),
-  }));
 }
 
 /** One response per status the codes answer with; a 400 always has its issues. */

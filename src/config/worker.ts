@@ -14,6 +14,7 @@ export const workerSettings = settingGroup({
     WORKFLOW_BUNDLE_PATH: z.string().optional(),
     WORKER_DEPLOYMENT_NAME: z.string().trim().min(1).default('generation-service'),
     WORKER_SET_CURRENT_VERSION: z.enum(['when-none', 'always', 'never']).default('when-none'),
+    WORKER_TASK_QUEUES: z.enum(['all', 'generations', 'thumbnails']).default('all'),
   },
   docs: {
     // Generations spend weeks parked on timers: a small cache keeps a worker's memory flat.
@@ -49,6 +50,10 @@ export const workerSettings = settingGroup({
     WORKER_SET_CURRENT_VERSION: {
       readBy: ['worker'],
       text: 'At start: `when-none` makes the worker’s version the deployment’s Current Version only when it has none (a first deploy, `npm test`); `always` makes it current (`npm start` sets this, so an edited workflow takes new generations); `never` leaves rollout to operators (see operating.md).',
+    },
+    WORKER_TASK_QUEUES: {
+      readBy: ['worker'],
+      text: 'What the worker polls: `all`; `generations` (workflows, their steps and provider waits: the gallery’s thumbnails are left to other workers); or `thumbnails` only (the gallery’s thumbnails, made after a generation succeeded: CPU for libvips, off the generation’s critical path). Some worker must poll the thumbnails; without one the gallery shows the images themselves.',
     },
   },
 });

@@ -48,6 +48,8 @@ const admissionDecision = z.discriminatedUnion('outcome', [
 /** What admit_generation() decided (its outcomes are listed in migrations 0007 and 0012). */
 type AdmissionDecision = z.infer<typeof admissionDecision>;
 
+const decideAdmissionRow = z.object({ decision: admissionDecision });
+
 /**
  * One call to admit_generation() (migrations 0007 and 0012): under the account's lock, the key's
  * record when a claim is given, the concurrency slot, the check that `quote` was made from the
@@ -62,9 +64,11 @@ export async function decideAdmission(
   key: KeyClaim | null,
 ): Promise<AdmissionDecision> {
   const claim = key ? sql.jsonb({ held_until: key.heldUntil, at: key.at }) : null;
-  return db.oneFirst(sql.type(z.object({ decision: admissionDecision }))`
+  return db.oneFirst(sql.type(decideAdmissionRow)`
     SELECT admit_generation(${jsonbOf(record)}, ${quote.price}, ${quote.digest}, ${concurrencyLimit}, ${claim}::jsonb) AS decision`);
 }
+
+const recordRefusalRow = z.object({ id: z.string() });
 
 /**
  * Writes the generation's row, refused, and with `key` (a refusal that claims it) the key's
@@ -77,7 +81,7 @@ export async function recordRefusal(
   error: GenerationError,
   key: KeyClaim | null,
 ): Promise<boolean> {
-  const id = await db.maybeOneFirst(sql.type(z.object({ id: z.string() }))`
+  const id = await db.maybeOneFirst(sql.type(recordRefusalRow)`
     WITH refused AS (
       INSERT INTO generations (id, account_id, api_key_id, workflow_id, status, model, media_type, credits, input, error,
                                fingerprint, idempotency_key, provider_token, input_prefix, created_at)

@@ -26,6 +26,13 @@ export class KeyCreationRefused extends Error {
   }
 }
 
+const storeApiKeyRow = z.object({
+  paid: z.boolean(),
+  credits: z.number(),
+  active_keys: z.number(),
+  api_access_enabled: z.boolean(),
+});
+
 /**
  * Stores a new key for an account that may have one: a completed paid purchase, a positive
  * balance and fewer than 5 active keys. Only the key's hash and display prefix are given (the
@@ -36,14 +43,7 @@ export async function storeApiKey(
   input: { accountId: string; name?: string; keySha256: string; displayPrefix: string },
 ): Promise<ApiKeyRecord> {
   return db.transaction(async (tx) => {
-    const account = await tx.maybeOne(sql.type(
-      z.object({
-        paid: z.boolean(),
-        credits: z.number(),
-        active_keys: z.number(),
-        api_access_enabled: z.boolean(),
-      }),
-    )`
+    const account = await tx.maybeOne(sql.type(storeApiKeyRow)`
       SELECT ${qualifyingPurchaseSql} AS paid,
              COALESCE(b.subscription_credits + b.one_time_credits, 0) AS credits,
              (SELECT count(*) FROM api_keys k WHERE k.account_id = a.id AND k.revoked_at IS NULL)::int AS active_keys,

@@ -36,17 +36,21 @@ export async function lockModelsForImport(tx: CommonQueryMethods): Promise<void>
   await tx.query(sql.unsafe`LOCK TABLE models IN SHARE ROW EXCLUSIVE MODE`);
 }
 
+const storedMediaTypesRow = z.object({ id: z.string(), media_type: z.string() });
+
 /** The stored media type of each of `ids` that exists. */
 export async function storedMediaTypes(
   db: CommonQueryMethods,
   ids: readonly string[],
 ): Promise<Map<string, string>> {
   const rows = await db.any(
-    sql.type(z.object({ id: z.string(), media_type: z.string() }))`
+    sql.type(storedMediaTypesRow)`
       SELECT id, media_type FROM models WHERE id = ANY(${sql.array(ids, 'text')})`,
   );
   return new Map(rows.map((row) => [row.id, row.media_type]));
 }
+
+const upsertModelRow = z.object({ id: z.string() });
 
 /**
  * Inserts the model, or updates the stored one when any of its fields differ (`updated_at` moves
@@ -56,7 +60,7 @@ export async function storedMediaTypes(
 export async function upsertModel(db: CommonQueryMethods, model: ModelImportRow): Promise<boolean> {
   const definition = sql.jsonb(model.definition as Parameters<typeof sql.jsonb>[0]);
   const written = await db.maybeOne(
-    sql.type(z.object({ id: z.string() }))`
+    sql.type(upsertModelRow)`
       INSERT INTO models AS m (id, media_type, definition, sort_order, active)
       VALUES (${model.id}, ${model.media_type}, ${definition}, ${model.sort_order}, ${model.active})
       ON CONFLICT (id) DO UPDATE SET

@@ -88,9 +88,11 @@ export async function getGalleryImage(
     WHERE gi.account_id = ${accountId} AND gi.id = ${id}`);
 }
 
+const galleryModelsRow = z.object({ model: z.string() });
+
 /** The models the account's gallery holds images of (for its filter). */
 export async function galleryModels(db: CommonQueryMethods, accountId: string): Promise<readonly string[]> {
-  return db.anyFirst(sql.type(z.object({ model: z.string() }))`
+  return db.anyFirst(sql.type(galleryModelsRow)`
     SELECT DISTINCT g.model FROM gallery_images gi JOIN generations g ON g.id = gi.generation_id
     WHERE gi.account_id = ${accountId} ORDER BY g.model`);
 }
@@ -153,9 +155,11 @@ export async function usageByDay(
   });
 }
 
+const keysLastUsedRow = z.object({ api_key_id: z.string(), last_used: z.string() });
+
 /** When each of the account's keys last made a request (keys never used are absent). */
 export async function keysLastUsed(db: CommonQueryMethods, accountId: string): Promise<Map<string, string>> {
-  const rows = await db.any(sql.type(z.object({ api_key_id: z.string(), last_used: z.string() }))`
+  const rows = await db.any(sql.type(keysLastUsedRow)`
     SELECT api_key_id, max(created_at) AS last_used FROM api_request_log
     WHERE account_id = ${accountId} GROUP BY api_key_id`);
   return new Map(rows.map((r) => [r.api_key_id, r.last_used]));
@@ -184,12 +188,14 @@ export async function requestLogPage(
   return db.any(requestLogPageQuery(accountId, limit, before));
 }
 
+const generationWorkflowIdRow = z.object({ workflow_id: z.string().nullable() });
+
 /** The workflow a generation of the account's runs in (null: none recorded, or not the account's). */
 export async function generationWorkflowId(
   db: CommonQueryMethods,
   accountId: string,
   id: string,
 ): Promise<string | null> {
-  return db.maybeOneFirst(sql.type(z.object({ workflow_id: z.string().nullable() }))`
+  return db.maybeOneFirst(sql.type(generationWorkflowIdRow)`
     SELECT workflow_id FROM generations WHERE id = ${id} AND account_id = ${accountId}`);
 }

@@ -61,23 +61,27 @@ export async function endSessionsOfKey(db: CommonQueryMethods, apiKeyId: string)
   await db.query(sql.unsafe`DELETE FROM console_sessions WHERE api_key_id = ${apiKeyId}`);
 }
 
+const createSignInLinkRow = z.object({ expiresAt: z.string() });
+
 export async function createSignInLink(
   db: CommonQueryMethods,
   input: { tokenSha256: string; accountId: string; apiKeyId: string; validMs: number },
 ): Promise<{ expiresAt: string }> {
-  return db.one(sql.type(z.object({ expiresAt: z.string() }))`
+  return db.one(sql.type(createSignInLinkRow)`
     INSERT INTO console_sign_in_links (token_sha256, account_id, api_key_id, expires_at)
     VALUES (${input.tokenSha256}, ${input.accountId}, ${input.apiKeyId},
             now() + ${sql.interval({ seconds: input.validMs / 1000 })})
     RETURNING expires_at AS "expiresAt"`);
 }
 
+const redeemSignInLinkRow = z.object({ accountId: z.string(), apiKeyId: z.string() });
+
 /** Uses a sign-in link: its key's id the first time, within its validity; null ever after. */
 export async function redeemSignInLink(
   db: CommonQueryMethods,
   tokenSha256: string,
 ): Promise<{ accountId: string; apiKeyId: string } | null> {
-  return db.maybeOne(sql.type(z.object({ accountId: z.string(), apiKeyId: z.string() }))`
+  return db.maybeOne(sql.type(redeemSignInLinkRow)`
     UPDATE console_sign_in_links SET used_at = now()
     WHERE token_sha256 = ${tokenSha256} AND used_at IS NULL AND expires_at > now()
     RETURNING account_id AS "accountId", api_key_id AS "apiKeyId"`);
@@ -109,15 +113,19 @@ export async function recordFormKey(
   );
 }
 
+const keyOfFormRow = z.object({ api_key_id: z.string() });
+
 /** The key a form of this account created when it was first sent (null: none, or another account's form). */
 export async function keyOfForm(
   db: CommonQueryMethods,
   input: { formSha256: string; accountId: string },
 ): Promise<string | null> {
-  return db.maybeOneFirst(sql.type(z.object({ api_key_id: z.string() }))`
+  return db.maybeOneFirst(sql.type(keyOfFormRow)`
     SELECT api_key_id FROM console_form_uses
     WHERE form_sha256 = ${input.formSha256} AND account_id = ${input.accountId} AND api_key_id IS NOT NULL`);
 }
+
+const pruneConsoleRecordsRow = z.object({ n: z.number() });
 
 /**
  * Pruning: sessions idle past `idleMs`, sign-in links past their expiry and form uses older than a
@@ -129,7 +137,7 @@ export async function pruneConsoleRecords(
   limit: number,
 ): Promise<number> {
   const idle = sql.interval({ seconds: idleMs / 1000 });
-  return db.oneFirst(sql.type(z.object({ n: z.number() }))`
+  return db.oneFirst(sql.type(pruneConsoleRecordsRow)`
     WITH sessions AS (
       DELETE FROM console_sessions WHERE id_sha256 IN (
         SELECT id_sha256 FROM console_sessions WHERE last_seen_at < now() - ${idle}

@@ -48,6 +48,17 @@ export async function grantCredits(
 /** What a refund changed: nothing (done before, or the generation succeeded: never refunded), or the generation ended failed, with the credits returned if it had a debit. */
 type RefundOutcome = { changed: false } | { changed: true; model: string; refundedCredits: number | null };
 
+const refundEndedRow = z.object({ model: z.string(), changed: z.boolean() });
+
+const refundDebitRow = z.object({
+  id: z.number(),
+  account_id: z.string(),
+  subscription_delta: z.number(),
+  one_time_delta: z.number(),
+});
+
+const refundBeforeRow = z.object({ status: z.string(), needs_review: z.boolean() });
+
 /**
  * Returns a generation's debit, once: ledger row, balances (to the pools it
  * came from) and the projection (failed, credits_refunded) in one
@@ -63,17 +74,10 @@ export async function refundGeneration(
 ): Promise<RefundOutcome> {
   return db.transaction(async (tx): Promise<RefundOutcome> => {
     // The row first, locked: a success committing meanwhile is seen, and wins.
-    const before = await tx.maybeOne(sql.type(z.object({ status: z.string(), needs_review: z.boolean() }))`
+    const before = await tx.maybeOne(sql.type(refundBeforeRow)`
       SELECT status, needs_review FROM generations WHERE id = ${generationId} FOR UPDATE`);
     if (before?.status === 'succeeded') return { changed: false };
-    const debit = await tx.maybeOne(sql.type(
-      z.object({
-        id: z.number(),
-        account_id: z.string(),
-        subscription_delta: z.number(),
-        one_time_delta: z.number(),
-      }),
-    )`
+    const debit = await tx.maybeOne(sql.type(refundDebitRow)`
       SELECT id, account_id, subscription_delta, one_time_delta FROM credit_ledger
       WHERE generation_id = ${generationId} AND kind = 'debit'`);
     const refunded = await tx.exists(
@@ -95,7 +99,7 @@ export async function refundGeneration(
         VALUES (${debit.account_id}, 'refund', ${generationId}, ${debit.id}, ${-debit.subscription_delta}, ${-debit.one_time_delta}, ${error.code})`);
     }
     // Without a debit there is no refund row to tell a retry: the row's state before tells it.
-    const ended = await tx.maybeOne(sql.type(z.object({ model: z.string(), changed: z.boolean() }))`
+    const ended = await tx.maybeOne(sql.type(refundEndedRow)`
       UPDATE generations g SET status = 'failed', credits_refunded = ${debit !== null}, error = ${sql.jsonb(error as never)},
         needs_review = false, completed_at = COALESCE(g.completed_at, now()), updated_at = now()
       FROM (SELECT id, status, needs_review FROM generations WHERE id = ${generationId} FOR UPDATE) before
@@ -106,6 +110,8 @@ export async function refundGeneration(
     return { changed: true, model: ended.model, refundedCredits };
   });
 }
+
+const endGenerationChargedRow = z.object({ model: z.string() });
 
 /**
  * Ends a generation failed with its debit kept: nothing is refunded, `credits_refunded` stays
@@ -118,7 +124,7 @@ export async function endGenerationCharged(
   generationId: string,
   error: GenerationError,
 ): Promise<{ changed: false } | { changed: true; model: string }> {
-  const ended = await db.maybeOne(sql.type(z.object({ model: z.string() }))`
+  const ended = await db.maybeOne(sql.type(endGenerationChargedRow)`
     UPDATE generations SET status = 'failed', error = ${sql.jsonb(error as never)}, needs_review = false,
       completed_at = COALESCE(completed_at, now()), updated_at = now()
     WHERE id = ${generationId} AND status = 'queued' AND NOT credits_refunded

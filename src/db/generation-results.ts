@@ -8,6 +8,14 @@ import { mediaTypeOfName } from '../storage/storage.js';
  * after a crash, or re-run after a support reset, changes nothing the second time.
  */
 
+const claimOutputPrefixRow = z.object({
+  output_prefix: z.string(),
+  credits_refunded: z.boolean(),
+  succeeded: z.boolean(),
+  expires_at: z.string().nullable(),
+  output: z.unknown(),
+});
+
 /**
  * The generation's output folder (`candidate` the first time, the same folder ever after), and
  * what persisting needs to know before it copies anything: whether the generation was refunded,
@@ -22,15 +30,7 @@ export async function claimOutputPrefix(
   refunded: boolean;
   completed: { expiresAt: string; outputs: StoredOutput[] } | null;
 }> {
-  const row = await db.one(sql.type(
-    z.object({
-      output_prefix: z.string(),
-      credits_refunded: z.boolean(),
-      succeeded: z.boolean(),
-      expires_at: z.string().nullable(),
-      output: z.unknown(),
-    }),
-  )`
+  const row = await db.one(sql.type(claimOutputPrefixRow)`
     UPDATE generations SET output_prefix = COALESCE(output_prefix, ${candidate}) WHERE id = ${generationId}
     RETURNING output_prefix, credits_refunded, status = 'succeeded' AS succeeded, expires_at, output`);
   const completed =
@@ -39,6 +39,8 @@ export async function claimOutputPrefix(
       : null;
   return { prefix: row.output_prefix, refunded: row.credits_refunded, completed };
 }
+
+const claimInputPrefixRow = z.object({ input_prefix: z.string(), credits_refunded: z.boolean() });
 
 /**
  * The generation's input folder, where the customer's reference images are stored once fetched:
@@ -52,7 +54,7 @@ export async function claimInputPrefix(
   generationId: string,
   candidate: string,
 ): Promise<{ prefix: string; refunded: boolean }> {
-  const row = await db.one(sql.type(z.object({ input_prefix: z.string(), credits_refunded: z.boolean() }))`
+  const row = await db.one(sql.type(claimInputPrefixRow)`
     UPDATE generations SET input_prefix = COALESCE(input_prefix, ${candidate}) WHERE id = ${generationId}
     RETURNING input_prefix, credits_refunded`);
   return { prefix: row.input_prefix, refunded: row.credits_refunded };
@@ -95,6 +97,8 @@ export interface StoredOutput {
   hasAudio?: boolean;
 }
 
+const completeGenerationRow = z.object({ expires_at: z.string().nullable(), completed_now: z.boolean() });
+
 /**
  * Succeeded: output, completed_at, expires_at (retention after storage) and, for images, the
  * account's gallery rows, in one statement. A generation completed before keeps its output and
@@ -117,9 +121,7 @@ export async function completeGeneration(
     content_type: o.contentType,
   }));
   // A refunded or failed generation never succeeds: nothing is written, and the caller hears null.
-  const row = await db.one(sql.type(
-    z.object({ expires_at: z.string().nullable(), completed_now: z.boolean() }),
-  )`
+  const row = await db.one(sql.type(completeGenerationRow)`
     WITH target AS (
       SELECT id, media_type, expires_at FROM generations
       WHERE id = ${generationId} AND NOT credits_refunded AND status IN ('queued', 'succeeded') FOR UPDATE
@@ -142,14 +144,22 @@ export async function completeGeneration(
   return row.expires_at ? { expiresAt: row.expires_at, completedNow: row.completed_now } : null;
 }
 
+const contentPrefixesRow = z.object({
+  output_prefix: z.string().nullable(),
+  input_prefix: z.string().nullable(),
+});
+
 /** The storage folders holding a generation's content (outputs and inline inputs). */
 export async function contentPrefixes(db: CommonQueryMethods, generationId: string): Promise<string[]> {
-  const row = await db.one(sql.type(
-    z.object({ output_prefix: z.string().nullable(), input_prefix: z.string().nullable() }),
-  )`
+  const row = await db.one(sql.type(contentPrefixesRow)`
     SELECT output_prefix, input_prefix FROM generations WHERE id = ${generationId}`);
   return [row.output_prefix, row.input_prefix].filter((p): p is string => p !== null);
 }
+
+const discardablePrefixesRow = z.object({
+  output_prefix: z.string().nullable(),
+  input_prefix: z.string().nullable(),
+});
 
 /**
  * The storage folders of a generation that ended without success (failed, refunded, rejected; not
@@ -160,9 +170,7 @@ export async function discardablePrefixes(
   db: CommonQueryMethods,
   generationId: string,
 ): Promise<string[] | null> {
-  const row = await db.maybeOne(sql.type(
-    z.object({ output_prefix: z.string().nullable(), input_prefix: z.string().nullable() }),
-  )`
+  const row = await db.maybeOne(sql.type(discardablePrefixesRow)`
     SELECT output_prefix, input_prefix FROM generations
     WHERE id = ${generationId} AND (status = 'rejected' OR (status = 'failed' AND NOT needs_review))
       AND NOT content_expired`);
@@ -186,4 +194,15 @@ export async function expireGeneration(db: CommonQueryMethods, generationId: str
       UPDATE generations SET input = NULL, output = NULL, content_expired = true, updated_at = now() WHERE id = ${generationId}`);
     await tx.query(sql.unsafe`DELETE FROM gallery_images WHERE generation_id = ${generationId}`);
   });
+}
+
+const galleryImageUrlsRow = z.object({ url: z.string() });
+
+/** The URLs of a generation's images in the gallery (none once its content expired, or for a video). */
+export async function galleryImageUrls(
+  db: CommonQueryMethods,
+  generationId: string,
+): Promise<readonly string[]> {
+  return db.anyFirst(sql.type(galleryImageUrlsRow)`
+    SELECT url FROM gallery_images WHERE generation_id = ${generationId} ORDER BY id`);
 }

@@ -8,6 +8,8 @@ export interface KeyHolder {
   row: GenerationRow;
 }
 
+const keyHolderRow = generationRow.extend({ key_fingerprint: z.string() });
+
 /**
  * The generation whose record holds this API key's Idempotency-Key at `at`, if any (migration
  * 0012): admission writes the record, with the generation's row, when it claims the key.
@@ -18,7 +20,7 @@ export async function keyHolder(
   idempotencyKey: string,
   at: Date,
 ): Promise<KeyHolder | null> {
-  const found = await db.maybeOne(sql.type(generationRow.extend({ key_fingerprint: z.string() }))`
+  const found = await db.maybeOne(sql.type(keyHolderRow)`
     SELECT k.fingerprint AS key_fingerprint, g.*
     FROM idempotency_keys k, LATERAL (SELECT ${generationColumns} FROM generations WHERE id = k.generation_id) g
     WHERE k.api_key_id = ${apiKeyId} AND k.idempotency_key = ${idempotencyKey}

@@ -26,10 +26,12 @@ export async function queuedGenerationsByModel(
     FROM generations WHERE status = 'queued' GROUP BY model`);
 }
 
+const generationsNeedingReviewByModelRow = z.object({ model: z.string(), count: z.number() });
+
 /** Generations marked for review (failed with an unknown outcome, or queued past every horizon), by model. */
 export async function generationsNeedingReviewByModel(
   db: CommonQueryMethods,
 ): Promise<readonly { model: string; count: number }[]> {
-  return db.any(sql.type(z.object({ model: z.string(), count: z.number() }))`
+  return db.any(sql.type(generationsNeedingReviewByModelRow)`
     SELECT model, count(*)::int AS count FROM generations WHERE needs_review GROUP BY model`);
 }

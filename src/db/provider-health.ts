@@ -21,6 +21,8 @@ const healthColumns = sql.fragment`provider, state, consecutive_failures, last_e
   to_char(down_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS down_since,
   to_char(probe_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS probe_at`;
 
+const recordProviderFailureRow = healthRow.extend({ went_down: z.boolean() });
+
 /**
  * Counts one more failure in a row; the provider goes down at `downAfter` of them, with its first
  * probe `probeAfterMs` later. Returns the row as it now is, and whether this call took it down.
@@ -32,7 +34,7 @@ export async function recordProviderFailure(
   policy: { downAfter: number; probeAfterMs: number },
 ): Promise<{ row: ProviderHealthRow; wentDown: boolean }> {
   const probeIn = sql.fragment`make_interval(secs => ${policy.probeAfterMs / 1000})`;
-  const result = await db.one(sql.type(healthRow.extend({ went_down: z.boolean() }))`
+  const result = await db.one(sql.type(recordProviderFailureRow)`
     INSERT INTO provider_health AS h (provider, consecutive_failures, last_error, last_failure_at, state, down_since, probe_at)
     VALUES (${provider}, 1, ${error}, now(),
       CASE WHEN 1 >= ${policy.downAfter} THEN 'down' ELSE 'up' END,
@@ -53,9 +55,11 @@ export async function recordProviderFailure(
   return { row, wentDown };
 }
 
+const recordProviderSuccessRow = z.object({ was_down: z.boolean() });
+
 /** A call succeeded: the provider is up and its failure count starts again. True when it was down. */
 export async function recordProviderSuccess(db: CommonQueryMethods, provider: string): Promise<boolean> {
-  const wasDown = await db.maybeOneFirst(sql.type(z.object({ was_down: z.boolean() }))`
+  const wasDown = await db.maybeOneFirst(sql.type(recordProviderSuccessRow)`
     UPDATE provider_health h SET state = 'up', consecutive_failures = 0, down_since = NULL, probe_at = NULL,
       updated_at = now()
     FROM (SELECT provider, state FROM provider_health WHERE provider = ${provider} FOR UPDATE) before
@@ -74,6 +78,8 @@ export async function providerHealthReport(db: CommonQueryMethods): Promise<read
   return db.any(sql.type(healthRow)`SELECT ${healthColumns} FROM provider_health ORDER BY provider`);
 }
 
+const claimProbeRow = z.object({ provider: z.string() });
+
 /**
  * Claims the due probe of a down provider for this process (moving the next one `probeAfterMs`
  * on, so that processes do not probe together); false when it is not down or not due.
@@ -83,7 +89,7 @@ export async function claimProbe(
   provider: string,
   probeAfterMs: number,
 ): Promise<boolean> {
-  const claimed = await db.maybeOneFirst(sql.type(z.object({ provider: z.string() }))`
+  const claimed = await db.maybeOneFirst(sql.type(claimProbeRow)`
     UPDATE provider_health SET probe_at = now() + make_interval(secs => ${probeAfterMs / 1000}), updated_at = now()
     WHERE provider = ${provider} AND state = 'down' AND probe_at <= now()
     RETURNING provider`);

@@ -3,6 +3,8 @@ import { z } from 'zod';
 
 type Transactional = Pick<DatabasePool | DatabaseTransactionConnection, 'transaction'>;
 
+const takeProviderSlotRow = z.object({ taken: z.boolean() });
+
 /**
  * Takes one of a provider account's in-flight places for a generation, unless `cap` of its
  * generations already hold one; true when it holds one (taking it again is a no-op). Places held
@@ -17,7 +19,7 @@ export async function takeProviderSlot(
   return db.transaction(async (tx) => {
     // One taker per provider at a time; each statement below reads what the previous taker committed.
     await tx.query(sql.unsafe`SELECT pg_advisory_xact_lock(hashtext(${`provider-slots:${provider}`}))`);
-    const taken = await tx.maybeOneFirst(sql.type(z.object({ taken: z.boolean() }))`
+    const taken = await tx.maybeOneFirst(sql.type(takeProviderSlotRow)`
       INSERT INTO provider_slots (generation_id, provider)
       SELECT ${generationId}, ${provider}
       WHERE EXISTS (SELECT 1 FROM provider_slots WHERE generation_id = ${generationId})
@@ -37,9 +39,11 @@ export async function releaseProviderSlot(
   await db.query(sql.unsafe`DELETE FROM provider_slots WHERE generation_id = ${generationId}`);
 }
 
+const providerSlotsInUseRow = z.object({ provider: z.string(), in_flight: z.number() });
+
 /** Places held per provider, by generations still in flight (for operators). */
 export async function providerSlotsInUse(db: Pick<DatabasePool, 'any'>): Promise<Map<string, number>> {
-  const rows = await db.any(sql.type(z.object({ provider: z.string(), in_flight: z.number() }))`
+  const rows = await db.any(sql.type(providerSlotsInUseRow)`
     SELECT s.provider, count(*)::int AS in_flight FROM provider_slots s JOIN generations g ON g.id = s.generation_id
     WHERE g.status = 'queued' AND NOT g.needs_review GROUP BY s.provider`);
   return new Map(rows.map((row) => [row.provider, row.in_flight]));

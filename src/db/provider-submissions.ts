@@ -69,6 +69,8 @@ export async function claimSubmit(
       CASE WHEN m.digest = ${knownDigest} THEN NULL ELSE m.definition END AS definition`);
 }
 
+const markCreateSentRow = z.object({ id: z.string() });
+
 /**
  * The create is about to leave: recorded as possibly sent, and other attempts leave the claim alone
  * for `windowMs` from now (the window starts at the send, however long preparing took). False when
@@ -81,7 +83,7 @@ export async function markCreateSent(
   attempt: string,
   windowMs: number,
 ): Promise<boolean> {
-  const row = await db.maybeOne(sql.type(z.object({ id: z.string() }))`
+  const row = await db.maybeOne(sql.type(markCreateSentRow)`
     UPDATE generations SET submit_sent_at = now(),
       submit_awaiting_until = now() + make_interval(secs => ${windowMs / 1000})
     WHERE id = ${generationId} AND submit_claim = ${attempt} AND provider_job_id IS NULL
@@ -142,12 +144,14 @@ export async function markCreateAnswered(
     UPDATE generations SET submit_awaiting_until = NULL WHERE id = ${generationId} AND submit_claim = ${attempt}`);
 }
 
+const submissionStateRow = z.object({ provider_job_id: z.string().nullable(), sent: z.boolean() });
+
 /** Where submission stands: the provider's job, if recorded, and whether a create may have reached the provider. */
 export async function submissionState(
   db: CommonQueryMethods,
   generationId: string,
 ): Promise<{ jobId: string | null; mayHaveReachedProvider: boolean }> {
-  const row = await db.one(sql.type(z.object({ provider_job_id: z.string().nullable(), sent: z.boolean() }))`
+  const row = await db.one(sql.type(submissionStateRow)`
     SELECT provider_job_id, ${mayHaveSent} AS sent FROM generations WHERE id = ${generationId}`);
   return { jobId: row.provider_job_id, mayHaveReachedProvider: row.sent };
 }
@@ -184,6 +188,8 @@ export async function resumeWithProviderJob(
     WHERE id = ${generationId} AND (status = 'queued' OR needs_review) AND NOT credits_refunded`);
 }
 
+const markNeedsReviewRow = z.object({ model: z.string(), changed: z.boolean() });
+
 /**
  * Listed as failed and needing review: the provider may or may not have the job. Nothing is refunded.
  * Returns the generation's model when this call sent it to review (null: it was in review already,
@@ -194,7 +200,7 @@ export async function markNeedsReview(
   generationId: string,
   error: GenerationError,
 ): Promise<string | null> {
-  const sent = await db.maybeOne(sql.type(z.object({ model: z.string(), changed: z.boolean() }))`
+  const sent = await db.maybeOne(sql.type(markNeedsReviewRow)`
     UPDATE generations g SET status = 'failed', needs_review = true, error = ${sql.jsonb(error as never)}, updated_at = now()
     FROM (SELECT id, status, needs_review FROM generations WHERE id = ${generationId} FOR UPDATE) before
     WHERE g.id = before.id AND NOT g.credits_refunded AND g.status <> 'succeeded'

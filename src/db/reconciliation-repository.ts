@@ -36,12 +36,14 @@ export async function claimStaleQueued(
 
 type ReconciliationAction = 'refunded' | 'flagged_for_review' | 'running_past_horizon';
 
+const recordReconciliationRow = z.object({ id: z.number() });
+
 /** Records what the sweep did; false when that action was recorded for the generation before. */
 export async function recordReconciliation(
   db: CommonQueryMethods,
   entry: { generationId: string; action: ReconciliationAction; reason: string; workflowId: string | null },
 ): Promise<boolean> {
-  const row = await db.maybeOne(sql.type(z.object({ id: z.number() }))`
+  const row = await db.maybeOne(sql.type(recordReconciliationRow)`
     INSERT INTO generation_reconciliations (generation_id, action, reason, workflow_id)
     VALUES (${entry.generationId}, ${entry.action}, ${entry.reason}, ${entry.workflowId})
     ON CONFLICT (generation_id, action) DO NOTHING RETURNING id`);
@@ -63,6 +65,8 @@ export async function listReconciliations(db: CommonQueryMethods, limit: number)
     ORDER BY created_at DESC, id DESC LIMIT ${limit}`);
 }
 
+const flagQueuedForReviewRow = z.object({ model: z.string() });
+
 /**
  * Marks a queued generation for support without changing what the client sees (its status stays
  * queued): `npm run admin -- generations --needs-review` lists it. Its workflow clears the mark
@@ -73,7 +77,7 @@ export async function flagQueuedForReview(
   generationId: string,
 ): Promise<string | null> {
   // The model when this call set the mark (null: set before, or the generation is no longer queued).
-  return db.maybeOneFirst(sql.type(z.object({ model: z.string() }))`
+  return db.maybeOneFirst(sql.type(flagQueuedForReviewRow)`
     UPDATE generations SET needs_review = true WHERE id = ${generationId} AND status = 'queued' AND NOT needs_review
     RETURNING model`);
 }

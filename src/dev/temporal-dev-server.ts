@@ -12,6 +12,8 @@ interface DevServerOptions {
   /** SQLite file that keeps workflows across restarts; null: in memory. */
   dbFile: string | null;
   namespace?: string;
+  /** Server settings (`--dynamic-config-value KEY=VALUE`), for a test server that must exceed a default. */
+  dynamicConfig?: Record<string, number | string | boolean>;
   onOutput?: (line: string) => void;
 }
 
@@ -38,6 +40,8 @@ export async function startTemporalDevServer(options: DevServerOptions): Promise
   ];
   args.push('--log-level', 'warn', '--log-format', 'pretty');
   if (options.dbFile) args.push('--db-filename', options.dbFile);
+  for (const [key, value] of Object.entries(options.dynamicConfig ?? {}))
+    args.push('--dynamic-config-value', `${key}=${JSON.stringify(value)}`);
   if (options.uiPort === null) args.push('--headless');
   else args.push('--ui-port', String(options.uiPort), '--ui-ip', '127.0.0.1');
   const child = spawn(executable, args, { stdio: ['ignore', 'pipe', 'pipe'] });

@@ -5,6 +5,7 @@ import { getGeneration, type GenerationRow } from '../db/generation-reads.js';
 import { workflowOfGeneration } from '../db/generation-workflows.js';
 import { ApiError } from '../errors.js';
 import { cancelUpdate } from '../workflows/generation-workflow.js';
+import { askNewestRun } from './newest-run.js';
 
 /** A generation a cancel stopped: failed with `canceled`, its debit refunded. */
 export const isCanceled = (row: GenerationRow) => row.status === 'failed' && row.error?.code === 'canceled';
@@ -27,8 +28,11 @@ export async function cancelGeneration(
   if (before.status !== 'queued' || found.workflowId === null)
     return { canceled: isCanceled(before), generation: before };
   try {
+    // A run that continues as new as the cancel reaches it leaves it to the newest run.
     await deps.temporal.connection.withDeadline(Date.now() + deps.timeoutMs, () =>
-      deps.temporal.workflow.getHandle(found.workflowId!).executeUpdate(cancelUpdate, { args: [id] }),
+      askNewestRun(() =>
+        deps.temporal.workflow.getHandle(found.workflowId!).executeUpdate(cancelUpdate, { args: [id] }),
+      ),
     );
   } catch (error) {
     // A run that has ended decided already: the row says how.

@@ -18,6 +18,7 @@ import {
   NeedsReview,
 } from '../workflows/search-attributes.js';
 import { storeInlineImages } from './generation-request.js';
+import { askNewestRun } from './newest-run.js';
 
 export interface StartGenerationDeps {
   /** Where Idempotency-Key records are read (see keyHolder). */
@@ -69,7 +70,7 @@ export type StartOutcome =
  * Idempotency-Key, so that a retry meets the first request's workflow; without one it is the new
  * generation's own.
  */
-function generationWorkflowId(keyId: string, key: string | null, generationId: string): string {
+export function generationWorkflowId(keyId: string, key: string | null, generationId: string): string {
   if (key === null) return `generation-${generationId}`;
   const digest = createHash('sha256').update(`${keyId}\u0000${key}`).digest('hex');
   return `generation-${digest.slice(0, 40)}`;
@@ -207,9 +208,11 @@ async function meetRunning(
 ): Promise<AdmitResult | null> {
   try {
     const answer = await deps.temporal.connection.withDeadline(Date.now() + deps.admissionTimeoutMs, () =>
-      deps.temporal.workflow
-        .getHandle(workflowId)
-        .executeUpdate(admitUpdate, { updateId: `admit-${workflowId}` }),
+      askNewestRun(() =>
+        deps.temporal.workflow
+          .getHandle(workflowId)
+          .executeUpdate(admitUpdate, { updateId: `admit-${workflowId}` }),
+      ),
     );
     return Date.parse(answer.keyHeldUntil) > now() ? answer : null;
   } catch {
@@ -256,23 +259,26 @@ async function admitAnew(
 function admit(deps: StartGenerationDeps, start: GenerationStart, updateId: string): Promise<AdmitResult> {
   return deps.temporal.connection
     .withDeadline(Date.now() + deps.admissionTimeoutMs, () =>
-      deps.temporal.workflow.executeUpdateWithStart(admitUpdate, {
-        updateId,
-        startWorkflowOperation: new WithStartWorkflowOperation(generationWorkflow, {
-          workflowId: start.workflowId,
-          taskQueue: deps.taskQueue,
-          args: [start],
-          workflowIdConflictPolicy: 'USE_EXISTING',
-          staticSummary: `${start.model} for ${start.accountId}: ${String(start.input.prompt).slice(0, 80)}`,
-          typedSearchAttributes: [
-            { key: GenerationStatusKey, value: 'queued' },
-            { key: AccountId, value: start.accountId },
-            { key: Model, value: start.model },
-            { key: NeedsReview, value: false },
-            { key: GenerationId, value: start.generationId },
-          ],
+      // The run the update lands on may continue as new before it answers: the newest one answers.
+      askNewestRun(() =>
+        deps.temporal.workflow.executeUpdateWithStart(admitUpdate, {
+          updateId,
+          startWorkflowOperation: new WithStartWorkflowOperation(generationWorkflow, {
+            workflowId: start.workflowId,
+            taskQueue: deps.taskQueue,
+            args: [start],
+            workflowIdConflictPolicy: 'USE_EXISTING',
+            staticSummary: `${start.model} for ${start.accountId}: ${String(start.input.prompt).slice(0, 80)}`,
+            typedSearchAttributes: [
+              { key: GenerationStatusKey, value: 'queued' },
+              { key: AccountId, value: start.accountId },
+              { key: Model, value: start.model },
+              { key: NeedsReview, value: false },
+              { key: GenerationId, value: start.generationId },
+            ],
+          }),
         }),
-      }),
+      ),
     )
     .catch((error: unknown) => {
       throw new ApiError(

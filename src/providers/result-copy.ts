@@ -5,7 +5,6 @@ import {
   UnreadableMediaError,
   type MeasuredMedia,
 } from '../media/measure-media.js';
-import { makeThumbnail, thumbnailName } from '../media/thumbnail.js';
 import { extensionOfMediaType, type Storage } from '../storage/storage.js';
 import type { Provider, ProviderResult } from './provider.js';
 
@@ -13,19 +12,14 @@ import type { Provider, ProviderResult } from './provider.js';
  * Copies one result from its provider into our storage: fetched (a download streams to a
  * temporary file, so a large video is never held in memory), measured from its bytes (what the
  * file is, not what the provider said: a provider's figures may be rounded, or absent), and
- * stored under the extension of what it is, which the result host serves it as.
+ * stored under the extension of what it is, which the result host serves it as. The gallery's
+ * thumbnail is made later, from the stored image, off the generation's critical path (makeThumbnails).
  */
 export async function copyResult(
   provider: Provider,
   job: { jobId: string; reference: string; index: number; result: ProviderResult },
   storage: Storage,
   prefix: string,
-  /**
-   * `thumbnail`: an image gets the gallery's thumbnail beside it in the same folder, which content
-   * expiry deletes with it (see makeThumbnail), made from the bytes or file in hand rather than read
-   * back from storage (a second download, from a bucket).
-   */
-  options: { thumbnail?: boolean } = {},
 ): Promise<{ url: string } & MeasuredMedia> {
   const content = await provider.fetchResult(job.jobId, job.index, job.result);
   try {
@@ -48,12 +42,6 @@ export async function copyResult(
       'bytes' in content
         ? await storage.put(prefix, name, content.bytes)
         : await storage.putFile(prefix, name, content.file, content.size);
-    if (options.thumbnail && media.contentType.startsWith('image/'))
-      await storage.put(
-        prefix,
-        thumbnailName(name),
-        await makeThumbnail('bytes' in content ? content.bytes : content.file),
-      );
     return { url, ...media };
   } finally {
     if ('dispose' in content) await content.dispose();

@@ -18,7 +18,7 @@ import type { Tracing } from '../observability/tracing.js';
 import { workflowSpanProcessor } from '../observability/workflow-spans.js';
 import { classifyFailure } from '../activities/failures.js';
 import type { Activities } from '../activities/index.js';
-import { providerWaitQueue, webhookQueue } from '../workflows/generation-types.js';
+import { providerWaitQueue, thumbnailQueue, webhookQueue } from '../workflows/generation-types.js';
 import { readFile } from 'node:fs/promises';
 import { bundleWorkflows } from './workflow-bundle.js';
 import {
@@ -40,6 +40,11 @@ interface WorkerOptions {
   maxConcurrentActivities?: number;
   /** Provider waits running at once; each is an idle poll loop, so many fit. */
   maxProviderWaits?: number;
+  /**
+   * Which task queues it polls: `all` (the default), `generations` (everything but the gallery's
+   * thumbnails, which other workers make), or `thumbnails` only.
+   */
+  queues?: WorkerQueues;
   /** After a shutdown starts, how long activities in flight may run on before they are cancelled. */
   shutdownGraceMs?: number;
   /** Traced workflows' spans, and their activities', are exported through it (OTEL_EXPORTER_OTLP_ENDPOINT). */
@@ -51,6 +56,8 @@ interface WorkerOptions {
    */
   deployment?: { name: string; currentVersion: CurrentVersionPolicy };
 }
+
+export type WorkerQueues = 'all' | 'generations' | 'thumbnails';
 
 /** A generation worker: one or more Temporal workers that start, run and stop together. */
 interface GenerationWorker {
@@ -84,6 +91,8 @@ export async function createWorker(options: WorkerOptions): Promise<GenerationWo
   };
   const sinks = workflowSpanSinks(options.tracing);
   const waits = { waitForProvider: activities.waitForProvider.bind(activities) };
+  const thumbnails = { makeThumbnails: activities.makeThumbnails.bind(activities) };
+  const queues = options.queues ?? 'all';
   // Past the grace, activities still running are cancelled and retried elsewhere; the force time
   // leaves them a few seconds to notice (a heartbeat) and fail their attempt cleanly.
   const graceMs = options.shutdownGraceMs;
@@ -95,7 +104,9 @@ export async function createWorker(options: WorkerOptions): Promise<GenerationWo
     deliverWebhook: activities.deliverWebhook.bind(activities),
   };
   const steps = Object.fromEntries(
-    Object.entries(activities).filter(([name]) => !(name in waits) && !(name in deliveries)),
+    Object.entries(activities).filter(
+      ([name]) => !(name in waits) && !(name in thumbnails) && !(name in deliveries),
+    ),
   );
   const code = options.workflowBundlePath ? null : await bundleWorkflows();
   const { deployment } = options;
@@ -117,7 +128,7 @@ export async function createWorker(options: WorkerOptions): Promise<GenerationWo
         } as const,
       }
     : {};
-  const workers = [
+  const generationWorkers = async () => [
     await Worker.create({
       connection: options.connection,
       namespace: options.namespace,
@@ -154,6 +165,22 @@ export async function createWorker(options: WorkerOptions): Promise<GenerationWo
       ...versioning,
     }),
   ];
+  // The gallery's thumbnails: CPU-bound (libvips) and nobody waits on them, so they get a queue
+  // that a deployment may hand to workers of their own (WORKER_TASK_QUEUES).
+  const thumbnailWorker = () =>
+    Worker.create({
+      connection: options.connection,
+      namespace: options.namespace,
+      taskQueue: thumbnailQueue(options.taskQueue),
+      activities: thumbnails,
+      interceptors,
+      ...shutdownTimes,
+      ...versioning,
+    });
+  const workers = [
+    ...(queues === 'thumbnails' ? [] : await generationWorkers()),
+    ...(queues === 'generations' ? [] : [await thumbnailWorker()]),
+  ];
   let settled: Promise<string | null> | undefined;
   const shutdown = () => {
     for (const worker of workers) if (worker.getState() === 'RUNNING') worker.shutdown();
@@ -161,7 +188,9 @@ export async function createWorker(options: WorkerOptions): Promise<GenerationWo
   const run = async () => {
     // The server learns of the version from the polls run() starts; the policy applies once it has.
     settled ??= version
-      ? settleCurrentVersion(options.connection, options.namespace, version, deployment!.currentVersion)
+      ? settleCurrentVersion(options.connection, options.namespace, version, deployment!.currentVersion, {
+          taskQueues: workers.map((worker) => worker.options.taskQueue),
+        })
       : Promise.resolve(null);
     settled.catch(() => undefined);
     // One stopping (a fatal error) stops the others, so the process never runs half a worker.

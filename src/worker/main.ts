@@ -63,12 +63,11 @@ const { deps, providers } = activityDeps(
   { temporal: () => Promise.resolve(client) },
   metrics,
 );
-const stopProbing = startProbing(
-  providers,
-  pool,
-  healthPolicy(config),
-  logger.child({ component: 'provider-health' }),
-);
+// A thumbnail-only worker (WORKER_TASK_QUEUES=thumbnails) never calls a provider: it does not probe them.
+const stopProbing =
+  config.WORKER_TASK_QUEUES === 'thumbnails'
+    ? () => undefined
+    : startProbing(providers, pool, healthPolicy(config), logger.child({ component: 'provider-health' }));
 // A bundle built ahead (WORKFLOW_BUNDLE_PATH, or the one `npm run build` put beside this module) starts the
 // worker without webpack; without one it bundles the workflows now.
 const workflowBundlePath = config.WORKFLOW_BUNDLE_PATH ?? prebuiltWorkflowBundle();
@@ -83,6 +82,7 @@ const worker = await createWorker({
   maxProviderWaits: config.WORKER_MAX_PROVIDER_WAITS,
   shutdownGraceMs: config.WORKER_SHUTDOWN_GRACE_MS,
   tracing,
+  queues: config.WORKER_TASK_QUEUES,
   deployment: { name: config.WORKER_DEPLOYMENT_NAME, currentVersion: config.WORKER_SET_CURRENT_VERSION },
 });
 const schedule = await ensureReconciliationSchedule(client, {
@@ -117,7 +117,9 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const)
     ),
   );
 const running = worker.run();
-worker.currentVersion().then(
+// Ready once the version policy is applied and, when this version is current, its task queues are
+// routed by it: a generation started then is picked up (the wait is bounded; see settleCurrentVersion).
+await worker.currentVersion().then(
   (current) =>
     logger.info(
       { ...worker.version, currentBuildId: current, policy: config.WORKER_SET_CURRENT_VERSION },

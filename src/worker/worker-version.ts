@@ -59,14 +59,21 @@ export async function settleCurrentVersion(
   namespace: string,
   version: WorkerVersion,
   policy: CurrentVersionPolicy,
-  { timeoutMs = 30_000, identity = 'generation-worker' }: { timeoutMs?: number; identity?: string } = {},
+  {
+    timeoutMs = 30_000,
+    identity = 'generation-worker',
+    taskQueues = [],
+  }: { timeoutMs?: number; identity?: string; taskQueues?: string[] } = {},
 ): Promise<string | null> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const current = await currentVersion(connection, namespace, version.deploymentName);
     const ours = current.buildId === version.buildId;
     if (policy === 'never' || ours || (policy === 'when-none' && current.buildId !== null)) {
-      if (!current.propagating || Date.now() > deadline) return current.buildId;
+      const routed =
+        !current.propagating &&
+        (!ours || (await queuesInVersion(connection, namespace, version, taskQueues)));
+      if (routed || Date.now() > deadline) return current.buildId;
       await pause();
       continue;
     }
@@ -86,6 +93,28 @@ export async function settleCurrentVersion(
       await pause();
     }
   }
+}
+
+/**
+ * Whether each of the worker's task queues has joined its version. A queue joins when the server
+ * has seen a poll on it, some time after the version became current; until then the queue is not
+ * routed by the version, and a generation started on it waits for nobody.
+ */
+async function queuesInVersion(
+  connection: Pick<NativeConnection, 'workflowService'>,
+  namespace: string,
+  version: WorkerVersion,
+  taskQueues: string[],
+): Promise<boolean> {
+  if (taskQueues.length === 0) return true;
+  const described = await connection.workflowService.describeWorkerDeploymentVersion({
+    namespace,
+    deploymentVersion: { deploymentName: version.deploymentName, buildId: version.buildId },
+  });
+  const joined = new Set(
+    (described.workerDeploymentVersionInfo?.taskQueueInfos ?? []).map((queue) => queue.name),
+  );
+  return taskQueues.every((queue) => joined.has(queue));
 }
 
 const pause = () => new Promise((resolve) => setTimeout(resolve, 250));

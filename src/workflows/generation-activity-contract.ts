@@ -44,6 +44,13 @@ export interface GenerationActivities<Result = unknown, Output = unknown> {
     generation: { generationId: string; model: string; jobId: string; results: Result[] },
     retentionMs: number,
   ) => Promise<{ expiresAt: string; outputs: Output[] }>;
+  /**
+   * The gallery's thumbnail of each of a succeeded generation's images, read back from our storage
+   * and stored beside it; not the customer's result, so it runs after the generation succeeded, on
+   * its own task queue. Idempotent (a retry writes the same files); a generation with no gallery
+   * image (a video, content expired) makes none.
+   */
+  makeThumbnails: (generationId: string) => Promise<{ made: number }>;
   /** Returns the debit and marks the generation failed. */
   refund: (generationId: string, error: GenerationError) => Promise<void>;
   /**

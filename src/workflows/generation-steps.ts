@@ -4,6 +4,7 @@ import {
   errorTypes,
   nonRetryableTypes,
   providerWaitQueue,
+  thumbnailQueue,
   type GenerationStart,
 } from './generation-types.js';
 import type { CancelActivities, GenerationActivities } from './generation-activity-contract.js';
@@ -115,6 +116,23 @@ export function generationSteps(timing: GenerationStart['timing']) {
     summary: 'Persist results into our storage',
   });
 
+  /**
+   * The gallery's thumbnails, after success, on a queue of their own: best effort within minutes
+   * (the gallery shows the image itself where a thumbnail is missing), so a queue nobody polls
+   * delays the retention run by its horizon and fails nothing.
+   */
+  const { makeThumbnails } = proxyActivities<GenerationActivities>({
+    taskQueue: thumbnailQueue(workflowInfo().taskQueue),
+    startToCloseTimeout: '1 minute',
+    scheduleToCloseTimeout: '10 minutes',
+    retry: {
+      initialInterval: '1 second',
+      maximumInterval: '30 seconds',
+      nonRetryableErrorTypes: nonRetryableTypes,
+    },
+    summary: 'Make the gallery’s thumbnails',
+  });
+
   /** Refunds and bookkeeping: until they commit the generation stays queued (credits_refunded false). */
   const {
     refund,
@@ -162,6 +180,7 @@ export function generationSteps(timing: GenerationStart['timing']) {
     submitInBackground,
     waitForProvider,
     persistResults,
+    makeThumbnails,
     refund,
     endCharged,
     markNeedsReview,

@@ -158,3 +158,10 @@ export const providerWaitQueue = (taskQueue: string): string => `${taskQueue}.pr
 
 /** Where webhook deliveries run (their own slots: a slow receiver never holds a generation's step). */
 export const webhookQueue = (taskQueue: string): string => `${taskQueue}.webhooks`;
+
+/**
+ * The task queue of the gallery's thumbnails: made after a generation succeeded, off its critical
+ * path (the customer's result is the image, not its tile), by whichever workers poll it (see
+ * WORKER_TASK_QUEUES).
+ */
+export const thumbnailQueue = (taskQueue: string): string => `${taskQueue}.thumbnails`;

@@ -205,7 +205,22 @@ async function generationStory(
       return giveUp(error, whatFailed.persist);
     }
     enter('succeeded', 'succeeded', 'succeeded');
+    await thumbnails();
     return true;
+  }
+
+  /**
+   * The gallery's thumbnails, once the customer's result is stored and the generation succeeded
+   * (off its critical path, on their own task queue); a failure leaves the gallery showing the
+   * image itself, and the generation as it is.
+   */
+  async function thumbnails(): Promise<void> {
+    try {
+      await steps.makeThumbnails(start.generationId);
+    } catch (error) {
+      if (isCancellation(error)) throw error;
+      setCurrentDetails(`succeeded; the gallery's thumbnails could not be made: ${String(error)}`);
+    }
   }
 
   /** The job staged (the customer's images) and submitted: its id, or null when the generation ended instead. */

@@ -101,9 +101,17 @@ describe('console pages in Chromium against the real stack', () => {
     expect(after.credits).toBe(credits.credits - lite.default_price);
     expect(after.subscription_credits).toBe(Math.max(0, 50 - lite.default_price)); // subscription first
 
-    // Gallery: the thumbnail is loaded, decoded and about 400 px; the full image downloads.
+    // Gallery: the thumbnail (made just after the success, on its own task queue; until then the
+    // tile shows the image itself) is loaded, decoded and about 400 px; the full image downloads.
     await page.getByRole('link', { name: 'Gallery' }).click();
     const tile = page.locator(`[data-gallery-item="${generationId}"] img`);
+    await expect
+      .poll(async () => {
+        const src = await tile.getAttribute('src');
+        if (!src?.endsWith('-thumb.webp')) await page.reload();
+        return src;
+      })
+      .toMatch(/-thumb\.webp$/);
     await expect
       .poll(() =>
         tile.evaluate((img: { complete: boolean; naturalWidth: number }) => img.complete && img.naturalWidth),

@@ -64,6 +64,6 @@ describe('a provider too slow to accept within the POST', () => {
       return name ? [name] : [];
     });
     // The background submission is an activity of its own (the ones inside the POST are local markers).
-    expect(scheduled).toEqual(['submit', 'waitForProvider', 'persistResults']);
+    expect(scheduled).toEqual(['submit', 'waitForProvider', 'persistResults', 'makeThumbnails']);
   });
 });

@@ -11,7 +11,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { chargesOf } from '../support/ledger.js';
-import { startTestWorker, type TestWorker } from '../support/worker.js';
+import { startTestWorker, testDeployment, type TestWorker } from '../support/worker.js';
 
 /** The real worker process (`npm run worker`), killed with SIGKILL mid-generation and started again. */
 describe('a worker killed mid-generation', () => {
@@ -30,6 +30,9 @@ describe('a worker killed mid-generation', () => {
     SIM_PROVIDER_DELAY_MS: '4000',
     LOG_LEVEL: 'warn',
     WORKFLOW_BUNDLE_PATH: inject('workflowBundlePath'),
+    // The tests' deployment, whose current version is this bundle's (the default deployment name may
+    // hold another build's version made current by another test file).
+    WORKER_DEPLOYMENT_NAME: testDeployment,
   });
   const startWorker = () =>
     new Promise<ChildProcess>((resolve, reject) => {

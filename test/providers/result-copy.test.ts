@@ -104,13 +104,7 @@ describe('copying a result from a provider', () => {
       downloadResult(result.url!, policy, fast),
   } as unknown as Provider;
   /** copyResult of the test server's file `name` as result `index`, into the folder `prefix`. */
-  const copyFile = (
-    provider: Provider,
-    name: string,
-    index: number,
-    prefix: string,
-    options?: Parameters<typeof copyResult>[4],
-  ) =>
+  const copyFile = (provider: Provider, name: string, index: number, prefix: string) =>
     copyResult(
       provider,
       {
@@ -126,7 +120,6 @@ describe('copying a result from a provider', () => {
       },
       storage,
       prefix,
-      options,
     );
 
   it('only 403, 404 and 410 say a result is gone; TLS, other statuses and encodings are tried again', async () => {
@@ -197,27 +190,5 @@ describe('copying a result from a provider', () => {
     } finally {
       await host.close();
     }
-  });
-  it('puts the gallery thumbnail beside an image, from the downloaded file or the bytes in hand; none for a video', async () => {
-    const png = await sharp({ create: { width: 1200, height: 600, channels: 3, background: '#306090' } })
-      .png()
-      .toBuffer();
-    media['wide.png'] = png;
-    const inMemory = { fetchResult: () => Promise.resolve({ bytes: png, contentType: 'image/png' }) };
-    const copy = (provider: Provider, name: string, index: number, prefix: string) =>
-      copyFile(provider, name, index, prefix, { thumbnail: true });
-    await copy(downloading, 'wide.png', 0, 'rthumbsfromafile00');
-    await copy(inMemory as unknown as Provider, 'wide.png', 0, 'rthumbsfrombytes00');
-    for (const prefix of ['rthumbsfromafile00', 'rthumbsfrombytes00']) {
-      const thumbnail = await storage.read(prefix, 'output-0-thumb.webp');
-      const meta = await sharp(thumbnail!).metadata();
-      expect({ format: meta.format, width: meta.width, height: meta.height }).toEqual({
-        format: 'webp',
-        width: 400,
-        height: 200,
-      });
-    }
-    await copy(downloading, 'clip.webm', 1, 'rthumbsfromafile00');
-    expect(await storage.read('rthumbsfromafile00', 'output-1-thumb.webp')).toBeNull();
   });
 });

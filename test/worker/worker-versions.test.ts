@@ -94,6 +94,8 @@ describe('two builds of the workflow in one Worker Deployment', () => {
 
         // The first generation's active life ran on A only (pinned), with A's code (no timer);
         // its retention run went to the current version, B.
+        // The active run closes once the gallery's thumbnails are made, after the success.
+        await expect.poll(async () => (await runsOf(client, firstWorkflow.workflowId)).length).toBe(2);
         const [firstActive, firstKept] = await runsOf(client, firstWorkflow.workflowId);
         expect(ranOn(firstActive!.history)).toEqual([`${a}:PINNED`]);
         expect(timers(firstActive!.history)).toBe(0);

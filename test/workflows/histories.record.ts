@@ -23,6 +23,7 @@ import { runAdminCli } from '../support/admin.js';
 import { createGeneration, generationStart, pollGeneration } from '../support/generations.js';
 import { providerJobIdOf, workflowIdOf } from '../support/ledger.js';
 import { testDeployment } from '../support/worker.js';
+import { tellProviderCancelStories, useProviderStandIns } from './provider-cancel-stories.js';
 import { generationStories } from './stories.js';
 
 const run = promisify(execFile);
@@ -38,8 +39,10 @@ const run = promisify(execFile);
  * change to it must still replay its recorded histories (a patch, with its retirement date).
  */
 describe('record generation histories', () => {
+  const apiEnv: Record<string, string> = { RESULT_RETENTION_MS: '1000', IDEMPOTENCY_RETENTION_MS: '60000' };
+  const standIns = useProviderStandIns(apiEnv);
   const stack = useGenerationStack({
-    apiEnv: { RESULT_RETENTION_MS: '1000', IDEMPOTENCY_RETENTION_MS: '60000' },
+    apiEnv,
     account: { oneTime: 1000 },
   });
   const recorded = new Map<string, string>();
@@ -180,6 +183,12 @@ describe('record generation histories', () => {
     });
     expect(cli.code, cli.stderr).toBe(0);
     await record(client, handle.workflowId, story('support reset of a generation'));
+  }, 120_000);
+
+  it('records the cancel stories told against the provider stand-ins', async () => {
+    await tellProviderCancelStories(stack, standIns, async (generationId, name) =>
+      record(stack.client, await idOf(generationId), story(name)),
+    );
   }, 120_000);
 
   it('records the stories that need a worker or a start of their own', async () => {

@@ -21,6 +21,14 @@ export const generationStories: Record<string, readonly string[]> = {
   ],
   'cancel while the job waits in the provider queue': ['cancel-queued-stopped'],
   'cancel while the provider runs the job': ['cancel-running-not-cancelable', 'cancel-running-retention'],
+  'cancel of a job the provider started as we canceled: canceled, charged': ['cancel-running-charged'],
+  'cancel answered unknown, the job then ended without output: canceled, refunded': [
+    'cancel-unknown-refunded',
+  ],
+  'cancel answered unknown, the job then delivered: not cancelable, succeeded': [
+    'cancel-unknown-succeeded',
+    'cancel-unknown-succeeded-retention',
+  ],
   'cancellation request (Temporal UI) while the job waits in the queue': ['cancel-request-queued-stopped'],
   'customer image URLs staged before the submit': ['customer-images-staged', 'customer-images-retention'],
   'content expiry that fails: the run holds the key until its horizon': [

@@ -2,10 +2,9 @@ import { PassThrough } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
 import { generationEventsAfter } from '../../db/generation-events.js';
-import { getGeneration, type GenerationRow } from '../../db/generation-reads.js';
 import { ApiError, ValidationError } from '../../errors.js';
-import type { InvalidatedCache } from '../../invalidated-cache.js';
 import { principalOf } from '../auth-plugin.js';
+import { readOwnGeneration, type GenerationCache } from '../cached-generation.js';
 import { isTerminal } from '../conditional-reads.js';
 import type { GenerationEventStreams } from '../generation-event-streams.js';
 import { lastEventIdOf, sseMessage, toGenerationEvent } from '../generation-event-view.js';
@@ -15,7 +14,7 @@ import type { ZodApp } from '../zod-type-provider.js';
 export interface EventRouteDeps {
   db: CommonQueryMethods;
   /** The same generation cache GET /v1/generations/{id} reads through. */
-  cache: InvalidatedCache<string, GenerationRow | null>;
+  cache: GenerationCache;
   streams: GenerationEventStreams;
 }
 
@@ -58,7 +57,7 @@ export function eventRoutes(app: ZodApp, deps: EventRouteDeps): void {
           'The Last-Event-ID header is invalid.',
         );
       const { id } = request.params;
-      const row = id ? await readGeneration(principal.accountId, id) : null;
+      const row = id ? await readOwnGeneration(deps, principal.accountId, id) : null;
       if (!row) throw new ApiError('not_found', 'No generation with this id in this account.');
       reply.header('x-request-id', row.id);
       if (!stream) {
@@ -93,16 +92,4 @@ export function eventRoutes(app: ZodApp, deps: EventRouteDeps): void {
       return (reply as FastifyReply).send(body);
     },
   );
-
-  /** The account's generation through the cache; another account's is as unknown as a missing one. */
-  async function readGeneration(accountId: string, id: string): Promise<GenerationRow | null> {
-    const row =
-      deps.cache.peek(id) ??
-      (await deps.cache.get(
-        id,
-        () => getGeneration(deps.db, accountId, id),
-        (r) => r !== null,
-      ));
-    return row?.account_id === accountId ? row : null;
-  }
 }

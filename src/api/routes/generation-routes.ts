@@ -1,11 +1,11 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
-import { getGeneration, type GenerationRow } from '../../db/generation-reads.js';
-import type { InvalidatedCache } from '../../invalidated-cache.js';
+import type { GenerationRow } from '../../db/generation-reads.js';
 import { ApiError } from '../../errors.js';
 import { admitGeneration, type AdmissionDeps } from '../../generations/admit-generation.js';
 import { pageOfGenerations } from '../../generations/list-query.js';
 import { principalOf } from '../auth-plugin.js';
+import { readOwnGeneration, type GenerationCache } from '../cached-generation.js';
 import { sendGeneration } from '../conditional-reads.js';
 import type { GenerationWaiters } from '../generation-waiters.js';
 import { toGeneration } from '../generation-view.js';
@@ -16,7 +16,7 @@ import type { ZodApp } from '../zod-type-provider.js';
 export interface GenerationRouteDeps extends AdmissionDeps {
   db: CommonQueryMethods;
   /** Generation records by id, dropped when PostgreSQL announces a change: polling costs no query. */
-  cache: InvalidatedCache<string, GenerationRow | null>;
+  cache: GenerationCache;
   /** Requests held by `Prefer: wait`, and the longest wait allowed in seconds (at most 60). */
   waiting?: { waiters: GenerationWaiters; maxSeconds: number };
 }
@@ -64,7 +64,7 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
   ): Promise<GenerationRow | null> {
     const about = { generation_id: generationId, request_id: request.id };
     try {
-      const row = await readGeneration(accountId, generationId);
+      const row = await readOwnGeneration(deps, accountId, generationId);
       if (row) return row;
       request.log.error(about, 'an admitted generation has no projection row; answered as admitted');
     } catch (error) {
@@ -84,7 +84,7 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
     }
     const { id } = request.params; // empty when it cannot name a generation
     const accountId = principalOf(request).accountId;
-    const row = id ? await readGeneration(accountId, id) : null;
+    const row = id ? await readOwnGeneration(deps, accountId, id) : null;
     if (!row) throw new ApiError('not_found', 'No generation with this id in this account.');
     reply.header('x-request-id', row.id);
     const answer = await waitIfPreferred(request, reply, row, principalOf(request));
@@ -102,7 +102,7 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
     return honourPreferWait(request, reply, row, {
       ...deps.waiting,
       keyId: principal.keyId,
-      reread: () => readGeneration(principal.accountId, row.id),
+      reread: () => readOwnGeneration(deps, principal.accountId, row.id),
     });
   }
 
@@ -123,19 +123,4 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
     });
     return { data: rows.map(toGeneration), next_cursor: nextCursor };
   });
-
-  /**
-   * The account's generation, from the cache when it holds one (PostgreSQL announces every change
-   * that a read shows). Another account's generation is as unknown as one that does not exist.
-   */
-  async function readGeneration(accountId: string, id: string): Promise<GenerationRow | null> {
-    const row =
-      deps.cache.peek(id) ??
-      (await deps.cache.get(
-        id,
-        () => getGeneration(deps.db, accountId, id),
-        (r) => r !== null,
-      ));
-    return row?.account_id === accountId ? row : null;
-  }
 }

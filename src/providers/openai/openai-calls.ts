@@ -34,20 +34,24 @@ const callRow = z.object({
 export type CallRow = z.infer<typeof callRow>;
 const callColumns = sql.fragment`job_id, endpoint, request, state, error, results`;
 
+const recordCallRow = z.object({ job_id: z.string() });
+
 /** Records a call to make; a token seen before keeps its first row. The call's job id either way. */
 export async function recordCall(
   db: CommonQueryMethods,
   call: { jobId: string; token: string; endpoint: CallEndpoint; request: CallRequest },
 ): Promise<string> {
-  return db.oneFirst(sql.type(z.object({ job_id: z.string() }))`
+  return db.oneFirst(sql.type(recordCallRow)`
     INSERT INTO openai_image_calls (job_id, token, endpoint, request)
     VALUES (${call.jobId}, ${call.token}, ${call.endpoint}, ${sql.jsonb(call.request as never)})
     ON CONFLICT (token) DO UPDATE SET submissions = openai_image_calls.submissions + 1
     RETURNING job_id`);
 }
 
+const callOfTokenRow = z.object({ job_id: z.string() });
+
 export async function callOfToken(db: CommonQueryMethods, token: string): Promise<string | null> {
-  return db.maybeOneFirst(sql.type(z.object({ job_id: z.string() }))`
+  return db.maybeOneFirst(sql.type(callOfTokenRow)`
     SELECT job_id FROM openai_image_calls WHERE token = ${token}`);
 }
 
@@ -56,12 +60,14 @@ export async function readCall(db: CommonQueryMethods, jobId: string): Promise<C
     SELECT ${callColumns} FROM openai_image_calls WHERE job_id = ${jobId}`);
 }
 
+const claimCallRow = z.object({ job_id: z.string() });
+
 /**
  * Takes a pending call for sending: true for exactly one caller, whoever else tries at the same
  * time (another worker, a retried attempt). Must happen before a byte is sent.
  */
 export async function claimCall(db: CommonQueryMethods, jobId: string): Promise<boolean> {
-  const claimed = await db.maybeOneFirst(sql.type(z.object({ job_id: z.string() }))`
+  const claimed = await db.maybeOneFirst(sql.type(claimCallRow)`
     UPDATE openai_image_calls SET state = 'sent', sent_at = now(), sends = sends + 1
     WHERE job_id = ${jobId} AND state = 'pending'
     RETURNING job_id`);
@@ -114,9 +120,11 @@ export async function completeCall(
   });
 }
 
+const cancelCallRow = z.object({ job_id: z.string() });
+
 /** A call not sent yet is never sent; one already sent cannot be stopped. True when it was pending. */
 export async function cancelCall(db: CommonQueryMethods, jobId: string): Promise<boolean> {
-  const canceled = await db.maybeOneFirst(sql.type(z.object({ job_id: z.string() }))`
+  const canceled = await db.maybeOneFirst(sql.type(cancelCallRow)`
     UPDATE openai_image_calls
     SET state = 'canceled', finished_at = now(), error = 'canceled before it was sent', request = NULL
     WHERE job_id = ${jobId} AND state = 'pending'
@@ -124,12 +132,14 @@ export async function cancelCall(db: CommonQueryMethods, jobId: string): Promise
   return canceled !== null;
 }
 
+const stagedResultRow = z.object({ bytes: z.instanceof(Buffer), content_type: z.string() });
+
 export async function stagedResult(
   db: CommonQueryMethods,
   jobId: string,
   index: number,
 ): Promise<{ bytes: Buffer; contentType: string } | null> {
-  const row = await db.maybeOne(sql.type(z.object({ bytes: z.instanceof(Buffer), content_type: z.string() }))`
+  const row = await db.maybeOne(sql.type(stagedResultRow)`
     SELECT bytes, content_type FROM openai_image_results WHERE job_id = ${jobId} AND index = ${index}`);
   return row && { bytes: row.bytes, contentType: row.content_type };
 }

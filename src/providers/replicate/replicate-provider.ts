@@ -1,4 +1,4 @@
-import { mediaTypeOfName, type Storage } from '../../storage/storage.js';
+import type { Storage } from '../../storage/storage.js';
 import {
   callProvider,
   safeProviderMessage,
@@ -19,6 +19,15 @@ import {
   type ResultContent,
   type StopAnswer,
 } from '../provider.js';
+import {
+  duration,
+  modelPath,
+  neverStarted,
+  resultAt,
+  started,
+  versionOf,
+  type Prediction,
+} from './predictions.js';
 
 /**
  * Replicate's HTTP API (https://replicate.com/docs/reference/http), in plain HTTP:
@@ -62,16 +71,6 @@ export interface ReplicateProviderOptions {
 
 /** Replicate's documented guidance: data URLs for files up to 256 KB, HTTP URLs above. */
 export const maxDataUriBytes = 256 * 1024;
-
-/** What a prediction looks like to us (the fields we read). */
-interface Prediction {
-  id?: unknown;
-  status?: unknown;
-  output?: unknown;
-  error?: unknown;
-  data_removed?: unknown;
-  started_at?: unknown;
-}
 
 export class ReplicateProvider implements Provider {
   private readonly apiUrl: string;
@@ -278,45 +277,4 @@ export class ReplicateProvider implements Provider {
   private safe(text: string): string {
     return safeProviderMessage(text.split(this.#token).join('[redacted]'));
   }
-}
-
-/** Canceled or aborted without having started: it never ran, and Replicate does not bill it. */
-const neverStarted = (p: Prediction) => (p.status === 'canceled' || p.status === 'aborted') && !started(p);
-
-/** Replicate set `started_at`: the model ran (from then on, the prediction is billed). */
-const started = (p: Prediction) => typeof p.started_at === 'string' && p.started_at !== '';
-
-/** `owner/name` as two escaped path segments. */
-function modelPath(model: string): string {
-  const [owner, name, ...rest] = model.split('/');
-  if (!owner || !name || rest.length > 0)
-    throw new ProviderRejection(`${model} is not a Replicate model id (owner/name)`);
-  return `${encodeURIComponent(owner)}/${encodeURIComponent(name)}`;
-}
-
-/** The `version` field: `owner/name:id`, unless the catalog already wrote it whole. */
-function versionOf(model: string, version: string): string {
-  return version.includes(':') ? version : `${model}:${version}`;
-}
-
-/** A Cancel-After duration (`1h2m3s`; Replicate's minimum is 5 s). */
-function duration(ms: number): string {
-  let seconds = Math.max(5, Math.ceil(ms / 1000));
-  const hours = Math.floor(seconds / 3600);
-  seconds -= hours * 3600;
-  const minutes = Math.floor(seconds / 60);
-  seconds -= minutes * 60;
-  return `${hours ? `${hours}h` : ''}${minutes ? `${minutes}m` : ''}${seconds || (!hours && !minutes) ? `${seconds}s` : ''}`;
-}
-
-/** What we know of one output file before downloading it: its URL and the type its name says. */
-function resultAt(url: string): ProviderResult {
-  let contentType = 'application/octet-stream';
-  try {
-    contentType = mediaTypeOfName(new URL(url).pathname);
-  } catch {
-    // Not a URL we can read: the download will say.
-  }
-  // Replicate does not say the size; persisting measures the bytes.
-  return { url, width: 0, height: 0, contentType };
 }

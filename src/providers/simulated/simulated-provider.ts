@@ -30,6 +30,14 @@ const jobRow = z.object({
 type JobRow = z.infer<typeof jobRow>;
 const jobColumns = sql.fragment`job_id, media_type, prompt, options, images, long_edge_px, directives, ready_at <= now() AS ready`;
 
+const fetchResultRow = jobRow.extend({ download_fails: z.boolean() });
+
+const stopBeforeRunRow = z.object({ job_id: z.string() });
+
+const lookupRow = z.object({ job_id: z.string(), directives: z.custom<SimDirectives>() });
+
+const submitRow = z.object({ job_id: z.string() });
+
 /**
  * The embedded default provider: it makes real image files (and, for video
  * models, real MP4 files) after a realistic delay, and
@@ -60,7 +68,7 @@ export class SimulatedProvider implements Provider {
       throw new ProviderTransientError('The provider refused the connection; nothing was sent (simulated).');
     if (directives.reject) throw new ProviderRejection('The provider rejected the request (simulated).');
     const delayMs = directives.slowSeconds !== null ? directives.slowSeconds * 1000 : this.options.delayMs;
-    const jobId = await this.db.oneFirst(sql.type(z.object({ job_id: z.string() }))`
+    const jobId = await this.db.oneFirst(sql.type(submitRow)`
       INSERT INTO sim_provider_jobs (token, job_id, model, media_type, prompt, options, images, long_edge_px, directives, fetch_failures_left, ready_at)
       VALUES (${job.token}, ${`sim_${randomBase62(20)}`}, ${job.model}, ${job.mediaType}, ${job.prompt},
               ${sql.jsonb(job.options as Record<string, string | number | boolean | null>)}, ${sql.jsonb(job.images)}, ${job.longEdgePx},
@@ -76,9 +84,7 @@ export class SimulatedProvider implements Provider {
   async lookup(
     token: string,
   ): Promise<{ found: true; jobId: string } | { found: false } | { found: 'unknown' }> {
-    const row = await this.db.maybeOne(sql.type(
-      z.object({ job_id: z.string(), directives: z.custom<SimDirectives>() }),
-    )`
+    const row = await this.db.maybeOne(sql.type(lookupRow)`
       SELECT job_id, directives FROM sim_provider_jobs WHERE token = ${token}`);
     if (!row) return { found: false };
     if (row.directives.uncertain === 'unresolvable') return { found: 'unknown' };
@@ -93,7 +99,7 @@ export class SimulatedProvider implements Provider {
    * marked canceled and never runs; once it has left the queue it runs on, and nothing changes.
    */
   async stopBeforeRun(jobId: string): Promise<StopAnswer> {
-    const stopped = await this.db.maybeOne(sql.type(z.object({ job_id: z.string() }))`
+    const stopped = await this.db.maybeOne(sql.type(stopBeforeRunRow)`
       UPDATE sim_provider_jobs SET directives = directives || '{"canceled": true}'::jsonb
       WHERE job_id = ${jobId} AND (directives->>'canceled' = 'true'
         OR submitted_at + make_interval(secs => coalesce((directives->>'queuedSeconds')::float8, 0)) > now())
@@ -114,7 +120,7 @@ export class SimulatedProvider implements Provider {
   async fetchResult(jobId: string, index: number): Promise<{ bytes: Buffer; contentType: string }> {
     if (index !== 0) throw new Error(`job ${jobId} has one result`);
     // One round trip: the job, and whether this download is one of the [sim:persist-fail=N] failures.
-    const job = await this.db.maybeOne(sql.type(jobRow.extend({ download_fails: z.boolean() }))`
+    const job = await this.db.maybeOne(sql.type(fetchResultRow)`
       WITH failed AS (
         UPDATE sim_provider_jobs SET fetch_failures_left = fetch_failures_left - 1
         WHERE job_id = ${jobId} AND fetch_failures_left > 0 RETURNING job_id
@@ -184,6 +190,8 @@ export class SimulatedProvider implements Provider {
   }
 }
 
+const pruneSimulatedJobsRow = z.object({ n: z.number() });
+
 /**
  * The simulated provider forgets its jobs as a real one does: jobs submitted more than
  * `retentionMs` ago, at most `limit` of them (the pruning schedule calls it; see
@@ -194,7 +202,7 @@ export function pruneSimulatedJobs(
   retentionMs: number,
   limit: number,
 ): Promise<number> {
-  return db.oneFirst(sql.type(z.object({ n: z.number() }))`
+  return db.oneFirst(sql.type(pruneSimulatedJobsRow)`
     WITH old AS (
       SELECT token FROM sim_provider_jobs
       WHERE submitted_at < now() - ${sql.interval({ seconds: retentionMs / 1000 })}
