@@ -2,6 +2,7 @@ import { heartbeat, sleep } from '@temporalio/activity';
 import { generationEventsAfter, type GenerationEventType } from '../db/generation-events.js';
 import {
   generationWebhookOf,
+  lastAttemptOf,
   markWebhookGone,
   recordDeliveryAttempt,
   webhookBody,
@@ -10,7 +11,12 @@ import { webhookSecretOf } from '../db/webhook-secrets.js';
 import { OutboundFetchError } from '../net/outbound-fetch-error.js';
 import { outboundPost } from '../net/outbound-post.js';
 import { newWebhookSecret, signWebhook } from '../webhook-signing.js';
-import type { WebhookAttemptOutcome, WebhookEvents } from '../workflows/webhook-delivery-types.js';
+import type {
+  WebhookAttempt,
+  WebhookAttemptOutcome,
+  WebhookEvents,
+} from '../workflows/webhook-delivery-types.js';
+import { webhookMessageId } from '../workflows/webhook-delivery-types.js';
 import type { ActivityDeps } from './activity-deps.js';
 
 /** Events after which nothing more can happen to a generation (content_expired follows a success). */
@@ -20,9 +26,6 @@ const lookForMs = 60_000;
 const pollEveryMs = 200;
 /** The receiver's time for one attempt. */
 const receiverTimeoutMs = 15_000;
-
-/** The message id of one delivery: the same on every attempt, so a receiver dedupes on it. */
-export const webhookMessageId = (generationId: string, seq: number): string => `msg_${generationId}_${seq}`;
 
 /** The webhook delivery workflow's activities; they run on the webhooks queue (webhookQueue). */
 export function createWebhookActivities(deps: ActivityDeps) {
@@ -79,13 +82,10 @@ export function createWebhookActivities(deps: ActivityDeps) {
      * One attempt to deliver event `seq` to the generation's URL: signed with the account's
      * current secrets over the exact bytes sent, 15 s for the receiver, recorded whatever happens.
      */
-    async deliverWebhook(input: {
-      generationId: string;
-      seq: number;
-      attempt: number;
-    }): Promise<WebhookAttemptOutcome> {
+    async deliverWebhook(input: WebhookAttempt): Promise<WebhookAttemptOutcome> {
       const webhook = await generationWebhookOf(db, input.generationId);
-      if (!webhook || webhook.gone) return { outcome: 'gone' };
+      // A redelivery was asked for by the owner or support: it is tried even after a 410.
+      if (!webhook || (webhook.gone && !input.redelivery)) return { outcome: 'gone' };
       const [event] = await generationEventsAfter(db, input.generationId, input.seq - 1, { limit: 1 });
       if (!event || event.seq !== input.seq) throw new Error(`event ${input.seq} not found`);
       const body = Buffer.from(webhookBody(event), 'utf8');
@@ -114,7 +114,9 @@ export function createWebhookActivities(deps: ActivityDeps) {
         eventSeq: event.seq,
         eventType: event.type,
         webhookId: id,
-        attempt: input.attempt,
+        attempt: input.redelivery
+          ? (await lastAttemptOf(db, input.generationId, input.seq)) + 1
+          : input.attempt,
         url: webhook.url,
         status,
         latencyMs: performance.now() - started,

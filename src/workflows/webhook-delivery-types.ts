@@ -8,6 +8,8 @@ export interface WebhookDeliveryStart {
   retryDelaysMs: number[];
   /** The last event handled (delivered, given up on, or not subscribed): a continued run's start. */
   afterSeq?: number;
+  /** Events asked to be delivered again (redeliverWebhookSignal) and not yet attempted. */
+  redeliveries?: number[];
 }
 
 /** The subscribed events after a point, as nextWebhookEvents finds them. */
@@ -30,3 +32,17 @@ export interface WebhookAttemptOutcome {
 }
 
 export const webhookDeliveryWorkflowId = (generationId: string): string => `webhooks-${generationId}`;
+
+/** One delivery attempt: a scheduled one (its number), or a redelivery asked for (numbered after the last). */
+export type WebhookAttempt =
+  | { generationId: string; seq: number; attempt: number; redelivery?: undefined }
+  | { generationId: string; seq: number; redelivery: true };
+
+/** The activities the delivery workflow runs, on the webhooks queue (webhookQueue), none retried by Temporal. */
+export interface WebhookActivities {
+  nextWebhookEvents(input: { generationId: string; afterSeq: number }): Promise<WebhookEvents>;
+  deliverWebhook(input: WebhookAttempt): Promise<WebhookAttemptOutcome>;
+}
+
+/** The message id of one delivery: the same on every attempt and redelivery, so a receiver dedupes on it. */
+export const webhookMessageId = (generationId: string, seq: number): string => `msg_${generationId}_${seq}`;

@@ -1,22 +1,20 @@
 import {
   ActivityFailure,
+  condition,
   continueAsNew,
+  defineSignal,
   proxyActivities,
+  setHandler,
   setWorkflowOptions,
   sleep,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { WebhookAttemptOutcome, WebhookDeliveryStart, WebhookEvents } from './webhook-delivery-types.js';
-
-/** The activities this workflow runs, on the webhooks queue (webhookQueue), none retried by Temporal. */
-interface WebhookActivities {
-  nextWebhookEvents(input: { generationId: string; afterSeq: number }): Promise<WebhookEvents>;
-  deliverWebhook(input: {
-    generationId: string;
-    seq: number;
-    attempt: number;
-  }): Promise<WebhookAttemptOutcome>;
-}
+import type {
+  WebhookActivities,
+  WebhookAttemptOutcome,
+  WebhookDeliveryStart,
+  WebhookEvents,
+} from './webhook-delivery-types.js';
 
 /** How long one look for new events waits for one (the activity polls the event log meanwhile). */
 const lookTimeout = '2 minutes';
@@ -26,13 +24,21 @@ const expiryLookEveryMs = 3_600_000;
 const roundsPerRun = 100;
 
 /**
- * A generation's webhook deliveries (issue 30 §3): its own workflow, apart from the generation's,
+ * Asks for one event (its number) to be delivered again, once, with its own webhook-id (sent by
+ * redeliverWebhook, src/generations/redeliver-webhook.ts: the console's button, the admin command).
+ */
+export const redeliverWebhookSignal = defineSignal<[{ seq: number }]>('redeliverWebhook');
+
+/**
+ * A generation's webhook deliveries (issue 30 §3), its own workflow apart from the generation's,
  * so a slow or failing receiver never delays a generation's steps, and retries over days never
  * keep the generation's Pinned active run open. It takes the subscribed events from the event log
  * in order of their number, and delivers each before the next (in order, each once: the number it
  * reached travels into the next run). Each attempt is one activity (15 s for the receiver); the
  * waits between attempts are timers here, on the spec's schedule, jittered. 410 Gone stops all
- * deliveries for the generation. Auto-Upgrade: it is long-lived, and runs on the current build.
+ * deliveries for the generation. Redeliveries asked for (redeliverWebhookSignal) run beside the
+ * scheduled ones, one attempt each, so one never waits behind a receiver's retry schedule.
+ * Auto-Upgrade: it is long-lived, and runs on the current build.
  */
 export async function webhookDeliveryWorkflow(start: WebhookDeliveryStart): Promise<void> {
   const { generationId } = start;
@@ -48,8 +54,29 @@ export async function webhookDeliveryWorkflow(start: WebhookDeliveryStart): Prom
     startToCloseTimeout: '30 seconds',
     retry: { maximumAttempts: 1 },
   });
+  const redeliveries = [...(start.redeliveries ?? [])];
+  setHandler(redeliverWebhookSignal, ({ seq }) => {
+    if (!redeliveries.includes(seq)) redeliveries.push(seq);
+  });
+  let scheduledDone = false;
+  const redelivering = (async () => {
+    for (;;) {
+      await condition(() => redeliveries.length > 0 || scheduledDone);
+      const seq = redeliveries[0];
+      if (seq === undefined) return;
+      try {
+        await deliverWebhook({ generationId, seq, redelivery: true });
+      } catch (error) {
+        // One attempt, as asked; its failure is recorded by the activity when it got that far.
+        if (!(error instanceof ActivityFailure)) throw error;
+      }
+      redeliveries.shift();
+    }
+  })();
+
   let afterSeq = start.afterSeq ?? 0;
-  for (let round = 0; round < roundsPerRun; round++) {
+  let finished = false;
+  for (let round = 0; round < roundsPerRun && !finished; round++) {
     let found: WebhookEvents;
     try {
       found = await nextWebhookEvents({ generationId, afterSeq });
@@ -59,16 +86,21 @@ export async function webhookDeliveryWorkflow(start: WebhookDeliveryStart): Prom
       await sleep(5_000);
       continue;
     }
+    let gone = false;
     for (const event of found.events) {
-      if ((await deliverOne(generationId, event.seq, start.retryDelaysMs, deliverWebhook)) === 'gone') return;
+      gone = (await deliverOne(generationId, event.seq, start.retryDelaysMs, deliverWebhook)) === 'gone';
+      if (gone) break;
       afterSeq = event.seq;
     }
     // Events not subscribed to are passed over too.
-    afterSeq = Math.max(afterSeq, found.throughSeq);
-    if (found.finished) return;
-    if (found.onlyExpiryLeft) await sleep(expiryLookEveryMs);
+    if (!gone) afterSeq = Math.max(afterSeq, found.throughSeq);
+    finished = gone || found.finished;
+    if (!finished && found.onlyExpiryLeft) await sleep(expiryLookEveryMs);
   }
-  await continueAsNew<typeof webhookDeliveryWorkflow>({ ...start, afterSeq });
+  scheduledDone = true;
+  await redelivering;
+  if (!finished)
+    await continueAsNew<typeof webhookDeliveryWorkflow>({ ...start, afterSeq, redeliveries: [] });
 }
 setWorkflowOptions({ versioningBehavior: 'AUTO_UPGRADE' }, webhookDeliveryWorkflow);
 

@@ -4,6 +4,7 @@ import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { deliveryAttemptsOf } from '../../src/db/generation-webhooks.js';
+import { redeliverWebhook } from '../../src/generations/redeliver-webhook.js';
 import { bearer } from '../support/api.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { useGenerationStack } from '../support/stack.js';
@@ -144,6 +145,42 @@ describe('webhook deliveries', () => {
     ]);
     expect(attempts[0]!.error).toBe('the receiver answered 500');
   });
+
+  it.each([
+    ['ended', ['generation.succeeded']],
+    ['still running (content_expired is still to come)', undefined],
+  ])(
+    'redelivers one event on request, its delivery workflow %s: same webhook-id, verified, numbered after',
+    async (_, events) => {
+      const id = await create('a pier', { url: `${receiver.origin}/ok`, events });
+      await until(() => deliveriesOf(id).length >= 1);
+      const handle = stack.client.workflow.getHandle(`webhooks-${id}`);
+      if (events) await handle.result();
+      else expect((await handle.describe()).status.name).toBe('RUNNING');
+      const [first] = deliveriesOf(id);
+      const seq = (JSON.parse(first!.body) as { id: number }).id;
+      const deps = { db: stack.db.pool, temporal: stack.client, taskQueue: stack.worker.taskQueue };
+      expect(await redeliverWebhook(deps, id, seq)).toEqual({
+        outcome: 'queued',
+        webhookId: `msg_${id}_${seq}`,
+        eventType: 'generation.succeeded',
+      });
+      await until(() => deliveriesOf(id).length >= 2);
+      await settle();
+      const again = deliveriesOf(id);
+      expect(again).toHaveLength(2);
+      expect(again[1]!.headers['webhook-id']).toBe(first!.headers['webhook-id']);
+      expect(again[1]!.body).toBe(first!.body);
+      expect(new Webhook(secret).verify(again[1]!.body, again[1]!.headers)).toMatchObject({ id: seq });
+      const attempts = await deliveryAttemptsOf(stack.db.pool, id);
+      expect(attempts.map((a) => [a.event_seq, a.attempt, a.outcome])).toEqual([
+        [seq, 1, 'delivered'],
+        [seq, 2, 'delivered'],
+      ]);
+      expect(await redeliverWebhook(deps, id, seq + 100)).toEqual({ outcome: 'no_event' });
+      expect(await redeliverWebhook(deps, 'gen_none', 1)).toEqual({ outcome: 'no_webhook' });
+    },
+  );
 
   it('410 Gone stops deliveries to that URL for the generation', async () => {
     const id = await create('a bridge', {
