@@ -12,6 +12,7 @@ import { generationEndings } from './generation-endings.js';
 import { imageStaging } from './generation-staging.js';
 import { admitUpdate, cancelUpdate, progressQuery, resolveUpdate } from './generation-messages.js';
 import { generationSteps } from './generation-steps.js';
+import { startWebhookDeliveries } from './generation-webhooks.js';
 import {
   errorTypes,
   type Admission,
@@ -120,12 +121,15 @@ async function generationStory(
     return progress;
   }
 
+  const webhooks = startWebhookDeliveries(start);
   if (await generate()) await keep();
+  await webhooks;
   await condition(allHandlersFinished);
   return progress;
 
   /** Succeeded or in review: the rest is the retention run's, on the current version. */
   async function keep(): Promise<never> {
+    await webhooks;
     await condition(allHandlersFinished);
     return keepGeneration({ start, answer: answerFor(admitted as AdmissionDecision), progress });
   }

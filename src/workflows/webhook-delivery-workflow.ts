@@ -54,6 +54,14 @@ export async function webhookDeliveryWorkflow(start: WebhookDeliveryStart): Prom
     startToCloseTimeout: '30 seconds',
     retry: { maximumAttempts: 1 },
   });
+  if (start.subscription) {
+    // Recorded before anything is delivered (or redelivered, or shown); retried until it is.
+    const { saveWebhookSubscription } = proxyActivities<WebhookActivities>({
+      taskQueue: webhookTaskQueue(),
+      startToCloseTimeout: '30 seconds',
+    });
+    await saveWebhookSubscription({ generationId, ...start.subscription });
+  }
   const redeliveries = [...(start.redeliveries ?? [])];
   setHandler(redeliverWebhookSignal, ({ seq }) => {
     if (!redeliveries.includes(seq)) redeliveries.push(seq);
@@ -100,7 +108,12 @@ export async function webhookDeliveryWorkflow(start: WebhookDeliveryStart): Prom
   scheduledDone = true;
   await redelivering;
   if (!finished)
-    await continueAsNew<typeof webhookDeliveryWorkflow>({ ...start, afterSeq, redeliveries: [] });
+    await continueAsNew<typeof webhookDeliveryWorkflow>({
+      generationId,
+      retryDelaysMs: start.retryDelaysMs,
+      afterSeq,
+      redeliveries: [],
+    });
 }
 setWorkflowOptions({ versioningBehavior: 'AUTO_UPGRADE' }, webhookDeliveryWorkflow);
 

@@ -1,10 +1,17 @@
 import type http from 'node:http';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { pino } from 'pino';
 import { sql } from 'slonik';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { deliveryAttemptsOf } from '../../src/db/generation-webhooks.js';
+import { CatalogCache } from '../../src/catalog/catalog-cache.js';
+import { admitGeneration } from '../../src/generations/admit-generation.js';
 import { redeliverWebhook } from '../../src/generations/redeliver-webhook.js';
+import { LocalStorage } from '../../src/storage/storage.js';
 import { bearer } from '../support/api.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { useGenerationStack } from '../support/stack.js';
@@ -144,6 +151,65 @@ describe('webhook deliveries', () => {
       [4, 200, 'delivered'],
     ]);
     expect(attempts[0]!.error).toBe('the receiver answered 500');
+  });
+
+  it('an API that dies right after admission loses no deliveries: the generation starts them', async () => {
+    // The POST's admission, with a Temporal client that fails every call after the generation's
+    // update-with-start, as a process killed at that point would make none.
+    const log = pino({ level: 'silent' });
+    const catalog = new CatalogCache(stack.db.pool, log);
+    await catalog.start(60_000);
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'webhook-admission-'));
+    const workflows = stack.client.workflow;
+    const dying = new Proxy(stack.client, {
+      get: (target, name) =>
+        name === 'workflow'
+          ? {
+              executeUpdateWithStart: workflows.executeUpdateWithStart.bind(workflows),
+              start: () => Promise.reject(new Error('the API process died after admission')),
+              signalWithStart: () => Promise.reject(new Error('the API process died after admission')),
+            }
+          : (Reflect.get(target, name) as unknown),
+    });
+    try {
+      const { generationId: id } = await admitGeneration(
+        {
+          db: stack.db.pool,
+          catalog,
+          temporal: dying,
+          taskQueue: stack.worker.taskQueue,
+          storage: new LocalStorage(dir, 'http://results.test'),
+          admissionTimeoutMs: 10_000,
+          timing: {
+            submitTimeoutMs: 10_000,
+            pollIntervalMs: 100,
+            resultRetentionMs: 86_400_000,
+            idempotencyRetentionMs: 86_400_000,
+          },
+          webhooks: { allowCidrs: ['127.0.0.1/32'], retryDelaysMs: [200] },
+        },
+        {
+          principal: { accountId: stack.account.accountId, keyId: stack.account.keyId },
+          idempotencyKey: undefined,
+          recordInvalid: true,
+          body: {
+            model: 'lumen-lite',
+            prompt: 'a lock keeper',
+            webhook: { url: `${receiver.origin}/ok`, events: ['generation.created', 'generation.succeeded'] },
+          },
+        },
+        log,
+      );
+      await until(() => deliveriesOf(id).length >= 2);
+      await settle();
+      expect(deliveriesOf(id).map((d) => JSON.parse(d.body).type)).toEqual([
+        'generation.created',
+        'generation.succeeded',
+      ]);
+    } finally {
+      catalog.stop();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it.each([

@@ -253,6 +253,17 @@ describe('record generation histories', () => {
           timing: { ...s.timing, resultRetentionMs: 500 },
         }));
         await record(client, staged.workflowId, story('customer image URLs staged before the submit'));
+        // Its deliveries (to an address the worker refuses, tried once) are the child's, not in these runs.
+        const subscribed = await start('recorded webhook', (s) => ({
+          ...s,
+          webhook: { url: 'https://127.0.0.1:9/hook', events: ['generation.succeeded'], retryDelaysMs: [] },
+          timing: { ...s.timing, resultRetentionMs: 500 },
+        }));
+        await record(
+          client,
+          subscribed.workflowId,
+          story('a webhook subscription: its delivery workflow started'),
+        );
         const handedOff = await start('recorded review hand-off [sim:uncertain]', (s) => ({
           ...s,
           timing: { ...s.timing, reviewHandOffMs: 500, resultRetentionMs: 500, pollIntervalMs: 50 },
