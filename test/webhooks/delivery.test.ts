@@ -87,6 +87,13 @@ describe('webhook deliveries', () => {
     expect(response.statusCode, response.body).toBeLessThan(300);
     return z.object({ id: z.string() }).parse(response.json()).id;
   };
+  const quote = (body: unknown) =>
+    stack.api.app.inject({
+      method: 'POST',
+      url: '/v1/generations/quote',
+      headers: { ...bearer(stack.account.key), 'content-type': 'application/json' },
+      payload: JSON.stringify(body),
+    });
   const deliveriesOf = (id: string) => received.filter((r) => JSON.parse(r.body).data.id === id);
   const until = async (check: () => boolean, timeoutMs = 20_000) => {
     const deadline = Date.now() + timeoutMs;
@@ -304,8 +311,20 @@ describe('webhook deliveries', () => {
       expect(response.statusCode, JSON.stringify(webhook)).toBe(400);
       const { issues } = response.json<{ issues: { field: string }[] }>();
       expect(issues.map((i) => i.field.split('.')[0])).toEqual(['webhook']);
+      // A quote of the same body is refused alike (it validates exactly as a create).
+      const quoted = await quote({ model: 'lumen-lite', prompt: 'a gate', webhook });
+      expect(quoted.statusCode, JSON.stringify(webhook)).toBe(400);
+      expect(quoted.json<{ issues: unknown[] }>().issues).toEqual(issues);
     }
     expect(await balance()).toBe(before);
+    // A create's body with its webhook quotes as the create would be priced.
+    const quoted = await quote({
+      model: 'lumen-lite',
+      prompt: 'a gate',
+      webhook: { url: `${receiver.origin}/ok` },
+    });
+    expect(quoted.statusCode, quoted.body).toBe(200);
+    expect(quoted.json()).toMatchObject({ model: 'lumen-lite', credits: 2 });
   });
 
   it('the webhook is part of the request: the same key with another webhook is a conflict', async () => {
