@@ -327,6 +327,28 @@ describe('webhook deliveries', () => {
     expect(quoted.json()).toMatchObject({ model: 'lumen-lite', credits: 2 });
   });
 
+  it('after a rotation, deliveries carry both signatures: each secret verifies them (reference library)', async () => {
+    const rotated = await stack.api.app.inject({
+      method: 'POST',
+      url: '/v1/webhooks/secret/rotate',
+      headers: bearer(stack.account.key),
+    });
+    const next = z.object({ secret: z.string() }).parse(rotated.json()).secret;
+    expect(next).not.toBe(secret);
+    const id = await create('a lantern', { url: `${receiver.origin}/ok` });
+    await until(() => deliveriesOf(id).length >= 1);
+    const [delivery] = deliveriesOf(id);
+    expect(delivery!.headers['webhook-signature']!.split(' ')).toHaveLength(2);
+    for (const key of [next, secret])
+      expect(new Webhook(key).verify(delivery!.body, delivery!.headers)).toMatchObject({ data: { id } });
+    expect(() =>
+      new Webhook(`whsec_${Buffer.alloc(32, 7).toString('base64')}`).verify(
+        delivery!.body,
+        delivery!.headers,
+      ),
+    ).toThrow();
+  });
+
   it('the webhook is part of the request: the same key with another webhook is a conflict', async () => {
     const body = { model: 'lumen-lite', prompt: 'a quay', webhook: { url: `${receiver.origin}/ok` } };
     const first = await createGeneration(stack.api, stack.account.key, body, 'hook-key-1');
