@@ -81,6 +81,7 @@ export function createWebhookActivities(deps: ActivityDeps) {
             throughSeq,
             finished: complete && finished,
             onlyExpiryLeft: complete && !finished && newest?.type === 'generation.succeeded',
+            expiresAt: newest?.generation.expires_at ?? null,
           };
         heartbeat();
         await sleep(pollEveryMs);

@@ -113,8 +113,11 @@ async function generationStory(
   }
   if (admitted.outcome === 'rejected') {
     enter('rejected', 'rejected', `rejected: ${admitted.error.code}`);
+    // A refusal is an event of its own (generation.rejected), delivered to a subscription too.
+    const rejectionDelivered = startWebhookDeliveries(start);
     // The inline images the API stored for it are not kept.
     if (start.inputPrefix !== null) await discardContent();
+    await rejectionDelivered;
     await condition(allHandlersFinished);
     if (admissionBroke !== undefined)
       throw ApplicationFailure.nonRetryable(`admission failed: ${admissionBroke}`, 'AdmissionFailed');

@@ -39,6 +39,8 @@ export interface WebhookEvents {
   finished: boolean;
   /** The generation succeeded and only its content expiring (days away) can still be delivered. */
   onlyExpiryLeft: boolean;
+  /** When its content expires (with onlyExpiryLeft; absent from older workers: looked for hourly). */
+  expiresAt?: string | null;
 }
 
 export interface WebhookAttemptOutcome {

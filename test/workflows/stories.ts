@@ -37,4 +37,5 @@ export const generationStories: Record<string, readonly string[]> = {
   ],
   'support reset of a generation': ['support-reset', 'support-reset-retention'],
   'a webhook subscription: its delivery workflow started': ['webhook-started', 'webhook-retention'],
+  'rejected at admission, with a webhook subscription: its delivery workflow started': ['webhook-rejected'],
 };
