@@ -1,15 +1,10 @@
 import { Webhook } from 'standardwebhooks';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { bearer, createPaidAccount, type TestAccount } from '../support/api.js';
 import { createGeneration } from '../support/generations.js';
 import { useGenerationStack } from '../support/stack.js';
-import { selfSignedCertificate, startTestServer, type TestServer } from '../support/test-servers.js';
-
-interface Received {
-  headers: Record<string, string>;
-  body: string;
-}
+import { useWebhookReceiver } from './webhook-receiver.js';
 
 /**
  * The default subscription's events that come apart from a generation's run: its refusal
@@ -17,30 +12,7 @@ interface Received {
  * (generation.content_expired, here 2 s after it: RESULT_RETENTION_MS).
  */
 describe('webhooks of a refusal and of a content expiry', () => {
-  const received: Received[] = [];
-  const webhookDelivery = { allowCidrs: ['127.0.0.1/32'], extraCa: [] as string[] };
-  let receiver: TestServer;
-  beforeAll(async () => {
-    const certificate = await selfSignedCertificate();
-    webhookDelivery.extraCa.push(certificate.cert);
-    receiver = await startTestServer(
-      (request, response) => {
-        const chunks: Buffer[] = [];
-        request.on('data', (chunk: Buffer) => chunks.push(chunk));
-        request.on('end', () => {
-          received.push({
-            headers: request.headers as Record<string, string>,
-            body: Buffer.concat(chunks).toString('utf8'),
-          });
-          response.writeHead(204).end();
-        });
-      },
-      { tls: certificate },
-    );
-  });
-  afterAll(async () => {
-    await receiver?.close();
-  });
+  const { received, webhookDelivery, origin } = useWebhookReceiver();
   const stack = useGenerationStack({
     apiEnv: {
       OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
@@ -69,7 +41,7 @@ describe('webhooks of a refusal and of a content expiry', () => {
     const response = await createGeneration(stack.api, stack.account.key, {
       model: 'lumen-lite',
       prompt: 'a sandcastle',
-      webhook: { url: `${receiver.origin}/hook` },
+      webhook: { url: `${origin()}/hook` },
     });
     expect(response.statusCode, response.body).toBe(202);
     const id = z.object({ id: z.string() }).parse(response.json()).id;
@@ -83,7 +55,7 @@ describe('webhooks of a refusal and of a content expiry', () => {
     const response = await createGeneration(stack.api, poor.key, {
       model: 'lumen-lite',
       prompt: 'too dear',
-      webhook: { url: `${receiver.origin}/hook` },
+      webhook: { url: `${origin()}/hook` },
     });
     expect(response.statusCode, response.body).toBe(402);
     const id = String(response.headers['x-request-id']);
