@@ -30,6 +30,11 @@ export interface ActivityDeps {
    * (OUTBOUND_ALLOW_CIDRS; tests add their own certificate). Absent: public HTTPS only.
    */
   referenceImageFetch?: DownloadPolicy;
+  /**
+   * What webhook deliveries may reach besides public HTTPS addresses (OUTBOUND_ALLOW_CIDRS; tests
+   * add their own certificate). Absent: public HTTPS only.
+   */
+  webhookDelivery?: { allowCidrs: readonly string[]; extraCa?: readonly string[] };
   /** Counts each generation's outcomes where they commit (absent: nothing is counted). */
   metrics?: GenerationMetrics;
 }

@@ -4,6 +4,7 @@ import { createGenerationActivities } from './generation-activities.js';
 import { createPruningActivities } from './pruning-activities.js';
 import { createReconciliationActivities } from './reconciliation-activities.js';
 import { createThumbnailActivities } from './thumbnail-activities.js';
+import { createWebhookActivities } from './webhook-activities.js';
 
 /** Every activity the worker registers, built from its dependencies. */
 export function createActivities(deps: ActivityDeps) {
@@ -13,6 +14,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createReconciliationActivities(deps),
     ...createPruningActivities(deps),
     ...createThumbnailActivities(deps),
+    ...createWebhookActivities(deps),
   };
 }
 

@@ -147,6 +147,7 @@ export async function createApiService(
       storage: openStorage(storageLocation(config), config.RESULT_BASE_URL),
       admissionTimeoutMs: config.ADMISSION_TIMEOUT_MS,
       timing: generationTiming(config),
+      webhooks: { allowCidrs: config.OUTBOUND_ALLOW_CIDRS, retryDelaysMs: config.WEBHOOK_RETRY_DELAYS_MS },
     },
     configure,
   });

@@ -36,6 +36,20 @@ export const providerSettings = settingGroup({
       .refine((ranges) => ranges.every(isValidRange), {
         message: 'must be comma-separated CIDRs or addresses, such as 10.20.0.0/16,fd12::/64',
       }),
+    // The Standard Webhooks schedule after the first (immediate) attempt: 5 s, 5 min, 30 min, 2 h,
+    // 5 h, 10 h, 14 h, 20 h, 24 h.
+    WEBHOOK_RETRY_DELAYS_MS: z
+      .string()
+      .default('5000,300000,1800000,7200000,18000000,36000000,50400000,72000000,86400000')
+      .transform((value) =>
+        value
+          .split(/[\s,]+/)
+          .filter(Boolean)
+          .map(Number),
+      )
+      .refine((delays) => delays.every((ms) => Number.isInteger(ms) && ms >= 0), {
+        message: 'must be comma-separated whole milliseconds',
+      }),
   },
   docs: {
     FAL_KEY: {
@@ -76,9 +90,14 @@ export const providerSettings = settingGroup({
     },
     SIM_PROVIDER_DELAY_MS: { readBy: ['worker'], text: 'The simulated provider’s time per job.' },
     OUTBOUND_ALLOW_CIDRS: {
-      readBy: ['worker'],
+      readBy: ['api', 'worker'],
       text: 'Non-public ranges (CIDRs or addresses, comma-separated) that fetched URLs may reach: an internal image mirror, say. Cloud metadata endpoints stay refused. See [Outbound fetching](providers.md#outbound-fetching).',
       default: '(none)',
+    },
+    WEBHOOK_RETRY_DELAYS_MS: {
+      readBy: ['api'],
+      text: 'The waits before each retry of a webhook delivery, in ms, comma-separated (the first attempt is immediate; each wait is jittered ±10 %). A generation keeps the schedule it started with.',
+      default: '5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 14 h, 20 h, 24 h',
     },
   },
 });

@@ -20,7 +20,10 @@
 -- 0015_console_form_uses.sql
 -- 0016_generation_events.sql
 -- 0017_webhook_secrets.sql
+-- 0018_webhook_deliveries.sql
 -- 0020_gallery_thumbnails_pending.sql
+
+CREATE SEQUENCE webhook_delivery_attempts_id_seq AS bigint START 1 INCREMENT 1;
 
 CREATE TABLE accounts (
   id text NOT NULL,
@@ -189,6 +192,17 @@ CREATE TABLE generation_reconciliations (
 );
 CREATE INDEX generation_reconciliations_created ON public.generation_reconciliations USING btree (created_at DESC, id DESC);
 CREATE UNIQUE INDEX generation_reconciliations_once ON public.generation_reconciliations USING btree (generation_id, action);
+
+CREATE TABLE generation_webhooks (
+  generation_id text NOT NULL,
+  url text NOT NULL,
+  events text[] NOT NULL,
+  created_at timestamp with time zone DEFAULT now() NOT NULL,
+  gone_at timestamp with time zone,
+  CONSTRAINT generation_webhooks_pkey PRIMARY KEY (generation_id),
+  CONSTRAINT generation_webhooks_events_check CHECK (cardinality(events) > 0),
+  CONSTRAINT generation_webhooks_generation_id_fkey FOREIGN KEY (generation_id) REFERENCES generations(id) ON DELETE CASCADE
+);
 
 CREATE TABLE generations (
   id text NOT NULL,
@@ -361,6 +375,26 @@ CREATE TABLE sim_provider_jobs (
   CONSTRAINT sim_provider_jobs_job_id_key UNIQUE (job_id)
 );
 CREATE INDEX sim_provider_jobs_submitted ON public.sim_provider_jobs USING btree (submitted_at);
+
+CREATE TABLE webhook_delivery_attempts (
+  id bigint DEFAULT nextval('webhook_delivery_attempts_id_seq'::regclass) NOT NULL,
+  generation_id text NOT NULL,
+  event_seq integer NOT NULL,
+  event_type text NOT NULL,
+  webhook_id text NOT NULL,
+  attempt integer NOT NULL,
+  url text NOT NULL,
+  status integer,
+  latency_ms integer NOT NULL,
+  outcome text NOT NULL,
+  error text,
+  attempted_at timestamp with time zone DEFAULT now() NOT NULL,
+  CONSTRAINT webhook_delivery_attempts_pkey PRIMARY KEY (id),
+  CONSTRAINT webhook_delivery_attempts_attempt_check CHECK (attempt > 0),
+  CONSTRAINT webhook_delivery_attempts_outcome_check CHECK (outcome = ANY (ARRAY['delivered'::text, 'failed'::text, 'gone'::text])),
+  CONSTRAINT webhook_delivery_attempts_generation_id_fkey FOREIGN KEY (generation_id) REFERENCES generations(id) ON DELETE CASCADE
+);
+CREATE INDEX webhook_delivery_attempts_generation ON public.webhook_delivery_attempts USING btree (generation_id, event_seq, id);
 
 CREATE TABLE webhook_secrets (
   account_id text NOT NULL,

@@ -21,6 +21,7 @@ import {
 } from './generation-request.js';
 import { providerOf, refusalWhileDown } from './provider-availability.js';
 import { startGeneration, type StartGenerationDeps, type StartOutcome } from './start-generation.js';
+import { checkWebhook, type WebhookSettings } from './webhook-request.js';
 
 /** What admission reads and acts through, configured alike in the API and the console. */
 export interface AdmissionDeps extends StartGenerationDeps {
@@ -29,6 +30,8 @@ export interface AdmissionDeps extends StartGenerationDeps {
   providerDownFor?: (provider: string) => number | null;
   /** Counts the requests refused here (validation, a provider that is down); admission's refusals are the worker's. */
   metrics?: ApiGenerationMetrics;
+  /** Webhook subscriptions (the API's; absent: the `webhook` field is checked against public addresses only). */
+  webhooks?: WebhookSettings;
 }
 
 /** A request for a generation as its transport received it, from an authenticated key. */
@@ -85,8 +88,15 @@ export async function admitGeneration(
 ): Promise<{ generationId: string; known: GenerationRow }> {
   const { principal, uploads } = request;
   const key = checkIdempotencyKey(request.idempotencyKey);
-  const body = checkBody(deps.catalog, request.body);
-  if (!key.ok || !body.ok || (uploads?.issues.length ?? 0) > 0) throw await invalid(deps, request, key, body);
+  // `webhook` is an envelope field, not the model's (a strict model would refuse it): it is checked
+  // apart, kept out of the input, and part of the fingerprint (another webhook is another request).
+  const { webhook: webhookField, ...modelBody } = isObject(request.body)
+    ? request.body
+    : { webhook: undefined };
+  const body = checkBody(deps.catalog, isObject(request.body) ? modelBody : request.body);
+  const hook = await checkWebhook(webhookField, deps.webhooks?.allowCidrs ?? []);
+  if (!key.ok || !body.ok || !hook.ok || (uploads?.issues.length ?? 0) > 0)
+    throw await invalid(deps, request, key, body, hook.ok ? [] : hook.issues);
   const { entry } = body.model;
   const started = await startGeneration(
     deps,
@@ -100,6 +110,9 @@ export async function admitGeneration(
       fingerprint: fingerprint(
         uploads ? uploads.forFingerprint(request.body as Record<string, unknown>) : request.body,
       ),
+      ...(hook.webhook && {
+        webhook: { ...hook.webhook, retryDelaysMs: deps.webhooks?.retryDelaysMs ?? [] },
+      }),
     },
     {
       // A retry of an accepted request is answered with its generation even while the provider is
@@ -119,12 +132,14 @@ async function invalid(
   request: AdmissionRequest,
   key: IdempotencyKeyCheck,
   body: BodyCheck,
+  webhookIssues: ValidationIssue[],
 ): Promise<ValidationError> {
   const own = request.uploads?.issues ?? [];
   const issues = [
     ...own,
     ...(key.ok ? [] : [key.issue]),
     ...(body.ok ? [] : body.issues.filter((i) => !own.some((u) => u.field === i.field))),
+    ...webhookIssues,
   ];
   const what = body.ok ? { model: body.model.entry.id, mediaType: body.model.entry.media_type } : body;
   // A model the catalog does not know is not a label: the client could send any text.
@@ -171,4 +186,8 @@ async function refused(
       ? idempotencyConflict(refusal.generationId)
       : admissionRefusal(refusal.error, refusal.generationId);
   return new GenerationRefused(error, refusal.generationId, refusal.outcome);
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

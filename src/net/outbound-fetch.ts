@@ -167,8 +167,8 @@ function parseUrl(value: string, base?: URL): URL {
   }
 }
 
-/** Scheme, credentials and, for a literal address (which is connected to without a lookup), the address. */
-function checkUrl(url: URL, schemes: readonly string[], policy: AddressPolicy): void {
+/** Scheme, credentials and, for a literal address (which is connected to without a lookup), the address (a webhook URL is checked by it at admission too). */
+export function checkUrl(url: URL, schemes: readonly string[], policy: AddressPolicy): void {
   if (!schemes.includes(url.protocol))
     throw new OutboundFetchError(
       'scheme_not_allowed',

@@ -20,6 +20,25 @@ export function pinnedGet(
     accept?: readonly string[];
   },
 ): Promise<http.IncomingMessage> {
+  return pinnedRequest(url, {
+    ...context,
+    method: 'GET',
+    headers: { accept: context.accept?.join(', ') ?? '*/*', 'accept-encoding': 'identity' },
+  });
+}
+
+/** One request (GET, or a POST with its body: a webhook delivery) on a pinned connection, as pinnedGet. */
+export function pinnedRequest(
+  url: URL,
+  context: {
+    policy: AddressPolicy;
+    signal: AbortSignal;
+    ca: string[] | undefined;
+    method: 'GET' | 'POST';
+    headers: Record<string, string>;
+    body?: Buffer;
+  },
+): Promise<http.IncomingMessage> {
   const transport = url.protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {
     const request = transport.request({
@@ -27,12 +46,8 @@ export function pinnedGet(
       hostname: bareHost(url),
       port: url.port || undefined,
       path: `${url.pathname}${url.search}`,
-      method: 'GET',
-      headers: {
-        accept: context.accept?.join(', ') ?? '*/*',
-        'accept-encoding': 'identity',
-        'user-agent': 'generation-service',
-      },
+      method: context.method,
+      headers: { 'user-agent': 'generation-service', ...context.headers },
       // A connection of its own: nothing is pooled across fetches or hops.
       agent: false,
       lookup: guardedLookup(url, context.policy),
@@ -41,7 +56,7 @@ export function pinnedGet(
     });
     request.once('response', resolve);
     request.on('error', reject);
-    request.end();
+    request.end(context.body);
   });
 }
 

@@ -18,7 +18,7 @@ import type { Tracing } from '../observability/tracing.js';
 import { workflowSpanProcessor } from '../observability/workflow-spans.js';
 import { classifyFailure } from '../activities/failures.js';
 import type { Activities } from '../activities/index.js';
-import { providerWaitQueue, thumbnailQueue } from '../workflows/generation-types.js';
+import { providerWaitQueue, thumbnailQueue, webhookQueue } from '../workflows/generation-types.js';
 import { readFile } from 'node:fs/promises';
 import { bundleWorkflows } from './workflow-bundle.js';
 import {
@@ -98,8 +98,16 @@ export async function createWorker(options: WorkerOptions): Promise<GenerationWo
   const graceMs = options.shutdownGraceMs;
   const shutdownTimes =
     graceMs === undefined ? {} : { shutdownGraceTime: graceMs, shutdownForceTime: graceMs + 10_000 };
+  // Webhook deliveries wait on receivers (15 s each): they have slots of their own too.
+  const deliveries = {
+    saveWebhookSubscription: activities.saveWebhookSubscription.bind(activities),
+    nextWebhookEvents: activities.nextWebhookEvents.bind(activities),
+    deliverWebhook: activities.deliverWebhook.bind(activities),
+  };
   const steps = Object.fromEntries(
-    Object.entries(activities).filter(([name]) => !(name in waits) && !(name in thumbnails)),
+    Object.entries(activities).filter(
+      ([name]) => !(name in waits) && !(name in thumbnails) && !(name in deliveries),
+    ),
   );
   const code = options.workflowBundlePath ? null : await bundleWorkflows();
   const { deployment } = options;
@@ -145,6 +153,16 @@ export async function createWorker(options: WorkerOptions): Promise<GenerationWo
       interceptors,
       ...shutdownTimes,
       maxConcurrentActivityTaskExecutions: options.maxProviderWaits ?? 1000,
+      ...versioning,
+    }),
+    await Worker.create({
+      connection: options.connection,
+      namespace: options.namespace,
+      taskQueue: webhookQueue(options.taskQueue),
+      activities: deliveries,
+      interceptors,
+      ...shutdownTimes,
+      maxConcurrentActivityTaskExecutions: 200,
       ...versioning,
     }),
   ];

@@ -95,6 +95,7 @@ export function activityDeps(
       concurrencyLimit: config.CONCURRENT_GENERATIONS_PER_ACCOUNT,
       // Customers' image URLs are HTTPS (the API accepts no other), wherever the providers are.
       referenceImageFetch: { allowCidrs: config.OUTBOUND_ALLOW_CIDRS, allowHttp: false },
+      webhookDelivery: { allowCidrs: config.OUTBOUND_ALLOW_CIDRS },
       metrics: metrics?.generations,
       ...overrides,
     },

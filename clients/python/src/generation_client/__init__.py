@@ -59,6 +59,7 @@ from .types import (
     Model,
     Quote,
     WebhookSecret,
+    WebhookSubscription,
 )
 
 __all__ = [
@@ -117,6 +118,7 @@ __all__ = [
     "UnsupportedMediaTypeError",
     "WaitTimeoutError",
     "WebhookSecret",
+    "WebhookSubscription",
     "WebhookVerificationError",
     "__version__",
     "backoff",

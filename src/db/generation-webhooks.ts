@@ -1,0 +1,136 @@
+import { sql, type CommonQueryMethods } from 'slonik';
+import { z } from 'zod';
+import type { GenerationEventRow, GenerationEventType } from './generation-events.js';
+
+/**
+ * Webhook subscriptions and delivery attempts (migration 0018). A subscription is written once its
+ * request is admitted; a retry of that request (same Idempotency-Key, same body, so the same
+ * webhook) writes nothing new.
+ */
+export interface GenerationWebhook {
+  url: string;
+  events: GenerationEventType[];
+}
+
+/** Records the generation's subscription; a second call for the same generation keeps the first. */
+export async function saveGenerationWebhook(
+  db: CommonQueryMethods,
+  generationId: string,
+  webhook: GenerationWebhook,
+): Promise<void> {
+  await db.query(sql.unsafe`
+    INSERT INTO generation_webhooks (generation_id, url, events)
+    VALUES (${generationId}, ${webhook.url}, ${sql.array(webhook.events, 'text')})
+    ON CONFLICT (generation_id) DO NOTHING`);
+}
+
+const subscription = z.object({
+  url: z.string(),
+  events: z.array(z.string()),
+  gone: z.boolean(),
+  account_id: z.string(),
+});
+
+/** The generation's subscription and its account; null when it has none. */
+export async function generationWebhookOf(
+  db: CommonQueryMethods,
+  generationId: string,
+): Promise<(GenerationWebhook & { gone: boolean; accountId: string }) | null> {
+  const found = await db.maybeOne(sql.type(subscription)`
+    SELECT w.url, w.events, w.gone_at IS NOT NULL AS gone, g.account_id
+    FROM generation_webhooks w JOIN generations g ON g.id = w.generation_id
+    WHERE w.generation_id = ${generationId}`);
+  if (!found) return null;
+  return {
+    url: found.url,
+    events: found.events as GenerationEventType[],
+    gone: found.gone,
+    accountId: found.account_id,
+  };
+}
+
+/** The receiver answered 410 Gone: nothing more is sent to it for this generation. */
+export async function markWebhookGone(db: CommonQueryMethods, generationId: string): Promise<void> {
+  await db.query(sql.unsafe`
+    UPDATE generation_webhooks SET gone_at = coalesce(gone_at, now()) WHERE generation_id = ${generationId}`);
+}
+
+export interface DeliveryAttempt {
+  generationId: string;
+  eventSeq: number;
+  eventType: string;
+  webhookId: string;
+  attempt: number;
+  url: string;
+  status: number | null;
+  latencyMs: number;
+  outcome: 'delivered' | 'failed' | 'gone';
+  error: string | null;
+}
+
+export async function recordDeliveryAttempt(db: CommonQueryMethods, a: DeliveryAttempt): Promise<void> {
+  await db.query(sql.unsafe`
+    INSERT INTO webhook_delivery_attempts
+      (generation_id, event_seq, event_type, webhook_id, attempt, url, status, latency_ms, outcome, error)
+    VALUES (${a.generationId}, ${a.eventSeq}, ${a.eventType}, ${a.webhookId}, ${a.attempt}, ${a.url},
+      ${a.status}, ${Math.round(a.latencyMs)}, ${a.outcome}, ${a.error})`);
+}
+
+/** The number of the last attempt made to deliver event `seq` (0: none yet). */
+export async function lastAttemptOf(
+  db: CommonQueryMethods,
+  generationId: string,
+  seq: number,
+): Promise<number> {
+  return db.oneFirst(sql.type(z.object({ last: z.number() }))`
+    SELECT coalesce(max(attempt), 0)::int AS last FROM webhook_delivery_attempts
+    WHERE generation_id = ${generationId} AND event_seq = ${seq}`);
+}
+
+const attemptRow = z.object({
+  event_seq: z.number(),
+  event_type: z.string(),
+  webhook_id: z.string(),
+  attempt: z.number(),
+  url: z.string(),
+  status: z.number().nullable(),
+  latency_ms: z.number(),
+  outcome: z.enum(['delivered', 'failed', 'gone']),
+  error: z.string().nullable(),
+});
+
+/** A generation's delivery attempts, in the order they were made. */
+export async function deliveryAttemptsOf(db: CommonQueryMethods, generationId: string) {
+  return db.any(sql.type(attemptRow)`
+    SELECT event_seq, event_type, webhook_id, attempt, url, status, latency_ms, outcome, error
+    FROM webhook_delivery_attempts WHERE generation_id = ${generationId} ORDER BY id`);
+}
+
+/**
+ * The body a receiver is sent: the event exactly as GET /v1/generations/{id}/events shows it
+ * (src/api/generation-event-view.ts; a test holds the two equal), built here because the worker
+ * that sends it sits below the API. Content past its retention shows as null.
+ */
+export function webhookBody(event: GenerationEventRow): string {
+  const row = event.generation;
+  return JSON.stringify({
+    id: event.seq,
+    type: event.type,
+    created_at: event.created_at,
+    data: {
+      id: row.id,
+      status: row.status,
+      model: row.model,
+      media_type: row.media_type,
+      credits: row.credits,
+      credits_refunded: row.credits_refunded,
+      input: row.content_expired ? null : row.input,
+      output: row.content_expired ? null : row.output,
+      error: row.error,
+      created_at: row.created_at,
+      completed_at: row.completed_at,
+      expires_at: row.expires_at,
+      content_expired: row.content_expired,
+    },
+  });
+}

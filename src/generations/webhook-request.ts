@@ -1,0 +1,93 @@
+import { lookup } from 'node:dns/promises';
+import { generationEventTypes, type GenerationEventType } from '../db/generation-events.js';
+import type { GenerationWebhook } from '../db/generation-webhooks.js';
+import type { ValidationIssue } from '../errors.js';
+import { AddressPolicy } from '../net/address-policy.js';
+import { OutboundFetchError } from '../net/outbound-fetch-error.js';
+import { checkUrl } from '../net/outbound-fetch.js';
+
+/** What a subscription gets without `events`: the events that end a generation or its content. */
+export const defaultWebhookEvents: GenerationEventType[] = [
+  'generation.succeeded',
+  'generation.failed',
+  'generation.rejected',
+  'generation.content_expired',
+];
+
+/** How webhooks are checked and what a subscription keeps: the outbound rules' allowed ranges, the retry schedule. */
+export interface WebhookSettings {
+  allowCidrs: readonly string[];
+  retryDelaysMs: number[];
+}
+
+export type WebhookCheck =
+  { ok: true; webhook: GenerationWebhook | null } | { ok: false; issues: ValidationIssue[] };
+
+const issue = (field: string, message: string, code = 'invalid_value'): ValidationIssue => ({
+  field,
+  code,
+  message,
+});
+
+/**
+ * The body's `webhook` field (issue 30 §3), checked by the outbound rules (HTTPS, no credentials,
+ * no address that is not public unless allowed), its name resolved now as it would be at a
+ * delivery (each delivery checks again: DNS can change). Absent: no webhook.
+ */
+export async function checkWebhook(value: unknown, allowCidrs: readonly string[]): Promise<WebhookCheck> {
+  if (value === undefined) return { ok: true, webhook: null };
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    return { ok: false, issues: [issue('webhook', 'Expected an object with a url.', 'invalid_type')] };
+  const { url, events, ...rest } = value as Record<string, unknown>;
+  const issues: ValidationIssue[] = Object.keys(rest).map((key) =>
+    issue(`webhook.${key}`, 'Unknown field.', 'unrecognized_keys'),
+  );
+  if (typeof url !== 'string' || url.length === 0 || url.length > 2048)
+    issues.push(issue('webhook.url', 'Expected an https URL of at most 2048 characters.', 'invalid_type'));
+  else {
+    const problem = await urlProblem(url, allowCidrs);
+    if (problem) issues.push(issue('webhook.url', problem));
+  }
+  let chosen = defaultWebhookEvents;
+  if (events !== undefined) {
+    const known = new Set<string>(generationEventTypes);
+    if (
+      !Array.isArray(events) ||
+      events.length === 0 ||
+      events.some((type) => typeof type !== 'string' || !known.has(type)) ||
+      new Set(events).size !== events.length
+    )
+      issues.push(
+        issue(
+          'webhook.events',
+          `Expected distinct event types, at least one, of: ${generationEventTypes.join(', ')}.`,
+        ),
+      );
+    else chosen = events as GenerationEventType[];
+  }
+  if (issues.length > 0) return { ok: false, issues };
+  return { ok: true, webhook: { url: url as string, events: chosen } };
+}
+
+/** Why the URL would not be delivered to; null when it would. */
+async function urlProblem(value: string, allowCidrs: readonly string[]): Promise<string | null> {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return 'Not a URL.';
+  }
+  const policy = new AddressPolicy(allowCidrs);
+  try {
+    checkUrl(url, ['https:'], policy);
+  } catch (error) {
+    if (error instanceof OutboundFetchError) return `${error.message}.`;
+    throw error;
+  }
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  const addresses = await lookup(host, { all: true }).catch(() => null);
+  if (!addresses || addresses.length === 0) return 'Its host name does not resolve.';
+  if (addresses.some(({ address }) => !policy.check(address).allowed))
+    return 'Its host is not at a public address; deliveries go to public HTTPS URLs only.';
+  return null;
+}

@@ -1,0 +1,65 @@
+/** A generation's subscription as its request named it, checked, with the schedule it keeps. */
+export interface WebhookSubscription {
+  url: string;
+  /** The event types delivered (generationEventTypes). */
+  events: string[];
+  /** WEBHOOK_RETRY_DELAYS_MS when the request came. */
+  retryDelaysMs: number[];
+}
+
+/** The start of a generation's webhook delivery workflow (`webhooks-<generationId>`). */
+export interface WebhookDeliveryStart {
+  generationId: string;
+  /**
+   * The subscription to record first (the run started by the generation's workflow); absent in a
+   * run continued as new, or started for a redelivery (it is recorded already).
+   */
+  subscription?: { url: string; events: string[] };
+  /**
+   * The waits before each retry of one delivery, in ms (the first attempt is immediate); the
+   * spec's schedule by default (WEBHOOK_RETRY_DELAYS_MS), shortened in tests. Each is jittered.
+   */
+  retryDelaysMs: number[];
+  /** The last event handled (delivered, given up on, or not subscribed): a continued run's start. */
+  afterSeq?: number;
+  /** Events asked to be delivered again (redeliverWebhookSignal) and not yet attempted. */
+  redeliveries?: number[];
+}
+
+/** The subscribed events after a point, as nextWebhookEvents finds them. */
+export interface WebhookEvents {
+  /** Subscribed events after the point asked about, oldest first. */
+  events: { seq: number; type: string }[];
+  /** Every event up to this one is in `events` or not subscribed to (the next look starts after it). */
+  throughSeq: number;
+  /**
+   * Nothing more will be delivered once `events` are: the subscription is gone (410) or missing,
+   * or the generation has ended and no subscribed event can follow (content_expired follows a success).
+   */
+  finished: boolean;
+  /** The generation succeeded and only its content expiring (days away) can still be delivered. */
+  onlyExpiryLeft: boolean;
+  /** When its content expires (with onlyExpiryLeft; absent from older workers: looked for hourly). */
+  expiresAt?: string | null;
+}
+
+export interface WebhookAttemptOutcome {
+  outcome: 'delivered' | 'failed' | 'gone';
+}
+
+export const webhookDeliveryWorkflowId = (generationId: string): string => `webhooks-${generationId}`;
+
+/** One delivery attempt: a scheduled one (its number), or a redelivery asked for (numbered after the last). */
+export type WebhookAttempt =
+  | { generationId: string; seq: number; attempt: number; redelivery?: undefined }
+  | { generationId: string; seq: number; redelivery: true };
+
+/** The activities the delivery workflow runs, on the webhooks queue (webhookQueue), none retried by Temporal. */
+export interface WebhookActivities {
+  saveWebhookSubscription(input: { generationId: string; url: string; events: string[] }): Promise<void>;
+  nextWebhookEvents(input: { generationId: string; afterSeq: number }): Promise<WebhookEvents>;
+  deliverWebhook(input: WebhookAttempt): Promise<WebhookAttemptOutcome>;
+}
+
+/** The message id of one delivery: the same on every attempt and redelivery, so a receiver dedupes on it. */
+export const webhookMessageId = (generationId: string, seq: number): string => `msg_${generationId}_${seq}`;

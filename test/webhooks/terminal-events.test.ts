@@ -1,0 +1,64 @@
+import { Webhook } from 'standardwebhooks';
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { bearer, createPaidAccount, type TestAccount } from '../support/api.js';
+import { createGeneration } from '../support/generations.js';
+import { useGenerationStack } from '../support/stack.js';
+import { useWebhookReceiver } from './webhook-receiver.js';
+
+/**
+ * The default subscription's events that come apart from a generation's run: its refusal
+ * (generation.rejected, the POST's 402) and, after a success, its content expiring
+ * (generation.content_expired, here 2 s after it: RESULT_RETENTION_MS).
+ */
+describe('webhooks of a refusal and of a content expiry', () => {
+  const { received, webhookDelivery, origin } = useWebhookReceiver();
+  const stack = useGenerationStack({
+    apiEnv: {
+      OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
+      WEBHOOK_RETRY_DELAYS_MS: '200',
+      RESULT_RETENTION_MS: '2000',
+    },
+    worker: { overrides: { webhookDelivery } },
+  });
+
+  const typesOf = (id: string, account: TestAccount) => async () => {
+    const { secret } = z.object({ secret: z.string() }).parse(
+      (
+        await stack.api.app.inject({
+          method: 'GET',
+          url: '/v1/webhooks/secret',
+          headers: bearer(account.key),
+        })
+      ).json(),
+    );
+    return received
+      .filter((r) => (JSON.parse(r.body) as { data: { id: string } }).data.id === id)
+      .map((r) => (new Webhook(secret).verify(r.body, r.headers) as { type: string }).type);
+  };
+
+  it('delivers generation.content_expired when the content expires, not an hour later', async () => {
+    const response = await createGeneration(stack.api, stack.account.key, {
+      model: 'lumen-lite',
+      prompt: 'a sandcastle',
+      webhook: { url: `${origin()}/hook` },
+    });
+    expect(response.statusCode, response.body).toBe(202);
+    const id = z.object({ id: z.string() }).parse(response.json()).id;
+    await expect
+      .poll(typesOf(id, stack.account), { timeout: 30_000, interval: 200 })
+      .toEqual(['generation.succeeded', 'generation.content_expired']);
+  });
+
+  it('delivers generation.rejected for a request refused at admission (402)', async () => {
+    const poor = await createPaidAccount(stack.db.pool, { oneTime: 1 });
+    const response = await createGeneration(stack.api, poor.key, {
+      model: 'lumen-lite',
+      prompt: 'too dear',
+      webhook: { url: `${origin()}/hook` },
+    });
+    expect(response.statusCode, response.body).toBe(402);
+    const id = String(response.headers['x-request-id']);
+    await expect.poll(typesOf(id, poor), { timeout: 20_000, interval: 200 }).toEqual(['generation.rejected']);
+  });
+});
