@@ -76,13 +76,15 @@ export async function recordDeliveryAttempt(db: CommonQueryMethods, a: DeliveryA
       ${a.status}, ${Math.round(a.latencyMs)}, ${a.outcome}, ${a.error})`);
 }
 
+const lastAttemptRow = z.object({ last: z.number() });
+
 /** The number of the last attempt made to deliver event `seq` (0: none yet). */
 export async function lastAttemptOf(
   db: CommonQueryMethods,
   generationId: string,
   seq: number,
 ): Promise<number> {
-  return db.oneFirst(sql.type(z.object({ last: z.number() }))`
+  return db.oneFirst(sql.type(lastAttemptRow)`
     SELECT coalesce(max(attempt), 0)::int AS last FROM webhook_delivery_attempts
     WHERE generation_id = ${generationId} AND event_seq = ${seq}`);
 }
