@@ -5,6 +5,7 @@ import {
   lastAttemptOf,
   markWebhookGone,
   recordDeliveryAttempt,
+  saveGenerationWebhook,
   webhookBody,
 } from '../db/generation-webhooks.js';
 import { webhookSecretOf } from '../db/webhook-secrets.js';
@@ -32,6 +33,14 @@ export function createWebhookActivities(deps: ActivityDeps) {
   const { db } = deps;
   const policy = deps.webhookDelivery ?? { allowCidrs: [] };
   return {
+    /** Records the generation's subscription (the delivery workflow's first step); a repeat keeps the first. */
+    async saveWebhookSubscription(input: { generationId: string; url: string; events: string[] }) {
+      await saveGenerationWebhook(db, input.generationId, {
+        url: input.url,
+        events: input.events as GenerationEventType[],
+      });
+    },
+
     /**
      * The generation's subscribed events after `afterSeq`, waiting (up to a minute, heartbeating)
      * for one when there is none yet. Returns at once when there is nothing more to deliver.
@@ -72,6 +81,7 @@ export function createWebhookActivities(deps: ActivityDeps) {
             throughSeq,
             finished: complete && finished,
             onlyExpiryLeft: complete && !finished && newest?.type === 'generation.succeeded',
+            expiresAt: newest?.generation.expires_at ?? null,
           };
         heartbeat();
         await sleep(pollEveryMs);

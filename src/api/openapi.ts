@@ -18,6 +18,7 @@ import {
   quoteSchema,
   validationErrorBodySchema,
   webhookSecretSchema,
+  webhookSubscriptionSchema,
 } from './schemas.js';
 
 const toSchema = (schema: ZodType) => toJsonSchema(schema, 'input');
@@ -37,6 +38,7 @@ const components = new Map<ZodType, string>([
   [generationEventSchema, 'GenerationEvent'],
   [generationEventListSchema, 'GenerationEventList'],
   [webhookSecretSchema, 'WebhookSecret'],
+  [webhookSubscriptionSchema, 'WebhookSubscription'],
 ]);
 
 /** A reference to the component of a route's response schema. */
@@ -88,7 +90,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
   const requestSchemas = Object.fromEntries(
     models.map((m) => [
       `GenerationRequest_${m.entry.id.replace(/[^A-Za-z0-9]/g, '_')}`,
-      m.publicView.request_schema,
+      withWebhookField(m.publicView.request_schema),
     ]),
   );
   const json = (schema: unknown) => ({ 'application/json': { schema } });
@@ -264,4 +266,10 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
       },
     },
   };
+}
+
+/** A model's request schema with the envelope's `webhook` field beside its own (a copy: the catalog's stays as it is). */
+function withWebhookField(schema: unknown): unknown {
+  const { properties } = schema as { properties?: Record<string, unknown> };
+  return { ...(schema as object), properties: { ...properties, webhook: ref('WebhookSubscription') } };
 }

@@ -143,3 +143,29 @@ export const webhookSecretSchema = z.object({
     .nullable()
     .describe('The secret replaced by the last rotation, while it still signs (24 h); else null.'),
 });
+
+/**
+ * The create request's `webhook` field (an envelope field beside `model`, for every model): where
+ * the generation's events are delivered. Checked by src/generations/webhook-request.ts; this is
+ * its description in the OpenAPI document.
+ */
+export const webhookSubscriptionSchema = z
+  .object({
+    url: z
+      .string()
+      .max(2048)
+      .describe(
+        'An https URL at a public address (no credentials in it), checked at the request (400) and again at each delivery.',
+      ),
+    events: z
+      .array(z.enum(generationEventTypes))
+      .min(1)
+      .describe(
+        'The event types delivered, distinct, at least one. Default: generation.succeeded, generation.failed, generation.rejected, generation.content_expired.',
+      )
+      .optional(),
+  })
+  .strict()
+  .describe(
+    "Deliver this generation's events to `url`, signed per Standard Webhooks 1.0 (see `webhooks`). Part of the request: the same Idempotency-Key with another webhook is a conflict.",
+  );

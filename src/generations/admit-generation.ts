@@ -21,7 +21,7 @@ import {
 } from './generation-request.js';
 import { providerOf, refusalWhileDown } from './provider-availability.js';
 import { startGeneration, type StartGenerationDeps, type StartOutcome } from './start-generation.js';
-import { checkWebhook, startWebhookDeliveries, type WebhookSettings } from './webhook-request.js';
+import { checkWebhook, type WebhookSettings } from './webhook-request.js';
 
 /** What admission reads and acts through, configured alike in the API and the console. */
 export interface AdmissionDeps extends StartGenerationDeps {
@@ -110,6 +110,9 @@ export async function admitGeneration(
       fingerprint: fingerprint(
         uploads ? uploads.forFingerprint(request.body as Record<string, unknown>) : request.body,
       ),
+      ...(hook.webhook && {
+        webhook: { ...hook.webhook, retryDelaysMs: deps.webhooks?.retryDelaysMs ?? [] },
+      }),
     },
     {
       // A retry of an accepted request is answered with its generation even while the provider is
@@ -119,16 +122,7 @@ export async function admitGeneration(
       ),
     },
   );
-  if (started.outcome === 'admitted') {
-    if (hook.webhook)
-      await startWebhookDeliveries(
-        { ...deps, retryDelaysMs: deps.webhooks?.retryDelaysMs ?? [] },
-        started.generationId,
-        hook.webhook,
-        log,
-      );
-    return { generationId: started.generationId, known: started.known };
-  }
+  if (started.outcome === 'admitted') return { generationId: started.generationId, known: started.known };
   throw await refused(deps, started, log);
 }
 

@@ -42,6 +42,8 @@ interface CheckedRequest {
   /** The accepted fields other than `model`; inline images are still data URIs. */
   input: Record<string, unknown>;
   fingerprint: string;
+  /** The request's webhook subscription, if any: the generation's workflow starts its deliveries. */
+  webhook?: GenerationStart['webhook'];
 }
 
 /**
@@ -140,6 +142,7 @@ export async function startGeneration(
     inputPrefix: stored.prefix,
     createdAt: new Date(now()).toISOString(),
     timing: deps.timing,
+    ...(request.webhook ? { webhook: request.webhook } : {}),
   };
   const admitted = await admitAnew(deps, start, now);
   // Another generation (the key's) is known from its record when one was read. Without one it was

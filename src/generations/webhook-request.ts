@@ -1,15 +1,10 @@
-import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import { lookup } from 'node:dns/promises';
-import type { BaseLogger } from 'pino';
-import type { CommonQueryMethods } from 'slonik';
 import { generationEventTypes, type GenerationEventType } from '../db/generation-events.js';
-import { saveGenerationWebhook, type GenerationWebhook } from '../db/generation-webhooks.js';
+import type { GenerationWebhook } from '../db/generation-webhooks.js';
 import type { ValidationIssue } from '../errors.js';
 import { AddressPolicy } from '../net/address-policy.js';
 import { OutboundFetchError } from '../net/outbound-fetch-error.js';
 import { checkUrl } from '../net/outbound-fetch.js';
-import { webhookDeliveryWorkflowId } from '../workflows/webhook-delivery-types.js';
-import { webhookDeliveryWorkflow } from '../workflows/webhook-delivery-workflow.js';
 
 /** What a subscription gets without `events`: the events that end a generation or its content. */
 export const defaultWebhookEvents: GenerationEventType[] = [
@@ -19,7 +14,7 @@ export const defaultWebhookEvents: GenerationEventType[] = [
   'generation.content_expired',
 ];
 
-/** How webhooks are checked and started: the outbound rules' allowed ranges, the retry schedule. */
+/** How webhooks are checked and what a subscription keeps: the outbound rules' allowed ranges, the retry schedule. */
 export interface WebhookSettings {
   allowCidrs: readonly string[];
   retryDelaysMs: number[];
@@ -95,32 +90,4 @@ async function urlProblem(value: string, allowCidrs: readonly string[]): Promise
   if (addresses.some(({ address }) => !policy.check(address).allowed))
     return 'Its host is not at a public address; deliveries go to public HTTPS URLs only.';
   return null;
-}
-
-/**
- * Records an admitted generation's subscription and starts its delivery workflow (both idempotent:
- * a retry of the request, same key and body, meets them). Called after admission, so a failure
- * here must not turn an admitted (charged) request into an error: it is logged.
- */
-export async function startWebhookDeliveries(
-  deps: { db: CommonQueryMethods; temporal: Client; taskQueue: string; retryDelaysMs: number[] },
-  generationId: string,
-  webhook: GenerationWebhook,
-  log: Pick<BaseLogger, 'warn'>,
-): Promise<void> {
-  try {
-    await saveGenerationWebhook(deps.db, generationId, webhook);
-    await deps.temporal.workflow.start(webhookDeliveryWorkflow, {
-      workflowId: webhookDeliveryWorkflowId(generationId),
-      taskQueue: deps.taskQueue,
-      args: [{ generationId, retryDelaysMs: deps.retryDelaysMs }],
-      // A run that ended (every event delivered) is not started again by a retry of the request.
-      workflowIdReusePolicy: 'REJECT_DUPLICATE',
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      staticSummary: `webhooks of ${generationId}`,
-    });
-  } catch (error) {
-    if (error instanceof WorkflowExecutionAlreadyStartedError) return;
-    log.warn({ err: error, generationId }, "the generation's webhook deliveries could not be started");
-  }
 }

@@ -100,6 +100,7 @@ export async function createWorker(options: WorkerOptions): Promise<GenerationWo
     graceMs === undefined ? {} : { shutdownGraceTime: graceMs, shutdownForceTime: graceMs + 10_000 };
   // Webhook deliveries wait on receivers (15 s each): they have slots of their own too.
   const deliveries = {
+    saveWebhookSubscription: activities.saveWebhookSubscription.bind(activities),
     nextWebhookEvents: activities.nextWebhookEvents.bind(activities),
     deliverWebhook: activities.deliverWebhook.bind(activities),
   };

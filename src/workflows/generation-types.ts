@@ -3,6 +3,8 @@
 import type { GenerationError } from '../generation.js';
 
 /** Everything the workflow is started with. Large inputs are references (URLs), never bytes. */
+import type { WebhookSubscription } from './webhook-delivery-types.js';
+
 export interface GenerationStart {
   generationId: string;
   /** This generation's workflow: derived from the API key and Idempotency-Key, or random. */
@@ -20,6 +22,12 @@ export interface GenerationStart {
   inputPrefix: string | null;
   /** ISO timestamp the API received the request. */
   createdAt: string;
+  /**
+   * The request's webhook subscription (POST `webhook`), absent without one: once admitted, the
+   * workflow starts the generation's delivery workflow with it (generation-webhooks.ts), so no
+   * crash of the API between admission and that start can lose the deliveries.
+   */
+  webhook?: WebhookSubscription;
   timing: {
     /** Each of the two submission attempts made while the POST waits. */
     submitTimeoutMs: number;

@@ -12,6 +12,7 @@ import { generationEndings } from './generation-endings.js';
 import { imageStaging } from './generation-staging.js';
 import { admitUpdate, cancelUpdate, progressQuery, resolveUpdate } from './generation-messages.js';
 import { generationSteps } from './generation-steps.js';
+import { startWebhookDeliveries } from './generation-webhooks.js';
 import {
   errorTypes,
   type Admission,
@@ -112,20 +113,26 @@ async function generationStory(
   }
   if (admitted.outcome === 'rejected') {
     enter('rejected', 'rejected', `rejected: ${admitted.error.code}`);
+    // A refusal is an event of its own (generation.rejected), delivered to a subscription too.
+    const rejectionDelivered = startWebhookDeliveries(start);
     // The inline images the API stored for it are not kept.
     if (start.inputPrefix !== null) await discardContent();
+    await rejectionDelivered;
     await condition(allHandlersFinished);
     if (admissionBroke !== undefined)
       throw ApplicationFailure.nonRetryable(`admission failed: ${admissionBroke}`, 'AdmissionFailed');
     return progress;
   }
 
+  const webhooks = startWebhookDeliveries(start);
   if (await generate()) await keep();
+  await webhooks;
   await condition(allHandlersFinished);
   return progress;
 
   /** Succeeded or in review: the rest is the retention run's, on the current version. */
   async function keep(): Promise<never> {
+    await webhooks;
     await condition(allHandlersFinished);
     return keepGeneration({ start, answer: answerFor(admitted as AdmissionDecision), progress });
   }

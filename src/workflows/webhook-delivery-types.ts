@@ -1,6 +1,20 @@
+/** A generation's subscription as its request named it, checked, with the schedule it keeps. */
+export interface WebhookSubscription {
+  url: string;
+  /** The event types delivered (generationEventTypes). */
+  events: string[];
+  /** WEBHOOK_RETRY_DELAYS_MS when the request came. */
+  retryDelaysMs: number[];
+}
+
 /** The start of a generation's webhook delivery workflow (`webhooks-<generationId>`). */
 export interface WebhookDeliveryStart {
   generationId: string;
+  /**
+   * The subscription to record first (the run started by the generation's workflow); absent in a
+   * run continued as new, or started for a redelivery (it is recorded already).
+   */
+  subscription?: { url: string; events: string[] };
   /**
    * The waits before each retry of one delivery, in ms (the first attempt is immediate); the
    * spec's schedule by default (WEBHOOK_RETRY_DELAYS_MS), shortened in tests. Each is jittered.
@@ -25,6 +39,8 @@ export interface WebhookEvents {
   finished: boolean;
   /** The generation succeeded and only its content expiring (days away) can still be delivered. */
   onlyExpiryLeft: boolean;
+  /** When its content expires (with onlyExpiryLeft; absent from older workers: looked for hourly). */
+  expiresAt?: string | null;
 }
 
 export interface WebhookAttemptOutcome {
@@ -40,6 +56,7 @@ export type WebhookAttempt =
 
 /** The activities the delivery workflow runs, on the webhooks queue (webhookQueue), none retried by Temporal. */
 export interface WebhookActivities {
+  saveWebhookSubscription(input: { generationId: string; url: string; events: string[] }): Promise<void>;
   nextWebhookEvents(input: { generationId: string; afterSeq: number }): Promise<WebhookEvents>;
   deliverWebhook(input: WebhookAttempt): Promise<WebhookAttemptOutcome>;
 }

@@ -18,7 +18,7 @@ import type {
 
 /** How long one look for new events waits for one (the activity polls the event log meanwhile). */
 const lookTimeout = '2 minutes';
-/** After a success, only content_expired (30 days on) can follow: looked for this often. */
+/** After a success, only content_expired (30 days on) can follow: looked for at its time, or this often. */
 const expiryLookEveryMs = 3_600_000;
 /** Rounds of looking before the run continues as new, so that its history stays short. */
 const roundsPerRun = 100;
@@ -54,6 +54,14 @@ export async function webhookDeliveryWorkflow(start: WebhookDeliveryStart): Prom
     startToCloseTimeout: '30 seconds',
     retry: { maximumAttempts: 1 },
   });
+  if (start.subscription) {
+    // Recorded before anything is delivered (or redelivered, or shown); retried until it is.
+    const { saveWebhookSubscription } = proxyActivities<WebhookActivities>({
+      taskQueue: webhookTaskQueue(),
+      startToCloseTimeout: '30 seconds',
+    });
+    await saveWebhookSubscription({ generationId, ...start.subscription });
+  }
   const redeliveries = [...(start.redeliveries ?? [])];
   setHandler(redeliverWebhookSignal, ({ seq }) => {
     if (!redeliveries.includes(seq)) redeliveries.push(seq);
@@ -95,14 +103,29 @@ export async function webhookDeliveryWorkflow(start: WebhookDeliveryStart): Prom
     // Events not subscribed to are passed over too.
     if (!gone) afterSeq = Math.max(afterSeq, found.throughSeq);
     finished = gone || found.finished;
-    if (!finished && found.onlyExpiryLeft) await sleep(expiryLookEveryMs);
+    if (!finished && found.onlyExpiryLeft) await sleep(untilExpiry(found.expiresAt));
   }
   scheduledDone = true;
   await redelivering;
   if (!finished)
-    await continueAsNew<typeof webhookDeliveryWorkflow>({ ...start, afterSeq, redeliveries: [] });
+    await continueAsNew<typeof webhookDeliveryWorkflow>({
+      generationId,
+      retryDelaysMs: start.retryDelaysMs,
+      afterSeq,
+      redeliveries: [],
+    });
 }
 setWorkflowOptions({ versioningBehavior: 'AUTO_UPGRADE' }, webhookDeliveryWorkflow);
+
+/**
+ * How long to wait before looking for content_expired: until the content's expiry (a second past
+ * it, then the look waits a minute for the event); hourly once that time has passed (an expiry
+ * that failed and waits for support) or when it is not known.
+ */
+function untilExpiry(expiresAt: string | null | undefined): number {
+  const left = expiresAt ? Date.parse(expiresAt) - Date.now() : NaN;
+  return Number.isFinite(left) && left > 0 ? Math.min(left + 1_000, expiryLookEveryMs) : expiryLookEveryMs;
+}
 
 /** One event's delivery: attempts until one is delivered, 410 or the schedule ends. */
 async function deliverOne(

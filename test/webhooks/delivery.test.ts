@@ -1,10 +1,17 @@
 import type http from 'node:http';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { pino } from 'pino';
 import { sql } from 'slonik';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { deliveryAttemptsOf } from '../../src/db/generation-webhooks.js';
+import { CatalogCache } from '../../src/catalog/catalog-cache.js';
+import { admitGeneration } from '../../src/generations/admit-generation.js';
 import { redeliverWebhook } from '../../src/generations/redeliver-webhook.js';
+import { LocalStorage } from '../../src/storage/storage.js';
 import { bearer } from '../support/api.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { useGenerationStack } from '../support/stack.js';
@@ -80,6 +87,13 @@ describe('webhook deliveries', () => {
     expect(response.statusCode, response.body).toBeLessThan(300);
     return z.object({ id: z.string() }).parse(response.json()).id;
   };
+  const quote = (body: unknown) =>
+    stack.api.app.inject({
+      method: 'POST',
+      url: '/v1/generations/quote',
+      headers: { ...bearer(stack.account.key), 'content-type': 'application/json' },
+      payload: JSON.stringify(body),
+    });
   const deliveriesOf = (id: string) => received.filter((r) => JSON.parse(r.body).data.id === id);
   const until = async (check: () => boolean, timeoutMs = 20_000) => {
     const deadline = Date.now() + timeoutMs;
@@ -144,6 +158,65 @@ describe('webhook deliveries', () => {
       [4, 200, 'delivered'],
     ]);
     expect(attempts[0]!.error).toBe('the receiver answered 500');
+  });
+
+  it('an API that dies right after admission loses no deliveries: the generation starts them', async () => {
+    // The POST's admission, with a Temporal client that fails every call after the generation's
+    // update-with-start, as a process killed at that point would make none.
+    const log = pino({ level: 'silent' });
+    const catalog = new CatalogCache(stack.db.pool, log);
+    await catalog.start(60_000);
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'webhook-admission-'));
+    const workflows = stack.client.workflow;
+    const dying = new Proxy(stack.client, {
+      get: (target, name) =>
+        name === 'workflow'
+          ? {
+              executeUpdateWithStart: workflows.executeUpdateWithStart.bind(workflows),
+              start: () => Promise.reject(new Error('the API process died after admission')),
+              signalWithStart: () => Promise.reject(new Error('the API process died after admission')),
+            }
+          : (Reflect.get(target, name) as unknown),
+    });
+    try {
+      const { generationId: id } = await admitGeneration(
+        {
+          db: stack.db.pool,
+          catalog,
+          temporal: dying,
+          taskQueue: stack.worker.taskQueue,
+          storage: new LocalStorage(dir, 'http://results.test'),
+          admissionTimeoutMs: 10_000,
+          timing: {
+            submitTimeoutMs: 10_000,
+            pollIntervalMs: 100,
+            resultRetentionMs: 86_400_000,
+            idempotencyRetentionMs: 86_400_000,
+          },
+          webhooks: { allowCidrs: ['127.0.0.1/32'], retryDelaysMs: [200] },
+        },
+        {
+          principal: { accountId: stack.account.accountId, keyId: stack.account.keyId },
+          idempotencyKey: undefined,
+          recordInvalid: true,
+          body: {
+            model: 'lumen-lite',
+            prompt: 'a lock keeper',
+            webhook: { url: `${receiver.origin}/ok`, events: ['generation.created', 'generation.succeeded'] },
+          },
+        },
+        log,
+      );
+      await until(() => deliveriesOf(id).length >= 2);
+      await settle();
+      expect(deliveriesOf(id).map((d) => JSON.parse(d.body).type)).toEqual([
+        'generation.created',
+        'generation.succeeded',
+      ]);
+    } finally {
+      catalog.stop();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it.each([
@@ -238,8 +311,42 @@ describe('webhook deliveries', () => {
       expect(response.statusCode, JSON.stringify(webhook)).toBe(400);
       const { issues } = response.json<{ issues: { field: string }[] }>();
       expect(issues.map((i) => i.field.split('.')[0])).toEqual(['webhook']);
+      // A quote of the same body is refused alike (it validates exactly as a create).
+      const quoted = await quote({ model: 'lumen-lite', prompt: 'a gate', webhook });
+      expect(quoted.statusCode, JSON.stringify(webhook)).toBe(400);
+      expect(quoted.json<{ issues: unknown[] }>().issues).toEqual(issues);
     }
     expect(await balance()).toBe(before);
+    // A create's body with its webhook quotes as the create would be priced.
+    const quoted = await quote({
+      model: 'lumen-lite',
+      prompt: 'a gate',
+      webhook: { url: `${receiver.origin}/ok` },
+    });
+    expect(quoted.statusCode, quoted.body).toBe(200);
+    expect(quoted.json()).toMatchObject({ model: 'lumen-lite', credits: 2 });
+  });
+
+  it('after a rotation, deliveries carry both signatures: each secret verifies them (reference library)', async () => {
+    const rotated = await stack.api.app.inject({
+      method: 'POST',
+      url: '/v1/webhooks/secret/rotate',
+      headers: bearer(stack.account.key),
+    });
+    const next = z.object({ secret: z.string() }).parse(rotated.json()).secret;
+    expect(next).not.toBe(secret);
+    const id = await create('a lantern', { url: `${receiver.origin}/ok` });
+    await until(() => deliveriesOf(id).length >= 1);
+    const [delivery] = deliveriesOf(id);
+    expect(delivery!.headers['webhook-signature']!.split(' ')).toHaveLength(2);
+    for (const key of [next, secret])
+      expect(new Webhook(key).verify(delivery!.body, delivery!.headers)).toMatchObject({ data: { id } });
+    expect(() =>
+      new Webhook(`whsec_${Buffer.alloc(32, 7).toString('base64')}`).verify(
+        delivery!.body,
+        delivery!.headers,
+      ),
+    ).toThrow();
   });
 
   it('the webhook is part of the request: the same key with another webhook is a conflict', async () => {

@@ -39,7 +39,12 @@ const run = promisify(execFile);
  * change to it must still replay its recorded histories (a patch, with its retirement date).
  */
 describe('record generation histories', () => {
-  const apiEnv: Record<string, string> = { RESULT_RETENTION_MS: '1000', IDEMPOTENCY_RETENTION_MS: '60000' };
+  const apiEnv: Record<string, string> = {
+    RESULT_RETENTION_MS: '1000',
+    IDEMPOTENCY_RETENTION_MS: '60000',
+    // A webhook URL on loopback passes admission (its deliveries, by a worker that refuses it, fail).
+    OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
+  };
   const standIns = useProviderStandIns(apiEnv);
   const stack = useGenerationStack({
     apiEnv,
@@ -129,6 +134,16 @@ describe('record generation histories', () => {
       (await createGeneration(stack.api, poor.key, { model: 'lumen-pro', prompt: 'too dear' }, 'record-402'))
         .headers['x-request-id'],
     );
+    const unaffordableHooked = String(
+      (
+        await createGeneration(
+          stack.api,
+          poor.key,
+          { model: 'lumen-pro', prompt: 'too dear', webhook: { url: 'https://127.0.0.1:9/hook' } },
+          'record-402-webhook',
+        )
+      ).headers['x-request-id'],
+    );
     const queued = await create('recorded cancel, queued [sim:queued=60]');
     const running = await create('recorded cancel, running [sim:slow=2]');
     const requested = await create('recorded cancel request [sim:queued=60]');
@@ -165,6 +180,11 @@ describe('record generation histories', () => {
     await record(client, await idOf(refunded), story('review, refunded by support'));
     await record(client, await idOf(resolved), story('review, resolved with the provider job'));
     await record(client, await idOf(unaffordable), story('rejected at admission (insufficient credits)'));
+    await record(
+      client,
+      await idOf(unaffordableHooked),
+      story('rejected at admission, with a webhook subscription: its delivery workflow started'),
+    );
     await record(client, await idOf(queued), story('cancel while the job waits in the provider queue'));
     await record(client, await idOf(running), story('cancel while the provider runs the job'));
     await record(
@@ -253,6 +273,17 @@ describe('record generation histories', () => {
           timing: { ...s.timing, resultRetentionMs: 500 },
         }));
         await record(client, staged.workflowId, story('customer image URLs staged before the submit'));
+        // Its deliveries (to an address the worker refuses, tried once) are the child's, not in these runs.
+        const subscribed = await start('recorded webhook', (s) => ({
+          ...s,
+          webhook: { url: 'https://127.0.0.1:9/hook', events: ['generation.succeeded'], retryDelaysMs: [] },
+          timing: { ...s.timing, resultRetentionMs: 500 },
+        }));
+        await record(
+          client,
+          subscribed.workflowId,
+          story('a webhook subscription: its delivery workflow started'),
+        );
         const handedOff = await start('recorded review hand-off [sim:uncertain]', (s) => ({
           ...s,
           timing: { ...s.timing, reviewHandOffMs: 500, resultRetentionMs: 500, pollIntervalMs: 50 },

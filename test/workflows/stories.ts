@@ -36,4 +36,6 @@ export const generationStories: Record<string, readonly string[]> = {
     'expiry-failed-held',
   ],
   'support reset of a generation': ['support-reset', 'support-reset-retention'],
+  'a webhook subscription: its delivery workflow started': ['webhook-started', 'webhook-retention'],
+  'rejected at admission, with a webhook subscription: its delivery workflow started': ['webhook-rejected'],
 };

@@ -6,6 +6,7 @@ import type { InvalidatedCache } from '../../invalidated-cache.js';
 import { principalOf } from '../auth-plugin.js';
 import { checkBody } from '../../generations/generation-request.js';
 import { quoteOf } from '../../generations/quote.js';
+import { checkWebhook } from '../../generations/webhook-request.js';
 import { routeSchemas } from '../route-schemas.js';
 import type { ZodApp } from '../zod-type-provider.js';
 
@@ -22,6 +23,8 @@ export function quoteRoutes(
     db: CommonQueryMethods;
     catalog: CatalogCache;
     balances: InvalidatedCache<string, CreditBalance>;
+    /** OUTBOUND_ALLOW_CIDRS: a create's `webhook` is checked here as a create checks it. */
+    webhookAllowCidrs?: readonly string[];
   },
 ): void {
   app.post(
@@ -29,8 +32,12 @@ export function quoteRoutes(
     { schema: routeSchemas.quoteGeneration, config: { checksOwnBody: true } },
     async (request) => {
       const accountId = principalOf(request).accountId;
-      const body = checkBody(deps.catalog, request.body);
-      if (!body.ok) throw new ValidationError(body.issues);
+      // A create's body quotes as it is: its `webhook` (an envelope field) is checked, not priced.
+      const { webhook, ...modelBody } = isObject(request.body) ? request.body : { webhook: undefined };
+      const body = checkBody(deps.catalog, isObject(request.body) ? modelBody : request.body);
+      const hook = await checkWebhook(webhook, deps.webhookAllowCidrs ?? []);
+      if (!body.ok || !hook.ok)
+        throw new ValidationError([...(body.ok ? [] : body.issues), ...(hook.ok ? [] : hook.issues)]);
       const credits = quoteOf(body);
       const balance =
         deps.balances.peek(accountId) ??
@@ -47,4 +54,8 @@ export function quoteRoutes(
       };
     },
   );
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

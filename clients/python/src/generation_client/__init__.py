@@ -57,6 +57,7 @@ from .types import (
     Model,
     Quote,
     WebhookSecret,
+    WebhookSubscription,
 )
 
 __all__ = [
@@ -115,6 +116,7 @@ __all__ = [
     "UnsupportedMediaTypeError",
     "WaitTimeoutError",
     "WebhookSecret",
+    "WebhookSubscription",
     "__version__",
     "backoff",
     "parse_retry_after",

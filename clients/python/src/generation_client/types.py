@@ -141,6 +141,14 @@ class GenerationEvent(ApiModel):
     data: Generation
 
 
+class WebhookSubscription(ApiModel):
+    """A create request's ``webhook``: where the generation's events are delivered, signed per
+    Standard Webhooks 1.0 (``events``: the types delivered; default the terminal ones)."""
+
+    url: str
+    events: list[GenerationEventType] | None = None
+
+
 class GenerationEventList(ApiModel):
     """The event log so far, oldest first."""
 
@@ -289,4 +297,5 @@ OPENAPI_COMPONENTS: dict[str, type[ApiModel]] = {
     "GenerationEvent": GenerationEvent,
     "GenerationEventList": GenerationEventList,
     "WebhookSecret": WebhookSecret,
+    "WebhookSubscription": WebhookSubscription,
 }

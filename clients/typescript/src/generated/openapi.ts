@@ -2159,6 +2159,13 @@ export interface components {
             /** @description The signing secret: `whsec_` + base64 of 32 random bytes; the HMAC key is the base64-decoded part after `whsec_`. */
             secret: string;
         };
+        /** @description Deliver this generation's events to `url`, signed per Standard Webhooks 1.0 (see `webhooks`). Part of the request: the same Idempotency-Key with another webhook is a conflict. */
+        WebhookSubscription: {
+            /** @description The event types delivered, distinct, at least one. Default: generation.succeeded, generation.failed, generation.rejected, generation.content_expired. */
+            events?: ("generation.created" | "generation.processing" | "generation.succeeded" | "generation.failed" | "generation.rejected" | "generation.refunded" | "generation.requeued" | "generation.updated" | "generation.content_expired")[];
+            /** @description An https URL at a public address (no credentials in it), checked at the request (400) and again at each delivery. */
+            url: string;
+        };
     };
     responses: never;
     parameters: never;
