@@ -67,7 +67,13 @@ export function loadLauncherConfig(env: NodeJS.ProcessEnv = process.env): Launch
  * development service a running `npm start` recorded under DATA_DIR.
  */
 const adminSchema = configSchema
-  .pick({ DATABASE_URL: true, TEMPORAL_ADDRESS: true, TEMPORAL_NAMESPACE: true, CONSOLE_PUBLIC_URL: true })
+  .pick({
+    DATABASE_URL: true,
+    TEMPORAL_ADDRESS: true,
+    TEMPORAL_NAMESPACE: true,
+    TEMPORAL_TASK_QUEUE: true,
+    CONSOLE_PUBLIC_URL: true,
+  })
   .partial({ DATABASE_URL: true, TEMPORAL_ADDRESS: true })
   .extend({ DATA_DIR: launcherSettings.shape.DATA_DIR, ...temporalSecuritySettings.shape });
 type AdminConfig = z.infer<typeof adminSchema>;

@@ -36,6 +36,7 @@ const pool = await createDatabasePool(databaseUrl, { maximumPoolSize: 2 });
 let temporal: { connection: Connection; client: Client } | null = null;
 const context: AdminContext = {
   db: pool,
+  taskQueue: config.TEMPORAL_TASK_QUEUE,
   consoleUrl: config.CONSOLE_PUBLIC_URL ?? readDevState(config.DATA_DIR)?.consoleUrl,
   async temporal() {
     const address = config.TEMPORAL_ADDRESS ?? readDevState(config.DATA_DIR)?.temporalAddress;

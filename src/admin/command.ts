@@ -31,6 +31,8 @@ export interface AdminContext {
   db: CommonQueryMethods;
   /** Connects on first use: only the support commands need it. */
   temporal: () => Promise<Client>;
+  /** The generations' task queue (TEMPORAL_TASK_QUEUE): where a webhook redelivery's workflow runs when none is open. */
+  taskQueue?: string;
   /** The account console's base URL, for sign-in links (default http://127.0.0.1:8082). */
   consoleUrl?: string;
 }

@@ -18,6 +18,7 @@ import { listRequestLog } from '../db/request-log-repository.js';
 import { catalogCommands } from './catalog-commands.js';
 import { consoleCommands } from './console-commands.js';
 import { supportCommands } from './support-commands.js';
+import { webhookCommands } from './webhook-commands.js';
 import {
   oneOf,
   optional,
@@ -198,6 +199,7 @@ const commands: Record<string, Command> = {
   ...supportCommands,
   ...catalogCommands,
   ...consoleCommands,
+  ...webhookCommands,
 };
 
 /** Parses `argv` (without the program name) and runs the command against `db`. */

@@ -13,6 +13,8 @@ import type { GenerationStatus } from '../generation.js';
 import { progressQuery, resolveUpdate } from '../workflows/generation-workflow.js';
 import { cancelGeneration } from '../generations/cancel-generation.js';
 import { askNewestRun } from '../generations/newest-run.js';
+import { webhookDeliveriesOf } from '../db/webhook-delivery-reads.js';
+import { describeDeliveries } from './webhook-commands.js';
 import { CommandRefused, optional, positiveInt, str, UsageError, type Command } from './command.js';
 
 /**
@@ -47,7 +49,8 @@ export const supportCommands: Record<string, Command> = {
     },
   },
   generation: {
-    summary: 'Show one generation: the record, and where its workflow stands.',
+    summary:
+      'Show one generation: the record, where its workflow stands, and its webhook deliveries (each attempt).',
     usage: '--id GENERATION_ID',
     options: { id: { type: 'string', required: true } },
     async run({ db, temporal }, v) {
@@ -60,9 +63,14 @@ export const supportCommands: Record<string, Command> = {
             .query(progressQuery)
             .catch((e: Error) => ({ error: e.message }))
         : null;
+      const webhook = await webhookDeliveriesOf(db, row.id);
       return {
-        json: { generation: row, workflow: progress },
-        text: [describe(row), `  workflow: ${row.workflow_id ?? '(none)'} ${JSON.stringify(progress)}`],
+        json: { generation: row, workflow: progress, webhook },
+        text: [
+          describe(row),
+          `  workflow: ${row.workflow_id ?? '(none)'} ${JSON.stringify(progress)}`,
+          ...describeDeliveries(webhook),
+        ],
       };
     },
   },

@@ -19,7 +19,7 @@ export const temporalSettings = settingGroup({
     },
     TEMPORAL_NAMESPACE: { readBy: ['api', 'worker', 'admin', 'start'], text: 'The Temporal namespace.' },
     TEMPORAL_TASK_QUEUE: {
-      readBy: ['api', 'worker'],
+      readBy: ['api', 'worker', 'admin'],
       text: 'Workflows and short steps run on this queue; provider waits poll `<queue>.provider-waits`.',
     },
   },

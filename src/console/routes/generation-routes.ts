@@ -8,6 +8,7 @@ import { progressQuery } from '../../workflows/generation-workflow.js';
 import { format, sendPage } from '../render.js';
 import type { ConsoleRouteDeps } from '../route-deps.js';
 import { userOf } from '../request-fields.js';
+import { webhookPageData } from './webhook-routes.js';
 
 const PAGE = 25;
 
@@ -45,17 +46,24 @@ export function generationRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): 
     });
   });
 
-  app.get<{ Params: { id: string } }>('/generations/:id', async (request, reply) => {
-    const { accountId } = userOf(request);
-    const row = await getGeneration(deps.db, accountId, request.params.id);
-    if (!row) return sendPage(request, reply, 'not-found', { title: 'Not found' }, 404);
-    return sendPage(request, reply, 'generation', {
-      title: row.id,
-      g: row,
-      progress: await progressOf(accountId, row.id),
-      format,
-    });
-  });
+  app.get<{ Params: { id: string }; Querystring: { redelivered?: string } }>(
+    '/generations/:id',
+    async (request, reply) => {
+      const { accountId } = userOf(request);
+      const row = await getGeneration(deps.db, accountId, request.params.id);
+      if (!row) return sendPage(request, reply, 'not-found', { title: 'Not found' }, 404);
+      const redelivered = request.query.redelivered;
+      return sendPage(request, reply, 'generation', {
+        title: row.id,
+        g: row,
+        progress: await progressOf(accountId, row.id),
+        // Its webhook's deliveries, and the notice after a redeliver (POST …/webhooks/redeliver).
+        ...(await webhookPageData(deps.db, accountId, row.id)),
+        redelivered: redelivered && /^\d{1,9}$/.test(redelivered) ? redelivered : null,
+        format,
+      });
+    },
+  );
 
   /** What the page's live status polls while the generation is queued. */
   app.get<{ Params: { id: string } }>('/generations/:id/state', async (request, reply) => {

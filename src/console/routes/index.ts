@@ -8,6 +8,7 @@ import { overviewRoutes } from './overview-routes.js';
 import { playgroundRoutes } from './playground-routes.js';
 import { requestLogRoutes } from './request-log-routes.js';
 import { signInRoutes } from './sign-in-routes.js';
+import { webhookRoutes } from './webhook-routes.js';
 
 export function consoleRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): void {
   healthRoutes(app, deps);
@@ -18,4 +19,5 @@ export function consoleRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): voi
   galleryRoutes(app, deps);
   playgroundRoutes(app, deps);
   requestLogRoutes(app, deps);
+  webhookRoutes(app, deps);
 }
