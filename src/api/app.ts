@@ -106,7 +106,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   generationRoutes(routes, { db: deps.db, catalog: deps.catalog, ...deps.generations });
   eventRoutes(routes, { db: deps.db, cache: deps.generations.cache, streams: deps.eventStreams });
   webhookRoutes(routes, { db: deps.db });
-  quoteRoutes(routes, { db: deps.db, catalog: deps.catalog, balances: deps.balances });
+  quoteRoutes(routes, {
+    db: deps.db,
+    catalog: deps.catalog,
+    balances: deps.balances,
+    providerDownFor: deps.generations.providerDownFor,
+  });
   cancelRoutes(routes, {
     db: deps.db,
     temporal: deps.generations.temporal,

@@ -37,6 +37,8 @@ const resource = generationRow.extend({
   created_at: timestamp,
   completed_at: timestamp.nullable(),
   expires_at: timestamp.nullable(),
+  // The trigger's resource (0016) has no `provider`: an event shows null (the GET shows it).
+  provider: z.string().nullable().default(null),
 });
 const eventRow = z.object({
   seq: z.number(),

@@ -19,7 +19,9 @@ import {
   type BodyCheck,
   type IdempotencyKeyCheck,
 } from './generation-request.js';
-import { providerOf, refusalWhileDown } from './provider-availability.js';
+import type { ProviderName } from '../catalog/provider-mapping.js';
+import { refusalWhileDown } from './provider-availability.js';
+import { routePlanOf } from './route-plan.js';
 import { startGeneration, type StartGenerationDeps, type StartOutcome } from './start-generation.js';
 
 /** What admission reads and acts through, configured alike in the API and the console. */
@@ -27,6 +29,8 @@ export interface AdmissionDeps extends StartGenerationDeps {
   catalog: CatalogCache;
   /** Seconds until a down provider is probed again; null when it takes requests. */
   providerDownFor?: (provider: string) => number | null;
+  /** The weighted routing policy's draw (default Math.random). */
+  random?: () => number;
   /** Counts the requests refused here (validation, a provider that is down); admission's refusals are the worker's. */
   metrics?: ApiGenerationMetrics;
 }
@@ -88,6 +92,12 @@ export async function admitGeneration(
   const body = checkBody(deps.catalog, request.body);
   if (!key.ok || !body.ok || (uploads?.issues.length ?? 0) > 0) throw await invalid(deps, request, key, body);
   const { entry } = body.model;
+  // The routes to try, decided before the debit: none usable is the 503 of a provider that is down.
+  const routing = routePlanOf(entry, body.routing, {
+    offers: (provider) => deps.catalog.offers(provider as ProviderName),
+    downFor: (provider) => deps.providerDownFor?.(provider) ?? null,
+    random: deps.random,
+  });
   const started = await startGeneration(
     deps,
     {
@@ -100,11 +110,12 @@ export async function admitGeneration(
       fingerprint: fingerprint(
         uploads ? uploads.forFingerprint(request.body as Record<string, unknown>) : request.body,
       ),
+      routes: routing.plan,
     },
     {
       // A retry of an accepted request is answered with its generation even while the provider is
       // down: only a new generation is refused (issue 19, item 3).
-      refuseNew: refusalWhileDown(entry, deps.providerDownFor?.(providerOf(entry)) ?? null, () =>
+      refuseNew: refusalWhileDown(entry, routing.retryAfterSeconds, () =>
         deps.metrics?.rejected(entry.id, 'service_unavailable'),
       ),
     },

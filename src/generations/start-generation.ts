@@ -42,6 +42,8 @@ interface CheckedRequest {
   /** The accepted fields other than `model`; inline images are still data URIs. */
   input: Record<string, unknown>;
   fingerprint: string;
+  /** The routes to try, in order (see routePlanOf); absent: the model's one route. */
+  routes?: GenerationStart['routes'];
 }
 
 /**
@@ -139,6 +141,7 @@ export async function startGeneration(
     idempotencyKey: request.idempotencyKey,
     inputPrefix: stored.prefix,
     createdAt: new Date(now()).toISOString(),
+    ...(request.routes ? { routes: request.routes } : {}),
     timing: deps.timing,
   };
   const admitted = await admitAnew(deps, start, now);
@@ -189,6 +192,7 @@ function asAdmitted(
     error: null,
     needs_review: false,
     content_expired: false,
+    provider: null,
     created_at: createdAt,
     completed_at: null,
     expires_at: null,

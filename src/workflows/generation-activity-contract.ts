@@ -20,8 +20,12 @@ export interface GenerationActivities<Result = unknown, Output = unknown> {
    * An image that cannot be used fails it as `ReferenceImageRefused`.
    */
   stageImages: (start: GenerationStart) => Promise<{ input: Record<string, unknown> }>;
-  /** Hands the job to the provider, once: a later attempt asks the provider instead of sending it again. */
-  submit: (start: GenerationStart) => Promise<{ jobId: string }>;
+  /**
+   * Hands the job to the provider of the plan's route `position` (default 0), once: a later attempt
+   * asks the provider instead of sending it again. Fails as `RouteNotAccepted`, once the route's end
+   * is recorded, when the provider proved it did not take the job and a next route exists.
+   */
+  submit: (start: GenerationStart, position?: number) => Promise<{ jobId: string }>;
   /** Where submission stands when its horizon passes: a recorded job, or whether the provider may have one. */
   submissionState: (
     generationId: string,

@@ -25,7 +25,7 @@ import { defaultReviewHandOffMs, reviewRules } from './generation-review.js';
 import { keepGeneration } from './generation-retention.js';
 import { cancelRules, withCancelRequests } from './generation-cancel.js';
 import { trackProgress } from './generation-progress.js';
-import { admissionFailure, failureType, isPermanent, isSettled } from './step-failures.js';
+import { admissionFailure, failureMessage, failureType, isPermanent, isSettled } from './step-failures.js';
 
 export { admitUpdate, cancelUpdate, progressQuery, resolveUpdate };
 
@@ -234,11 +234,17 @@ async function generationStory(
    * The provider's job id once it has the job; null when the generation ended instead (rejected and
    * refunded, or settled before). An acceptance nobody can confirm waits for support.
    */
-  async function submit(job: GenerationStart): Promise<string | null> {
+  async function submit(job: GenerationStart, position = 0): Promise<string | null> {
     try {
-      return (await handOver(job)).jobId;
+      return (await handOver(job, position)).jobId;
     } catch (error) {
       if (isCancellation(error)) throw error;
+      // The route proved it did not take the job, and its end is recorded: the plan's next route.
+      const next = start.routes?.[position + 1];
+      if (failureType(error) === errorTypes.routeNotAccepted && next) {
+        setCurrentDetails(`${failureMessage(error)}; trying route ${position + 1} (${next.provider})`);
+        return submit(job, position + 1);
+      }
       if (isSettled(error)) {
         settled();
         return null;
@@ -267,14 +273,16 @@ async function generationStory(
    * The first submission while the POST waits; a rejection, or an acceptance the provider cannot
    * confirm, is final; any other failure (no answer in time) leaves the job to the background submission.
    */
-  async function handOver(job: GenerationStart): Promise<{ jobId: string }> {
+  async function handOver(job: GenerationStart, position: number): Promise<{ jobId: string }> {
+    // Only the first submission runs while the POST waits; a later route's goes to the background.
+    if (submittingInBackground) return steps.submitInBackground(job, position);
     try {
-      return await steps.handOver(job);
+      return await steps.handOver(job, position);
     } catch (error) {
       if (isCancellation(error) || isPermanent(error)) throw error;
       submittingInBackground = true;
       setCurrentDetails('the provider is slow to accept; submitting in the background');
-      return steps.submitInBackground(job);
+      return steps.submitInBackground(job, position);
     }
   }
 
