@@ -60,7 +60,9 @@ export async function claimSubmit(
       SELECT before.*, provider_job_id IS NULL AND (free OR NOT held) AND route_position = ${position} AS takes FROM before
     )
     UPDATE generations g SET
-      submit_attempted_at = coalesce(t.submit_attempted_at, now()),
+      -- Only the taker marks the row attempted: a late attempt for a route already ended (0019) must
+      -- not leave a mark without a holder, which reads as a create that may have left.
+      submit_attempted_at = CASE WHEN t.takes THEN coalesce(t.submit_attempted_at, now()) ELSE t.submit_attempted_at END,
       submit_claim = CASE WHEN t.takes THEN ${attempt} ELSE t.submit_claim END,
       submit_awaiting_until = CASE WHEN t.takes
         THEN now() + make_interval(secs => ${windowMs / 1000}) ELSE t.submit_awaiting_until END

@@ -26,7 +26,7 @@ describe('routes across providers', () => {
     // The customer's price is the model's, as fal's example has it.
     expect(routed!.definition.pricing).toEqual(fal.definition.pricing);
     const request = { prompt: 'a fox', aspect_ratio: '16:9', output_format: 'png' };
-    const inputOf = (block: NonNullable<ModelRoute['block']>, definition: typeof routed.definition) =>
+    const inputOf = (block: NonNullable<ModelRoute['block']>, definition: typeof fal.definition) =>
       buildProviderInput(block, {
         prompt: 'a fox',
         images: [],
