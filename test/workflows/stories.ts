@@ -36,4 +36,8 @@ export const generationStories: Record<string, readonly string[]> = {
     'expiry-failed-held',
   ],
   'support reset of a generation': ['support-reset', 'support-reset-retention'],
+  'fal refuses the create: the next route (Replicate) serves it': [
+    'route-failover',
+    'route-failover-retention',
+  ],
 };
