@@ -11,7 +11,7 @@ import {
   type SubmitClaim,
 } from '../db/provider-submissions.js';
 import { takeProviderSlot } from '../db/provider-slots.js';
-import { endRoute, providerIsDown } from '../db/route-attempts.js';
+import { endRoute, leaveRoute, providerIsDown } from '../db/route-attempts.js';
 import { entryToSubmit, lastQuotedEntry } from './admission.js';
 import {
   OwnStorageError,
@@ -221,7 +221,15 @@ export function createSubmitActivities(deps: SubmitDeps) {
     });
   }
 
-  return { submit, submissionState: submissionStateOf };
+  /** A job that never started: its route left (see leaveRoute in route-attempts.ts). */
+  async function leaveRouteOf(
+    generationId: string,
+    ended: { position: number; jobId: string; reason: string },
+  ): Promise<{ moved: boolean }> {
+    return { moved: await leaveRoute(db, generationId, ended) };
+  }
+
+  return { submit, submissionState: submissionStateOf, leaveRoute: leaveRouteOf };
 }
 
 /** Thrown inside submit when its claim was taken over before the create could leave. */

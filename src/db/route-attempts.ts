@@ -39,6 +39,39 @@ export async function endRoute(
   return moved === true;
 }
 
+const leaveRouteRow = z.object({ moved: z.boolean() });
+
+/**
+ * The job of plan position `position` ended without ever starting: the route's attempt marked
+ * not accepted, the job id and the claim cleared and moved to `position + 1`, the in-flight place
+ * given back, in one statement, while the generation still waits on that job. True when moved, now
+ * or before (a retry).
+ */
+export async function leaveRoute(
+  db: CommonQueryMethods,
+  generationId: string,
+  ended: { position: number; jobId: string; reason: string },
+): Promise<boolean> {
+  const moved = await db.oneFirst(sql.type(leaveRouteRow)`
+    WITH moved AS (
+      UPDATE generations SET provider_job_id = NULL, provider = NULL, submit_attempted_at = NULL,
+        submit_claim = NULL, submit_sent_at = NULL, submit_awaiting_until = NULL,
+        route_position = ${ended.position + 1}, updated_at = now()
+      WHERE id = ${generationId} AND provider_job_id = ${ended.jobId} AND route_position = ${ended.position}
+        AND status = 'queued' AND NOT needs_review AND NOT credits_refunded
+      RETURNING id
+    ), freed AS (
+      DELETE FROM provider_slots WHERE generation_id IN (SELECT id FROM moved)
+    ), recorded AS (
+      UPDATE route_attempts SET outcome = 'not_accepted', reason = ${ended.reason}
+      WHERE generation_id IN (SELECT id FROM moved) AND position = ${ended.position}
+    )
+    SELECT EXISTS (SELECT 1 FROM moved) OR EXISTS (
+      SELECT 1 FROM route_attempts WHERE generation_id = ${generationId} AND position = ${ended.position}
+        AND provider_job_id = ${ended.jobId} AND outcome = 'not_accepted') AS moved`);
+  return moved;
+}
+
 const attemptRow = z.object({
   position: z.number(),
   route: z.number(),

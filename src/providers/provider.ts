@@ -122,7 +122,14 @@ export type ProviderStatus =
    * `canceledWhileRunning`: a cancel stopped it after it had started running, and the provider
    * bills what ran (Replicate: `canceled` with `started_at`).
    */
-  | { state: 'failed'; message: string; rejected?: boolean; canceledWhileRunning?: boolean };
+  | {
+      state: 'failed';
+      message: string;
+      rejected?: boolean;
+      canceledWhileRunning?: boolean;
+      /** The provider reports the job ended without ever starting (Replicate `aborted`): nothing ran or bills. */
+      neverStarted?: boolean;
+    };
 
 /** The provider refused the job outright; nothing ran, so the debit is refunded. */
 export class ProviderRejection extends Error {

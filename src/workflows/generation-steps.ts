@@ -142,6 +142,7 @@ export function generationSteps(timing: GenerationStart['timing']) {
     expireContent,
     discardContent,
     submissionState,
+    leaveRoute,
   } = proxyActivities<GenerationActivities>({
     startToCloseTimeout: '30 seconds',
     scheduleToCloseTimeout: horizon.bookkeepingMs,
@@ -188,6 +189,7 @@ export function generationSteps(timing: GenerationStart['timing']) {
     expireContent,
     discardContent,
     submissionState,
+    leaveRoute,
   };
 }
 

@@ -25,9 +25,12 @@ import { defaultReviewHandOffMs, reviewRules } from './generation-review.js';
 import { keepGeneration } from './generation-retention.js';
 import { cancelRules, withCancelRequests } from './generation-cancel.js';
 import { trackProgress } from './generation-progress.js';
+import { jobEndRules } from './generation-job-end.js';
 import { admissionFailure, failureMessage, failureType, isPermanent, isSettled } from './step-failures.js';
 
 export { admitUpdate, cancelUpdate, progressQuery, resolveUpdate };
+
+type WaitOutcome = Awaited<ReturnType<ReturnType<typeof generationSteps>['waitForProvider']>>;
 
 /**
  * One generation's active life, from admission to its outcome:
@@ -102,6 +105,10 @@ async function generationStory(
   setHandler(cancelUpdate, (generationId) => cancel.request(generationId));
   cancel.follow(cancelRequested);
   const review = reviewRules(start, steps, { progress, enter }, fail);
+  const settle = jobEndRules(start, steps, { cancel, enter, fail, giveUp, discardContent, progress });
+  /** The plan position submitted to last, and the job as staged (for a next route after a job that never started). */
+  let routePosition = 0;
+  let staged: GenerationStart | undefined;
 
   const admitted = await admitOnce();
   if (admitted.outcome === 'key_held') {
@@ -147,79 +154,57 @@ async function generationStory(
 
   /** Stage images, submit, wait, persist. True when the generation succeeded; false when it ended failed (and refunded). */
   async function generate(): Promise<boolean> {
-    let jobId = resumed?.providerJobId ?? (await stageAndSubmit());
-    if (jobId === null) return false;
-    let outcome: Awaited<ReturnType<typeof steps.waitForProvider>>;
-    for (;;) {
+    const first = resumed?.providerJobId ?? (await stageAndSubmit());
+    if (first === null) return false;
+    for (let waited = await waitFor(first); waited;) {
+      const { jobId, outcome } = waited;
+      // The provider says the job never started (Replicate `aborted`): the plan's next route, if any.
+      const next = start.routes?.[routePosition + 1];
+      const ended = {
+        position: routePosition,
+        jobId,
+        reason: outcome.state === 'failed' ? outcome.message : '',
+      };
+      if (outcome.state !== 'failed' || !outcome.neverStarted || !next || !staged || cancel.stoppedOrAsked)
+        return settle(jobId, outcome);
+      if (!(await steps.leaveRoute(start.generationId, ended)).moved) return settle(jobId, outcome);
+      setCurrentDetails(
+        `route ${ended.position}: ${ended.reason} Trying route ${ended.position + 1} (${next.provider}).`,
+      );
+      enter('submitting', 'queued', 'submitting to the next route');
+      const nextJob = await submit(staged, ended.position + 1);
+      if (nextJob === null) return false;
+      waited = await waitFor(nextJob);
+    }
+    return false;
+  }
+
+  /** The job run to its end at the provider (support may name another), or null when the generation ended instead. */
+  async function waitFor(first: string): Promise<{ jobId: string; outcome: WaitOutcome } | null> {
+    for (let jobId = first; ;) {
       progress.providerJobId = jobId;
       enter('generating', 'queued', `generating (provider job ${jobId})`);
       const job = jobId;
       try {
-        outcome = await cancel.duringWait(() =>
+        const outcome = await cancel.duringWait(() =>
           steps.waitForProvider(
             { model: start.model, jobId: job, generationId: start.generationId },
             start.timing.pollIntervalMs,
           ),
         );
-        break;
+        return { jobId, outcome };
       } catch (error) {
-        if (cancel.stopped) return fail(generationErrors.canceled);
-        const gaveUp = async () => {
-          const ended = await giveUp(error, whatFailed.providerWait);
-          if (!isSettled(error)) await cancelAtProvider(job);
-          return ended;
-        };
+        if (cancel.stopped) return fail(generationErrors.canceled).then(() => null);
         // A synchronous provider's call whose answer was lost: it may have run (and billed).
-        if (failureType(error) !== errorTypes.providerUncertain) return gaveUp();
-        jobId = await waitForSupport();
-        if (jobId === null) return false;
+        if (failureType(error) !== errorTypes.providerUncertain) {
+          await giveUp(error, whatFailed.providerWait);
+          if (!isSettled(error)) await cancelAtProvider(job);
+          return null;
+        }
+        const found = await waitForSupport();
+        if (found === null) return null;
+        jobId = found;
       }
-    }
-    if (outcome.state === 'failed') {
-      // A cancel stopped it after the provider had started it: the provider bills the run, so the
-      // debit stands (a cancel is free only before the run), and the client is told so.
-      if (cancel.stoppedOrAsked && outcome.canceledWhileRunning) {
-        await steps.endCharged(start.generationId, generationErrors.canceledWhileRunning);
-        enter('failed', 'failed', 'failed: canceled while running (charged)');
-        await discardContent();
-        return false;
-      }
-      // A job a cancel stopped before it ran is reported failed: its refund is the cancel's, with its code.
-      return fail(
-        cancel.stoppedOrAsked
-          ? generationErrors.canceled
-          : outcome.rejected
-            ? generationErrors.providerRejected
-            : generationErrors.providerFailed(outcome.message),
-      );
-    }
-
-    enter('persisting', 'queued', 'persisting results');
-    try {
-      const { expiresAt } = await steps.persistResults(
-        { generationId: start.generationId, model: start.model, jobId, results: outcome.results },
-        start.timing.resultRetentionMs,
-      );
-      progress.expiresAt = expiresAt;
-    } catch (error) {
-      return giveUp(error, whatFailed.persist);
-    }
-    enter('succeeded', 'succeeded', 'succeeded');
-    await thumbnails();
-    return true;
-  }
-
-  /**
-   * The gallery's thumbnails, once the customer's result is stored and the generation succeeded
-   * (off its critical path, on their own task queue); a failure leaves the gallery showing the
-   * image itself, and the generation as it is.
-   */
-  async function thumbnails(): Promise<void> {
-    try {
-      await steps.makeThumbnails(start.generationId);
-    } catch (error) {
-      if (isCancellation(error)) throw error;
-      setCurrentDetails(`succeeded; the gallery's thumbnails could not be made: ${String(error)}`);
     }
   }
 
@@ -227,6 +212,7 @@ async function generationStory(
   async function stageAndSubmit(): Promise<string | null> {
     enter('submitting', 'queued', 'submitting to the provider');
     const job = await withImagesStaged(() => (submittingInBackground = true));
+    staged = job ?? undefined;
     return job === null ? null : submit(job);
   }
 
@@ -235,6 +221,7 @@ async function generationStory(
    * refunded, or settled before). An acceptance nobody can confirm waits for support.
    */
   async function submit(job: GenerationStart, position = 0): Promise<string | null> {
+    routePosition = position;
     try {
       return (await handOver(job, position)).jobId;
     } catch (error) {

@@ -183,6 +183,21 @@ describe('a model routed across fal and Replicate', () => {
     expect(await chargesOf(db.pool, generation.id as string)).toMatchObject({ debits: 1, refunds: 0 });
   });
 
+  it('Replicate reports its job aborted before it started → the next route (fal) serves it, one debit', async () => {
+    replicate.script({ pollsStarting: 1, pollsProcessing: 0, final: 'aborted' }, promptContains('aborted'));
+    const generation = await accepted({ prompt: 'aborted first', provider: { order: ['replicate'] } });
+    const done = await settled(generation.id as string);
+    expect(done).toMatchObject({ status: 'succeeded', provider: 'fal', credits_refunded: false });
+    expect(created(replicate, 'aborted first')).toBe(1);
+    expect(created(fal, 'aborted first')).toBe(1);
+    expect(await chargesOf(db.pool, generation.id as string)).toMatchObject({ debits: 1, refunds: 0 });
+    const recorded = await routeAttemptsOf(db.pool, generation.id as string);
+    expect(recorded.map((a) => [a.provider, a.outcome, a.reason])).toEqual([
+      ['replicate', 'not_accepted', 'The prediction was aborted at the provider before it started.'],
+      ['fal', 'accepted', null],
+    ]);
+  });
+
   it('a fal job that fails after running → failed and refunded, not moved to Replicate', async () => {
     fal.script(
       { pollsInQueue: 0, error: falRequestError('runner_disconnected', 503) },
