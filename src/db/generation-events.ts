@@ -37,7 +37,7 @@ const resource = generationRow.extend({
   created_at: timestamp,
   completed_at: timestamp.nullable(),
   expires_at: timestamp.nullable(),
-  // The trigger's resource (0016) has no `provider`: an event shows null (the GET shows it).
+  // Events recorded before 0019 carry no `provider`: they show null.
   provider: z.string().nullable().default(null),
 });
 const eventRow = z.object({

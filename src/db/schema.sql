@@ -614,7 +614,7 @@ BEGIN
     'media_type', NEW.media_type, 'credits', NEW.credits, 'credits_refunded', NEW.credits_refunded,
     'input', NEW.input, 'output', NEW.output, 'error', NEW.error, 'needs_review', NEW.needs_review,
     'content_expired', NEW.content_expired, 'created_at', NEW.created_at, 'completed_at', NEW.completed_at,
-    'expires_at', NEW.expires_at));
+    'expires_at', NEW.expires_at, 'provider', NEW.provider));
   PERFORM pg_notify('generation_event', NEW.id);
   RETURN NULL;
 END $function$;
