@@ -10,7 +10,8 @@ import { routeAttemptsOf } from '../../src/db/route-attempts.js';
 import { randomBase62 } from '../../src/ids.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { importExampleCatalog } from '../support/example-catalog.js';
+import { exampleCatalog, importExampleCatalog } from '../support/example-catalog.js';
+import { importCatalog } from '../../src/catalog/catalog-import.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { chargesOf } from '../support/ledger.js';
 import { promptContains } from '../support/providers/fake-http.js';
@@ -260,6 +261,36 @@ describe('a model routed across fal and Replicate', () => {
       ['replicate', 'accepted'],
     ]);
   }, 120_000);
+
+  it('cheapest, end to end: the route that costs us least serves first (Replicate here), fal untouched', async () => {
+    const [routed] = await exampleCatalog('routed');
+    const definition = {
+      ...routed!.definition,
+      routing: { policy: 'cheapest' as const },
+      routes: [
+        { ...routed!.definition.routes![0]!, cost: { usd: 0.004 } },
+        { ...routed!.definition.routes![1]!, cost: { usd: 0.002 } },
+      ],
+    };
+    await importCatalog(db.pool, 'cheapest.json', [
+      { label: 'cheapest', id: 'flux-schnell-cheapest', sort_order: 51, active: true, definition },
+    ]);
+    await waitFor(async () => {
+      const models = await api.app.inject({ method: 'GET', url: '/v1/models', headers: bearer(account.key) });
+      return models
+        .json<{ data: Array<{ id: string }> }>()
+        .data.some((m) => m.id === 'flux-schnell-cheapest');
+    });
+    const response = await createGeneration(api, account.key, {
+      model: 'flux-schnell-cheapest',
+      prompt: 'cheapest first',
+    });
+    expect(response.statusCode, response.body).toBe(202);
+    const id = response.json<{ id: string }>().id;
+    expect(await settled(id)).toMatchObject({ status: 'succeeded', provider: 'replicate' });
+    expect(created(fal, 'cheapest first')).toBe(0);
+    expect(await attempts(id)).toEqual([['replicate', 'accepted']]);
+  });
 
   it('refuses a provider field naming a provider the model is not served by (400, nothing charged)', async () => {
     const before = await balance();
