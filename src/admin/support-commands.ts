@@ -9,6 +9,7 @@ import {
 } from '../db/support-queries.js';
 import { NotFound } from '../db/accounts-repository.js';
 import { listReconciliations } from '../db/reconciliation-repository.js';
+import { routeAttemptsOf } from '../db/route-attempts.js';
 import type { GenerationStatus } from '../generation.js';
 import { progressQuery, resolveUpdate } from '../workflows/generation-workflow.js';
 import { cancelGeneration } from '../generations/cancel-generation.js';
@@ -47,7 +48,8 @@ export const supportCommands: Record<string, Command> = {
     },
   },
   generation: {
-    summary: 'Show one generation: the record, and where its workflow stands.',
+    summary:
+      'Show one generation: the record, its route attempts (provider, job, outcome, why it moved on), and where its workflow stands.',
     usage: '--id GENERATION_ID',
     options: { id: { type: 'string', required: true } },
     async run({ db, temporal }, v) {
@@ -60,9 +62,17 @@ export const supportCommands: Record<string, Command> = {
             .query(progressQuery)
             .catch((e: Error) => ({ error: e.message }))
         : null;
+      const routes = await routeAttemptsOf(db, row.id);
       return {
-        json: { generation: row, workflow: progress },
-        text: [describe(row), `  workflow: ${row.workflow_id ?? '(none)'} ${JSON.stringify(progress)}`],
+        json: { generation: row, route_attempts: routes, workflow: progress },
+        text: [
+          describe(row),
+          ...routes.map(
+            (a) =>
+              `  route ${a.position}: ${a.provider} ${a.outcome}${a.provider_job_id ? ` job ${a.provider_job_id}` : ''}${a.reason ? ` (${a.reason})` : ''} at ${a.recorded_at}`,
+          ),
+          `  workflow: ${row.workflow_id ?? '(none)'} ${JSON.stringify(progress)}`,
+        ],
       };
     },
   },

@@ -1,5 +1,7 @@
 import { sql, type DatabaseTransactionConnection } from 'slonik';
-import { describe, expect, it } from 'vitest';
+import { Client, Connection } from '@temporalio/client';
+import { describe, expect, inject, it } from 'vitest';
+import { supportCommands } from '../../src/admin/support-commands.js';
 import { z } from 'zod';
 import { importCatalog } from '../../src/catalog/catalog-import.js';
 import { bearer } from '../support/api.js';
@@ -65,6 +67,21 @@ describe('a routed model: a worker killed between routes, and the cheapest polic
       ['fal', 'not_accepted'],
       ['replicate', 'accepted'],
     ]);
+    // Support sees the attempts: the provider, the job, the outcome and why it moved on.
+    const connection = await Connection.connect({ address: inject('temporalAddress') });
+    try {
+      const shown = await supportCommands.generation!.run(
+        { db: stack.db.pool, temporal: () => Promise.resolve(new Client({ connection })) },
+        { id },
+        [],
+      );
+      const lines = shown.text.filter((line) => line.startsWith('  route '));
+      expect(lines).toHaveLength(2);
+      expect(lines[0]).toMatch(/^ {2}route 0: fal not_accepted \(.*HTTP 503.*\) at /);
+      expect(lines[1]).toMatch(/^ {2}route 1: replicate accepted job replicate:\S+ at /);
+    } finally {
+      await connection.close();
+    }
   }, 120_000);
 
   it('cheapest, end to end: the route that costs us least serves first (Replicate here), fal untouched', async () => {
