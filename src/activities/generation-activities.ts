@@ -64,7 +64,13 @@ export function createGenerationActivities(
       pollIntervalMs: number,
     ): Promise<
       | { state: 'succeeded'; results: ProviderResult[] }
-      | { state: 'failed'; message: string; rejected?: boolean; canceledWhileRunning?: boolean }
+      | {
+          state: 'failed';
+          message: string;
+          rejected?: boolean;
+          canceledWhileRunning?: boolean;
+          neverStarted?: boolean;
+        }
     > {
       const { provider, jobId } = providerOfJob(generation.jobId);
       const context = Context.current();

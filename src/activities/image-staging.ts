@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { catalogEntryOf, type CatalogEntry } from '../catalog/catalog-entry.js';
+import { routesOf } from '../catalog/routes.js';
 import { storedDefinition } from '../db/catalog-repository.js';
 import { claimInputPrefix } from '../db/generation-results.js';
 import { randomBase62 } from '../ids.js';
@@ -32,7 +33,8 @@ export function createStagingActivities(deps: StagingDeps) {
    */
   async function stageImages(start: GenerationStart): Promise<{ input: Record<string, unknown> }> {
     const entry = await entryOf(start.model);
-    if (!entry || (entry.provider?.name ?? 'simulated') === 'simulated') return { input: start.input };
+    if (!entry || routesOf(entry).every((route) => route.provider === 'simulated'))
+      return { input: start.input };
     const fields = referenceImageSources(entry);
     const isCustomers = (value: unknown): value is string =>
       typeof value === 'string' && !value.startsWith('data:') && storage.keyOf(value) === null;

@@ -11,25 +11,22 @@ import {
   type SubmitClaim,
 } from '../db/provider-submissions.js';
 import { takeProviderSlot } from '../db/provider-slots.js';
+import { endRoute, leaveRoute, providerIsDown } from '../db/route-attempts.js';
 import { entryToSubmit, lastQuotedEntry } from './admission.js';
-import type { CatalogEntry } from '../catalog/catalog-entry.js';
-import { ownValue } from '../catalog/own-value.js';
-import { resolveOptions } from '../catalog/pricing.js';
 import {
   OwnStorageError,
   ProviderRejection,
   ProviderTransientError,
   ProviderUncertainError,
   type Provider,
-  type ProviderJob,
 } from '../providers/provider.js';
 import { jobReference } from '../providers/job-reference.js';
-import { buildProviderInput, type ProviderName } from '../catalog/provider-mapping.js';
-import { referenceImageFields } from '../providers/reference-images.js';
+import type { ProviderName } from '../catalog/provider-mapping.js';
 import { PermanentError } from '../errors.js';
 import { errorTypes, type GenerationStart } from '../workflows/generation-types.js';
 import type { ActivityDeps } from './activity-deps.js';
 import { settledFailure } from './settled-failure.js';
+import { isRouteNotAccepted, plannedRoute, providerJob, routeNotAccepted } from './submit-job.js';
 
 type SubmitDeps = Pick<ActivityDeps, 'db' | 'providerFor' | 'inFlightCap' | 'submitClaimWindowMs'>;
 
@@ -59,14 +56,16 @@ export function createSubmitActivities(deps: SubmitDeps) {
    * uncertain when the provider cannot tell. Only the attempt that sent frees the claim, and only
    * when the provider proved nothing was created.
    */
-  async function submit(start: GenerationStart): Promise<{ jobId: string }> {
+  async function submit(start: GenerationStart, position = 0): Promise<{ jobId: string }> {
     const { generationId } = start;
     const attempt = `att_${randomBase62(16)}`;
     const quoted = lastQuotedEntry(start.model);
-    const claim = await claimSubmit(db, generationId, attempt, quoted?.digest ?? null, windowMs);
+    const claim = await claimSubmit(db, generationId, attempt, quoted?.digest ?? null, windowMs, position);
     // Refunded already (support refunded it, then reset the workflow): it must never run unpaid.
     if (claim.refunded) throw settledFailure(generationId);
     if (claim.provider_job_id) return { jobId: claim.provider_job_id };
+    // A late attempt for a route whose end is recorded (the workflow has moved on, or will).
+    if (claim.route_position > position) throw routeNotAccepted(position, 'its end was recorded earlier');
     if (!claim.mine)
       // Another attempt (one the POST's deadline abandoned, on any worker) is preparing or waiting
       // for the provider's answer: wait for it (it records the job) rather than take its silence for a loss.
@@ -84,7 +83,7 @@ export function createSubmitActivities(deps: SubmitDeps) {
       });
     }, windowMs / 4);
     try {
-      return await submitHolding(start, attempt, claim, quoted);
+      return await submitHolding(start, attempt, claim, quoted, position);
     } finally {
       clearInterval(renewal);
     }
@@ -96,6 +95,7 @@ export function createSubmitActivities(deps: SubmitDeps) {
     attempt: string,
     claim: SubmitClaim,
     quoted: ReturnType<typeof lastQuotedEntry>,
+    position: number,
   ): Promise<{ jobId: string }> {
     const { generationId } = start;
     /** Leaves the claim to the next attempt at once: this one sent nothing, or knows no more. */
@@ -110,7 +110,19 @@ export function createSubmitActivities(deps: SubmitDeps) {
       await stepAside();
       throw new PermanentError(`model ${start.model} has no readable catalog entry`);
     }
-    const providerName = entry.provider?.name ?? 'simulated';
+    const planned = plannedRoute(start, entry, position);
+    if (!planned) {
+      await stepAside();
+      throw new PermanentError(`model ${start.model} has no route ${position} in its catalog entry`);
+    }
+    const { route, hasNext } = planned;
+    const providerName = route.provider;
+    const routeOf = { position, route: planned.index, provider: providerName };
+    /** This route proved it does not take the job: its end recorded and the claim moved on, then the workflow is told. */
+    const moveOn = async (reason: string): Promise<never> => {
+      if (!(await endRoute(db, generationId, attempt, { ...routeOf, reason }))) throw notHoldingClaim();
+      throw routeNotAccepted(position, `${providerName} did not take the job: ${reason}`);
+    };
     let provider: Provider;
     try {
       provider = deps.providerFor(providerName);
@@ -119,7 +131,9 @@ export function createSubmitActivities(deps: SubmitDeps) {
       await stepAside();
       throw error;
     }
-    const token = claim.provider_token ?? `tok_${generationId}`;
+    // Each route its own token: a provider that looks jobs up by token never confuses two routes' creates.
+    const firstToken = claim.provider_token ?? `tok_${generationId}`;
+    const token = position === 0 ? firstToken : `${firstToken}.r${position}`;
     if (claim.sent) {
       // An earlier attempt may have reached the provider: ask before sending again.
       const found = await lookUp(provider, token).finally(() =>
@@ -127,7 +141,7 @@ export function createSubmitActivities(deps: SubmitDeps) {
       );
       if (found.found === true) {
         const jobId = jobReference(providerName, found.jobId);
-        await recordSubmittedJob(db, generationId, jobId);
+        await recordSubmittedJob(db, generationId, jobId, routeOf);
         return { jobId };
       }
       if (found.found === 'unknown')
@@ -137,30 +151,33 @@ export function createSubmitActivities(deps: SubmitDeps) {
         );
       // The provider does not have it: sending it now is the first submission it sees.
     }
+    // With a next route, a breaker open here moves on at once (admission skipped it if it was open then).
+    if (hasNext && !claim.sent && (await providerIsDown(db, providerName)))
+      await moveOn('its circuit breaker is open');
     let sent = false;
     try {
-      const job = providerJob(start, token, entry);
-      await takeInFlightPlace(generationId, providerName);
+      const job = providerJob(start, token, entry, route);
+      await takeInFlightPlace(generationId, providerName, hasNext ? moveOn : undefined);
       // Reference images read and inlined before the create is marked sent: a holder that dies or
       // is taken over while preparing has sent nothing, and the next attempt sends as a first one
       // (not a possible create to ask the provider about, which a provider that cannot tell would
       // send to review). The mark's window then covers the create alone.
       const prepared = provider.prepare ? await provider.prepare(job) : { send: () => provider.submit(job) };
       // Taken over (this attempt was too slow to send), or no longer waiting for a job: nothing leaves.
-      if (!(await markCreateSent(db, generationId, attempt, windowMs))) throw claimLost;
+      if (!(await markCreateSent(db, generationId, attempt, windowMs, providerName))) throw claimLost;
       sent = true;
       const accepted = await prepared.send();
       const jobId = jobReference(providerName, accepted.jobId);
-      await recordSubmittedJob(db, generationId, jobId);
+      await recordSubmittedJob(db, generationId, jobId, routeOf);
       return { jobId };
     } catch (error) {
+      if (isRouteNotAccepted(error)) throw error;
+      // The provider's own proof that it did not take the job (classified by its adapter): the next route.
+      if (hasNext && error instanceof ProviderTransientError && error.provesNotAccepted)
+        await moveOn(error.message);
       if (error === claimLost)
         // The claim, and the in-flight place, are the attempt's that holds the claim now.
-        throw ApplicationFailure.create({
-          type: errorTypes.providerBusy,
-          message: 'this submit attempt no longer holds the claim; another attempt has the job in hand',
-          nextRetryDelay: '1 second',
-        });
+        throw notHoldingClaim();
       if (
         !sent ||
         error instanceof ProviderTransientError ||
@@ -188,9 +205,15 @@ export function createSubmitActivities(deps: SubmitDeps) {
    * One of the provider account's in-flight places, or a ProviderBusy failure: the job then waits
    * in our queue (the submit is retried in the background) instead of collecting the provider's 429s.
    */
-  async function takeInFlightPlace(generationId: string, provider: ProviderName): Promise<void> {
+  async function takeInFlightPlace(
+    generationId: string,
+    provider: ProviderName,
+    /** With a next route: a full cap moves on to it rather than wait here. */
+    moveOn?: (reason: string) => Promise<never>,
+  ): Promise<void> {
     const cap = deps.inFlightCap?.(provider) ?? 0;
     if (cap <= 0 || (await takeProviderSlot(db, generationId, provider, cap))) return;
+    if (moveOn) await moveOn(`its ${cap} in-flight places are taken`);
     throw ApplicationFailure.create({
       type: errorTypes.providerBusy,
       message: `provider ${provider} has ${cap} jobs in flight, its cap; this one waits for a place`,
@@ -198,11 +221,27 @@ export function createSubmitActivities(deps: SubmitDeps) {
     });
   }
 
-  return { submit, submissionState: submissionStateOf };
+  /** A job that never started: its route left (see leaveRoute in route-attempts.ts). */
+  async function leaveRouteOf(
+    generationId: string,
+    ended: { position: number; jobId: string; reason: string },
+  ): Promise<{ moved: boolean }> {
+    return { moved: await leaveRoute(db, generationId, ended) };
+  }
+
+  return { submit, submissionState: submissionStateOf, leaveRoute: leaveRouteOf };
 }
 
 /** Thrown inside submit when its claim was taken over before the create could leave. */
 const claimLost = new Error('the submit claim was taken over');
+
+/** This attempt no longer holds the claim: the attempt that does has the job in hand. */
+const notHoldingClaim = () =>
+  ApplicationFailure.create({
+    type: errorTypes.providerBusy,
+    message: 'this submit attempt no longer holds the claim; another attempt has the job in hand',
+    nextRetryDelay: '1 second',
+  });
 
 /** Whether the provider has the job; a provider that cannot be asked now leaves its fate unknown (retried). */
 async function lookUp(provider: Provider, token: string): ReturnType<Provider['lookup']> {
@@ -214,29 +253,4 @@ async function lookUp(provider: Provider, token: string): ReturnType<Provider['l
       errorTypes.providerUncertain,
     );
   }
-}
-
-/** The job for the provider, built from the request and the catalog entry (a retired model still runs). */
-function providerJob(start: GenerationStart, token: string, entry: CatalogEntry): ProviderJob {
-  const options = resolveOptions(entry, start.input);
-  const sizeBy = entry.output_size ? String(options[entry.output_size.by]) : '';
-  const longEdgePx = (entry.output_size && ownValue(entry.output_size.long_edge_px, sizeBy)) ?? 1024;
-  const prompt = typeof start.input.prompt === 'string' ? start.input.prompt : '';
-  const images = Array.isArray(start.input.images) ? (start.input.images as string[]) : [];
-  const target = entry.provider && {
-    model: entry.provider.model,
-    version: entry.provider.version,
-    input: buildProviderInput(entry.provider, { prompt, images, options }),
-    referenceFields: referenceImageFields(entry),
-  };
-  return {
-    token,
-    model: start.model,
-    mediaType: start.mediaType,
-    prompt,
-    options,
-    images,
-    longEdgePx,
-    target,
-  };
 }

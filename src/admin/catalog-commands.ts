@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import { CatalogFileRefused, parseCatalogFile } from '../catalog/catalog-file.js';
 import { importCatalog } from '../catalog/catalog-import.js';
 import type { ProviderName } from '../catalog/provider-mapping.js';
+import { routesOf } from '../catalog/routes.js';
 import { providerCredentialVariables } from '../config.js';
 import type { Command } from './command.js';
 
@@ -19,7 +20,7 @@ export const catalogCommands: Record<string, Command> = {
       const models = parseCatalogFile(await readCatalogFile(path), path);
       const summary = await importCatalog(db, path, models);
       const line = (label: string, ids: string[]) => (ids.length ? [`  ${label} ${ids.join(', ')}`] : []);
-      const providers = new Set(models.map((m) => m.definition.provider?.name ?? 'simulated'));
+      const providers = new Set(models.flatMap((m) => routesOf(m.definition).map((route) => route.provider)));
       const credentials = [...providers].flatMap((name: ProviderName) => {
         const variable = providerCredentialVariables[name];
         return variable ? [`${name} models are offered only by API processes with ${variable} set.`] : [];

@@ -9,6 +9,7 @@ import {
 } from '../db/support-queries.js';
 import { NotFound } from '../db/accounts-repository.js';
 import { listReconciliations } from '../db/reconciliation-repository.js';
+import { routeAttemptsOf } from '../db/route-attempts.js';
 import type { GenerationStatus } from '../generation.js';
 import { progressQuery, resolveUpdate } from '../workflows/generation-workflow.js';
 import { cancelGeneration } from '../generations/cancel-generation.js';
@@ -50,7 +51,7 @@ export const supportCommands: Record<string, Command> = {
   },
   generation: {
     summary:
-      'Show one generation: the record, where its workflow stands, and its webhook deliveries (each attempt).',
+      'Show one generation: the record, its route attempts (provider, job, outcome, why it moved on), where its workflow stands, and its webhook deliveries (each attempt).',
     usage: '--id GENERATION_ID',
     options: { id: { type: 'string', required: true } },
     async run({ db, temporal }, v) {
@@ -63,11 +64,16 @@ export const supportCommands: Record<string, Command> = {
             .query(progressQuery)
             .catch((e: Error) => ({ error: e.message }))
         : null;
+      const routes = await routeAttemptsOf(db, row.id);
       const webhook = await webhookDeliveriesOf(db, row.id);
       return {
-        json: { generation: row, workflow: progress, webhook },
+        json: { generation: row, route_attempts: routes, workflow: progress, webhook },
         text: [
           describe(row),
+          ...routes.map(
+            (a) =>
+              `  route ${a.position}: ${a.provider} ${a.outcome}${a.provider_job_id ? ` job ${a.provider_job_id}` : ''}${a.reason ? ` (${a.reason})` : ''} at ${a.recorded_at}`,
+          ),
           `  workflow: ${row.workflow_id ?? '(none)'} ${JSON.stringify(progress)}`,
           ...describeDeliveries(webhook),
         ],

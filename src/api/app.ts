@@ -111,6 +111,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     catalog: deps.catalog,
     balances: deps.balances,
     webhookAllowCidrs: deps.generations.webhooks?.allowCidrs,
+    providerDownFor: deps.generations.providerDownFor,
   });
   cancelRoutes(routes, {
     db: deps.db,

@@ -21,5 +21,6 @@ export function toGeneration(row: GenerationRow): Generation {
     completed_at: row.completed_at,
     expires_at: row.expires_at,
     content_expired: row.content_expired,
+    provider: row.provider,
   };
 }

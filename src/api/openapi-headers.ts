@@ -24,6 +24,15 @@ export const generationHeaders = {
     schema: { type: 'string' },
   },
 };
+/** GET /generations/{id}: the provider serving it (issue 29). */
+export const getGenerationHeaders = {
+  ...generationHeaders,
+  'generation-provider': {
+    description:
+      'The provider serving the generation, or that served it (the body’s `provider`): fal, replicate, openai or simulated. Absent while no provider has been sent the job.',
+    schema: { type: 'string' },
+  },
+};
 /** RFC 7240 `Prefer: wait=N` on the generation's answers. */
 export const preferWaitParameter = {
   name: 'Prefer',

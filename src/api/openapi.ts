@@ -192,13 +192,13 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
           responses: {
             '200': {
               description: 'The generation.',
-              headers: described.generationHeaders,
+              headers: described.getGenerationHeaders,
               content: json(refTo(routeSchemas.getGeneration.response[200])),
             },
             '304': {
               description:
                 'Not Modified: If-None-Match names the current ETag. No body; counts against the rate limit like any request.',
-              headers: described.generationHeaders,
+              headers: described.getGenerationHeaders,
             },
             ...errorResponses('not_found', ...everyOperation),
           },

@@ -76,6 +76,12 @@ export const generationSchema = z.object({
   completed_at: timestamp.nullable(),
   expires_at: timestamp.nullable(),
   content_expired: z.boolean(),
+  provider: z
+    .string()
+    .nullable()
+    .describe(
+      'The provider serving the generation (or that served it): the route a create was last sent to. Null before submission, and when every route refused. Also answered as the Generation-Provider header of GET.',
+    ),
 });
 
 export const generationListSchema = z.object({
@@ -95,6 +101,12 @@ export const modelListSchema = z.object({ data: z.array(publicModelSchema) });
 export const quoteSchema = z.object({
   model: z.string(),
   credits: z.number().int().nonnegative().describe('The full price a create with this body would debit now.'),
+  provider: z
+    .string()
+    .nullable()
+    .describe(
+      'The provider that would serve a create with this body now (its first route); null: none takes requests now (a create would be 503).',
+    ),
   balance: z.object({
     subscription: z.number().int(),
     one_time: z.number().int(),

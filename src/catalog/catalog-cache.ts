@@ -7,6 +7,7 @@ import type { ProviderName } from './provider-mapping.js';
 import type { PublicModel } from './public-model.js';
 import { quotePrice, resolveOptions } from './pricing.js';
 import { buildRequestJsonSchema, buildRequestSchema } from './request-schema.js';
+import { routesOf } from './routes.js';
 
 /** A catalog entry with what is derived from it, built once per catalog load. */
 export interface CompiledModel {
@@ -82,7 +83,8 @@ export class CatalogCache {
         );
         continue;
       }
-      if (!this.offered.has(parsed.data.provider?.name ?? 'simulated')) continue;
+      // A routed model is offered when one of its routes is; the others are left out of its plans.
+      if (!routesOf(parsed.data).some((route) => this.offered.has(route.provider))) continue;
       try {
         next.set(row.id, compileModel({ id: row.id, ...parsed.data }));
       } catch (error) {
@@ -91,6 +93,11 @@ export class CatalogCache {
     }
     this.models = next;
     this.version += 1;
+  }
+
+  /** Whether this process serves a provider's models (its credentials are configured). */
+  offers(provider: ProviderName): boolean {
+    return this.offered.has(provider);
   }
 
   get(id: string): CompiledModel | undefined {

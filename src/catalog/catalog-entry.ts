@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ownValue } from './own-value.js';
 import { providerBlockIssues, providerBlockSchema } from './provider-mapping.js';
+import { routeSchema, routingSchema } from './routes.js';
 // zod's messages in the words the service has always used, for whoever parses a definition.
 import '../zod-messages.js';
 
@@ -88,6 +89,10 @@ export const modelDefinitionSchema = z
     pricing: pricingSchema,
     /** Which provider runs the model and how the request maps onto its input; absent: the simulated provider. */
     provider: providerBlockSchema.optional(),
+    /** Several providers serving the model (instead of `provider`); see routes.ts. */
+    routes: z.array(routeSchema).min(1).optional(),
+    /** How the routes are ordered for a request (default `order`: catalog order). */
+    routing: routingSchema.optional(),
   })
   .superRefine((def, ctx) => {
     for (const [name, option] of Object.entries(def.options)) {
@@ -152,7 +157,50 @@ export const modelDefinitionSchema = z
       for (const issue of providerBlockIssues(def.provider, def.options))
         ctx.addIssue({ code: 'custom', path: ['provider', ...issue.path], message: issue.message });
     }
+    routeIssues(def, ctx);
   });
+
+/** A routed model's own rules: routes or provider (not both), one route per provider, costs for `cheapest`. */
+function routeIssues(
+  def: {
+    provider?: unknown;
+    routes?: Array<z.infer<typeof routeSchema>>;
+    routing?: z.infer<typeof routingSchema>;
+    options: Parameters<typeof providerBlockIssues>[1];
+  },
+  ctx: z.RefinementCtx,
+): void {
+  const routes = def.routes ?? [];
+  if (def.provider && routes.length > 0)
+    ctx.addIssue({ code: 'custom', path: ['routes'], message: 'give routes or provider, not both' });
+  if (def.routing && routes.length === 0)
+    ctx.addIssue({ code: 'custom', path: ['routing'], message: 'routing needs routes' });
+  const seen = new Set<string>();
+  for (const [index, route] of routes.entries()) {
+    for (const issue of providerBlockIssues(route.provider, def.options))
+      ctx.addIssue({
+        code: 'custom',
+        path: ['routes', index, 'provider', ...issue.path],
+        message: issue.message,
+      });
+    // A request names routes by provider (`provider.only`/`order`): one route per provider.
+    if (seen.has(route.provider.name))
+      ctx.addIssue({
+        code: 'custom',
+        path: ['routes', index, 'provider', 'name'],
+        message: `${route.provider.name} has a route already`,
+      });
+    seen.add(route.provider.name);
+    if (def.routing?.policy === 'cheapest' && !route.cost)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['routes', index, 'cost'],
+        message: 'cheapest needs every route’s cost',
+      });
+  }
+  if (def.routing?.policy === 'weighted' && routes.every((route) => (route.weight ?? 1) <= 0))
+    ctx.addIssue({ code: 'custom', path: ['routes'], message: 'weighted needs a route of weight above 0' });
+}
 
 const allPrices = (pricing: z.infer<typeof pricingSchema>): number[] => [
   ...Object.values(pricing.credits),

@@ -4,6 +4,7 @@ import { fieldName, noNulPattern, storableString } from '../storable-text.js';
 import { joinValues, receivedType } from '../zod-messages.js';
 import { toJsonSchema } from '../json-schema.js';
 import type { CatalogEntry } from './catalog-entry.js';
+import { routeRequestSchema, routesOf } from './routes.js';
 import { MAX_DATA_URI_BYTES, MAX_IMAGE_URL_LENGTH, parseImageInput } from './image-input.js';
 
 /**
@@ -21,6 +22,12 @@ export function buildRequestSchema(entry: CatalogEntry) {
   const imageDescription = entry.accepts_data_uris
     ? 'An HTTPS URL or a data:image/<type>;base64,<data> URI (png, jpeg, webp or gif).'
     : 'An HTTPS URL.';
+  // The envelope field that constrains which of the model's routes may serve the request (routes.ts).
+  shape.provider = routeRequestSchema.optional().describe(
+    `Which providers may serve the request: ${routesOf(entry)
+      .map((route) => route.provider)
+      .join(', ')}. Without it, the model's own routing decides.`,
+  );
   if (entry.max_images > 0) {
     shape.images = z
       .array(imageString(entry.accepts_data_uris).describe(imageDescription))

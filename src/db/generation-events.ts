@@ -37,6 +37,8 @@ const resource = generationRow.extend({
   created_at: timestamp,
   completed_at: timestamp.nullable(),
   expires_at: timestamp.nullable(),
+  // Events recorded before 0019 carry no `provider`: they show null.
+  provider: z.string().nullable().default(null),
 });
 const eventRow = z.object({
   seq: z.number(),

@@ -26,6 +26,8 @@ const claimRow = z.object({
   /** Held by another attempt whose window is open (preparing, or its create awaiting its answer). */
   awaiting_answer: z.boolean(),
   refunded: z.boolean(),
+  /** The plan position the claim covers now (see 0019): an attempt for an earlier one is stale. */
+  route_position: z.number(),
   digest: z.string().nullable(),
   definition: z.unknown(),
 });
@@ -45,18 +47,22 @@ export async function claimSubmit(
   knownDigest: string | null,
   /** How long other attempts leave the claim to this one while it prepares its create. */
   windowMs: number,
+  /** The plan position this attempt submits to: the claim is taken only while it is the current one. */
+  position = 0,
 ): Promise<SubmitClaim> {
   return db.one(sql.type(claimRow)`
     WITH before AS (
-      SELECT id, model, provider_job_id, submit_attempted_at, submit_claim, submit_sent_at, submit_awaiting_until,
+      SELECT id, model, provider_job_id, submit_attempted_at, submit_claim, submit_sent_at, submit_awaiting_until, route_position,
         submit_attempted_at IS NULL AS free,
         coalesce(submit_awaiting_until > now(), false) AS held
       FROM generations WHERE id = ${generationId} FOR UPDATE
     ), taking AS (
-      SELECT before.*, provider_job_id IS NULL AND (free OR NOT held) AS takes FROM before
+      SELECT before.*, provider_job_id IS NULL AND (free OR NOT held) AND route_position = ${position} AS takes FROM before
     )
     UPDATE generations g SET
-      submit_attempted_at = coalesce(t.submit_attempted_at, now()),
+      -- Only the taker marks the row attempted: a late attempt for a route already ended (0019) must
+      -- not leave a mark without a holder, which reads as a create that may have left.
+      submit_attempted_at = CASE WHEN t.takes THEN coalesce(t.submit_attempted_at, now()) ELSE t.submit_attempted_at END,
       submit_claim = CASE WHEN t.takes THEN ${attempt} ELSE t.submit_claim END,
       submit_awaiting_until = CASE WHEN t.takes
         THEN now() + make_interval(secs => ${windowMs / 1000}) ELSE t.submit_awaiting_until END
@@ -65,7 +71,7 @@ export async function claimSubmit(
     RETURNING g.provider_job_id, g.provider_token, t.takes AS mine,
       NOT t.free AND (t.submit_sent_at IS NOT NULL OR t.submit_claim IS NULL) AS sent,
       NOT t.takes AND t.held AS awaiting_answer,
-      g.credits_refunded AS refunded, m.digest,
+      g.credits_refunded AS refunded, g.route_position, m.digest,
       CASE WHEN m.digest = ${knownDigest} THEN NULL ELSE m.definition END AS definition`);
 }
 
@@ -82,9 +88,11 @@ export async function markCreateSent(
   generationId: string,
   attempt: string,
   windowMs: number,
+  /** The provider of the route the create goes to: the generation's `provider` from now. */
+  provider: string | null = null,
 ): Promise<boolean> {
   const row = await db.maybeOne(sql.type(markCreateSentRow)`
-    UPDATE generations SET submit_sent_at = now(),
+    UPDATE generations SET submit_sent_at = now(), provider = coalesce(${provider}, provider),
       submit_awaiting_until = now() + make_interval(secs => ${windowMs / 1000})
     WHERE id = ${generationId} AND submit_claim = ${attempt} AND provider_job_id IS NULL
       AND status = 'queued' AND NOT needs_review AND NOT credits_refunded
@@ -168,10 +176,25 @@ export async function recordSubmittedJob(
   db: CommonQueryMethods,
   generationId: string,
   jobId: string,
+  /** The route that took it: recorded as its attempt (route_attempts), and as the generation's provider. */
+  route?: { position: number; route: number; provider: string },
 ): Promise<void> {
+  if (!route) {
+    await db.query(sql.unsafe`
+      UPDATE generations SET provider_job_id = ${jobId}, submit_awaiting_until = NULL, updated_at = now()
+      WHERE id = ${generationId} AND provider_job_id IS NULL`);
+    return;
+  }
   await db.query(sql.unsafe`
-    UPDATE generations SET provider_job_id = ${jobId}, submit_awaiting_until = NULL, updated_at = now()
-    WHERE id = ${generationId} AND provider_job_id IS NULL`);
+    WITH recorded AS (
+      UPDATE generations SET provider_job_id = ${jobId}, provider = ${route.provider},
+        submit_awaiting_until = NULL, updated_at = now()
+      WHERE id = ${generationId} AND provider_job_id IS NULL
+      RETURNING id
+    )
+    INSERT INTO route_attempts (generation_id, position, route, provider, provider_job_id, outcome)
+    SELECT id, ${route.position}, ${route.route}, ${route.provider}, ${jobId}, 'accepted' FROM recorded
+    ON CONFLICT (generation_id, position) DO NOTHING`);
 }
 
 /**

@@ -21,6 +21,7 @@
 -- 0016_generation_events.sql
 -- 0017_webhook_secrets.sql
 -- 0018_webhook_deliveries.sql
+-- 0019_route_attempts.sql
 -- 0020_gallery_thumbnails_pending.sql
 
 CREATE SEQUENCE webhook_delivery_attempts_id_seq AS bigint START 1 INCREMENT 1;
@@ -234,9 +235,12 @@ CREATE TABLE generations (
   submit_awaiting_until timestamp with time zone,
   submit_claim text,
   submit_sent_at timestamp with time zone,
+  provider text,
+  route_position integer DEFAULT 0 NOT NULL,
   CONSTRAINT generations_pkey PRIMARY KEY (id),
   CONSTRAINT generations_credits_check CHECK (credits >= 0),
   CONSTRAINT generations_id_check CHECK (id ~ '^gen_[A-Za-z0-9]+$'::text),
+  CONSTRAINT generations_route_position_check CHECK (route_position >= 0),
   CONSTRAINT generations_status_check CHECK (status = ANY (ARRAY['queued'::text, 'succeeded'::text, 'failed'::text, 'rejected'::text])),
   CONSTRAINT generations_account_id_fkey FOREIGN KEY (account_id) REFERENCES accounts(id),
   CONSTRAINT generations_api_key_id_fkey FOREIGN KEY (api_key_id) REFERENCES api_keys(id)
@@ -248,7 +252,7 @@ CREATE INDEX generations_account_status_created ON public.generations USING btre
 CREATE INDEX generations_needs_review ON public.generations USING btree (id) WHERE needs_review;
 CREATE INDEX generations_queued_since ON public.generations USING btree (updated_at) WHERE (status = 'queued'::text);
 CREATE INDEX generations_rejected_created ON public.generations USING btree (created_at) WHERE (status = 'rejected'::text);
-CREATE TRIGGER generations_changed AFTER UPDATE ON generations FOR EACH ROW WHEN (old.account_id IS DISTINCT FROM new.account_id OR old.status IS DISTINCT FROM new.status OR old.model IS DISTINCT FROM new.model OR old.media_type IS DISTINCT FROM new.media_type OR old.credits IS DISTINCT FROM new.credits OR old.credits_refunded IS DISTINCT FROM new.credits_refunded OR old.input IS DISTINCT FROM new.input OR old.output IS DISTINCT FROM new.output OR old.error IS DISTINCT FROM new.error OR old.needs_review IS DISTINCT FROM new.needs_review OR old.content_expired IS DISTINCT FROM new.content_expired OR old.created_at IS DISTINCT FROM new.created_at OR old.completed_at IS DISTINCT FROM new.completed_at OR old.expires_at IS DISTINCT FROM new.expires_at) EXECUTE FUNCTION notify_generation_changed();
+CREATE TRIGGER generations_changed AFTER UPDATE ON generations FOR EACH ROW WHEN (old.account_id IS DISTINCT FROM new.account_id OR old.status IS DISTINCT FROM new.status OR old.model IS DISTINCT FROM new.model OR old.media_type IS DISTINCT FROM new.media_type OR old.credits IS DISTINCT FROM new.credits OR old.credits_refunded IS DISTINCT FROM new.credits_refunded OR old.input IS DISTINCT FROM new.input OR old.output IS DISTINCT FROM new.output OR old.error IS DISTINCT FROM new.error OR old.needs_review IS DISTINCT FROM new.needs_review OR old.content_expired IS DISTINCT FROM new.content_expired OR old.created_at IS DISTINCT FROM new.created_at OR old.completed_at IS DISTINCT FROM new.completed_at OR old.expires_at IS DISTINCT FROM new.expires_at OR old.provider IS DISTINCT FROM new.provider) EXECUTE FUNCTION notify_generation_changed();
 CREATE TRIGGER generations_keep_success BEFORE UPDATE OF status, credits_refunded ON generations FOR EACH ROW WHEN (old.status = 'succeeded'::text AND (new.status <> 'succeeded'::text OR new.credits_refunded)) EXECUTE FUNCTION keep_generation_success();
 CREATE TRIGGER generations_record_event AFTER UPDATE ON generations FOR EACH ROW WHEN (old.account_id IS DISTINCT FROM new.account_id OR old.status IS DISTINCT FROM new.status OR old.model IS DISTINCT FROM new.model OR old.media_type IS DISTINCT FROM new.media_type OR old.credits IS DISTINCT FROM new.credits OR old.credits_refunded IS DISTINCT FROM new.credits_refunded OR old.input IS DISTINCT FROM new.input OR old.output IS DISTINCT FROM new.output OR old.error IS DISTINCT FROM new.error OR old.content_expired IS DISTINCT FROM new.content_expired OR old.created_at IS DISTINCT FROM new.created_at OR old.completed_at IS DISTINCT FROM new.completed_at OR old.expires_at IS DISTINCT FROM new.expires_at OR old.provider_job_id IS NULL AND new.provider_job_id IS NOT NULL) EXECUTE FUNCTION record_generation_event();
 CREATE TRIGGER generations_record_event_insert AFTER INSERT ON generations FOR EACH ROW EXECUTE FUNCTION record_generation_event();
@@ -349,6 +353,22 @@ CREATE TABLE purchases (
 );
 CREATE INDEX purchases_account ON public.purchases USING btree (account_id);
 CREATE TRIGGER purchases_auth_changed AFTER INSERT OR DELETE OR UPDATE ON purchases FOR EACH ROW EXECUTE FUNCTION notify_auth_changed();
+
+CREATE TABLE route_attempts (
+  generation_id text NOT NULL,
+  "position" integer NOT NULL,
+  route integer NOT NULL,
+  provider text NOT NULL,
+  provider_job_id text,
+  outcome text NOT NULL,
+  reason text,
+  recorded_at timestamp with time zone DEFAULT now() NOT NULL,
+  CONSTRAINT route_attempts_pkey PRIMARY KEY (generation_id, "position"),
+  CONSTRAINT route_attempts_outcome_check CHECK (outcome = ANY (ARRAY['accepted'::text, 'not_accepted'::text])),
+  CONSTRAINT route_attempts_position_check CHECK ("position" >= 0),
+  CONSTRAINT route_attempts_route_check CHECK (route >= 0),
+  CONSTRAINT route_attempts_generation_id_fkey FOREIGN KEY (generation_id) REFERENCES generations(id) ON DELETE CASCADE
+);
 
 CREATE TABLE schema_migrations (
   name text NOT NULL,
@@ -631,7 +651,7 @@ BEGIN
     'media_type', NEW.media_type, 'credits', NEW.credits, 'credits_refunded', NEW.credits_refunded,
     'input', NEW.input, 'output', NEW.output, 'error', NEW.error, 'needs_review', NEW.needs_review,
     'content_expired', NEW.content_expired, 'created_at', NEW.created_at, 'completed_at', NEW.completed_at,
-    'expires_at', NEW.expires_at));
+    'expires_at', NEW.expires_at, 'provider', NEW.provider));
   PERFORM pg_notify('generation_event', NEW.id);
   RETURN NULL;
 END $function$;

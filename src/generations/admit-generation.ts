@@ -19,7 +19,9 @@ import {
   type BodyCheck,
   type IdempotencyKeyCheck,
 } from './generation-request.js';
-import { providerOf, refusalWhileDown } from './provider-availability.js';
+import type { ProviderName } from '../catalog/provider-mapping.js';
+import { refusalWhileDown } from './provider-availability.js';
+import { routePlanOf } from './route-plan.js';
 import { startGeneration, type StartGenerationDeps, type StartOutcome } from './start-generation.js';
 import { checkWebhook, type WebhookSettings } from './webhook-request.js';
 
@@ -28,6 +30,8 @@ export interface AdmissionDeps extends StartGenerationDeps {
   catalog: CatalogCache;
   /** Seconds until a down provider is probed again; null when it takes requests. */
   providerDownFor?: (provider: string) => number | null;
+  /** The weighted routing policy's draw (default Math.random). */
+  random?: () => number;
   /** Counts the requests refused here (validation, a provider that is down); admission's refusals are the worker's. */
   metrics?: ApiGenerationMetrics;
   /** Webhook subscriptions (the API's; absent: the `webhook` field is checked against public addresses only). */
@@ -98,6 +102,12 @@ export async function admitGeneration(
   if (!key.ok || !body.ok || !hook.ok || (uploads?.issues.length ?? 0) > 0)
     throw await invalid(deps, request, key, body, hook.ok ? [] : hook.issues);
   const { entry } = body.model;
+  // The routes to try, decided before the debit: none usable is the 503 of a provider that is down.
+  const routing = routePlanOf(entry, body.routing, {
+    offers: (provider) => deps.catalog.offers(provider as ProviderName),
+    downFor: (provider) => deps.providerDownFor?.(provider) ?? null,
+    random: deps.random,
+  });
   const started = await startGeneration(
     deps,
     {
@@ -113,11 +123,12 @@ export async function admitGeneration(
       ...(hook.webhook && {
         webhook: { ...hook.webhook, retryDelaysMs: deps.webhooks?.retryDelaysMs ?? [] },
       }),
+      routes: routing.plan,
     },
     {
       // A retry of an accepted request is answered with its generation even while the provider is
       // down: only a new generation is refused (issue 19, item 3).
-      refuseNew: refusalWhileDown(entry, deps.providerDownFor?.(providerOf(entry)) ?? null, () =>
+      refuseNew: refusalWhileDown(entry, routing.retryAfterSeconds, () =>
         deps.metrics?.rejected(entry.id, 'service_unavailable'),
       ),
     },

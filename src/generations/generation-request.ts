@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { CatalogCache, CompiledModel } from '../catalog/catalog-cache.js';
 import { parseImageInput } from '../catalog/image-input.js';
 import { toValidationIssues } from '../catalog/request-schema.js';
+import { routeRequestIssues, routesOf, type RouteRequest } from '../catalog/routes.js';
 import type { ValidationIssue } from '../errors.js';
 import { randomBase62 } from '../ids.js';
 import { toStorableText, unstorableTextIssues } from '../storable-text.js';
@@ -30,7 +31,7 @@ export function checkIdempotencyKey(header: string | string[] | undefined): Idem
 }
 
 export type BodyCheck =
-  | { ok: true; model: CompiledModel; input: Record<string, unknown> }
+  | { ok: true; model: CompiledModel; input: Record<string, unknown>; routing?: RouteRequest }
   | { ok: false; issues: ValidationIssue[]; model: string; mediaType: string };
 
 /**
@@ -81,15 +82,22 @@ export function checkBody(catalog: CatalogCache, body: unknown): BodyCheck {
     );
   }
   const parsed = model.requestSchema.safeParse(body, parseOptions);
-  if (!parsed.success || textIssues.length > 0) {
+  // `provider` naming a provider the model has no route on: the request's fault, like a bad option.
+  const routing = parsed.success ? (parsed.data as { provider?: RouteRequest }).provider : undefined;
+  const routeIssues = routeRequestIssues(routesOf(model.entry), routing).map((issue): ValidationIssue => ({
+    ...issue,
+    code: 'invalid_value',
+  }));
+  if (!parsed.success || textIssues.length > 0 || routeIssues.length > 0) {
     return refuse(
-      parsed.success ? [] : toValidationIssues(parsed.error, body),
+      parsed.success ? routeIssues : toValidationIssues(parsed.error, body),
       modelId,
       model.entry.media_type,
     );
   }
-  const { model: _model, ...input } = parsed.data as Record<string, unknown>;
-  return { ok: true, model, input };
+  // `provider` is the envelope's (how to route), not the model's input.
+  const { model: _model, provider: _provider, ...input } = parsed.data as Record<string, unknown>;
+  return { ok: true, model, input, ...(routing ? { routing } : {}) };
 }
 
 /**

@@ -49,11 +49,6 @@ export class ProviderAvailability {
   }
 }
 
-/** The provider that serves a model (the simulated one when the catalog names none). */
-export function providerOf(entry: CatalogEntry): string {
-  return entry.provider?.name ?? 'simulated';
-}
-
 /**
  * What admitGeneration gives startGeneration as `refuseNew` (the API's POST and the console's
  * playground alike): undefined while the model's provider takes requests (`retryAfterSeconds` null), else a function

@@ -44,6 +44,8 @@ interface CheckedRequest {
   fingerprint: string;
   /** The request's webhook subscription, if any: the generation's workflow starts its deliveries. */
   webhook?: GenerationStart['webhook'];
+  /** The routes to try, in order (see routePlanOf); absent: the model's one route. */
+  routes?: GenerationStart['routes'];
 }
 
 /**
@@ -141,6 +143,7 @@ export async function startGeneration(
     idempotencyKey: request.idempotencyKey,
     inputPrefix: stored.prefix,
     createdAt: new Date(now()).toISOString(),
+    ...(request.routes ? { routes: request.routes } : {}),
     timing: deps.timing,
     ...(request.webhook ? { webhook: request.webhook } : {}),
   };
@@ -192,6 +195,7 @@ function asAdmitted(
     error: null,
     needs_review: false,
     content_expired: false,
+    provider: null,
     created_at: createdAt,
     completed_at: null,
     expires_at: null,

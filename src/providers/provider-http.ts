@@ -1,5 +1,6 @@
 import { Agent, fetch, type FormData, type Response } from 'undici';
 import {
+  notAccepted,
   ProviderRejection,
   ProviderThrottled,
   ProviderTransientError,
@@ -15,6 +16,8 @@ import {
  * - the connection was never made (refused, no such host, connect timeout): nothing left us →
  *   transient;
  * - 429 (and 503 with Retry-After on a read) → transient, after the Retry-After the provider gave;
+ *   a create refused so, or never connected, proves the job not accepted (provesNotAccepted), as
+ *   do the 5xx statuses an adapter names (`notAcceptedStatuses`: what its provider documents);
  * - 401/403 → transient: the provider refuses *our* credentials; the input is not at fault and an
  *   operator can fix the key while the step retries;
  * - other 4xx on a create → rejection (the input is wrong; nothing ran);
@@ -61,6 +64,11 @@ export async function callProvider(
   kind: CallKind,
   call: ProviderCall,
   acceptStatuses: readonly number[] = [],
+  /**
+   * 5xx statuses this provider documents as "not accepted" on a create (the job was not taken and
+   * is not billed): a transient failure that proves it (provesNotAccepted), not an uncertain one.
+   */
+  notAcceptedStatuses: readonly number[] = [],
 ): Promise<ProviderAnswer> {
   let response: Response;
   try {
@@ -88,7 +96,7 @@ export async function callProvider(
   const body = parseJson(text);
   if ((response.status >= 200 && response.status < 300) || acceptStatuses.includes(response.status))
     return { status: response.status, headers: response.headers, body };
-  throw refusal(provider, kind, response.status, response.headers, body ?? text);
+  throw refusal(provider, kind, response.status, response.headers, body ?? text, notAcceptedStatuses);
 }
 
 /**
@@ -110,7 +118,9 @@ function dispatcherFor(timeoutMs: number): Agent {
 function unanswered(provider: string, kind: CallKind, error: unknown, timeoutMs: number): Error {
   const code = errorCode(error);
   if (notConnected.has(code))
-    return new ProviderTransientError(`${provider} could not be reached (${code}); nothing was sent`);
+    return notAccepted(
+      new ProviderTransientError(`${provider} could not be reached (${code}); nothing was sent`),
+    );
   const timedOut =
     (error as Error | undefined)?.name === 'TimeoutError' ||
     ['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'].includes(code);
@@ -120,13 +130,29 @@ function unanswered(provider: string, kind: CallKind, error: unknown, timeoutMs:
   return new ProviderTransientError(`${provider}: ${what}`);
 }
 
-function refusal(provider: string, kind: CallKind, status: number, headers: Headers, body: unknown): Error {
+function refusal(
+  provider: string,
+  kind: CallKind,
+  status: number,
+  headers: Headers,
+  body: unknown,
+  notAcceptedStatuses: readonly number[],
+): Error {
   const detail = safeProviderMessage(errorText(body));
   const said = detail ? `: ${detail}` : '';
-  if (status === 429)
-    return new ProviderThrottled(
+  if (status === 429) {
+    const throttled = new ProviderThrottled(
       `${provider} is throttling (HTTP ${status})${said}`,
       retryAfterMs(headers.get('retry-after')) ?? 1_000,
+    );
+    // A create refused with 429 was not taken: no provider bills a throttled request.
+    return kind === 'create' ? notAccepted(throttled) : throttled;
+  }
+  if (kind === 'create' && notAcceptedStatuses.includes(status))
+    return notAccepted(
+      new ProviderTransientError(
+        `${provider} refused the create (HTTP ${status})${said}; it did not take the job`,
+      ),
     );
   if (kind === 'read' && status === 503 && headers.has('retry-after'))
     return new ProviderTransientError(

@@ -122,7 +122,14 @@ export type ProviderStatus =
    * `canceledWhileRunning`: a cancel stopped it after it had started running, and the provider
    * bills what ran (Replicate: `canceled` with `started_at`).
    */
-  | { state: 'failed'; message: string; rejected?: boolean; canceledWhileRunning?: boolean };
+  | {
+      state: 'failed';
+      message: string;
+      rejected?: boolean;
+      canceledWhileRunning?: boolean;
+      /** The provider reports the job ended without ever starting (Replicate `aborted`): nothing ran or bills. */
+      neverStarted?: boolean;
+    };
 
 /** The provider refused the job outright; nothing ran, so the debit is refunded. */
 export class ProviderRejection extends Error {
@@ -143,6 +150,12 @@ export class CustomerInputRejection extends ProviderRejection {
 /** A failure that says nothing about the job; the same call may be tried again (after `retryAfterMs`, when the provider said). */
 export class ProviderTransientError extends Error {
   override readonly name: string = 'ProviderTransientError';
+  /**
+   * Set by the adapter when the failure of a create proves the provider did not accept the job and
+   * will not bill it (the connection was never made, 429, a refusal the provider documents as not
+   * accepted): a routed generation may then go to its next route (see notAccepted).
+   */
+  provesNotAccepted = false;
   constructor(
     message: string,
     readonly retryAfterMs?: number,
@@ -160,6 +173,12 @@ export class ProviderTransientError extends Error {
 export class OwnStorageError extends Error {
   override readonly name = 'OwnStorageError';
   readonly code = 'storage_unavailable';
+}
+
+/** Marks a create's failure as proof the provider did not accept the job (see provesNotAccepted). */
+export function notAccepted<T extends ProviderTransientError>(error: T): T {
+  error.provesNotAccepted = true;
+  return error;
 }
 
 /** The provider is throttling us (429): nothing happened, and it is not down. */

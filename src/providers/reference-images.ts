@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { imageSize } from 'image-size';
 import { imageDimensionsProblem } from '../catalog/image-input.js';
 import type { CatalogEntry } from '../catalog/catalog-entry.js';
+import { routesOf } from '../catalog/routes.js';
 import { OutboundFetchError } from '../net/outbound-fetch-error.js';
 import { outboundFetch } from '../net/outbound-fetch.js';
 import { mediaTypeOfName, type Storage } from '../storage/storage.js';
@@ -55,11 +56,16 @@ export function referenceImageFields(entry: Pick<CatalogEntry, 'options' | 'prov
 }
 
 /** The request fields (`images`, image options) the entry's reference image fields are taken from. */
-export function referenceImageSources(entry: Pick<CatalogEntry, 'options' | 'provider'>): string[] {
-  const fields = new Set(referenceImageFields(entry));
-  const sources = Object.entries(entry.provider?.input ?? {}).flatMap(([field, mapping]) =>
-    fields.has(field) && 'from' in mapping ? [mapping.from].flat() : [],
-  );
+export function referenceImageSources(
+  entry: Pick<CatalogEntry, 'options' | 'provider' | 'routes'>,
+): string[] {
+  // A routed model: the sources of every route's block (any of them may serve the request).
+  const sources = routesOf(entry).flatMap(({ block }) => {
+    const fields = new Set(referenceImageFields({ options: entry.options, provider: block }));
+    return Object.entries(block?.input ?? {}).flatMap(([field, mapping]) =>
+      fields.has(field) && 'from' in mapping ? [mapping.from].flat() : [],
+    );
+  });
   return [...new Set(sources)];
 }
 

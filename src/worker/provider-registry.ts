@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { CommonQueryMethods } from 'slonik';
 import { catalogEntryOf } from '../catalog/catalog-entry.js';
 import type { ProviderName } from '../catalog/provider-mapping.js';
+import { routesOf } from '../catalog/routes.js';
 import { providerCredentialVariables, providersWithCredentials, type Config } from '../config.js';
 import { listActiveModels } from '../db/catalog-repository.js';
 import type { Provider } from '../providers/provider.js';
@@ -45,8 +46,9 @@ export async function logUnconfiguredProviders(
   const configured = providersWithCredentials(config);
   const unserved = new Map<ProviderName, string[]>();
   for (const row of await listActiveModels(db)) {
-    const name = catalogEntryOf(row.id, row.definition)?.provider?.name ?? 'simulated';
-    if (!configured.has(name)) unserved.set(name, [...(unserved.get(name) ?? []), row.id]);
+    const entry = catalogEntryOf(row.id, row.definition);
+    for (const name of entry ? routesOf(entry).map((route) => route.provider) : ['simulated' as const])
+      if (!configured.has(name)) unserved.set(name, [...(unserved.get(name) ?? []), row.id]);
   }
   for (const [name, models] of unserved)
     logger.warn(

@@ -20,8 +20,22 @@ export interface GenerationActivities<Result = unknown, Output = unknown> {
    * An image that cannot be used fails it as `ReferenceImageRefused`.
    */
   stageImages: (start: GenerationStart) => Promise<{ input: Record<string, unknown> }>;
-  /** Hands the job to the provider, once: a later attempt asks the provider instead of sending it again. */
-  submit: (start: GenerationStart) => Promise<{ jobId: string }>;
+  /**
+   * Hands the job to the provider of the plan's route `position` (default 0), once: a later attempt
+   * asks the provider instead of sending it again. Fails as `RouteNotAccepted`, once the route's end
+   * is recorded, when the provider proved it did not take the job and a next route exists.
+   */
+  submit: (start: GenerationStart, position?: number) => Promise<{ jobId: string }>;
+  /**
+   * The job of plan position `position` ended without ever starting (the provider says so): that
+   * route's end recorded and the submit claim moved to the next position, the job id cleared, in
+   * one statement. True once moved (again: idempotent); false when the generation no longer waits
+   * on that job (ended, in review, refunded).
+   */
+  leaveRoute: (
+    generationId: string,
+    ended: { position: number; jobId: string; reason: string },
+  ) => Promise<{ moved: boolean }>;
   /** Where submission stands when its horizon passes: a recorded job, or whether the provider may have one. */
   submissionState: (
     generationId: string,
@@ -35,7 +49,14 @@ export interface GenerationActivities<Result = unknown, Output = unknown> {
     pollIntervalMs: number,
   ) => Promise<
     | { state: 'succeeded'; results: Result[] }
-    | { state: 'failed'; message: string; rejected?: boolean; canceledWhileRunning?: boolean }
+    | {
+        state: 'failed';
+        message: string;
+        rejected?: boolean;
+        canceledWhileRunning?: boolean;
+        /** The provider reports the job ended without ever starting: a routed generation may move on. */
+        neverStarted?: boolean;
+      }
   >;
   /** Asks the provider to stop a job we gave up on (best effort: a finished job is fine). */
   cancelJob: (jobId: string, generationId?: string) => Promise<void>;

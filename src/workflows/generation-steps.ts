@@ -124,6 +124,7 @@ export function generationSteps(timing: GenerationStart['timing']) {
     expireContent,
     discardContent,
     submissionState,
+    leaveRoute,
   } = proxyActivities<GenerationActivities>({
     startToCloseTimeout: '30 seconds',
     scheduleToCloseTimeout: horizon.bookkeepingMs,
@@ -169,6 +170,7 @@ export function generationSteps(timing: GenerationStart['timing']) {
     expireContent,
     discardContent,
     submissionState,
+    leaveRoute,
   };
 }
 

@@ -28,6 +28,12 @@ export interface GenerationStart {
    * crash of the API between admission and that start can lose the deliveries.
    */
   webhook?: WebhookSubscription;
+  /**
+   * The routes to try, in order, as admission planned them (absent from older APIs: the model's
+   * one route). The workflow moves to the next only when the submit proves the last did not
+   * accept the job (`RouteNotAccepted`).
+   */
+  routes?: PlannedRoute[];
   timing: {
     /** Each of the two submission attempts made while the POST waits. */
     submitTimeoutMs: number;
@@ -39,6 +45,12 @@ export interface GenerationStart {
     /** How long each step is retried before the workflow gives up on it (absent from older APIs: the defaults). */
     horizons?: Partial<StepHorizons>;
   };
+}
+
+/** One route of a generation's plan: its position in the model's routes, and its provider. */
+export interface PlannedRoute {
+  route: number;
+  provider: string;
 }
 
 /**
@@ -146,6 +158,12 @@ export const errorTypes = {
   dependencyUnavailable: 'DependencyUnavailable',
   /** The generation was already refunded (a support reset re-ran it): nothing more may happen to it. */
   generationSettled: 'GenerationSettled',
+  /**
+   * The route's provider proved it did not take the job (refused before accepting, breaker open,
+   * in-flight cap full, a job it reports never started), its end recorded: the next route may be
+   * tried. Only raised while a next route exists.
+   */
+  routeNotAccepted: 'RouteNotAccepted',
   /** A reference image the customer named cannot be used (fetched, or of ours): the request's fault. */
   referenceImageRefused: 'ReferenceImageRefused',
 } as const;

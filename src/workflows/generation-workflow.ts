@@ -26,9 +26,12 @@ import { defaultReviewHandOffMs, reviewRules } from './generation-review.js';
 import { keepGeneration } from './generation-retention.js';
 import { cancelRules, withCancelRequests } from './generation-cancel.js';
 import { trackProgress } from './generation-progress.js';
-import { admissionFailure, failureType, isPermanent, isSettled } from './step-failures.js';
+import { jobEndRules } from './generation-job-end.js';
+import { admissionFailure, failureMessage, failureType, isPermanent, isSettled } from './step-failures.js';
 
 export { admitUpdate, cancelUpdate, progressQuery, resolveUpdate };
+
+type WaitOutcome = Awaited<ReturnType<ReturnType<typeof generationSteps>['waitForProvider']>>;
 
 /**
  * One generation's active life, from admission to its outcome:
@@ -103,6 +106,10 @@ async function generationStory(
   setHandler(cancelUpdate, (generationId) => cancel.request(generationId));
   cancel.follow(cancelRequested);
   const review = reviewRules(start, steps, { progress, enter }, fail);
+  const settle = jobEndRules(start, steps, { cancel, enter, fail, giveUp, discardContent, progress });
+  /** The plan position submitted to last, and the job as staged (for a next route after a job that never started). */
+  let routePosition = 0;
+  let staged: GenerationStart | undefined;
 
   const admitted = await admitOnce();
   if (admitted.outcome === 'key_held') {
@@ -154,73 +161,65 @@ async function generationStory(
 
   /** Stage images, submit, wait, persist. True when the generation succeeded; false when it ended failed (and refunded). */
   async function generate(): Promise<boolean> {
-    let jobId = resumed?.providerJobId ?? (await stageAndSubmit());
-    if (jobId === null) return false;
-    let outcome: Awaited<ReturnType<typeof steps.waitForProvider>>;
-    for (;;) {
+    const first = resumed?.providerJobId ?? (await stageAndSubmit());
+    if (first === null) return false;
+    for (let waited = await waitFor(first); waited;) {
+      const { jobId, outcome } = waited;
+      // The provider says the job never started (Replicate `aborted`): the plan's next route, if any.
+      const next = start.routes?.[routePosition + 1];
+      const ended = {
+        position: routePosition,
+        jobId,
+        reason: outcome.state === 'failed' ? outcome.message : '',
+      };
+      if (outcome.state !== 'failed' || !outcome.neverStarted || !next || !staged || cancel.stoppedOrAsked)
+        return settle(jobId, outcome);
+      if (!(await steps.leaveRoute(start.generationId, ended)).moved) return settle(jobId, outcome);
+      setCurrentDetails(
+        `route ${ended.position}: ${ended.reason} Trying route ${ended.position + 1} (${next.provider}).`,
+      );
+      enter('submitting', 'queued', 'submitting to the next route');
+      const nextJob = await submit(staged, ended.position + 1);
+      if (nextJob === null) return false;
+      waited = await waitFor(nextJob);
+    }
+    return false;
+  }
+
+  /** The job run to its end at the provider (support may name another), or null when the generation ended instead. */
+  async function waitFor(first: string): Promise<{ jobId: string; outcome: WaitOutcome } | null> {
+    for (let jobId = first; ;) {
       progress.providerJobId = jobId;
       enter('generating', 'queued', `generating (provider job ${jobId})`);
       const job = jobId;
       try {
-        outcome = await cancel.duringWait(() =>
+        const outcome = await cancel.duringWait(() =>
           steps.waitForProvider(
             { model: start.model, jobId: job, generationId: start.generationId },
             start.timing.pollIntervalMs,
           ),
         );
-        break;
+        return { jobId, outcome };
       } catch (error) {
-        if (cancel.stopped) return fail(generationErrors.canceled);
-        const gaveUp = async () => {
-          const ended = await giveUp(error, whatFailed.providerWait);
-          if (!isSettled(error)) await cancelAtProvider(job);
-          return ended;
-        };
+        if (cancel.stopped) return fail(generationErrors.canceled).then(() => null);
         // A synchronous provider's call whose answer was lost: it may have run (and billed).
-        if (failureType(error) !== errorTypes.providerUncertain) return gaveUp();
-        jobId = await waitForSupport();
-        if (jobId === null) return false;
+        if (failureType(error) !== errorTypes.providerUncertain) {
+          await giveUp(error, whatFailed.providerWait);
+          if (!isSettled(error)) await cancelAtProvider(job);
+          return null;
+        }
+        const found = await waitForSupport();
+        if (found === null) return null;
+        jobId = found;
       }
     }
-    if (outcome.state === 'failed') {
-      // A cancel stopped it after the provider had started it: the provider bills the run, so the
-      // debit stands (a cancel is free only before the run), and the client is told so.
-      if (cancel.stoppedOrAsked && outcome.canceledWhileRunning) {
-        await steps.endCharged(start.generationId, generationErrors.canceledWhileRunning);
-        enter('failed', 'failed', 'failed: canceled while running (charged)');
-        await discardContent();
-        return false;
-      }
-      // A job a cancel stopped before it ran is reported failed: its refund is the cancel's, with its code.
-      return fail(
-        cancel.stoppedOrAsked
-          ? generationErrors.canceled
-          : outcome.rejected
-            ? generationErrors.providerRejected
-            : generationErrors.providerFailed(outcome.message),
-      );
-    }
-
-    enter('persisting', 'queued', 'persisting results');
-    try {
-      const { expiresAt } = await steps.persistResults(
-        { generationId: start.generationId, model: start.model, jobId, results: outcome.results },
-        start.timing.resultRetentionMs,
-      );
-      progress.expiresAt = expiresAt;
-    } catch (error) {
-      return giveUp(error, whatFailed.persist);
-    }
-    // The gallery's thumbnails are not the generation's: persist recorded its images as pending,
-    // and a sweep on their own task queue makes them (thumbnailsWorkflow).
-    enter('succeeded', 'succeeded', 'succeeded');
-    return true;
   }
 
   /** The job staged (the customer's images) and submitted: its id, or null when the generation ended instead. */
   async function stageAndSubmit(): Promise<string | null> {
     enter('submitting', 'queued', 'submitting to the provider');
     const job = await withImagesStaged(() => (submittingInBackground = true));
+    staged = job ?? undefined;
     return job === null ? null : submit(job);
   }
 
@@ -228,11 +227,18 @@ async function generationStory(
    * The provider's job id once it has the job; null when the generation ended instead (rejected and
    * refunded, or settled before). An acceptance nobody can confirm waits for support.
    */
-  async function submit(job: GenerationStart): Promise<string | null> {
+  async function submit(job: GenerationStart, position = 0): Promise<string | null> {
+    routePosition = position;
     try {
-      return (await handOver(job)).jobId;
+      return (await handOver(job, position)).jobId;
     } catch (error) {
       if (isCancellation(error)) throw error;
+      // The route proved it did not take the job, and its end is recorded: the plan's next route.
+      const next = start.routes?.[position + 1];
+      if (failureType(error) === errorTypes.routeNotAccepted && next) {
+        setCurrentDetails(`${failureMessage(error)}; trying route ${position + 1} (${next.provider})`);
+        return submit(job, position + 1);
+      }
       if (isSettled(error)) {
         settled();
         return null;
@@ -261,14 +267,16 @@ async function generationStory(
    * The first submission while the POST waits; a rejection, or an acceptance the provider cannot
    * confirm, is final; any other failure (no answer in time) leaves the job to the background submission.
    */
-  async function handOver(job: GenerationStart): Promise<{ jobId: string }> {
+  async function handOver(job: GenerationStart, position: number): Promise<{ jobId: string }> {
+    // Only the first submission runs while the POST waits; a later route's goes to the background.
+    if (submittingInBackground) return steps.submitInBackground(job, position);
     try {
-      return await steps.handOver(job);
+      return await steps.handOver(job, position);
     } catch (error) {
       if (isCancellation(error) || isPermanent(error)) throw error;
       submittingInBackground = true;
       setCurrentDetails('the provider is slow to accept; submitting in the background');
-      return steps.submitInBackground(job);
+      return steps.submitInBackground(job, position);
     }
   }
 

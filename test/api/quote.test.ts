@@ -33,6 +33,7 @@ describe('POST /v1/generations/quote', () => {
     expect(quoteSchema.strict().parse(quoted.json())).toEqual({
       model: 'lumen-pro',
       credits: 6,
+      provider: 'simulated',
       balance: { subscription: 3, one_time: 10, total: 13 },
       affordable: true,
     });
@@ -50,6 +51,7 @@ describe('POST /v1/generations/quote', () => {
     expect(lite).toEqual({
       model: 'lumen-lite',
       credits: 2,
+      provider: 'simulated',
       balance: { subscription: 0, one_time: 7, total: 7 },
       affordable: true,
     });

@@ -66,6 +66,37 @@ describe('calling a provider', () => {
     expect((error as ProviderThrottled).retryAfterMs).toBe(7_000);
   });
 
+  it('proves a create not accepted only where nothing was taken: never connected, 429, a 5xx the adapter names', async () => {
+    const proves = (error: unknown) => error instanceof ProviderTransientError && error.provesNotAccepted;
+    const closed = `http://127.0.0.1:${await freePort()}`;
+    const never = await callProvider('testprov', 'create', {
+      method: 'POST',
+      url: `${closed}/x`,
+      headers: {},
+      json: {},
+      timeoutMs: 2_000,
+    }).catch((e: unknown) => e);
+    expect(proves(never)).toBe(true);
+    expect(proves(await call('/status/429', 'create').catch((e: unknown) => e))).toBe(true);
+    const named = (status: number) =>
+      callProvider(
+        'testprov',
+        'create',
+        { method: 'POST', url: `${origin}/status/${status}`, headers: {}, json: {}, timeoutMs: 2_000 },
+        [],
+        [503],
+      ).catch((e: unknown) => e);
+    expect(proves(await named(503))).toBe(true);
+    // Another 5xx, or a 503 the adapter does not name, may have created the job: uncertain.
+    expect(await named(502)).toBeInstanceOf(ProviderUncertainError);
+    expect(await call('/status/503', 'create').catch((e: unknown) => e)).toBeInstanceOf(
+      ProviderUncertainError,
+    );
+    // An answer lost after sending proves nothing; nor does a throttled read.
+    expect(proves(await call('/hang', 'create', 300).catch((e: unknown) => e))).toBe(false);
+    expect(proves(await call('/status/429', 'read').catch((e: unknown) => e))).toBe(false);
+  });
+
   it('an input error on a create is a rejection that says why; on a read it is transient', async () => {
     const create = await call('/status/422', 'create').catch((e: unknown) => e);
     expect(create).toBeInstanceOf(ProviderRejection);

@@ -201,7 +201,12 @@ describe('ReplicateProvider', () => {
         message: 'The prediction was canceled at the provider.',
         canceledWhileRunning: true,
       },
-      { state: 'failed', message: 'The prediction was aborted at the provider before it started.' },
+      // Never started: nothing ran or bills, so a routed generation may try its next route.
+      {
+        state: 'failed',
+        message: 'The prediction was aborted at the provider before it started.',
+        neverStarted: true,
+      },
     ]);
   });
 

@@ -15,7 +15,7 @@ describe('a worker without a provider’s credentials', () => {
     const onFal = { ...lumen, provider: { name: 'fal', model: 'fal-ai/flux/schnell', input: {} } };
     for (const id of ['fal-one', 'fal-two'])
       await db.pool.query(sql.unsafe`
-        INSERT INTO models (id, media_type, definition) VALUES (${id}, 'image', ${sql.jsonb(onFal)})`);
+        INSERT INTO models (id, media_type, definition) VALUES (${id}, 'image', ${sql.jsonb(onFal as never)})`);
   });
   afterAll(() => db?.drop());
 

@@ -50,8 +50,8 @@ export async function tellProviderCancelStories(
     stack.worker.deps.providerFor = (name) => (name === 'simulated' ? simulated(name) : fakes(name));
     await offerExampleModels(
       stack,
-      ['catalog/examples/fal.json', 'catalog/examples/replicate.json'],
-      ['fal-flux-schnell', 'replicate-flux-schnell'],
+      ['catalog/examples/fal.json', 'catalog/examples/replicate.json', 'catalog/examples/routed.json'],
+      ['fal-flux-schnell', 'replicate-flux-schnell', 'flux-schnell'],
     );
     const create = async (model: string, prompt: string) => {
       const response = await createGeneration(stack.api, stack.account.key, { model, prompt });
@@ -110,6 +110,13 @@ export async function tellProviderCancelStories(
     expect((await answered).statusCode).toBe(409);
     await pollGeneration(stack.api, stack.account.key, ranOnId, (g) => g.status === 'succeeded');
     await record(ranOnId, 'cancel answered unknown, the job then delivered: not cancelable, succeeded');
+
+    // Routes (issue 29): fal refuses the create (503, not accepted), Replicate serves it.
+    const refused = 'recorded failover, fal refuses';
+    fal.failCreate({ kind: 'status', status: 503 }, promptContains(refused));
+    const refusedId = await create('flux-schnell', refused);
+    await pollGeneration(stack.api, stack.account.key, refusedId, (g) => g.status === 'succeeded');
+    await record(refusedId, 'fal refuses the create: the next route (Replicate) serves it');
   } finally {
     stack.worker.deps.providerFor = simulated;
   }

@@ -38,4 +38,8 @@ export const generationStories: Record<string, readonly string[]> = {
   'support reset of a generation': ['support-reset', 'support-reset-retention'],
   'a webhook subscription: its delivery workflow started': ['webhook-started', 'webhook-retention'],
   'rejected at admission, with a webhook subscription: its delivery workflow started': ['webhook-rejected'],
+  'fal refuses the create: the next route (Replicate) serves it': [
+    'route-failover',
+    'route-failover-retention',
+  ],
 };

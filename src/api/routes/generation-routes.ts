@@ -88,6 +88,7 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
     if (!row) throw new ApiError('not_found', 'No generation with this id in this account.');
     reply.header('x-request-id', row.id);
     const answer = await waitIfPreferred(request, reply, row, principalOf(request));
+    if (answer.provider !== null) reply.header('generation-provider', answer.provider);
     return sendGeneration(reply, answer, { status: 200, ifNoneMatch: request.headers['if-none-match'] });
   });
 

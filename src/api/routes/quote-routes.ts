@@ -7,6 +7,8 @@ import { principalOf } from '../auth-plugin.js';
 import { checkBody } from '../../generations/generation-request.js';
 import { quoteOf } from '../../generations/quote.js';
 import { checkWebhook } from '../../generations/webhook-request.js';
+import { routePlanOf } from '../../generations/route-plan.js';
+import type { ProviderName } from '../../catalog/provider-mapping.js';
 import { routeSchemas } from '../route-schemas.js';
 import type { ZodApp } from '../zod-type-provider.js';
 
@@ -25,6 +27,8 @@ export function quoteRoutes(
     balances: InvalidatedCache<string, CreditBalance>;
     /** OUTBOUND_ALLOW_CIDRS: a create's `webhook` is checked here as a create checks it. */
     webhookAllowCidrs?: readonly string[];
+    /** Seconds until a down provider is probed again; null when it takes requests. */
+    providerDownFor?: (provider: string) => number | null;
   },
 ): void {
   app.post(
@@ -39,12 +43,18 @@ export function quoteRoutes(
       if (!body.ok || !hook.ok)
         throw new ValidationError([...(body.ok ? [] : body.issues), ...(hook.ok ? [] : hook.issues)]);
       const credits = quoteOf(body);
+      // The route a create would try first now (admission plans again when it comes; `weighted` draws anew).
+      const { plan } = routePlanOf(body.model.entry, body.routing, {
+        offers: (provider) => deps.catalog.offers(provider as ProviderName),
+        downFor: (provider) => deps.providerDownFor?.(provider) ?? null,
+      });
       const balance =
         deps.balances.peek(accountId) ??
         (await deps.balances.get(accountId, (id) => getBalance(deps.db, id)));
       return {
         model: body.model.entry.id,
         credits,
+        provider: plan[0]?.provider ?? null,
         balance: {
           subscription: balance.subscription_credits,
           one_time: balance.one_time_credits,

@@ -89,13 +89,11 @@ export class FalQueueProvider implements Provider {
       throw new PermanentError(`${JSON.stringify(target.model)} is not a fal model id (owner/app[/path])`);
     const input = await inlineStoredImages(target, this.options.storage, this.options.download);
     const send = async () => {
-      const answer = await callProvider(provider, 'create', {
-        method: 'POST',
-        url: `${this.options.queueUrl}/${target.model}`,
-        headers: this.auth(),
-        json: input,
-        timeoutMs: this.options.createTimeoutMs ?? 20_000,
-      });
+      const url = `${this.options.queueUrl}/${target.model}`;
+      const timeoutMs = this.options.createTimeoutMs ?? 20_000;
+      // The queue's 503 refuses the enqueue itself (no request_id is made): nothing runs or bills.
+      const call = { method: 'POST', url, headers: this.auth(), json: input, timeoutMs } as const;
+      const answer = await callProvider(provider, 'create', call, [], [503]);
       const requestId = (answer.body as { request_id?: unknown } | undefined)?.request_id;
       // A 2xx means fal queued the request; without its id we cannot follow it, nor know it is not there.
       if (typeof requestId !== 'string' || requestId === '')

@@ -157,7 +157,12 @@ export class ReplicateProvider implements Provider {
           ...(started(prediction) ? { canceledWhileRunning: true } : {}),
         };
       case 'aborted':
-        return { state: 'failed', message: 'The prediction was aborted at the provider before it started.' };
+        // Replicate's `aborted`: terminated before it started (no started_at), so nothing ran or bills.
+        return {
+          state: 'failed',
+          message: 'The prediction was aborted at the provider before it started.',
+          ...(started(prediction) ? {} : { neverStarted: true }),
+        };
       default:
         // Not a status Replicate documents: say so and ask again later (until the wait's horizon).
         throw new ProviderTransientError(

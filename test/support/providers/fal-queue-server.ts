@@ -106,6 +106,8 @@ export class FalQueueServer extends FakeProvider<FalOutcome> {
    * cancel (a runner took the request: `pickUp`), as the real queue can.
    */
   beforeCancel: ((requestId: string) => void) | undefined;
+  /** Awaited once a create is read (and its fault, if any, taken), before it is answered. */
+  beforeCreateAnswer: (() => Promise<void>) | undefined;
 
   private constructor(
     readonly key: string,
@@ -183,7 +185,7 @@ export class FalQueueServer extends FakeProvider<FalOutcome> {
     sendJson(response, 404, { detail: 'Not Found' });
   }
 
-  private create(endpoint: string, body: Buffer, response: http.ServerResponse) {
+  private async create(endpoint: string, body: Buffer, response: http.ServerResponse) {
     this.creates++;
     let input: unknown;
     try {
@@ -204,6 +206,7 @@ export class FalQueueServer extends FakeProvider<FalOutcome> {
       valid && (!fault || faultAccepts(fault))
         ? this.accept(endpoint, input as Record<string, unknown>)
         : undefined;
+    await this.beforeCreateAnswer?.();
     if (fault) return playFault(response, fault, errorBody);
     sendJson(response, 200, { ...this.urls(job!), queue_position: 0 });
   }

@@ -254,7 +254,8 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
       source: 'api',
       status,
       created_at: p.createdAt,
-      started_at: status === 'starting' || p.neverStarted ? null : p.createdAt,
+      // `aborted`: terminated before it started (Replicate's prediction lifecycle), so no started_at.
+      started_at: status === 'starting' || status === 'aborted' || p.neverStarted ? null : p.createdAt,
       completed_at: done ? new Date().toISOString() : null,
       urls: { get: url, cancel: `${url}/cancel`, web: `https://replicate.com/p/${p.id}` },
       ...(done ? { metrics: { predict_time: 1.5 } } : {}),

@@ -88,6 +88,8 @@ class Generation(ApiModel):
     completed_at: datetime | None
     expires_at: datetime | None
     content_expired: bool
+    # The provider serving it, or that served it; None before submission.
+    provider: str | None
 
     @property
     def is_terminal(self) -> bool:
@@ -230,6 +232,8 @@ class Quote(ApiModel):
 
     model: str
     credits: int
+    # The provider that would serve a create with this body now; None: none takes requests now.
+    provider: str | None
     balance: QuoteBalance
     affordable: bool
 

@@ -397,6 +397,8 @@ export interface paths {
                     headers: {
                         /** @description Strong entity tag of the body: it changes whenever anything in the body changes. Send it back in If-None-Match. */
                         etag?: string;
+                        /** @description The provider serving the generation, or that served it (the body’s `provider`): fal, replicate, openai or simulated. Absent while no provider has been sent the job. */
+                        "generation-provider"?: string;
                         /** @description With Prefer: wait=N, the wait that was applied: `wait=N` with N clamped to 1 to 60. */
                         "preference-applied"?: string;
                         /** @description Present while the generation is queued: seconds until the next poll is worth making (2). */
@@ -414,6 +416,8 @@ export interface paths {
                     headers: {
                         /** @description Strong entity tag of the body: it changes whenever anything in the body changes. Send it back in If-None-Match. */
                         etag?: string;
+                        /** @description The provider serving the generation, or that served it (the body’s `provider`): fal, replicate, openai or simulated. Absent while no provider has been sent the job. */
+                        "generation-provider"?: string;
                         /** @description With Prefer: wait=N, the wait that was applied: `wait=N` with N clamped to 1 to 60. */
                         "preference-applied"?: string;
                         /** @description Present while the generation is queued: seconds until the next poll is worth making (2). */
@@ -1836,6 +1840,8 @@ export interface components {
                     width: number;
                 }[];
             } | null;
+            /** @description The provider serving the generation (or that served it): the route a create was last sent to. Null before submission, and when every route refused. Also answered as the Generation-Provider header of GET. */
+            provider: string | null;
             /** @enum {string} */
             status: "queued" | "succeeded" | "failed" | "rejected";
         };
@@ -1886,6 +1892,8 @@ export interface components {
                         width: number;
                     }[];
                 } | null;
+                /** @description The provider serving the generation (or that served it): the route a create was last sent to. Null before submission, and when every route refused. Also answered as the Generation-Provider header of GET. */
+                provider: string | null;
                 /** @enum {string} */
                 status: "queued" | "succeeded" | "failed" | "rejected";
             };
@@ -1942,6 +1950,8 @@ export interface components {
                             width: number;
                         }[];
                     } | null;
+                    /** @description The provider serving the generation (or that served it): the route a create was last sent to. Null before submission, and when every route refused. Also answered as the Generation-Provider header of GET. */
+                    provider: string | null;
                     /** @enum {string} */
                     status: "queued" | "succeeded" | "failed" | "rejected";
                 };
@@ -1992,6 +2002,8 @@ export interface components {
                         width: number;
                     }[];
                 } | null;
+                /** @description The provider serving the generation (or that served it): the route a create was last sent to. Null before submission, and when every route refused. Also answered as the Generation-Provider header of GET. */
+                provider: string | null;
                 /** @enum {string} */
                 status: "queued" | "succeeded" | "failed" | "rejected";
             }[];
@@ -2109,6 +2121,8 @@ export interface components {
                         width: number;
                     }[];
                 } | null;
+                /** @description The provider serving the generation (or that served it): the route a create was last sent to. Null before submission, and when every route refused. Also answered as the Generation-Provider header of GET. */
+                provider: string | null;
                 /** @enum {string} */
                 status: "queued" | "succeeded" | "failed" | "rejected";
             };
@@ -2125,6 +2139,8 @@ export interface components {
             /** @description The full price a create with this body would debit now. */
             credits: number;
             model: string;
+            /** @description The provider that would serve a create with this body now (its first route); null: none takes requests now (a create would be 503). */
+            provider: string | null;
         };
         ValidationError: {
             error: {

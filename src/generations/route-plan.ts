@@ -1,0 +1,39 @@
+import type { CatalogEntry } from '../catalog/catalog-entry.js';
+import { planRoutes, routesOf, type RouteRequest } from '../catalog/routes.js';
+import type { PlannedRoute } from '../workflows/generation-types.js';
+
+/** What admission and the quote know of the providers now. */
+export interface RouteHealth {
+  /** Whether this process serves the provider's models (its credentials are configured). */
+  offers: (provider: string) => boolean;
+  /** Seconds until a down provider (breaker open) is probed again; null when it takes requests. */
+  downFor?: (provider: string) => number | null;
+  /** The weighted policy's draw (default Math.random). */
+  random?: () => number;
+}
+
+/**
+ * The routes a new generation will try, in order, decided before the debit: the model's policy,
+ * the request's `provider` field, and each route's health (a provider whose breaker is open, or
+ * that this process does not serve, is skipped). `retryAfterSeconds`, when the plan is empty: when
+ * the first of the allowed routes' providers is probed again.
+ */
+export function routePlanOf(
+  entry: CatalogEntry,
+  request: RouteRequest | undefined,
+  health: RouteHealth,
+): { plan: PlannedRoute[]; retryAfterSeconds: number | null } {
+  const routes = routesOf(entry);
+  const policy = entry.routing?.policy ?? 'order';
+  const random = health.random ?? Math.random;
+  const downFor = (provider: string) => health.downFor?.(provider) ?? null;
+  const allowed = planRoutes(routes, policy, request, { random });
+  const usable = allowed.filter(
+    (i) => health.offers(routes[i]!.provider) && downFor(routes[i]!.provider) === null,
+  );
+  const plan = usable.map((route) => ({ route, provider: routes[route]!.provider }));
+  if (plan.length > 0) return { plan, retryAfterSeconds: null };
+  const waits = allowed.map((i) => downFor(routes[i]!.provider)).filter((s): s is number => s !== null);
+  // No route is down but none is served here either: as long as a probe takes.
+  return { plan, retryAfterSeconds: waits.length > 0 ? Math.min(...waits) : 30 };
+}
