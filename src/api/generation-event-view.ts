@@ -1,18 +1,14 @@
 import type { z } from 'zod';
 import type { GenerationEventRow } from '../db/generation-events.js';
-import { toGeneration } from './generation-view.js';
+import { toGenerationEvent as eventOf } from '../db/generation-view.js';
 import type { generationEventSchema } from './schemas.js';
 
-/** The event as clients read it: in the JSON list, in an SSE `data:` line and (later) as a webhook body. */
+/** The event as clients read it: in the JSON list, in an SSE `data:` line and as a webhook body. */
 export type GenerationEvent = z.infer<typeof generationEventSchema>;
 
+/** An event row as the API shows it (src/db/generation-view.ts, typed by the API's schema). */
 export function toGenerationEvent(event: GenerationEventRow): GenerationEvent {
-  return {
-    id: event.seq,
-    type: event.type,
-    created_at: event.created_at,
-    data: toGeneration(event.generation),
-  };
+  return eventOf(event);
 }
 
 /** One Server-Sent Events message: the id resumes with Last-Event-ID, the event name is the type. */

@@ -1,6 +1,7 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import type { GenerationEventRow, GenerationEventType } from './generation-events.js';
+import { toGenerationEvent } from './generation-view.js';
 
 /**
  * Webhook subscriptions and delivery attempts (migration 0018). A subscription is written once its
@@ -109,30 +110,9 @@ export async function deliveryAttemptsOf(db: CommonQueryMethods, generationId: s
 }
 
 /**
- * The body a receiver is sent: the event exactly as GET /v1/generations/{id}/events shows it
- * (src/api/generation-event-view.ts; a test holds the two equal), built here because the worker
- * that sends it sits below the API. Content past its retention shows as null.
+ * The body a receiver is sent: the event exactly as GET /v1/generations/{id}/events shows it (both
+ * are toGenerationEvent; a test holds the two equal). Content past its retention shows as null.
  */
 export function webhookBody(event: GenerationEventRow): string {
-  const row = event.generation;
-  return JSON.stringify({
-    id: event.seq,
-    type: event.type,
-    created_at: event.created_at,
-    data: {
-      id: row.id,
-      status: row.status,
-      model: row.model,
-      media_type: row.media_type,
-      credits: row.credits,
-      credits_refunded: row.credits_refunded,
-      input: row.content_expired ? null : row.input,
-      output: row.content_expired ? null : row.output,
-      error: row.error,
-      created_at: row.created_at,
-      completed_at: row.completed_at,
-      expires_at: row.expires_at,
-      content_expired: row.content_expired,
-    },
-  });
+  return JSON.stringify(toGenerationEvent(event));
 }
