@@ -1,5 +1,6 @@
 import type { Client } from '@temporalio/client';
 import type { CommonQueryMethods } from 'slonik';
+import type { GenerationEventWakeups } from '../db/generation-event-wakeups.js';
 import type { ProviderName } from '../catalog/provider-mapping.js';
 import type { GenerationMetrics } from '../observability/metrics.js';
 import type { Provider } from '../providers/provider.js';
@@ -35,6 +36,17 @@ export interface ActivityDeps {
    * add their own certificate). Absent: public HTTPS only.
    */
   webhookDelivery?: { allowCidrs: readonly string[]; extraCa?: readonly string[] };
+  /**
+   * Wakes a webhook delivery waiting for its generation's next event (the process's listening
+   * connection). Absent (activities built without a listener): the delivery re-reads the log
+   * every 200 ms instead.
+   */
+  eventWakeups?: GenerationEventWakeups;
+  /**
+   * How often a delivery woken by notifications reads the log anyway, in case one was lost
+   * (default 15 s).
+   */
+  webhookRecheckMs?: number;
   /** Counts each generation's outcomes where they commit (absent: nothing is counted). */
   metrics?: GenerationMetrics;
 }

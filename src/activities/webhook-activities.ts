@@ -1,4 +1,6 @@
-import { heartbeat, sleep } from '@temporalio/activity';
+import { Context, heartbeat } from '@temporalio/activity';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { EventWakeup } from '../db/generation-event-wakeups.js';
 import { generationEventsAfter, type GenerationEventType } from '../db/generation-events.js';
 import {
   generationWebhookOf,
@@ -22,9 +24,14 @@ import type { ActivityDeps } from './activity-deps.js';
 
 /** Events after which nothing more can happen to a generation (content_expired follows a success). */
 const final = new Set<string>(['generation.failed', 'generation.rejected', 'generation.content_expired']);
-/** How long one look waits for a new event, polling the log meanwhile. */
+/** How long one look waits for a new event (then it answers, and the workflow looks again). */
 const lookForMs = 60_000;
+/** Without notifications (no listener in deps), how often the log is read while waiting. */
 const pollEveryMs = 200;
+/** With them, how often it is read anyway: a lost notification delays a delivery, never loses it. */
+const defaultRecheckMs = 15_000;
+/** A waiting look says it is alive this often (its heartbeat timeout is 30 s). */
+const heartbeatEveryMs = 10_000;
 /** The receiver's time for one attempt. */
 const receiverTimeoutMs = 15_000;
 
@@ -32,6 +39,70 @@ const receiverTimeoutMs = 15_000;
 export function createWebhookActivities(deps: ActivityDeps) {
   const { db } = deps;
   const policy = deps.webhookDelivery ?? { allowCidrs: [] };
+  const wakeups = deps.eventWakeups;
+  const recheckMs = wakeups ? (deps.webhookRecheckMs ?? defaultRecheckMs) : pollEveryMs;
+  /**
+   * One read of the log: the answer to give, or null when there is nothing yet (wait and look again).
+   * Returns the look's answer at its one-minute bound in any case.
+   */
+  async function look(
+    input: { generationId: string; afterSeq: number },
+    started: number,
+  ): Promise<WebhookEvents | null> {
+    const webhook = await generationWebhookOf(db, input.generationId);
+    if (!webhook || webhook.gone)
+      return { events: [], throughSeq: input.afterSeq, finished: true, onlyExpiryLeft: false };
+    const all = await generationEventsAfter(db, input.generationId, input.afterSeq, {
+      withNewest: true,
+    });
+    const after = all.filter((event) => event.seq > input.afterSeq);
+    const newest = all.at(-1);
+    const subscribed = new Set<string>(webhook.events);
+    const events = after
+      .filter((event) => subscribed.has(event.type))
+      .map(({ seq, type }) => ({ seq, type }));
+    const throughSeq = after.at(-1)?.seq ?? input.afterSeq;
+    const ended = newest !== undefined && (final.has(newest.type) || newest.type === 'generation.succeeded');
+    const finished =
+      newest !== undefined &&
+      (final.has(newest.type) ||
+        (newest.type === 'generation.succeeded' &&
+          !subscribed.has('generation.content_expired' satisfies GenerationEventType)));
+    // A complete answer (the log read to its end) is given at once when it holds something to do.
+    const complete = newest === undefined || throughSeq >= newest.seq;
+    if (
+      events.length > 0 ||
+      (complete && finished) ||
+      (complete && ended) ||
+      Date.now() - started > lookForMs
+    )
+      return {
+        events,
+        throughSeq,
+        finished: complete && finished,
+        onlyExpiryLeft: complete && !finished && newest?.type === 'generation.succeeded',
+        expiresAt: newest?.generation.expires_at ?? null,
+      };
+    return null;
+  }
+
+  /**
+   * Waits, heartbeating, until the generation's next notification, the next safety re-read
+   * (`recheckMs`), the look's bound or the activity's cancellation, whichever comes first.
+   */
+  async function waitForEvent(wakeup: EventWakeup | undefined, started: number): Promise<void> {
+    const context = Context.current();
+    const readAt = Date.now();
+    for (;;) {
+      heartbeat();
+      const left = Math.min(recheckMs - (Date.now() - readAt), lookForMs + 1 - (Date.now() - started));
+      if (left <= 0 || wakeup?.woken) return;
+      const slice = Math.min(left, heartbeatEveryMs);
+      // `cancelled` rejects when the workflow cancels the activity (or its heartbeat times out).
+      await Promise.race([wakeup ? wakeup.next(slice) : sleep(slice), context.cancelled]);
+    }
+  }
+
   return {
     /** Records the generation's subscription (the delivery workflow's first step); a repeat keeps the first. */
     async saveWebhookSubscription(input: { generationId: string; url: string; events: string[] }) {
@@ -43,48 +114,22 @@ export function createWebhookActivities(deps: ActivityDeps) {
 
     /**
      * The generation's subscribed events after `afterSeq`, waiting (up to a minute, heartbeating)
-     * for one when there is none yet. Returns at once when there is nothing more to deliver.
+     * for one when there is none yet: woken by the generation's `generation_event` notification,
+     * and reading the log again every `recheckMs` in any case. Returns at once when there is
+     * nothing more to deliver.
      */
     async nextWebhookEvents(input: { generationId: string; afterSeq: number }): Promise<WebhookEvents> {
       const started = Date.now();
       for (;;) {
-        const webhook = await generationWebhookOf(db, input.generationId);
-        if (!webhook || webhook.gone)
-          return { events: [], throughSeq: input.afterSeq, finished: true, onlyExpiryLeft: false };
-        const all = await generationEventsAfter(db, input.generationId, input.afterSeq, {
-          withNewest: true,
-        });
-        const after = all.filter((event) => event.seq > input.afterSeq);
-        const newest = all.at(-1);
-        const subscribed = new Set<string>(webhook.events);
-        const events = after
-          .filter((event) => subscribed.has(event.type))
-          .map(({ seq, type }) => ({ seq, type }));
-        const throughSeq = after.at(-1)?.seq ?? input.afterSeq;
-        const ended =
-          newest !== undefined && (final.has(newest.type) || newest.type === 'generation.succeeded');
-        const finished =
-          newest !== undefined &&
-          (final.has(newest.type) ||
-            (newest.type === 'generation.succeeded' &&
-              !subscribed.has('generation.content_expired' satisfies GenerationEventType)));
-        // A complete answer (the log read to its end) is given at once when it holds something to do.
-        const complete = newest === undefined || throughSeq >= newest.seq;
-        if (
-          events.length > 0 ||
-          (complete && finished) ||
-          (complete && ended) ||
-          Date.now() - started > lookForMs
-        )
-          return {
-            events,
-            throughSeq,
-            finished: complete && finished,
-            onlyExpiryLeft: complete && !finished && newest?.type === 'generation.succeeded',
-            expiresAt: newest?.generation.expires_at ?? null,
-          };
-        heartbeat();
-        await sleep(pollEveryMs);
+        // Registered before the read: an event committed after it wakes this look.
+        const wakeup = wakeups?.follow(input.generationId);
+        try {
+          const answer = await look(input, started);
+          if (answer) return answer;
+          await waitForEvent(wakeup, started);
+        } finally {
+          wakeup?.stop();
+        }
       }
     },
 

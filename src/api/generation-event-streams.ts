@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { MissedNotifications } from './missed-notifications.js';
+import { MissedNotifications } from '../db/missed-notifications.js';
 import type { GenerationEventRow } from '../db/generation-events.js';
 import { isTerminal } from './conditional-reads.js';
 import { sseMessage } from './generation-event-view.js';

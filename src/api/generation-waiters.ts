@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { MissedNotifications } from './missed-notifications.js';
+import { MissedNotifications } from '../db/missed-notifications.js';
 import type { GenerationRow } from '../db/generation-reads.js';
 import { isTerminal } from './conditional-reads.js';
 

@@ -9,6 +9,8 @@ import {
 import { ensurePruningSchedule } from '../temporal/pruning-schedule.js';
 import { ensureThumbnailsSchedule } from '../temporal/thumbnails-schedule.js';
 import { createDatabasePool } from '../db/pool.js';
+import { GenerationEventWakeups } from '../db/generation-event-wakeups.js';
+import { NotificationListener } from '../db/notifications.js';
 import { createLogger } from '../logger.js';
 import { loadConfigOrExit, reportReady, waitForDependenciesOrExit } from '../process.js';
 import { createWorker, installTemporalRuntime, NativeConnection } from './create-worker.js';
@@ -57,11 +59,19 @@ const clientConnection = await Connection.connect(temporalOptions);
 const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
 await registerSearchAttributes();
 await logUnconfiguredProviders(config, pool, logger);
+// One listening connection for the process: waiting webhook deliveries are woken by their
+// generation's `generation_event` notification instead of each polling the event log.
+const listener = new NotificationListener(config.DATABASE_URL, logger.child({ component: 'notifications' }));
+const eventWakeups = new GenerationEventWakeups({ listening: () => listener.listening });
+listener
+  .on('generation_event', (id) => eventWakeups.changed(id))
+  .onReconnect(() => eventWakeups.recheckAll());
+await listener.start();
 const { deps, providers } = activityDeps(
   config,
   pool,
   logger,
-  { temporal: () => Promise.resolve(client) },
+  { temporal: () => Promise.resolve(client), eventWakeups },
   metrics,
 );
 // A thumbnail-only worker (WORKER_TASK_QUEUES=thumbnails) never calls a provider: it does not probe them.
@@ -163,6 +173,8 @@ await running.catch((error: unknown) => {
 health?.close();
 await metricsServer?.close();
 stopProbing();
+eventWakeups.close();
+await listener.close();
 await connection.close();
 await clientConnection.close();
 await pool.end();

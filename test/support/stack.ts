@@ -1,6 +1,7 @@
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, inject } from 'vitest';
 import type { ApiService } from '../../src/api/service.js';
+import type { DatabasePool } from '../../src/db/pool.js';
 import { createPaidAccount, startTestApi, type TestAccount } from './api.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 import { startTestWorker, type TestWorker } from './worker.js';
@@ -20,6 +21,8 @@ export interface GenerationStackOptions {
   /** Added to the API's configuration (the worker's task queue and storage are already in it). */
   apiEnv?: Record<string, string>;
   account?: Parameters<typeof createPaidAccount>[1];
+  /** Stands between the worker's activities and the database (a query counter). */
+  workerPool?: (pool: DatabasePool) => DatabasePool;
 }
 
 /**
@@ -33,7 +36,10 @@ export function useGenerationStack(options: GenerationStackOptions = {}): Genera
   let connection: Connection | undefined;
   beforeAll(async () => {
     stack.db = await createTestDatabase();
-    stack.worker = await startTestWorker(stack.db.pool, options.worker);
+    stack.worker = await startTestWorker(options.workerPool?.(stack.db.pool) ?? stack.db.pool, {
+      databaseUrl: stack.db.url,
+      ...options.worker,
+    });
     stack.api = await startTestApi(stack.db.url, { ...stack.worker.apiEnv, ...options.apiEnv });
     stack.account = await createPaidAccount(stack.db.pool, options.account ?? { oneTime: 1000 });
     connection = await Connection.connect({ address: inject('temporalAddress') });

@@ -1,8 +1,8 @@
 /**
- * What a hub woken by PostgreSQL's notifications (the waiters of `Prefer: wait`, the event streams)
- * does when notifications may have been lost: the listening connection dropped, or came back. It
- * reads every generation it follows again at once, and then once a second for as long as
- * notifications are not arriving.
+ * What a hub woken by PostgreSQL's notifications (the API's waiters of `Prefer: wait` and event
+ * streams, the worker's waiting webhook deliveries) does when notifications may have been lost: the
+ * listening connection dropped, or came back. It reads every generation it follows again at once,
+ * and then once a second for as long as notifications are not arriving.
  */
 export class MissedNotifications {
   private timer: NodeJS.Timeout | null = null;
