@@ -91,7 +91,12 @@ describe('client.generations.events(id)', () => {
         });
         expect(done).toMatchObject({ id: created.id, status: 'succeeded' });
         expect(done).toEqual(await client().generations.get(created.id));
-        expect(updates.map((g) => g.status)).toEqual(['queued', 'succeeded']);
+        // Each visible change once: created, handed to its provider (the provider field), succeeded.
+        expect(updates.map((g) => [g.status, g.provider])).toEqual([
+          ['queued', null],
+          ['queued', 'simulated'],
+          ['succeeded', 'simulated'],
+        ]);
         const streams = f.requests.filter((r) =>
           r.line.startsWith(`GET /v1/generations/${created.id}/events `),
         );
