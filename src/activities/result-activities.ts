@@ -62,7 +62,10 @@ export function createResultActivities(deps: ResultDeps) {
         await storage.deletePrefix(claimed.prefix);
         throw settledFailure(generation.generationId);
       }
-      if (completed.completedNow) metrics.succeeded(generation.model);
+      if (completed.completedNow) {
+        metrics.succeeded(generation.model);
+        metrics.served(generation.model, provider);
+      }
       return { expiresAt: completed.expiresAt, outputs };
     } finally {
       clearInterval(alive);

@@ -23,12 +23,16 @@ import {
 import { jobReference } from '../providers/job-reference.js';
 import type { ProviderName } from '../catalog/provider-mapping.js';
 import { PermanentError } from '../errors.js';
+import { noGenerationMetrics } from '../observability/metrics.js';
 import { errorTypes, type GenerationStart } from '../workflows/generation-types.js';
 import type { ActivityDeps } from './activity-deps.js';
 import { settledFailure } from './settled-failure.js';
 import { isRouteNotAccepted, plannedRoute, providerJob, routeNotAccepted } from './submit-job.js';
 
-type SubmitDeps = Pick<ActivityDeps, 'db' | 'providerFor' | 'inFlightCap' | 'submitClaimWindowMs'>;
+type SubmitDeps = Pick<
+  ActivityDeps,
+  'db' | 'providerFor' | 'inFlightCap' | 'submitClaimWindowMs' | 'metrics'
+>;
 
 /**
  * How long other attempts leave a claim to a holder that stopped renewing it (died, or hangs):
@@ -41,6 +45,7 @@ const defaultClaimWindowMs = 60_000;
 /** Handing a generation's job to its provider, once, and where that stands when its horizon passes. */
 export function createSubmitActivities(deps: SubmitDeps) {
   const { db } = deps;
+  const metrics = deps.metrics ?? noGenerationMetrics;
   const windowMs = deps.submitClaimWindowMs ?? defaultClaimWindowMs;
 
   /** The submit horizon passed: a recorded job, or whether a create may have reached the provider. */
@@ -118,9 +123,20 @@ export function createSubmitActivities(deps: SubmitDeps) {
     const { route, hasNext } = planned;
     const providerName = route.provider;
     const routeOf = { position, route: planned.index, provider: providerName };
+    /** Counted once, by the statement that recorded this route's attempt: on a later route, a failover too. */
+    const counted = (outcome: 'accepted' | 'not_accepted') => {
+      metrics.routeAttempt(providerName, outcome);
+      const from = position > 0 ? start.routes?.[position - 1]?.provider : undefined;
+      if (from) metrics.failover(start.model, from, providerName);
+    };
+    /** Records the job and the route's accepted attempt. */
+    const recordJob = async (jobId: string) => {
+      if (await recordSubmittedJob(db, generationId, jobId, routeOf)) counted('accepted');
+    };
     /** This route proved it does not take the job: its end recorded and the claim moved on, then the workflow is told. */
     const moveOn = async (reason: string): Promise<never> => {
       if (!(await endRoute(db, generationId, attempt, { ...routeOf, reason }))) throw notHoldingClaim();
+      counted('not_accepted');
       throw routeNotAccepted(position, `${providerName} did not take the job: ${reason}`);
     };
     let provider: Provider;
@@ -141,7 +157,7 @@ export function createSubmitActivities(deps: SubmitDeps) {
       );
       if (found.found === true) {
         const jobId = jobReference(providerName, found.jobId);
-        await recordSubmittedJob(db, generationId, jobId, routeOf);
+        await recordJob(jobId);
         return { jobId };
       }
       if (found.found === 'unknown')
@@ -168,7 +184,7 @@ export function createSubmitActivities(deps: SubmitDeps) {
       sent = true;
       const accepted = await prepared.send();
       const jobId = jobReference(providerName, accepted.jobId);
-      await recordSubmittedJob(db, generationId, jobId, routeOf);
+      await recordJob(jobId);
       return { jobId };
     } catch (error) {
       if (isRouteNotAccepted(error)) throw error;
@@ -226,7 +242,9 @@ export function createSubmitActivities(deps: SubmitDeps) {
     generationId: string,
     ended: { position: number; jobId: string; reason: string },
   ): Promise<{ moved: boolean }> {
-    return { moved: await leaveRoute(db, generationId, ended) };
+    const left = await leaveRoute(db, generationId, ended);
+    if (left.leftNow) metrics.routeAttempt(left.leftNow, 'never_started');
+    return { moved: left.moved };
   }
 
   return { submit, submissionState: submissionStateOf, leaveRoute: leaveRouteOf };

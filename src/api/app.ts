@@ -112,6 +112,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     balances: deps.balances,
     webhookAllowCidrs: deps.generations.webhooks?.allowCidrs,
     providerDownFor: deps.generations.providerDownFor,
+    routeP50Ms: deps.generations.routeP50Ms,
   });
   cancelRoutes(routes, {
     db: deps.db,

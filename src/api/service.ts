@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { Authenticator } from '../auth/authenticator.js';
 import { CatalogCache } from '../catalog/catalog-cache.js';
 import { ProviderAvailability } from '../generations/provider-availability.js';
+import { fastestModels, RouteDurations } from '../generations/route-durations.js';
 import { providersWithCredentials, storageLocation, type Config } from '../config.js';
 import type { CreditBalance } from '../db/credits-repository.js';
 import type { GenerationRow } from '../db/generation-reads.js';
@@ -30,6 +31,8 @@ export interface ApiService {
   metrics: MetricsServer | null;
   /** Which providers this process holds down (pushed by NOTIFY): what its POSTs are refused for. */
   providers: ProviderAvailability;
+  /** The routes' measured durations (the `fastest` policy), read again every minute. */
+  routeDurations: RouteDurations;
   /** The requests held by `Prefer: wait` now. */
   waiting(): number;
   /** The open event streams now. */
@@ -99,6 +102,10 @@ export async function createApiService(
   await listener.start();
   await catalog.start(config.CATALOG_REFRESH_MS);
   await providers.start(config.CATALOG_REFRESH_MS);
+  const routeDurations = new RouteDurations(pool, logger.child({ component: 'route-durations' }), () =>
+    fastestModels(catalog),
+  );
+  await routeDurations.start();
   // Lazy: the API starts, and reads work, while Temporal is away; POST answers 503 until it is back.
   const temporalConnection = Connection.lazy(temporalConnectionOptions(config.TEMPORAL_ADDRESS, config));
   const temporal = new Client({
@@ -141,6 +148,7 @@ export async function createApiService(
         maxSeconds: Math.max(1, Math.min(maxWaitSeconds, Math.floor(config.API_REQUEST_TIMEOUT_MS / 1000))),
       },
       providerDownFor: (provider) => providers.retryAfterSeconds(provider),
+      routeP50Ms: (model, provider) => routeDurations.p50Ms(model, provider),
       metrics: registry && new ApiGenerationMetrics(registry),
       temporal,
       taskQueue: config.TEMPORAL_TASK_QUEUE,
@@ -164,6 +172,7 @@ export async function createApiService(
     pool,
     metrics: metrics ?? null,
     providers,
+    routeDurations,
     waiting: () => waiters.size,
     streaming: () => eventStreams.size,
     async close() {
@@ -175,6 +184,7 @@ export async function createApiService(
       await app.close();
       catalog.stop();
       providers.stop();
+      routeDurations.stop();
       await requestLog.close();
       await limits.close();
       await listener.close();

@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { failedAuthSubject } from '../auth/failed-auth-subject.js';
 import { RequestLogWriter } from '../db/request-log-writer.js';
 import { ProviderAvailability } from '../generations/provider-availability.js';
+import { fastestModels, RouteDurations } from '../generations/route-durations.js';
 import { authLimitsFor } from '../auth/auth-limits.js';
 import { generationTiming } from '../generations/generation-timing.js';
 import { Authenticator } from '../auth/authenticator.js';
@@ -52,6 +53,11 @@ export async function createConsoleService(config: Config, logger: Logger): Prom
   await listener.start();
   await catalog.start(config.CATALOG_REFRESH_MS);
   await providers.start(config.CATALOG_REFRESH_MS);
+  // The `fastest` policy's measures, as the API holds them: the playground plans routes alike.
+  const routeDurations = new RouteDurations(pool, logger.child({ component: 'route-durations' }), () =>
+    fastestModels(catalog),
+  );
+  await routeDurations.start();
   // No key cache: sign-ins are rare, and each is judged from PostgreSQL as it stands.
   const authenticator = new Authenticator(pool, { ttlMs: 0, cacheEnabled: () => false });
   const limits = await authLimitsFor(config, logger);
@@ -85,6 +91,7 @@ export async function createConsoleService(config: Config, logger: Logger): Prom
       db: pool,
       catalog,
       providerDownFor: (provider) => providers.retryAfterSeconds(provider),
+      routeP50Ms: (model, provider) => routeDurations.p50Ms(model, provider),
       temporal,
       taskQueue: config.TEMPORAL_TASK_QUEUE,
       storage,
@@ -99,6 +106,7 @@ export async function createConsoleService(config: Config, logger: Logger): Prom
       await app.close();
       catalog.stop();
       providers.stop();
+      routeDurations.stop();
       await listener.close();
       await requestLog.close();
       await limits.close();

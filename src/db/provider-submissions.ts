@@ -168,7 +168,8 @@ export async function submissionState(
 export const mayHaveSent = sql.fragment`(submit_sent_at IS NOT NULL OR (submit_attempted_at IS NOT NULL AND submit_claim IS NULL))`;
 
 /**
- * The provider has the job: its id is recorded (once; a recorded one is never replaced). What the
+ * The provider has the job: its id is recorded (once; a recorded one is never replaced; true when
+ * this call recorded it, and the route's attempt with it, for the metrics to count once). What the
  * generation shows is left alone: a generation sent to review meanwhile stays in review, for
  * support to resolve (with this job id at hand); its workflow waits for that.
  */
@@ -178,14 +179,14 @@ export async function recordSubmittedJob(
   jobId: string,
   /** The route that took it: recorded as its attempt (route_attempts), and as the generation's provider. */
   route?: { position: number; route: number; provider: string },
-): Promise<void> {
+): Promise<boolean> {
   if (!route) {
-    await db.query(sql.unsafe`
+    const updated = await db.query(sql.unsafe`
       UPDATE generations SET provider_job_id = ${jobId}, submit_awaiting_until = NULL, updated_at = now()
       WHERE id = ${generationId} AND provider_job_id IS NULL`);
-    return;
+    return updated.rowCount > 0;
   }
-  await db.query(sql.unsafe`
+  const recorded = await db.query(sql.unsafe`
     WITH recorded AS (
       UPDATE generations SET provider_job_id = ${jobId}, provider = ${route.provider},
         submit_awaiting_until = NULL, updated_at = now()
@@ -195,6 +196,7 @@ export async function recordSubmittedJob(
     INSERT INTO route_attempts (generation_id, position, route, provider, provider_job_id, outcome)
     SELECT id, ${route.position}, ${route.route}, ${route.provider}, ${jobId}, 'accepted' FROM recorded
     ON CONFLICT (generation_id, position) DO NOTHING`);
+  return recorded.rowCount > 0;
 }
 
 /**

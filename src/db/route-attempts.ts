@@ -39,20 +39,20 @@ export async function endRoute(
   return moved === true;
 }
 
-const leaveRouteRow = z.object({ moved: z.boolean() });
+const leaveRouteRow = z.object({ moved: z.boolean(), left_now: z.string().nullable() });
 
 /**
  * The job of plan position `position` ended without ever starting: the route's attempt marked
  * not accepted, the job id and the claim cleared and moved to `position + 1`, the in-flight place
- * given back, in one statement, while the generation still waits on that job. True when moved, now
- * or before (a retry).
+ * given back, in one statement, while the generation still waits on that job. `moved` when moved,
+ * now or before (a retry); `leftNow`, the route's provider when this call moved it (counted once).
  */
 export async function leaveRoute(
   db: CommonQueryMethods,
   generationId: string,
   ended: { position: number; jobId: string; reason: string },
-): Promise<boolean> {
-  const moved = await db.oneFirst(sql.type(leaveRouteRow)`
+): Promise<{ moved: boolean; leftNow: string | null }> {
+  const row = await db.one(sql.type(leaveRouteRow)`
     WITH moved AS (
       UPDATE generations SET provider_job_id = NULL, provider = NULL, submit_attempted_at = NULL,
         submit_claim = NULL, submit_sent_at = NULL, submit_awaiting_until = NULL,
@@ -65,11 +65,13 @@ export async function leaveRoute(
     ), recorded AS (
       UPDATE route_attempts SET outcome = 'not_accepted', reason = ${ended.reason}
       WHERE generation_id IN (SELECT id FROM moved) AND position = ${ended.position}
+      RETURNING provider
     )
     SELECT EXISTS (SELECT 1 FROM moved) OR EXISTS (
       SELECT 1 FROM route_attempts WHERE generation_id = ${generationId} AND position = ${ended.position}
-        AND provider_job_id = ${ended.jobId} AND outcome = 'not_accepted') AS moved`);
-  return moved;
+        AND provider_job_id = ${ended.jobId} AND outcome = 'not_accepted') AS moved,
+      (SELECT provider FROM recorded) AS left_now`);
+  return { moved: row.moved, leftNow: row.left_now };
 }
 
 const attemptRow = z.object({

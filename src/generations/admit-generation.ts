@@ -32,6 +32,8 @@ export interface AdmissionDeps extends StartGenerationDeps {
   providerDownFor?: (provider: string) => number | null;
   /** The weighted routing policy's draw (default Math.random). */
   random?: () => number;
+  /** The `fastest` policy's measured p50 of a model's route, in ms (RouteDurations); undefined: unmeasured. */
+  routeP50Ms?: (model: string, provider: string) => number | undefined;
   /** Counts the requests refused here (validation, a provider that is down); admission's refusals are the worker's. */
   metrics?: ApiGenerationMetrics;
   /** Webhook subscriptions (the API's; absent: the `webhook` field is checked against public addresses only). */
@@ -107,6 +109,7 @@ export async function admitGeneration(
     offers: (provider) => deps.catalog.offers(provider as ProviderName),
     downFor: (provider) => deps.providerDownFor?.(provider) ?? null,
     random: deps.random,
+    p50Ms: deps.routeP50Ms,
   });
   const started = await startGeneration(
     deps,

@@ -10,6 +10,8 @@ export interface RouteHealth {
   downFor?: (provider: string) => number | null;
   /** The weighted policy's draw (default Math.random). */
   random?: () => number;
+  /** The `fastest` policy's measure: a route's recent p50 in ms, undefined when unmeasured (RouteDurations). */
+  p50Ms?: (model: string, provider: string) => number | undefined;
 }
 
 /**
@@ -27,7 +29,8 @@ export function routePlanOf(
   const policy = entry.routing?.policy ?? 'order';
   const random = health.random ?? Math.random;
   const downFor = (provider: string) => health.downFor?.(provider) ?? null;
-  const allowed = planRoutes(routes, policy, request, { random });
+  const p50Ms = health.p50Ms && ((provider: string) => health.p50Ms?.(entry.id, provider));
+  const allowed = planRoutes(routes, policy, request, { random, ...(p50Ms ? { p50Ms } : {}) });
   const usable = allowed.filter(
     (i) => health.offers(routes[i]!.provider) && downFor(routes[i]!.provider) === null,
   );

@@ -28,6 +28,9 @@ export const metricNames = {
   generationsQueuedTooLong: 'generations_queued_too_long',
   oldestQueuedAge: 'generations_oldest_queued_age_seconds',
   generationsNeedingReview: 'generations_needing_review',
+  routeAttempts: 'route_attempts_total',
+  routeFailovers: 'route_failovers_total',
+  generationsServed: 'generations_served_total',
 } as const;
 
 /** A registry with Node's own process metrics (CPU, memory, event loop lag, GC) in it. */
@@ -75,7 +78,19 @@ export interface GenerationMetrics {
    */
   failed(model: string, code: string, refundedCredits: number | null): void;
   sentToReview(model: string): void;
+  /**
+   * A route attempt's outcome, once, when its statement recorded it (issue 29): `accepted` (the
+   * provider has the job), `not_accepted` (it proved it did not take it), `never_started` (a job it
+   * had accepted, reported never started: the same attempt counted `accepted` before).
+   */
+  routeAttempt(provider: string, outcome: RouteAttemptOutcome): void;
+  /** A generation's attempt on its second or later route, from the route before it. */
+  failover(model: string, from: string, to: string): void;
+  /** A generation that succeeded, by the provider whose job served it. */
+  served(model: string, provider: string): void;
 }
+
+export type RouteAttemptOutcome = 'accepted' | 'not_accepted' | 'never_started';
 
 /** Counts nothing: activities built without a registry (most tests). */
 export const noGenerationMetrics: GenerationMetrics = {
@@ -84,6 +99,9 @@ export const noGenerationMetrics: GenerationMetrics = {
   succeeded: () => undefined,
   failed: () => undefined,
   sentToReview: () => undefined,
+  routeAttempt: () => undefined,
+  failover: () => undefined,
+  served: () => undefined,
 };
 
 export function workerGenerationMetrics(registry: Registry): GenerationMetrics {
@@ -105,6 +123,24 @@ export function workerGenerationMetrics(registry: Registry): GenerationMetrics {
   );
   const debited = byModel(metricNames.creditsDebited, 'Credits debited at admission, by model');
   const returned = byModel(metricNames.creditsRefunded, 'Credits returned by refunds, by model');
+  const attempts = new Counter({
+    name: metricNames.routeAttempts,
+    help: 'Route attempts by provider and outcome (accepted; not_accepted: proven not taken; never_started: an accepted job the provider reports never started, counted accepted before)',
+    labelNames: ['provider', 'outcome'],
+    registers: [registry],
+  });
+  const failovers = new Counter({
+    name: metricNames.routeFailovers,
+    help: 'Attempts on a generation’s second or later route, by model, the route before (from) and this one (to)',
+    labelNames: ['model', 'from', 'to'],
+    registers: [registry],
+  });
+  const served = new Counter({
+    name: metricNames.generationsServed,
+    help: 'Generations that succeeded, by model and the provider that served them',
+    labelNames: ['model', 'provider'],
+    registers: [registry],
+  });
   return {
     admitted(model, credits) {
       admitted.inc({ model });
@@ -119,6 +155,9 @@ export function workerGenerationMetrics(registry: Registry): GenerationMetrics {
       returned.inc({ model }, refundedCredits);
     },
     sentToReview: (model) => review.inc({ model }),
+    routeAttempt: (provider, outcome) => attempts.inc({ provider, outcome }),
+    failover: (model, from, to) => failovers.inc({ model, from, to }),
+    served: (model, provider) => served.inc({ model, provider }),
   };
 }
 

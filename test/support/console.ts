@@ -27,7 +27,7 @@ export interface ConsoleHarness {
  * (for example the retention its generations start with).
  */
 export function useConsole(
-  stack: GenerationStack,
+  stack: Pick<GenerationStack, 'db'> & { worker: Pick<GenerationStack['worker'], 'apiEnv'> },
   env: Record<string, string> = {},
   options: { browser?: boolean } = {},
 ): ConsoleHarness {

@@ -19,7 +19,7 @@ import { workerProcesses, type WorkerProcesses } from './worker-process.js';
  * the real API and a real worker process, the fal queue and Replicate stand-ins, and the reads
  * the routing tests make. Call inside a describe: it registers its own beforeAll and afterAll.
  */
-export function useRoutedStack() {
+export function useRoutedStack(options: { workerEnv?: () => Record<string, string> } = {}) {
   const taskQueue = `routed-${randomBase62(8)}`;
   const stack = {} as {
     fal: FalQueueServer;
@@ -46,6 +46,7 @@ export function useRoutedStack() {
     // The faults here are each test's own: none may take a provider down but the breaker test's.
     PROVIDER_DOWN_AFTER_FAILURES: '1000',
     LOG_LEVEL: 'warn',
+    ...options.workerEnv?.(),
   }));
 
   beforeAll(async () => {
@@ -75,6 +76,8 @@ export function useRoutedStack() {
     createGeneration(stack.api, stack.account.key, { model: 'flux-schnell', ...body }, key);
   return {
     stack,
+    /** The API's settings (task queue, storage, the stand-ins' addresses): a console on this stack takes them too. */
+    apiEnv,
     post,
     /** POST → 202, its generation. */
     accepted: async (body: Record<string, unknown>) => {

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { listGenerationsQuerySchema, pageOfGenerations } from '../../generations/list-query.js';
 import { generationWorkflowId } from '../../db/console-reads.js';
 import { getGeneration } from '../../db/generation-reads.js';
+import { routeAttemptsOf } from '../../db/route-attempts.js';
 import { generationStatuses } from '../../generation.js';
 import type { GenerationProgress } from '../../workflows/generation-types.js';
 import { progressQuery } from '../../workflows/generation-workflow.js';
@@ -57,6 +58,8 @@ export function generationRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): 
         title: row.id,
         g: row,
         progress: await progressOf(accountId, row.id),
+        // Each route tried (issue 29): the provider, its job, and why the generation moved on.
+        routeAttempts: await routeAttemptsOf(deps.db, row.id),
         // Its webhook's deliveries, and the notice after a redeliver (POST …/webhooks/redeliver).
         ...(await webhookPageData(deps.db, accountId, row.id)),
         redelivered: redelivered && /^\d{1,9}$/.test(redelivered) ? redelivered : null,
