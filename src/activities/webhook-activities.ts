@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { EventWakeup } from '../db/generation-event-wakeups.js';
 import { generationEventsAfter, type GenerationEventType } from '../db/generation-events.js';
 import {
+  attemptsMadeFor,
   generationWebhookOf,
   lastAttemptOf,
   markWebhookGone,
@@ -18,6 +19,7 @@ import type {
   WebhookAttempt,
   WebhookAttemptOutcome,
   WebhookEvents,
+  WebhookLook,
 } from '../workflows/webhook-delivery-types.js';
 import { webhookMessageId } from '../workflows/webhook-delivery-types.js';
 import type { ActivityDeps } from './activity-deps.js';
@@ -32,6 +34,11 @@ const pollEveryMs = 200;
 const defaultRecheckMs = 15_000;
 /** A waiting look says it is alive this often (its heartbeat timeout is 30 s). */
 const heartbeatEveryMs = 10_000;
+/**
+ * A look starts no first attempt after this long (one more fits, 15 s for the receiver, in its
+ * 2-minute deadline): the workflow attempts the rest.
+ */
+const firstAttemptsForMs = 90_000;
 /** The receiver's time for one attempt. */
 const receiverTimeoutMs = 15_000;
 
@@ -103,6 +110,85 @@ export function createWebhookActivities(deps: ActivityDeps) {
     }
   }
 
+  /** One attempt to deliver event `seq` (deliverWebhook). */
+  async function attempt(input: WebhookAttempt): Promise<WebhookAttemptOutcome> {
+    const webhook = await generationWebhookOf(db, input.generationId);
+    // A redelivery was asked for by the owner or support: it is tried even after a 410.
+    if (!webhook || (webhook.gone && !input.redelivery)) return { outcome: 'gone' };
+    const [event] = await generationEventsAfter(db, input.generationId, input.seq - 1, { limit: 1 });
+    if (!event || event.seq !== input.seq) throw new Error(`event ${input.seq} not found`);
+    const body = Buffer.from(webhookBody(event), 'utf8');
+    // The account's secret is made on first use, as GET /v1/webhooks/secret would make it.
+    const secret = await webhookSecretOf(db, webhook.accountId, newWebhookSecret());
+    const secrets = [secret.secret, ...(secret.previous ? [secret.previous.secret] : [])];
+    const id = webhookMessageId(input.generationId, input.seq);
+    const headers = signWebhook({ id, timestamp: Math.floor(Date.now() / 1000), body }, secrets);
+    const started = performance.now();
+    let status: number | null = null;
+    let error: string | null = null;
+    try {
+      status = await outboundPost(
+        webhook.url,
+        { body, headers: { ...headers, 'content-type': 'application/json' } },
+        { timeoutMs: receiverTimeoutMs, allowCidrs: policy.allowCidrs, extraCa: policy.extraCa },
+      );
+    } catch (failure) {
+      error = failure instanceof OutboundFetchError ? failure.message : String(failure);
+    }
+    const outcome =
+      status !== null && status >= 200 && status < 300 ? 'delivered' : status === 410 ? 'gone' : 'failed';
+    if (outcome === 'failed' && status !== null) error = `the receiver answered ${status}`;
+    await recordDeliveryAttempt(db, {
+      generationId: input.generationId,
+      eventSeq: event.seq,
+      eventType: event.type,
+      webhookId: id,
+      attempt: input.redelivery
+        ? (await lastAttemptOf(db, input.generationId, input.seq)) + 1
+        : input.attempt,
+      url: webhook.url,
+      status,
+      latencyMs: performance.now() - started,
+      outcome,
+      error,
+    });
+    if (outcome === 'gone') await markWebhookGone(db, input.generationId);
+    return { outcome };
+  }
+
+  /**
+   * The first attempt of each event found, in order, made by the look that found them (one
+   * activity, no round trip through Temporal between finding an event and sending it). It stops at
+   * the first event not delivered (the workflow retries it on its schedule, and the rest wait
+   * behind it), and once the look has run 90 s (the workflow attempts the rest). An event tried
+   * before, by a look whose worker was lost, is not tried again: reported delivered, or handed to
+   * the workflow's retries from its last attempt.
+   */
+  async function deliverFirst(
+    generationId: string,
+    events: WebhookEvents['events'],
+    started: number,
+  ): Promise<NonNullable<WebhookEvents['firstAttempts']>> {
+    const made: NonNullable<WebhookEvents['firstAttempts']> = [];
+    for (const { seq } of events) {
+      if (Date.now() - started > firstAttemptsForMs) break;
+      const before = await attemptsMadeFor(db, generationId, seq);
+      if (before.delivered) {
+        made.push({ seq, attempt: before.last, outcome: 'delivered' });
+        continue;
+      }
+      if (before.last > 0) {
+        made.push({ seq, attempt: before.last, outcome: 'failed' });
+        break;
+      }
+      heartbeat();
+      const { outcome } = await attempt({ generationId, seq, attempt: 1 });
+      made.push({ seq, attempt: 1, outcome });
+      if (outcome !== 'delivered') break;
+    }
+    return made;
+  }
+
   return {
     /** Records the generation's subscription (the delivery workflow's first step); a repeat keeps the first. */
     async saveWebhookSubscription(input: { generationId: string; url: string; events: string[] }) {
@@ -116,15 +202,21 @@ export function createWebhookActivities(deps: ActivityDeps) {
      * The generation's subscribed events after `afterSeq`, waiting (up to a minute, heartbeating)
      * for one when there is none yet: woken by the generation's `generation_event` notification,
      * and reading the log again every `recheckMs` in any case. Returns at once when there is
-     * nothing more to deliver.
+     * nothing more to deliver. With `deliverFirst`, it then makes the first attempt of each (deliverFirst).
      */
-    async nextWebhookEvents(input: { generationId: string; afterSeq: number }): Promise<WebhookEvents> {
+    async nextWebhookEvents(input: WebhookLook): Promise<WebhookEvents> {
       const started = Date.now();
       for (;;) {
         // Registered before the read: an event committed after it wakes this look.
         const wakeup = wakeups?.follow(input.generationId);
         try {
           const answer = await look(input, started);
+          if (answer && input.deliverFirst && answer.events.length > 0) {
+            return {
+              ...answer,
+              firstAttempts: await deliverFirst(input.generationId, answer.events, started),
+            };
+          }
           if (answer) return answer;
           await waitForEvent(wakeup, started);
         } finally {
@@ -137,49 +229,6 @@ export function createWebhookActivities(deps: ActivityDeps) {
      * One attempt to deliver event `seq` to the generation's URL: signed with the account's
      * current secrets over the exact bytes sent, 15 s for the receiver, recorded whatever happens.
      */
-    async deliverWebhook(input: WebhookAttempt): Promise<WebhookAttemptOutcome> {
-      const webhook = await generationWebhookOf(db, input.generationId);
-      // A redelivery was asked for by the owner or support: it is tried even after a 410.
-      if (!webhook || (webhook.gone && !input.redelivery)) return { outcome: 'gone' };
-      const [event] = await generationEventsAfter(db, input.generationId, input.seq - 1, { limit: 1 });
-      if (!event || event.seq !== input.seq) throw new Error(`event ${input.seq} not found`);
-      const body = Buffer.from(webhookBody(event), 'utf8');
-      // The account's secret is made on first use, as GET /v1/webhooks/secret would make it.
-      const secret = await webhookSecretOf(db, webhook.accountId, newWebhookSecret());
-      const secrets = [secret.secret, ...(secret.previous ? [secret.previous.secret] : [])];
-      const id = webhookMessageId(input.generationId, input.seq);
-      const headers = signWebhook({ id, timestamp: Math.floor(Date.now() / 1000), body }, secrets);
-      const started = performance.now();
-      let status: number | null = null;
-      let error: string | null = null;
-      try {
-        status = await outboundPost(
-          webhook.url,
-          { body, headers: { ...headers, 'content-type': 'application/json' } },
-          { timeoutMs: receiverTimeoutMs, allowCidrs: policy.allowCidrs, extraCa: policy.extraCa },
-        );
-      } catch (failure) {
-        error = failure instanceof OutboundFetchError ? failure.message : String(failure);
-      }
-      const outcome =
-        status !== null && status >= 200 && status < 300 ? 'delivered' : status === 410 ? 'gone' : 'failed';
-      if (outcome === 'failed' && status !== null) error = `the receiver answered ${status}`;
-      await recordDeliveryAttempt(db, {
-        generationId: input.generationId,
-        eventSeq: event.seq,
-        eventType: event.type,
-        webhookId: id,
-        attempt: input.redelivery
-          ? (await lastAttemptOf(db, input.generationId, input.seq)) + 1
-          : input.attempt,
-        url: webhook.url,
-        status,
-        latencyMs: performance.now() - started,
-        outcome,
-        error,
-      });
-      if (outcome === 'gone') await markWebhookGone(db, input.generationId);
-      return { outcome };
-    },
+    deliverWebhook: attempt,
   };
 }

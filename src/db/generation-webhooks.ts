@@ -90,6 +90,23 @@ export async function lastAttemptOf(
     WHERE generation_id = ${generationId} AND event_seq = ${seq}`);
 }
 
+const attemptsMadeRow = z.object({ last: z.number(), delivered: z.boolean() });
+
+/**
+ * What has been tried for event `seq` so far: the number of its last attempt (0: none) and whether
+ * one delivered it. A look that delivers first attempts reads it first, so that a look run again
+ * (its worker was lost) neither sends a delivered event again nor restarts an event's retries.
+ */
+export async function attemptsMadeFor(
+  db: CommonQueryMethods,
+  generationId: string,
+  seq: number,
+): Promise<{ last: number; delivered: boolean }> {
+  return db.one(sql.type(attemptsMadeRow)`
+    SELECT coalesce(max(attempt), 0)::int AS last, coalesce(bool_or(outcome = 'delivered'), false) AS delivered
+    FROM webhook_delivery_attempts WHERE generation_id = ${generationId} AND event_seq = ${seq}`);
+}
+
 const attemptRow = z.object({
   event_seq: z.number(),
   event_type: z.string(),

@@ -26,6 +26,17 @@ export interface WebhookDeliveryStart {
   redeliveries?: number[];
 }
 
+/** A look for the events after `afterSeq`. */
+export interface WebhookLook {
+  generationId: string;
+  afterSeq: number;
+  /**
+   * Also make the first attempt of each event found, in order, recording each (WebhookEvents.firstAttempts):
+   * the event reaches its receiver without a round trip through Temporal after the look.
+   */
+  deliverFirst?: boolean;
+}
+
 /** The subscribed events after a point, as nextWebhookEvents finds them. */
 export interface WebhookEvents {
   /** Subscribed events after the point asked about, oldest first. */
@@ -41,6 +52,13 @@ export interface WebhookEvents {
   onlyExpiryLeft: boolean;
   /** When its content expires (with onlyExpiryLeft; absent from older workers: looked for hourly). */
   expiresAt?: string | null;
+  /**
+   * The first attempts the look made itself (asked with `deliverFirst`), in order of `events`: it
+   * stops at the first not delivered. An event tried before (a look run again after its worker was
+   * lost) is reported with its last attempt's number, not tried again. Absent from older workers
+   * and in recorded histories before it: the workflow then makes every attempt itself.
+   */
+  firstAttempts?: { seq: number; attempt: number; outcome: WebhookAttemptOutcome['outcome'] }[];
 }
 
 export interface WebhookAttemptOutcome {
@@ -57,7 +75,7 @@ export type WebhookAttempt =
 /** The activities the delivery workflow runs, on the webhooks queue (webhookQueue), none retried by Temporal. */
 export interface WebhookActivities {
   saveWebhookSubscription(input: { generationId: string; url: string; events: string[] }): Promise<void>;
-  nextWebhookEvents(input: { generationId: string; afterSeq: number }): Promise<WebhookEvents>;
+  nextWebhookEvents(input: WebhookLook): Promise<WebhookEvents>;
   deliverWebhook(input: WebhookAttempt): Promise<WebhookAttemptOutcome>;
 }
 

@@ -34,8 +34,10 @@ export const redeliverWebhookSignal = defineSignal<[{ seq: number }]>('redeliver
  * so a slow or failing receiver never delays a generation's steps, and retries over days never
  * keep the generation's Pinned active run open. It takes the subscribed events from the event log
  * in order of their number, and delivers each before the next (in order, each once: the number it
- * reached travels into the next run). Each attempt is one activity (15 s for the receiver); the
- * waits between attempts are timers here, on the spec's schedule, jittered. 410 Gone stops all
+ * reached travels into the next run). The look that finds events makes their first attempts
+ * itself (nextWebhookEvents with deliverFirst: a new event reaches its receiver without a round
+ * trip through Temporal, issue 30's 500 ms); each retry is one activity (15 s for the receiver),
+ * the waits before them timers here, on the spec's schedule, jittered. 410 Gone stops all
  * deliveries for the generation. Redeliveries asked for (redeliverWebhookSignal) run beside the
  * scheduled ones, one attempt each, so one never waits behind a receiver's retry schedule.
  * Auto-Upgrade: it is long-lived, and runs on the current build.
@@ -87,7 +89,7 @@ export async function webhookDeliveryWorkflow(start: WebhookDeliveryStart): Prom
   for (let round = 0; round < roundsPerRun && !finished; round++) {
     let found: WebhookEvents;
     try {
-      found = await nextWebhookEvents({ generationId, afterSeq });
+      found = await nextWebhookEvents({ generationId, afterSeq, deliverFirst: true });
     } catch (error) {
       if (!(error instanceof ActivityFailure)) throw error;
       // The database or the worker failed: look again shortly.
@@ -96,7 +98,18 @@ export async function webhookDeliveryWorkflow(start: WebhookDeliveryStart): Prom
     }
     let gone = false;
     for (const event of found.events) {
-      gone = (await deliverOne(generationId, event.seq, start.retryDelaysMs, deliverWebhook)) === 'gone';
+      // The look made the first attempts it could (none in histories from before it did).
+      const made = found.firstAttempts?.find((a) => a.seq === event.seq);
+      gone =
+        made?.outcome === 'gone' ||
+        (made?.outcome !== 'delivered' &&
+          (await deliverOne(
+            generationId,
+            event.seq,
+            start.retryDelaysMs,
+            deliverWebhook,
+            made?.attempt ?? 0,
+          )) === 'gone');
       if (gone) break;
       afterSeq = event.seq;
     }
@@ -127,14 +140,18 @@ function untilExpiry(expiresAt: string | null | undefined): number {
   return Number.isFinite(left) && left > 0 ? Math.min(left + 1_000, expiryLookEveryMs) : expiryLookEveryMs;
 }
 
-/** One event's delivery: attempts until one is delivered, 410 or the schedule ends. */
+/**
+ * One event's delivery: attempts after the `made` ones (failed; made by the look) until one is
+ * delivered, 410 or the schedule ends.
+ */
 async function deliverOne(
   generationId: string,
   seq: number,
   retryDelaysMs: readonly number[],
   deliver: WebhookActivities['deliverWebhook'],
+  made: number,
 ): Promise<WebhookAttemptOutcome['outcome']> {
-  for (let attempt = 1; attempt <= retryDelaysMs.length + 1; attempt++) {
+  for (let attempt = made + 1; attempt <= retryDelaysMs.length + 1; attempt++) {
     if (attempt > 1) {
       const delay = retryDelaysMs[attempt - 2]!;
       // ±10 % jitter (Math.random is seeded, deterministic, in a workflow), so that retries spread.

@@ -14,6 +14,7 @@ import { LocalStorage } from '../../src/storage/storage.js';
 import { bearer } from '../support/api.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { useGenerationStack } from '../support/stack.js';
+import { deliveryActivities } from './delivery-history.js';
 import { useWebhookReceiver, type Received } from './webhook-receiver.js';
 
 /**
@@ -93,6 +94,8 @@ describe('webhook deliveries', () => {
     expect(attempts.map((a) => [a.event_type, a.attempt, a.status, a.outcome])).toEqual(
       types.map((type) => [type, 1, 204, 'delivered']),
     );
+    // Each first attempt was made by the look that found its event: no activity between the two.
+    expect(await deliveryActivities(stack.client, plain)).not.toContain('deliverWebhook');
   });
 
   it('retries a receiver that answers 500 three times: delivered on the fourth attempt, same webhook-id', async () => {
@@ -110,6 +113,10 @@ describe('webhook deliveries', () => {
       [4, 200, 'delivered'],
     ]);
     expect(attempts[0]!.error).toBe('the receiver answered 500');
+    // The first by the look that found the event, the three retries each an activity of their own.
+    expect((await deliveryActivities(stack.client, id)).filter((a) => a === 'deliverWebhook')).toHaveLength(
+      3,
+    );
   });
 
   it('an API that dies right after admission loses no deliveries: the generation starts them', async () => {
