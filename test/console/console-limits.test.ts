@@ -16,7 +16,12 @@ import { useGenerationStack } from '../support/stack.js';
  */
 describe('console limits: whom failed sign-ins count, the key rate limit, the model asked for', () => {
   const stack = useGenerationStack({ account: { oneTime: 1000 } });
-  const consoleUi = useConsole(stack, { TRUST_PROXY: '1', RATE_LIMIT_PER_MINUTE: '5' }, { browser: false });
+  // A loaded machine may take the worker more than the default 10 s to admit (the POST then answers 503).
+  const consoleUi = useConsole(
+    stack,
+    { TRUST_PROXY: '1', RATE_LIMIT_PER_MINUTE: '5', ADMISSION_TIMEOUT_MS: '30000' },
+    { browser: false },
+  );
   const from = (address: string) => ({ 'x-forwarded-for': address });
   const badKey = () => `gsk_live_${randomBase62(32)}`;
   const newKey = async (name: string) =>
