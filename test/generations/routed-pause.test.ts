@@ -30,6 +30,8 @@ const trafficMs = Number(process.env.ROUTED_FAULTS_TRAFFIC_MS ?? 45_000);
 const seed = Number(process.env.ROUTED_FAULTS_SEED ?? 29_029);
 const postEveryMs = 1_500;
 const killEveryMs = 10_000;
+/** The test's bound: the traffic, up to 150 s to settle, the checks. */
+const runMs = trafficMs + 285_000;
 const initialCredits = 10_000;
 
 type Phase = 'up' | 'refused' | '503' | 'hang' | 'resumed';
@@ -59,7 +61,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const promptIs = (prompt: string) => (input: unknown) =>
   (input as { prompt?: unknown } | null)?.prompt === prompt;
 
-describe('a routed model under a paused and resumed fal, with worker kills', () => {
+describe('a routed model under a paused and resumed fal, with worker kills', { timeout: runMs }, () => {
   const tag = randomBase62(6);
   const taskQueue = `routed-pause-${randomBase62(8)}`;
   let fal: FalQueueServer;
@@ -299,5 +301,5 @@ describe('a routed model under a paused and resumed fal, with worker kills', () 
         `jobs ${JSON.stringify({ fal: fal.accepted().length, replicate: replicate.accepted().length })}; ` +
         `cuts ${JSON.stringify(gate.cuts)}; by phase ${JSON.stringify(served)}`,
     );
-  }, 330_000);
+  });
 });
