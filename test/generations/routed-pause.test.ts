@@ -23,8 +23,9 @@ import { workerRotation } from '../support/worker-rotation.js';
  * Issue 29, section 4: the routed fault run (docs/developing.md says what it checks). A stream of
  * `flux-schnell` generations (fal first, Replicate second) while fal, behind a gate, refuses
  * connections, then answers 503 to each create, then hangs creates while connections are cut, and
- * is resumed; workers SIGKILLed every ~10 s. Timings are never asserted. In `npm test` the traffic
- * lasts 45 s; `npm run test:faults` runs 150 s (ROUTED_FAULTS_TRAFFIC_MS; ROUTED_FAULTS_SEED).
+ * is resumed; workers SIGKILLed every ~10 s. Timings are never asserted. It runs only when
+ * ROUTED_FAULTS_TRAFFIC_MS sets the traffic's length (vitest.config.ts leaves it out of npm test;
+ * `npm run test:faults` runs 150 s); ROUTED_FAULTS_SEED replays a run.
  */
 const trafficMs = Number(process.env.ROUTED_FAULTS_TRAFFIC_MS ?? 45_000);
 const seed = Number(process.env.ROUTED_FAULTS_SEED ?? 29_029);
