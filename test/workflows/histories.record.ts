@@ -25,6 +25,8 @@ import { providerJobIdOf, workflowIdOf } from '../support/ledger.js';
 import { testDeployment } from '../support/worker.js';
 import { tellProviderCancelStories, useProviderStandIns } from './provider-cancel-stories.js';
 import { generationStories } from './stories.js';
+import { useWebhookReceiver } from '../webhooks/webhook-receiver.js';
+import { webhookDeliveryWorkflowId } from '../../src/workflows/webhook-delivery-types.js';
 
 const run = promisify(execFile);
 
@@ -46,9 +48,12 @@ describe('record generation histories', () => {
     OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
   };
   const standIns = useProviderStandIns(apiEnv);
+  // The webhook stories' receiver (HTTPS on loopback, trusted by the worker's deliveries).
+  const hooks = useWebhookReceiver();
   const stack = useGenerationStack({
     apiEnv,
     account: { oneTime: 1000 },
+    worker: { overrides: { webhookDelivery: hooks.webhookDelivery } },
   });
   const recorded = new Map<string, string>();
   afterAll(() => {
@@ -273,16 +278,29 @@ describe('record generation histories', () => {
           timing: { ...s.timing, resultRetentionMs: 500 },
         }));
         await record(client, staged.workflowId, story('customer image URLs staged before the submit'));
-        // Its deliveries (to an address the worker refuses, tried once) are the child's, not in these runs.
+        // Its deliveries are the child's, recorded apart: the receiver refuses the first attempt
+        // (500), and the retry after its timer delivers.
+        hooks.flaky.push(500);
+        let subscribedId = '';
         const subscribed = await start('recorded webhook', (s) => ({
           ...s,
-          webhook: { url: 'https://127.0.0.1:9/hook', events: ['generation.succeeded'], retryDelaysMs: [] },
+          webhook: {
+            url: `${hooks.origin()}/flaky`,
+            events: ['generation.succeeded'],
+            retryDelaysMs: [200],
+          },
           timing: { ...s.timing, resultRetentionMs: 500 },
+          generationId: (subscribedId = s.generationId),
         }));
         await record(
           client,
           subscribed.workflowId,
           story('a webhook subscription: its delivery workflow started'),
+        );
+        await record(
+          client,
+          webhookDeliveryWorkflowId(subscribedId),
+          story('webhook delivery: the first attempt refused (500), the retry delivers'),
         );
         const handedOff = await start('recorded review hand-off [sim:uncertain]', (s) => ({
           ...s,

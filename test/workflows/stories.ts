@@ -38,6 +38,7 @@ export const generationStories: Record<string, readonly string[]> = {
   'support reset of a generation': ['support-reset', 'support-reset-retention'],
   'a webhook subscription: its delivery workflow started': ['webhook-started', 'webhook-retention'],
   'rejected at admission, with a webhook subscription: its delivery workflow started': ['webhook-rejected'],
+  'webhook delivery: the first attempt refused (500), the retry delivers': ['webhook-delivery-retried'],
   'fal refuses the create: the next route (Replicate) serves it': [
     'route-failover',
     'route-failover-retention',
