@@ -107,25 +107,6 @@ export async function attemptsMadeFor(
     FROM webhook_delivery_attempts WHERE generation_id = ${generationId} AND event_seq = ${seq}`);
 }
 
-const attemptRow = z.object({
-  event_seq: z.number(),
-  event_type: z.string(),
-  webhook_id: z.string(),
-  attempt: z.number(),
-  url: z.string(),
-  status: z.number().nullable(),
-  latency_ms: z.number(),
-  outcome: z.enum(['delivered', 'failed', 'gone']),
-  error: z.string().nullable(),
-});
-
-/** A generation's delivery attempts, in the order they were made. */
-export async function deliveryAttemptsOf(db: CommonQueryMethods, generationId: string) {
-  return db.any(sql.type(attemptRow)`
-    SELECT event_seq, event_type, webhook_id, attempt, url, status, latency_ms, outcome, error
-    FROM webhook_delivery_attempts WHERE generation_id = ${generationId} ORDER BY id`);
-}
-
 /**
  * The body a receiver is sent: the event exactly as GET /v1/generations/{id}/events shows it (both
  * are toGenerationEvent; a test holds the two equal). Content past its retention shows as null.

@@ -51,8 +51,16 @@ export async function webhookDeliveriesOf(
     FROM generation_webhooks w JOIN generations g ON g.id = w.generation_id
     WHERE w.generation_id = ${generationId} AND ${owned}`);
   if (!subscription) return { subscription: null, attempts: [] };
+  return { subscription, attempts: await deliveryAttemptsOf(db, generationId) };
+}
+
+/** A generation's delivery attempts, in the order they were made (unscoped: the caller checked). */
+export async function deliveryAttemptsOf(
+  db: CommonQueryMethods,
+  generationId: string,
+): Promise<DeliveryAttemptView[]> {
   const attempts = await db.any(sql.type(attemptRow)`
     SELECT event_seq, event_type, webhook_id, attempt, url, status, latency_ms, outcome, error, attempted_at
     FROM webhook_delivery_attempts WHERE generation_id = ${generationId} ORDER BY id`);
-  return { subscription, attempts: [...attempts] };
+  return [...attempts];
 }

@@ -6,7 +6,7 @@ import { sql } from 'slonik';
 import { Webhook } from 'standardwebhooks';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { deliveryAttemptsOf } from '../../src/db/generation-webhooks.js';
+import { deliveryAttemptsOf } from '../../src/db/webhook-delivery-reads.js';
 import { CatalogCache } from '../../src/catalog/catalog-cache.js';
 import { admitGeneration } from '../../src/generations/admit-generation.js';
 import { redeliverWebhook } from '../../src/generations/redeliver-webhook.js';
