@@ -102,6 +102,38 @@ export async function recordRefusal(
   return id !== null;
 }
 
+/**
+ * Records a request whose admission did not answer in time as refused with `error`, unless
+ * admission wrote the generation's row first. It takes the account's lock, as admit_generation()
+ * does, so exactly one of the two writes the row: when this refusal does (true), admission finds
+ * it as its own earlier decision ('existing') and debits nothing.
+ */
+export async function recordUnanswered(
+  db: CommonQueryMethods,
+  request: {
+    id: string;
+    accountId: string;
+    apiKeyId: string;
+    workflowId: string;
+    model: string;
+    mediaType: string;
+    fingerprint: string;
+    createdAt: string;
+  },
+  error: GenerationError,
+): Promise<boolean> {
+  const id = await db.maybeOneFirst(sql.type(recordRefusalRow)`
+    WITH account AS (SELECT id FROM accounts WHERE id = ${request.accountId} FOR NO KEY UPDATE)
+    INSERT INTO generations (id, account_id, api_key_id, workflow_id, status, model, media_type, credits, error,
+                             fingerprint, created_at, completed_at)
+    SELECT ${request.id}, account.id, ${request.apiKeyId}, ${request.workflowId}, 'rejected', ${request.model},
+           ${request.mediaType}, 0, ${sql.jsonb(error as never)}, ${request.fingerprint}, ${request.createdAt},
+           date_trunc('milliseconds', now())
+    FROM account
+    ON CONFLICT (id) DO NOTHING RETURNING id`);
+  return id !== null;
+}
+
 const jsonbOf = (record: AdmissionRecord) => sql.jsonb({ ...record, input: record.input as never });
 
 /** A request rejected before it became a generation (validation): recorded for the list, never changed again. */

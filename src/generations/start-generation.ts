@@ -1,13 +1,10 @@
-import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
+import { WithStartWorkflowOperation } from '@temporalio/client';
 import { createHash } from 'node:crypto';
-import type { CommonQueryMethods } from 'slonik';
 import type { CatalogEntry } from '../catalog/catalog-entry.js';
 import type { GenerationRow } from '../db/generation-reads.js';
-import { keyHolder, type KeyHolder } from '../db/idempotency-keys.js';
+import { keyHolder } from '../db/idempotency-keys.js';
 import { ApiError } from '../errors.js';
-import type { GenerationError } from '../generation.js';
 import { newId } from '../ids.js';
-import type { Storage } from '../storage/storage.js';
 import type { AdmitResult, GenerationStart } from '../workflows/generation-types.js';
 import { admitUpdate, generationWorkflow } from '../workflows/generation-workflow.js';
 import {
@@ -18,20 +15,12 @@ import {
   NeedsReview,
 } from '../workflows/search-attributes.js';
 import { storeInlineImages } from './generation-request.js';
+import { answerFromRecord, meetRunning } from './key-holder-answers.js';
+import type { StartGenerationDeps, StartOutcome } from './start-types.js';
 import { askNewestRun } from './newest-run.js';
+import { answerUnanswered } from './unanswered-admission.js';
 
-export interface StartGenerationDeps {
-  /** Where Idempotency-Key records are read (see keyHolder). */
-  db: CommonQueryMethods;
-  temporal: Client;
-  taskQueue: string;
-  storage: Storage;
-  /** How long POST waits for admission and handover before answering 503 (the key stays claimed; a retry gets the outcome). */
-  admissionTimeoutMs: number;
-  timing: GenerationStart['timing'];
-  /** Now, in ms: the request's creation time and the key horizon are judged by it (default Date.now). */
-  clock?: () => number;
-}
+export type { StartGenerationDeps, StartOutcome } from './start-types.js';
 
 /** A request that passed validation, from an authenticated key. */
 interface CheckedRequest {
@@ -47,27 +36,6 @@ interface CheckedRequest {
   /** The routes to try, in order (see routePlanOf); absent: the model's one route. */
   routes?: GenerationStart['routes'];
 }
-
-/**
- * How the request ended at admission, and the generation that answers it: a new one, or for a
- * retry with an Idempotency-Key the one the key already names. A conflict is checked first: a
- * retry with another body learns of that whatever became of the first request. A request that
- * will not run names the folder of the inline images it stored, if any, for the caller to delete.
- */
-export type StartOutcome =
-  | {
-      outcome: 'admitted';
-      generationId: string;
-      /**
-       * The generation as this request last knew it (what admission made of a new one: queued and
-       * debited; an earlier one as its key's record showed it), for the caller to answer with when
-       * it cannot read the generation: an admitted request is answered with its generation, never
-       * with an error, since it may be charged.
-       */
-      known: GenerationRow;
-    }
-  | { outcome: 'conflict'; generationId: string; inputPrefix: string | null }
-  | { outcome: 'rejected'; generationId: string; error: GenerationError; inputPrefix: string | null };
 
 /**
  * The workflow a request runs in. With an Idempotency-Key it is derived from the API key and the
@@ -147,7 +115,14 @@ export async function startGeneration(
     timing: deps.timing,
     ...(request.webhook ? { webhook: request.webhook } : {}),
   };
-  const admitted = await admitAnew(deps, start, now);
+  let admitted: AdmitResult;
+  try {
+    admitted = await admitAnew(deps, start, now);
+  } catch (error) {
+    // Without a key no retry can meet this generation: it must not be charged behind a 503.
+    if (request.idempotencyKey !== null || !(error instanceof ApiError)) throw error;
+    return answerUnanswered(deps.db, start, error);
+  }
   // Another generation (the key's) is known from its record when one was read. Without one it was
   // admitted by a request sent at about the same time, with this body: the same stored input
   // (its folder is named by the key and body), and about this creation time.
@@ -200,49 +175,6 @@ function asAdmitted(
     completed_at: null,
     expires_at: null,
   };
-}
-
-/**
- * The answer of the generation that holds the key in a workflow still running (its record may not
- * be written yet, or it is still queued), asked without starting one; null when none runs, or its
- * generation no longer holds the key. A Temporal that cannot be asked is as good as none: the
- * request is then refused (503) like a new one, which a retry with the same key puts right.
- */
-async function meetRunning(
-  deps: StartGenerationDeps,
-  workflowId: string,
-  now: () => number,
-): Promise<AdmitResult | null> {
-  try {
-    const answer = await deps.temporal.connection.withDeadline(Date.now() + deps.admissionTimeoutMs, () =>
-      askNewestRun(() =>
-        deps.temporal.workflow
-          .getHandle(workflowId)
-          .executeUpdate(admitUpdate, { updateId: `admit-${workflowId}` }),
-      ),
-    );
-    return Date.parse(answer.keyHeldUntil) > now() ? answer : null;
-  } catch {
-    // No run (WorkflowNotFoundError: none, or it has closed), or Temporal did not answer in time.
-    return null;
-  }
-}
-
-/**
- * A retry answered from the key's record, as its generation's workflow would answer it: another
- * body is a conflict whatever became of the first request; a refusal that claimed the key keeps its
- * error; a generation that has ended (succeeded or failed) is admitted as it now stands. One still
- * queued is left to its workflow (null): a retry then waits for the handover, as the first request did.
- */
-function answerFromRecord(holder: KeyHolder, fingerprint: string): StartOutcome | null {
-  const { row } = holder;
-  const generationId = row.id;
-  if (holder.fingerprint !== fingerprint) return { outcome: 'conflict', generationId, inputPrefix: null };
-  if (row.status === 'rejected' && row.error)
-    return { outcome: 'rejected', generationId, error: row.error, inputPrefix: null };
-  if (row.status === 'succeeded' || row.status === 'failed')
-    return { outcome: 'admitted', generationId, known: row };
-  return null;
 }
 
 /**

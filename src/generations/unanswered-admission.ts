@@ -1,0 +1,52 @@
+import type { CommonQueryMethods } from 'slonik';
+import { recordUnanswered } from '../db/admission-repository.js';
+import { getGeneration } from '../db/generation-reads.js';
+import type { ApiError } from '../errors.js';
+import type { GenerationStart } from '../workflows/generation-types.js';
+import type { StartOutcome } from './start-types.js';
+
+/**
+ * What a request without an Idempotency-Key answers when its admission did not answer in time
+ * (`failure`, a 503 from startGeneration). No retry can meet its generation, so the client will send
+ * a new request, and this one must not be charged behind a 503. Either this request gives up first:
+ * its generation is recorded refused `service_unavailable` (listed, named by the 503's request id),
+ * and admission, finding that row, debits nothing and the run ends; or admission decided first, and
+ * the request is answered with that decision after all: 202 with the debited generation (still
+ * queued if its handover was slow), or admission's own refusal. When PostgreSQL cannot be reached
+ * either, `failure` stands: admission cannot debit without it either, until it is back.
+ */
+export async function answerUnanswered(
+  db: CommonQueryMethods,
+  start: GenerationStart,
+  failure: ApiError,
+): Promise<StartOutcome> {
+  const { generationId, inputPrefix } = start;
+  const error = {
+    code: 'service_unavailable',
+    message:
+      'Admission did not complete in time, and this request was not charged. Send it again; with an Idempotency-Key a retry is always safe.',
+  };
+  const request = {
+    id: generationId,
+    accountId: start.accountId,
+    apiKeyId: start.apiKeyId,
+    workflowId: start.workflowId,
+    model: start.model,
+    mediaType: start.mediaType,
+    fingerprint: start.fingerprint,
+    createdAt: start.createdAt,
+  };
+  let gaveUp: boolean;
+  try {
+    gaveUp = await recordUnanswered(db, request, error);
+  } catch {
+    throw failure;
+  }
+  // Its stored images (inputPrefix) are the caller's to delete: this request will never run.
+  if (gaveUp) return { outcome: 'rejected', generationId, error, inputPrefix };
+  const row = await getGeneration(db, start.accountId, generationId).catch(() => null);
+  if (!row) throw failure;
+  if (row.status === 'rejected' && row.error)
+    return { outcome: 'rejected', generationId, error: row.error, inputPrefix };
+  return { outcome: 'admitted', generationId, known: row };
+}
