@@ -1,5 +1,5 @@
 /** Longest a readiness check waits on one dependency. */
-const checkTimeoutMs = 2_000;
+export const checkTimeoutMs = 2_000;
 
 /** One dependency's part of a readiness answer: 'ok', or what went wrong (briefly). */
 export async function readinessCheck(probe: () => Promise<unknown>): Promise<string> {
@@ -16,6 +16,28 @@ export async function readinessCheck(probe: () => Promise<unknown>): Promise<str
     return error instanceof Error ? error.message.slice(0, 200) : String(error);
   } finally {
     clearTimeout(timer);
+  }
+}
+
+/**
+ * The probes one server's readiness checks started. A check answers within checkTimeoutMs, but its
+ * probe goes on until it ends: a Temporal call retries until its deadline (give it one). `settled()`
+ * waits for those still running, for a server to call before it closes the connections they use:
+ * a client retry that meets a closed gRPC channel throws where nothing can catch it.
+ */
+export class ReadinessProbes {
+  private readonly running = new Set<Promise<unknown>>();
+
+  check(probe: () => Promise<unknown>): Promise<string> {
+    const started = probe();
+    this.running.add(started);
+    const forget = () => this.running.delete(started);
+    started.then(forget, forget);
+    return readinessCheck(() => started);
+  }
+
+  async settled(): Promise<void> {
+    await Promise.allSettled([...this.running]);
   }
 }
 

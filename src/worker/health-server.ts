@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { Client } from '@temporalio/client';
 import { sql, type CommonQueryMethods } from 'slonik';
-import { readiness, readinessCheck } from '../readiness.js';
+import { checkTimeoutMs, readiness, readinessCheck } from '../readiness.js';
 
 /**
  * The worker's own small HTTP port: GET /healthz (alive) and GET /readyz (PostgreSQL and Temporal
@@ -28,7 +28,12 @@ export async function startHealthServer(options: {
     if (path === '/healthz') return send(200, { status: 'ok' });
     void Promise.all([
       readinessCheck(() => options.db.query(sql.unsafe`SELECT 1`)),
-      readinessCheck(() => options.temporal.workflowService.getSystemInfo({})),
+      // With a deadline, or Temporal's client would go on retrying for half a minute after the answer.
+      readinessCheck(() =>
+        options.temporal.connection.withDeadline(Date.now() + checkTimeoutMs, () =>
+          options.temporal.workflowService.getSystemInfo({}),
+        ),
+      ),
     ]).then(([postgres, temporal]) => {
       const { statusCode, body } = readiness({
         postgres,

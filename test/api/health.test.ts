@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -57,4 +58,24 @@ describe('health and readiness of the API', () => {
     expect(idle.statusCode).toBe(503);
     expect(idle.json().checks.temporal).toBe('no worker polls task queue nobody-polls');
   }, 20_000);
+
+  it('closes cleanly while the probe of an unreachable Temporal is still being retried', async () => {
+    const uncaught: unknown[] = [];
+    const record = (error: unknown) => uncaught.push(error);
+    process.on('uncaughtException', record);
+    try {
+      const api = await startTestApi(stack.db.url, {
+        ...stack.worker.apiEnv,
+        TEMPORAL_ADDRESS: '127.0.0.1:9',
+      });
+      expect((await get(api, '/readyz')).statusCode).toBe(503);
+      await api.close();
+      // Without a deadline the client retried the probe for about 28 s, and its first retry after the
+      // close threw "Channel has been shut down" from a timer, where nothing could catch it.
+      await delay(6_000);
+    } finally {
+      process.off('uncaughtException', record);
+    }
+    expect(uncaught).toEqual([]);
+  }, 30_000);
 });

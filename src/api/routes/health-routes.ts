@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import type { FastifyInstance } from 'fastify';
 import { sql, type CommonQueryMethods } from 'slonik';
-import { readiness, readinessCheck } from '../../readiness.js';
+import { checkTimeoutMs, readiness, ReadinessProbes } from '../../readiness.js';
 
 // A CommonJS package: its named exports are reached through the default one.
 const { TaskQueueKind, TaskQueueType } = proto.temporal.api.enums.v1;
@@ -22,10 +22,16 @@ export interface HealthDeps {
 export function healthRoutes(app: FastifyInstance, deps: HealthDeps): void {
   app.get('/healthz', { config: { public: true } }, (_request, reply) => reply.send({ status: 'ok' }));
 
+  // Temporal's client retries an unanswered call in the background until its deadline: the server
+  // closes (and then the connection) once no probe is left.
+  const probes = new ReadinessProbes();
+  app.addHook('onClose', () => probes.settled());
   app.get('/readyz', { config: { public: true } }, async (_request, reply) => {
     const [postgres, temporal] = await Promise.all([
-      readinessCheck(() => deps.db.query(sql.unsafe`SELECT 1`)),
-      readinessCheck(() => workerPolling(deps)),
+      probes.check(() => deps.db.query(sql.unsafe`SELECT 1`)),
+      probes.check(() =>
+        deps.temporal.connection.withDeadline(Date.now() + checkTimeoutMs, () => workerPolling(deps)),
+      ),
     ]);
     const { statusCode, body } = readiness({ postgres, temporal });
     return reply.code(statusCode).send(body);
