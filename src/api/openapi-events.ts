@@ -55,6 +55,12 @@ function eventsOkResponse(listSchema: unknown) {
   };
 }
 
+/** What an event type's webhook entry adds: when a subscription is sent it and when it is not. */
+const webhookNotes: Partial<Record<(typeof generationEventTypes)[number], string>> = {
+  'generation.rejected':
+    ' Sent for a refusal at admission (402 insufficient_credits, 429 concurrency_limit_exceeded), never for a request refused by validation (400 with `issues`): that request is not subscribed.',
+};
+
 /** OpenAPI 3.1 `webhooks`: what a subscribed receiver is sent, one entry per event type. */
 export function webhookEntries() {
   return Object.fromEntries(
@@ -64,7 +70,8 @@ export function webhookEntries() {
         post: {
           summary: `${type} (a generation's event, sent to its webhook URL)`,
           description:
-            'The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL.',
+            'The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL.' +
+            (webhookNotes[type] ?? ''),
           parameters: [
             { name: 'webhook-id', in: 'header', required: true, schema: { type: 'string' } },
             { name: 'webhook-timestamp', in: 'header', required: true, schema: { type: 'string' } },

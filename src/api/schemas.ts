@@ -179,5 +179,5 @@ export const webhookSubscriptionSchema = z
   })
   .strict()
   .describe(
-    "Deliver this generation's events to `url`, signed per Standard Webhooks 1.0 (see `webhooks`). Part of the request: the same Idempotency-Key with another webhook is a conflict.",
+    "Deliver this generation's events to `url`, signed per Standard Webhooks 1.0 (see `webhooks`). Part of the request: the same Idempotency-Key with another webhook is a conflict. A request refused by validation (400 with `issues`) is not subscribed: nothing is delivered for it (its event log still records generation.rejected); a refusal at admission (402, 429 concurrency_limit_exceeded) is delivered as generation.rejected.",
   );

@@ -21,7 +21,15 @@ export async function recentRouteDurations(
   windowMinutes: number,
 ): Promise<readonly RouteDuration[]> {
   if (models.length === 0) return [];
-  return db.any(sql.type(routeDurationRow)`
+  return db.any(routeDurationsQuery(models, windowMinutes));
+}
+
+/**
+ * The query itself, exported so a test can show its plan: it reads the partial index
+ * generations_succeeded_model_completed (model, then completed_at, successes only), not the table.
+ */
+export function routeDurationsQuery(models: readonly string[], windowMinutes: number) {
+  return sql.type(routeDurationRow)`
     SELECT model, provider,
       (percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM completed_at - submit_sent_at)))::float8 * 1000 AS p50_ms,
       count(*)::int AS samples
@@ -29,5 +37,5 @@ export async function recentRouteDurations(
     WHERE status = 'succeeded' AND provider IS NOT NULL AND submit_sent_at IS NOT NULL
       AND completed_at > now() - make_interval(mins => ${windowMinutes})
       AND model = ANY(${sql.array(models, 'text')})
-    GROUP BY model, provider`);
+    GROUP BY model, provider`;
 }

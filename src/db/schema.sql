@@ -23,6 +23,7 @@
 -- 0018_webhook_deliveries.sql
 -- 0019_route_attempts.sql
 -- 0020_gallery_thumbnails_pending.sql
+-- 0021_route_durations_index.sql
 
 CREATE SEQUENCE webhook_delivery_attempts_id_seq AS bigint START 1 INCREMENT 1;
 
@@ -252,6 +253,7 @@ CREATE INDEX generations_account_status_created ON public.generations USING btre
 CREATE INDEX generations_needs_review ON public.generations USING btree (id) WHERE needs_review;
 CREATE INDEX generations_queued_since ON public.generations USING btree (updated_at) WHERE (status = 'queued'::text);
 CREATE INDEX generations_rejected_created ON public.generations USING btree (created_at) WHERE (status = 'rejected'::text);
+CREATE INDEX generations_succeeded_model_completed ON public.generations USING btree (model, completed_at) WHERE (status = 'succeeded'::text);
 CREATE TRIGGER generations_changed AFTER UPDATE ON generations FOR EACH ROW WHEN (old.account_id IS DISTINCT FROM new.account_id OR old.status IS DISTINCT FROM new.status OR old.model IS DISTINCT FROM new.model OR old.media_type IS DISTINCT FROM new.media_type OR old.credits IS DISTINCT FROM new.credits OR old.credits_refunded IS DISTINCT FROM new.credits_refunded OR old.input IS DISTINCT FROM new.input OR old.output IS DISTINCT FROM new.output OR old.error IS DISTINCT FROM new.error OR old.needs_review IS DISTINCT FROM new.needs_review OR old.content_expired IS DISTINCT FROM new.content_expired OR old.created_at IS DISTINCT FROM new.created_at OR old.completed_at IS DISTINCT FROM new.completed_at OR old.expires_at IS DISTINCT FROM new.expires_at OR old.provider IS DISTINCT FROM new.provider) EXECUTE FUNCTION notify_generation_changed();
 CREATE TRIGGER generations_keep_success BEFORE UPDATE OF status, credits_refunded ON generations FOR EACH ROW WHEN (old.status = 'succeeded'::text AND (new.status <> 'succeeded'::text OR new.credits_refunded)) EXECUTE FUNCTION keep_generation_success();
 CREATE TRIGGER generations_record_event AFTER UPDATE ON generations FOR EACH ROW WHEN (old.account_id IS DISTINCT FROM new.account_id OR old.status IS DISTINCT FROM new.status OR old.model IS DISTINCT FROM new.model OR old.media_type IS DISTINCT FROM new.media_type OR old.credits IS DISTINCT FROM new.credits OR old.credits_refunded IS DISTINCT FROM new.credits_refunded OR old.input IS DISTINCT FROM new.input OR old.output IS DISTINCT FROM new.output OR old.error IS DISTINCT FROM new.error OR old.content_expired IS DISTINCT FROM new.content_expired OR old.created_at IS DISTINCT FROM new.created_at OR old.completed_at IS DISTINCT FROM new.completed_at OR old.expires_at IS DISTINCT FROM new.expires_at OR old.provider_job_id IS NULL AND new.provider_job_id IS NOT NULL) EXECUTE FUNCTION record_generation_event();

@@ -22,7 +22,13 @@ const openApiCopy = path.join(pythonClientDir, 'openapi.json');
 const seeded = 250;
 
 describe('the Python client, built and installed as a wheel, against the real stack', () => {
-  const stack = useListeningStack({ account: { oneTime: 1000 }, worker: { simDelayMs: 300 } });
+  const stack = useListeningStack({
+    account: { oneTime: 1000 },
+    worker: { simDelayMs: 300 },
+    // Keep-alives within a second, as within a long wait's last 15 s: a wait on the stream must end
+    // at its deadline although each keep-alive starts its next read afresh (test_wait_events.py).
+    apiEnv: { EVENT_STREAM_KEEPALIVE_MS: '250' },
+  });
   let installed: Awaited<ReturnType<typeof installBuiltWheel>> | undefined;
   let pagingKey = '';
 

@@ -9,10 +9,12 @@ import { useWebhookReceiver } from './webhook-receiver.js';
 /**
  * The default subscription's events that come apart from a generation's run: its refusal
  * (generation.rejected, the POST's 402) and, after a success, its content expiring
- * (generation.content_expired, here 2 s after it: RESULT_RETENTION_MS).
+ * (generation.content_expired, here 2 s after it: RESULT_RETENTION_MS). A request refused by
+ * validation (400 with `issues`) never reaches the workflow that delivers: its log has the event,
+ * no receiver is sent it (docs/api/using-the-api.md, "Subscribing").
  */
 describe('webhooks of a refusal and of a content expiry', () => {
-  const { received, webhookDelivery, origin } = useWebhookReceiver();
+  const { received, webhookDelivery, origin, deliveriesOf } = useWebhookReceiver();
   const stack = useGenerationStack({
     apiEnv: {
       OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
@@ -60,5 +62,36 @@ describe('webhooks of a refusal and of a content expiry', () => {
     expect(response.statusCode, response.body).toBe(402);
     const id = String(response.headers['x-request-id']);
     await expect.poll(typesOf(id, poor), { timeout: 20_000, interval: 200 }).toEqual(['generation.rejected']);
+  });
+
+  it('delivers nothing for a request refused by validation (400), though its log has generation.rejected', async () => {
+    const poor = await createPaidAccount(stack.db.pool, { oneTime: 1 });
+    const invalid = await createGeneration(stack.api, poor.key, {
+      model: 'lumen-lite',
+      prompt: 'a lighthouse',
+      quality: 'bogus',
+      webhook: { url: `${origin()}/hook` },
+    });
+    expect(invalid.statusCode, invalid.body).toBe(400);
+    const invalidId = String(invalid.headers['x-request-id']);
+    const log = await stack.api.app.inject({
+      method: 'GET',
+      url: `/v1/generations/${invalidId}/events`,
+      headers: bearer(poor.key),
+    });
+    expect(log.statusCode, log.body).toBe(200);
+    expect(log.json<{ data: { type: string }[] }>().data.map((e) => e.type)).toEqual(['generation.rejected']);
+    // A 402 sent after it is delivered: by then a delivery of the 400 would have come too.
+    const refused = await createGeneration(stack.api, poor.key, {
+      model: 'lumen-lite',
+      prompt: 'too dear',
+      webhook: { url: `${origin()}/hook` },
+    });
+    expect(refused.statusCode, refused.body).toBe(402);
+    const refusedId = String(refused.headers['x-request-id']);
+    await expect
+      .poll(typesOf(refusedId, poor), { timeout: 20_000, interval: 200 })
+      .toEqual(['generation.rejected']);
+    expect(deliveriesOf(invalidId)).toEqual([]);
   });
 });

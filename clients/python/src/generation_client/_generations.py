@@ -57,10 +57,13 @@ class Generations:
         timeout: float | None = None,
         on_update: OnUpdate | None = None,
         poll_interval: float = 2.0,
+        use_events: bool | None = None,
     ) -> Generation:
         """The generation once it is succeeded, failed or rejected (not raised: see run). WaitTimeoutError
-        after ``timeout`` seconds (default 15 minutes); the generation goes on, wait(id) resumes."""
-        return wait_sync(self._http, generation, timeout, on_update, poll_interval)
+        after ``timeout`` seconds (default 15 minutes); the generation goes on, wait(id) resumes.
+        ``use_events``: wait on the event stream rather than held GETs; by default when ``timeout`` is
+        longer than one held request (50 s). An API without the stream gets held GETs all the same."""
+        return wait_sync(self._http, generation, timeout, on_update, poll_interval, None, use_events)
 
     def run(
         self,
@@ -71,6 +74,7 @@ class Generations:
         timeout: float | None = None,
         on_update: OnUpdate | None = None,
         poll_interval: float = 2.0,
+        use_events: bool | None = None,
         **fields: Any,
     ) -> KeyedGeneration:
         """create + wait: the succeeded generation, or GenerationFailedError / GenerationRejectedError,
@@ -78,7 +82,7 @@ class Generations:
         key = idempotency_key or r.new_idempotency_key()
         created = self.create(body, idempotency_key=key, **fields)
         try:
-            done = wait_sync(self._http, created, timeout, on_update, poll_interval, key)
+            done = wait_sync(self._http, created, timeout, on_update, poll_interval, key, use_events)
         except Exception as error:
             raise r.with_key(error, key) from None
         return r.finished(done, key)
@@ -163,8 +167,9 @@ class AsyncGenerations:
         timeout: float | None = None,
         on_update: OnUpdate | None = None,
         poll_interval: float = 2.0,
+        use_events: bool | None = None,
     ) -> Generation:
-        return await wait_async(self._http, generation, timeout, on_update, poll_interval)
+        return await wait_async(self._http, generation, timeout, on_update, poll_interval, None, use_events)
 
     async def run(
         self,
@@ -175,12 +180,13 @@ class AsyncGenerations:
         timeout: float | None = None,
         on_update: OnUpdate | None = None,
         poll_interval: float = 2.0,
+        use_events: bool | None = None,
         **fields: Any,
     ) -> KeyedGeneration:
         key = idempotency_key or r.new_idempotency_key()
         created = await self.create(body, idempotency_key=key, **fields)
         try:
-            done = await wait_async(self._http, created, timeout, on_update, poll_interval, key)
+            done = await wait_async(self._http, created, timeout, on_update, poll_interval, key, use_events)
         except Exception as error:
             raise r.with_key(error, key) from None
         return r.finished(done, key)

@@ -1,7 +1,10 @@
-"""Waiting for a generation to end: ask the server to hold each GET (``Prefer: wait=N``); when an
-answer shows it did not (no ``Preference-Applied``), poll every 2-3 s or after its Retry-After,
-conditionally (If-None-Match), so an unchanged generation costs a 304. The two loops below are the
-same steps; ``_WaitState`` holds every decision so that sync and async cannot drift apart.
+"""Waiting for a generation to end. A wait whose deadline is longer than one held request
+(``MAX_HOLD_SECONDS``) reads the generation's event stream (``_event_waiting``), as the TypeScript
+client's does. Otherwise, or when the stream cannot serve, it asks the server to hold each GET
+(``Prefer: wait=N``); when an answer shows it did not (no ``Preference-Applied``), it polls every
+2-3 s or after its Retry-After, conditionally (If-None-Match), so an unchanged generation costs a
+304. The two loops below are the same steps; ``WaitState`` holds every decision so that sync and
+async cannot drift apart.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from urllib.parse import quote
 import anyio
 
 from ._core import Request, Response
+from ._event_waiting import stream_async, stream_sync
 from ._http import AsyncHttp, SyncHttp
 from .errors import WaitTimeoutError
 from .retry_policy import parse_retry_after
@@ -29,7 +33,7 @@ _WAIT_APPLIED = re.compile(r"wait=", re.IGNORECASE)
 OnUpdate = Callable[[Generation], None]
 
 
-class _WaitState:
+class WaitState:
     def __init__(
         self,
         start: str | Generation,
@@ -59,11 +63,32 @@ class _WaitState:
     def done(self) -> Generation | None:
         return self.current if self.current and self.current.is_terminal else None
 
+    def timed_out(self) -> WaitTimeoutError:
+        return WaitTimeoutError(self.id, self.current, self.timeout, self.idempotency_key)
+
+    def reads_events(self, use_events: bool | None) -> bool:
+        """Whether to wait on the event stream: one connection for the whole wait, where held GETs
+        ask again every 50 s; by default when the deadline is longer than one held request."""
+        return self.timeout > MAX_HOLD_SECONDS if use_events is None else use_events
+
+    def take(self, generation: Generation) -> Generation | None:
+        """A state the event stream showed: reported when it changed; returned when terminal."""
+        self.current = generation
+        seen = generation.model_dump_json()
+        if seen != self.last_seen and self.on_update:
+            self.on_update(generation)
+        self.last_seen = seen
+        return self.done()
+
+    def after_stream(self) -> None:
+        """The stream could not serve: what it showed was reported, the held GETs take it from there."""
+        self.read_now = self.read_now and self.current is None
+
     def next_request(self) -> Request:
         """The next GET, or WaitTimeoutError at the deadline."""
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
-            raise WaitTimeoutError(self.id, self.current, self.timeout, self.idempotency_key)
+            raise self.timed_out()
         self.hold = (
             0 if self.holds is False or self.read_now else max(1, min(MAX_HOLD_SECONDS, int(remaining)))
         )
@@ -118,8 +143,13 @@ def wait_sync(
     on_update: OnUpdate | None,
     poll_interval: float,
     idempotency_key: str | None = None,
+    use_events: bool | None = None,
 ) -> Generation:
-    state = _WaitState(start, timeout, on_update, poll_interval, idempotency_key)
+    state = WaitState(start, timeout, on_update, poll_interval, idempotency_key)
+    if not state.done() and state.reads_events(use_events):
+        if streamed := stream_sync(http, state):
+            return streamed
+        state.after_stream()
     while not (done := state.done()):
         pause = state.answered(http.request(state.next_request()))
         if pause:
@@ -134,8 +164,13 @@ async def wait_async(
     on_update: OnUpdate | None,
     poll_interval: float,
     idempotency_key: str | None = None,
+    use_events: bool | None = None,
 ) -> Generation:
-    state = _WaitState(start, timeout, on_update, poll_interval, idempotency_key)
+    state = WaitState(start, timeout, on_update, poll_interval, idempotency_key)
+    if not state.done() and state.reads_events(use_events):
+        if streamed := await stream_async(http, state):
+            return streamed
+        state.after_stream()
     while not (done := state.done()):
         pause = state.answered(await http.request(state.next_request()))
         if pause:

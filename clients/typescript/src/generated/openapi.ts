@@ -1579,7 +1579,7 @@ export interface webhooks {
         put?: never;
         /**
          * generation.rejected (a generation's event, sent to its webhook URL)
-         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL.
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL. Sent for a refusal at admission (402 insufficient_credits, 429 concurrency_limit_exceeded), never for a request refused by validation (400 with `issues`): that request is not subscribed.
          */
         post: {
             parameters: {
@@ -2175,7 +2175,7 @@ export interface components {
             /** @description The signing secret: `whsec_` + base64 of 32 random bytes; the HMAC key is the base64-decoded part after `whsec_`. */
             secret: string;
         };
-        /** @description Deliver this generation's events to `url`, signed per Standard Webhooks 1.0 (see `webhooks`). Part of the request: the same Idempotency-Key with another webhook is a conflict. */
+        /** @description Deliver this generation's events to `url`, signed per Standard Webhooks 1.0 (see `webhooks`). Part of the request: the same Idempotency-Key with another webhook is a conflict. A request refused by validation (400 with `issues`) is not subscribed: nothing is delivered for it (its event log still records generation.rejected); a refusal at admission (402, 429 concurrency_limit_exceeded) is delivered as generation.rejected. */
         WebhookSubscription: {
             /** @description The event types delivered, distinct, at least one. Default: generation.succeeded, generation.failed, generation.rejected, generation.content_expired. */
             events?: ("generation.created" | "generation.processing" | "generation.succeeded" | "generation.failed" | "generation.rejected" | "generation.refunded" | "generation.requeued" | "generation.updated" | "generation.content_expired")[];
