@@ -71,6 +71,12 @@ describe('client.generations.events(id)', () => {
     })();
     await expect(reading).rejects.toBeInstanceOf(AbortedError);
     expect(seen).toEqual([1]);
+    // The API let the stream go (the connection closed), the generation running on; so does a break.
+    const streamsClosed = () => waitFor(() => Promise.resolve(stack.api.streaming() === 0), 3000);
+    await streamsClosed();
+    for await (const event of client().generations.events(created.id)) if (event.id === 1) break;
+    await streamsClosed();
+    expect((await client().generations.get(created.id)).status).toBe('queued');
   });
 
   describe('wait() on the event stream', () => {
