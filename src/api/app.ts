@@ -16,6 +16,7 @@ import { limitsPlugin } from './limits-plugin.js';
 import type { AuthLimits } from '../auth/rate-limit.js';
 import type { RequestLogWriter } from '../db/request-log-writer.js';
 import { refuseUnstorableText } from './storable-text-hook.js';
+import { closeUnusedConnectionsOnShutdown } from './unused-connections.js';
 import { useZodSchemas } from './zod-type-provider.js';
 import { cancelRoutes } from './routes/cancel-routes.js';
 import { creditsRoutes } from './routes/credits-routes.js';
@@ -89,6 +90,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       app.answerFrameworkError(error, request, reply);
     },
   });
+  closeUnusedConnectionsOnShutdown(app);
   if (deps.tracing) await app.register(requestSpans().plugin());
   // JSON only: without this, Fastify would accept text/plain bodies as strings.
   app.removeContentTypeParser('text/plain');

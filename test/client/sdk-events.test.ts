@@ -7,8 +7,10 @@ import {
   type Generation,
   type GenerationEvent,
 } from '../../clients/typescript/src/index.js';
+import { startTestApi } from '../support/api.js';
 import { startFaultyFront } from '../support/faulty-front.js';
 import { startTcpRelay } from '../support/tcp-relay.js';
+import { waitFor } from '../support/wait.js';
 import { useListeningStack } from './client-stack.js';
 
 describe('client.generations.events(id)', () => {
@@ -69,6 +71,12 @@ describe('client.generations.events(id)', () => {
     })();
     await expect(reading).rejects.toBeInstanceOf(AbortedError);
     expect(seen).toEqual([1]);
+    // The API let the stream go (the connection closed), the generation running on; so does a break.
+    const streamsClosed = () => waitFor(() => Promise.resolve(stack.api.streaming() === 0), 3000);
+    await streamsClosed();
+    for await (const event of client().generations.events(created.id)) if (event.id === 1) break;
+    await streamsClosed();
+    expect((await client().generations.get(created.id)).status).toBe('queued');
   });
 
   describe('wait() on the event stream', () => {
@@ -153,6 +161,35 @@ describe('client.generations.events(id)', () => {
       expect(Date.now() - started).toBeLessThan(3000);
       expect((error as WaitTimeoutError).generation).toMatchObject({ id: created.id, status: 'queued' });
       expect((await client().generations.wait(created.id, { useEvents: true })).status).toBe('succeeded');
+    });
+
+    it('a wait ended by its deadline leaves its API nothing to wait for: the stream detached, the shutdown prompt', async () => {
+      // An API of its own, closed here while the generation still runs.
+      const own = await startTestApi(stack.db.url, stack.worker.apiEnv);
+      let closing: Promise<string> | undefined;
+      try {
+        await own.app.listen({ host: '127.0.0.1', port: 0 });
+        const { port } = own.app.server.address() as { port: number };
+        const viaOwn = client(`http://127.0.0.1:${port}/v1`);
+        const created = await viaOwn.generations.create({
+          model: 'lumen-lite',
+          prompt: 'long [sim:slow=30]',
+        });
+        const error = await viaOwn.generations
+          .wait(created.id, { timeoutMs: 1000, useEvents: true })
+          .catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(WaitTimeoutError);
+        await waitFor(() => Promise.resolve(own.streaming() === 0), 3000);
+        expect((await client().generations.get(created.id)).status).toBe('queued');
+        // Node's fetch opened a connection it never uses after the abort (nodejs/undici#5845): the
+        // shutdown does not wait for it (it used to, about 70 s).
+        closing = own.close().then(() => 'closed');
+        const late = new Promise((resolve) => setTimeout(() => resolve('still waiting after 3 s'), 3000));
+        expect(await Promise.race([closing, late])).toBe('closed');
+      } finally {
+        if (closing) own.app.server.closeAllConnections(); // not to wait 70 s when this fails
+        await (closing ?? own.close());
+      }
     });
   });
 });

@@ -2,6 +2,7 @@ import { AbortedError, ApiError, GenerationClientError } from '../core/errors.js
 import type { HttpCore } from '../core/http.js';
 import { backoffMs, isRetryableStatus } from '../core/retry-policy.js';
 import { abortableSleep } from '../core/signals.js';
+import { sseMessages } from '../core/sse.js';
 import { isTerminal, type GenerationEvent } from '../types.js';
 
 export interface EventsOptions {
@@ -70,42 +71,3 @@ const abortedFor = (id: string, cause: unknown) =>
     generationId: id,
     cause,
   });
-
-interface SseMessage {
-  data?: string;
-  retry?: number;
-}
-
-/** The messages of a text/event-stream body (the WHATWG parsing rules, for the fields we use). */
-async function* sseMessages(body: ReadableStream<Uint8Array>): AsyncGenerator<SseMessage> {
-  const decoder = new TextDecoder();
-  const reader = body.getReader();
-  let buffer = '';
-  let message: SseMessage = {};
-  try {
-    for (;;) {
-      const chunk = await reader.read();
-      if (chunk.done) return; // an unfinished message is dropped, as EventSource does
-      buffer += decoder.decode(chunk.value, { stream: true });
-      let newline: number;
-      while ((newline = buffer.search(/\r\n|\r|\n/)) >= 0) {
-        const line = buffer.slice(0, newline);
-        buffer = buffer.slice(newline + (buffer.startsWith('\r\n', newline) ? 2 : 1));
-        if (line === '') {
-          if (message.data !== undefined || message.retry !== undefined) yield message;
-          message = {};
-          continue;
-        }
-        if (line.startsWith(':')) continue; // a comment: the keep-alive
-        const colon = line.indexOf(':');
-        const field = colon < 0 ? line : line.slice(0, colon);
-        const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
-        if (field === 'data') message.data = message.data === undefined ? value : `${message.data}\n${value}`;
-        else if (field === 'retry' && /^\d+$/.test(value)) message.retry = Number(value);
-      }
-    }
-  } finally {
-    reader.releaseLock();
-    await body.cancel().catch(() => undefined);
-  }
-}
