@@ -1,8 +1,6 @@
 import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import type { ApiService } from '../../src/api/service.js';
 import { randomBase62 } from '../../src/ids.js';
 import { createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
@@ -17,7 +15,7 @@ import {
   type ProviderReport,
 } from '../support/provider-process.js';
 import { falRequestError } from '../support/providers/fal-queue-server.js';
-import { creditsAndLedger, faultRunEnv, faultRunWorkers } from '../support/fault-run.js';
+import { creditsAndLedger, faultRunEnv, faultRunWorkers, generationsOf } from '../support/fault-run.js';
 import { seededRandom } from '../support/seeded-random.js';
 
 /**
@@ -178,21 +176,7 @@ describe('a long run of mixed traffic under worker kills, provider pauses and dr
     for (const answer of answers)
       expect([202, 503], `${answer.key}: ${answer.body}`).toContain(answer.status);
 
-    const generations = () =>
-      db.pool.any(
-        sql.type(
-          z.object({
-            id: z.string(),
-            key: z.string(),
-            status: z.string(),
-            needs_review: z.boolean(),
-            output_prefix: z.string().nullable(),
-            input_prefix: z.string().nullable(),
-            content_expired: z.boolean(),
-          }),
-        )`SELECT id, idempotency_key AS key, status, needs_review, output_prefix, input_prefix, content_expired
-          FROM generations WHERE account_id = ${account.accountId}`,
-      );
+    const generations = () => generationsOf(db, account);
     // Every generation ends or waits in review (a claim left by a killed holder lapses first).
     const open = async () => (await generations()).filter((g) => g.status === 'queued').map((g) => g.id);
     await expect.poll(open, { timeout: 150_000, interval: 2_000 }).toEqual([]);

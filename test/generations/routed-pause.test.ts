@@ -1,15 +1,13 @@
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import type { ApiService } from '../../src/api/service.js';
 import { routeAttemptsOf } from '../../src/db/route-attempts.js';
 import { randomBase62 } from '../../src/ids.js';
 import { createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { creditsAndLedger, faultRunEnv, faultRunWorkers } from '../support/fault-run.js';
+import { creditsAndLedger, faultRunEnv, faultRunWorkers, generationsOf } from '../support/fault-run.js';
 import { importExampleCatalog } from '../support/example-catalog.js';
 import { createGeneration } from '../support/generations.js';
 import { chargesOf } from '../support/ledger.js';
@@ -149,19 +147,7 @@ describe('a routed model under a paused and resumed fal, with worker kills', { t
     // 503 only when the handover's worker was killed: the generation goes on all the same.
     for (const p of posted) expect([202, 503], `${p.key}: ${p.body}`).toContain(p.status);
 
-    const generations = () =>
-      db.pool.any(
-        sql.type(
-          z.object({
-            id: z.string(),
-            key: z.string(),
-            status: z.string(),
-            needs_review: z.boolean(),
-            provider: z.string().nullable(),
-          }),
-        )`SELECT id, idempotency_key AS key, status, needs_review, provider
-          FROM generations WHERE account_id = ${account.accountId}`,
-      );
+    const generations = () => generationsOf(db, account);
     const open = async () => (await generations()).filter((g) => g.status === 'queued').map((g) => g.key);
     await expect.poll(open, { timeout: 150_000, interval: 2_000 }).toEqual([]);
     const rows = await generations();

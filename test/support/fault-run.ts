@@ -53,3 +53,23 @@ export async function creditsAndLedger(
     WHERE account_id = ${account.accountId}`);
   return { credits: z.object({ credits: z.number() }).parse(answer.json()).credits, ledger };
 }
+
+/** A fault run's generations (its account's): what the checks read of each. */
+export function generationsOf(db: TestDatabase, account: TestAccount) {
+  return db.pool.any(
+    sql.type(
+      z.object({
+        id: z.string(),
+        key: z.string(),
+        status: z.string(),
+        needs_review: z.boolean(),
+        provider: z.string().nullable(),
+        output_prefix: z.string().nullable(),
+        input_prefix: z.string().nullable(),
+        content_expired: z.boolean(),
+      }),
+    )`SELECT id, idempotency_key AS key, status, needs_review, provider, output_prefix, input_prefix,
+        content_expired
+      FROM generations WHERE account_id = ${account.accountId}`,
+  );
+}
