@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -7,7 +7,7 @@ import path from 'node:path';
 import { selfSignedLoopbackCertificate } from '../test/support/test-certificates.js';
 import { cpuBySource } from './process-cpu.js';
 import { benchRuntime, startStack } from './stack.js';
-import { printColumns } from './support.js';
+import { createGenerations, percentile, printColumns, rssKb } from './support.js';
 import { loadAverage } from './targets.js';
 
 /**
@@ -59,44 +59,23 @@ const stack = await startStack({
   NODE_EXTRA_CA_CERTS: caFile,
 });
 const auth = { authorization: `Bearer ${stack.key}` };
-const runId = Date.now().toString(36);
 const api = { api: { pid: stack.apiPid } };
 
-/** Resident memory (kB) of the API process. */
-async function apiRssKb(): Promise<number> {
-  return Number(/VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${stack.apiPid}/status`, 'utf8'))![1]);
-}
 /** The API's CPU (ms) over `seconds` of rest, and its RSS at the end. */
 async function atRest(seconds: number): Promise<{ cpuMs: number; rssKb: number }> {
   const before = await cpuBySource(api);
   await new Promise((r) => setTimeout(r, seconds * 1000));
   const after = await cpuBySource(api);
-  return { cpuMs: after.api - before.api, rssKb: await apiRssKb() };
+  return { cpuMs: after.api - before.api, rssKb: await rssKb(stack.apiPid) };
 }
 
-/** Creates the batch five at a time; a 503 (a loaded machine) is retried with the same key and body. */
-async function createBatch(label: string, count: number, slow: (i: number) => number): Promise<string[]> {
-  const create = async (i: number): Promise<string> => {
-    const body = JSON.stringify({
-      model: 'lumen-lite',
-      prompt: `${label} ${i} [sim:slow=${slow(i).toFixed(2)}]`,
-      webhook: { url: webhookUrl },
-    });
-    for (;;) {
-      const response = await fetch(`${stack.apiUrl}/generations`, {
-        method: 'POST',
-        headers: { ...auth, 'content-type': 'application/json', 'idempotency-key': `${runId}-${label}-${i}` },
-        body,
-      });
-      if (response.status === 202) return ((await response.json()) as { id: string }).id;
-      if (response.status !== 503) throw new Error(`POST: ${response.status} ${await response.text()}`);
-    }
-  };
-  const ids: string[] = [];
-  for (let i = 0; i < count; i += 5)
-    ids.push(...(await Promise.all([0, 1, 2, 3, 4].filter((j) => i + j < count).map((j) => create(i + j)))));
-  return ids;
-}
+/** The batch, each generation with a webhook to the receiver. */
+const createBatch = (label: string, count: number, slow: (i: number) => number) =>
+  createGenerations(stack, label, count, (i) => ({
+    model: 'lumen-lite',
+    prompt: `${label} ${i} [sim:slow=${slow(i).toFixed(2)}]`,
+    webhook: { url: webhookUrl },
+  }));
 
 interface Stream {
   /** Resolves once the server has sent its first bytes (the stream is registered). */
@@ -155,11 +134,6 @@ function openStream(generationId: string): Stream {
   });
   return { opened, ended, live, close: () => request.destroy() };
 }
-
-const percentile = (values: number[], p: number) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
-};
 
 const streams: Stream[] = [];
 try {

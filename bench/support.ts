@@ -1,4 +1,4 @@
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
@@ -95,4 +95,50 @@ export function printTable<T extends LoadResult>(rows: T[], extra: Array<keyof T
       ...extra.map((key) => String(r[key])),
     ]),
   ]);
+}
+
+/** The p-th percentile (nearest rank) of `values`; NaN for none. */
+export const percentile = (values: number[], p: number): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
+};
+
+/** Resident memory (kB) of a process. */
+export async function rssKb(pid: number): Promise<number> {
+  return Number(/VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${pid}/status`, 'utf8'))![1]);
+}
+
+/** Keeps a bench's Idempotency-Keys apart from an earlier run's on the same database. */
+const runId = Date.now().toString(36);
+
+/**
+ * Creates `count` generations (the i-th's body is `body(i)`) five at a time, as a few clients at
+ * once would; a 503 (a loaded machine) is retried with the same key and body. Their ids, in order.
+ */
+export async function createGenerations(
+  api: { apiUrl: string; key: string },
+  label: string,
+  count: number,
+  body: (i: number) => object,
+): Promise<string[]> {
+  const create = async (i: number): Promise<string> => {
+    const json = JSON.stringify(body(i));
+    for (;;) {
+      const response = await fetch(`${api.apiUrl}/generations`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${api.key}`,
+          'content-type': 'application/json',
+          'idempotency-key': `${runId}-${label}-${i}`,
+        },
+        body: json,
+      });
+      if (response.status === 202) return ((await response.json()) as { id: string }).id;
+      if (response.status !== 503) throw new Error(`POST: ${response.status} ${await response.text()}`);
+    }
+  };
+  const ids: string[] = [];
+  for (let i = 0; i < count; i += 5)
+    ids.push(...(await Promise.all([0, 1, 2, 3, 4].filter((j) => i + j < count).map((j) => create(i + j)))));
+  return ids;
 }

@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { printColumns } from './support.js';
+import { createGenerations, percentile, printColumns, rssKb } from './support.js';
 import { startStack } from './stack.js';
 
 /**
@@ -14,45 +14,22 @@ const generationCount = Number(process.env.BENCH_GENERATIONS ?? 50);
 const slowSeconds = Number(process.env.BENCH_SLOW_SECONDS ?? 10);
 const stack = await startStack({ PROVIDER_POLL_INTERVAL_MS: '200' });
 const auth = { authorization: `Bearer ${stack.key}` };
-const runId = Date.now().toString(36);
 
 /** Resident memory (kB) and CPU time so far (ms) of the API process. */
 async function apiProcess(): Promise<{ rssKb: number; cpuMs: number }> {
-  const status = await readFile(`/proc/${stack.apiPid}/status`, 'utf8');
   const fields = (await readFile(`/proc/${stack.apiPid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
   return {
-    rssKb: Number(/VmRSS:\s+(\d+)/.exec(status)![1]),
+    rssKb: await rssKb(stack.apiPid),
     cpuMs: ((Number(fields[11]) + Number(fields[12])) * 1000) / 100,
   };
 }
 
-/** Creates the batch five at a time; a 503 (a loaded machine) is retried with the same key and body. */
-async function createBatch(label: string): Promise<string[]> {
-  const ids: string[] = [];
-  const create = async (i: number): Promise<string> => {
-    // Finishing over a few seconds, as independent clients' generations do, not all in one instant.
-    const body = JSON.stringify({
-      model: 'lumen-lite',
-      prompt: `${label} ${i} [sim:slow=${slowSeconds + (i * 4) / generationCount}]`,
-    });
-    for (;;) {
-      const response = await fetch(`${stack.apiUrl}/generations`, {
-        method: 'POST',
-        headers: { ...auth, 'content-type': 'application/json', 'idempotency-key': `${runId}-${label}-${i}` },
-        body,
-      });
-      if (response.status === 202) return ((await response.json()) as { id: string }).id;
-      if (response.status !== 503) throw new Error(`POST: ${response.status} ${await response.text()}`);
-    }
-  };
-  for (let i = 0; i < generationCount; i += 5)
-    ids.push(
-      ...(await Promise.all(
-        [0, 1, 2, 3, 4].filter((j) => i + j < generationCount).map((j) => create(i + j)),
-      )),
-    );
-  return ids;
-}
+/** The batch, finishing over a few seconds, as independent clients' generations do, not all in one instant. */
+const createBatch = (label: string) =>
+  createGenerations(stack, label, generationCount, (i) => ({
+    model: 'lumen-lite',
+    prompt: `${label} ${i} [sim:slow=${slowSeconds + (i * 4) / generationCount}]`,
+  }));
 
 type Generation = { status: string; completed_at: string | null };
 const get = async (id: string, headers: Record<string, string> = {}) => {
@@ -60,10 +37,6 @@ const get = async (id: string, headers: Record<string, string> = {}) => {
   const body = (await response.json()) as Generation;
   if (response.status !== 200) throw new Error(`GET ${id}: ${response.status} ${JSON.stringify(body)}`);
   return { body, at: Date.now() };
-};
-const percentile = (values: number[], p: number) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 };
 const lateness = (at: number, body: Generation) => at - Date.parse(body.completed_at!);
 

@@ -1,9 +1,18 @@
-import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client } from '@temporalio/client';
+import {
+  ScheduleAlreadyRunning,
+  ScheduleNotFoundError,
+  ScheduleOverlapPolicy,
+  type Client,
+} from '@temporalio/client';
+
+/** What ensureIntervalSchedule did: `removed` and `off` (there was none) for an interval of 0. */
+export type IntervalScheduleOutcome = 'created' | 'updated' | 'removed' | 'off';
 
 /**
  * A schedule that starts `workflowType` every `intervalMs` on `taskQueue` (its run named after the
  * schedule), skipping a run while the last is still going. Created by the first worker to start and
- * brought up to date by every later one, so a changed interval or argument takes effect on deploy.
+ * brought up to date by every later one, so a changed interval or argument takes effect on deploy;
+ * an interval of 0 (or less) turns it off: the schedule is deleted.
  */
 export async function ensureIntervalSchedule(
   client: Client,
@@ -16,8 +25,9 @@ export async function ensureIntervalSchedule(
     args: unknown[];
     purpose: string;
   },
-): Promise<'created' | 'updated'> {
+): Promise<IntervalScheduleOutcome> {
   const { scheduleId } = schedule;
+  if (schedule.intervalMs <= 0) return deleteSchedule(client, scheduleId);
   const spec = { intervals: [{ every: schedule.intervalMs }] };
   const action = {
     type: 'startWorkflow' as const,
@@ -40,4 +50,14 @@ export async function ensureIntervalSchedule(
   }
   await client.schedule.getHandle(scheduleId).update((previous) => ({ ...previous, spec, action }));
   return 'updated';
+}
+
+async function deleteSchedule(client: Client, scheduleId: string): Promise<'removed' | 'off'> {
+  try {
+    await client.schedule.getHandle(scheduleId).delete();
+    return 'removed';
+  } catch (error) {
+    if (error instanceof ScheduleNotFoundError) return 'off';
+    throw error;
+  }
 }

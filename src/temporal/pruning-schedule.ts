@@ -1,6 +1,6 @@
-import { ScheduleNotFoundError, type Client } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import { pruningWorkflow, type PruningOptions } from '../workflows/pruning-workflow.js';
-import { ensureIntervalSchedule } from './interval-schedule.js';
+import { ensureIntervalSchedule, type IntervalScheduleOutcome } from './interval-schedule.js';
 
 /** One pruning schedule per task queue, like the reconciliation sweep (its workers share one database). */
 export const pruningScheduleId = (taskQueue: string): string => `generation-pruning.${taskQueue}`;
@@ -13,20 +13,9 @@ export const pruningScheduleId = (taskQueue: string): string => `generation-prun
 export async function ensurePruningSchedule(
   client: Client,
   settings: { taskQueue: string; intervalMs: number; options: PruningOptions },
-): Promise<'created' | 'updated' | 'removed' | 'off'> {
-  const scheduleId = pruningScheduleId(settings.taskQueue);
-  const handle = client.schedule.getHandle(scheduleId);
-  if (settings.intervalMs <= 0) {
-    try {
-      await handle.delete();
-      return 'removed';
-    } catch (error) {
-      if (error instanceof ScheduleNotFoundError) return 'off';
-      throw error;
-    }
-  }
+): Promise<IntervalScheduleOutcome> {
   return ensureIntervalSchedule(client, {
-    scheduleId,
+    scheduleId: pruningScheduleId(settings.taskQueue),
     workflowType: pruningWorkflow,
     taskQueue: settings.taskQueue,
     intervalMs: settings.intervalMs,

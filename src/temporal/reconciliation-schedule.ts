@@ -1,5 +1,5 @@
 import { ScheduleNotFoundError, type Client } from '@temporalio/client';
-import { ensureIntervalSchedule } from './interval-schedule.js';
+import { ensureIntervalSchedule, type IntervalScheduleOutcome } from './interval-schedule.js';
 import { reconciliationWorkflow, type ReconciliationOptions } from '../workflows/reconciliation-workflow.js';
 
 /**
@@ -20,7 +20,7 @@ export const LEGACY_RECONCILIATION_SCHEDULE_ID = 'generation-reconciliation';
 export async function ensureReconciliationSchedule(
   client: Client,
   settings: { taskQueue: string; intervalMs: number; options: ReconciliationOptions },
-): Promise<'created' | 'updated'> {
+): Promise<IntervalScheduleOutcome> {
   return ensureIntervalSchedule(client, {
     scheduleId: reconciliationScheduleId(settings.taskQueue),
     workflowType: reconciliationWorkflow,

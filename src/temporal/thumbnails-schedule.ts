@@ -1,6 +1,6 @@
-import { ScheduleNotFoundError, type Client } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import { thumbnailsWorkflow, type ThumbnailSweepOptions } from '../workflows/thumbnails-workflow.js';
-import { ensureIntervalSchedule } from './interval-schedule.js';
+import { ensureIntervalSchedule, type IntervalScheduleOutcome } from './interval-schedule.js';
 
 /** One thumbnails schedule per task queue, like the pruning (its workers share one database). */
 export const thumbnailsScheduleId = (taskQueue: string): string => `generation-thumbnails.${taskQueue}`;
@@ -13,19 +13,9 @@ export const thumbnailsScheduleId = (taskQueue: string): string => `generation-t
 export async function ensureThumbnailsSchedule(
   client: Client,
   settings: { taskQueue: string; intervalMs: number; options: ThumbnailSweepOptions },
-): Promise<'created' | 'updated' | 'removed' | 'off'> {
-  const scheduleId = thumbnailsScheduleId(settings.taskQueue);
-  if (settings.intervalMs <= 0) {
-    try {
-      await client.schedule.getHandle(scheduleId).delete();
-      return 'removed';
-    } catch (error) {
-      if (error instanceof ScheduleNotFoundError) return 'off';
-      throw error;
-    }
-  }
+): Promise<IntervalScheduleOutcome> {
   return ensureIntervalSchedule(client, {
-    scheduleId,
+    scheduleId: thumbnailsScheduleId(settings.taskQueue),
     workflowType: thumbnailsWorkflow,
     taskQueue: settings.taskQueue,
     intervalMs: settings.intervalMs,

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { NativeConnection } from '@temporalio/worker';
+import { readFile } from 'node:fs/promises';
+import type { NativeConnection, WorkflowBundleOption } from '@temporalio/worker';
 
 /** A worker's place in its Worker Deployment: the deployment and the build of the workflow code it runs. */
 export interface WorkerVersion {
@@ -22,6 +23,35 @@ export type CurrentVersionPolicy = 'when-none' | 'always' | 'never';
  */
 export function buildIdOf(bundleCode: string): string {
   return createHash('sha256').update(bundleCode).digest('hex').slice(0, 16);
+}
+
+/** The version a worker of `deploymentName` runs in: its build id is the bundle's digest. */
+export async function workerVersionOf(
+  deploymentName: string,
+  bundle: WorkflowBundleOption,
+): Promise<WorkerVersion> {
+  const code = 'code' in bundle ? bundle.code : await readFile(bundle.codePath, 'utf8');
+  return { deploymentName, buildId: buildIdOf(code) };
+}
+
+/** The Worker.create options that put a worker in its version; none for an unversioned worker. */
+export type VersioningOptions = ReturnType<typeof versioningOptions>;
+
+/**
+ * Every task queue belongs to the version, so a pinned generation's provider wait runs on its own
+ * build. A generation's active life is pinned (generationWorkflow declares it); anything that does
+ * not declare a behaviour (the reconciliation and pruning sweeps, minutes long) is pinned too.
+ */
+export function versioningOptions(version: WorkerVersion | null) {
+  return version
+    ? {
+        workerDeploymentOptions: {
+          useWorkerVersioning: true,
+          version,
+          defaultVersioningBehavior: 'PINNED',
+        } as const,
+      }
+    : {};
 }
 
 /** The Current Version of a deployment, or null when it has none (or does not exist yet). */

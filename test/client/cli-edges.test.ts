@@ -3,63 +3,19 @@ import { chmod, mkdir, mkdtemp, open, readdir, readFile, rm, stat, writeFile } f
 import { connect, createServer, type Socket } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Client } from '../../clients/typescript/src/index.js';
 import { download, DownloadError } from '../../clients/typescript/src/node/index.js';
 import { startFaultyFront } from '../support/faulty-front.js';
 import { chargesOf } from '../support/ledger.js';
-import { clientDir, ensureClientBuilt, generationCount, useListeningStack } from './client-stack.js';
-
-const genBin = path.join(clientDir, 'bin', 'gen.js');
-
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+import { generationCount, useListeningStack } from './client-stack.js';
+import { genBin, useGen } from './gen-cli.js';
 
 /** Issue 27 item 5: gen refuses bad input before it acts, and leaves nothing half done or readable. */
 describe('gen at its edges: bad numbers, lost creates, the key typed and kept, stalled downloads (real stack)', () => {
   const stack = useListeningStack({ account: { oneTime: 500 }, worker: { simDelayMs: 300 } });
-  let home: string;
-  beforeAll(async () => {
-    home = await mkdtemp(path.join(os.tmpdir(), 'gen-edges-'));
-    await ensureClientBuilt();
-  }, 180_000);
-  afterAll(async () => {
-    await rm(home, { recursive: true, force: true });
-  });
-
-  const envFor = (key: string | undefined, baseURL = stack.listening.baseURL) => ({
-    PATH: process.env.PATH!,
-    HOME: home,
-    XDG_CONFIG_HOME: path.join(home, 'config'),
-    GENERATION_BASE_URL: baseURL,
-    ...(key ? { GENERATION_API_KEY: key } : {}),
-  });
-
-  /** gen with pipes; killed after `killAfterMs` (so that a loop on the old code ends the test, not the run). */
-  function gen(
-    args: string[],
-    options: { key?: string | undefined; baseURL?: string; stdin?: string; killAfterMs?: number } = {},
-  ) {
-    return new Promise<Result>((resolve) => {
-      const child = spawn(process.execPath, [genBin, ...args], {
-        cwd: home,
-        env: envFor('key' in options ? options.key : stack.account.key, options.baseURL),
-      });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-      child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-      child.stdin.end(options.stdin ?? '');
-      const killer = setTimeout(() => child.kill('SIGKILL'), options.killAfterMs ?? 25_000);
-      child.on('close', (code) => {
-        clearTimeout(killer);
-        resolve({ code, stdout, stderr });
-      });
-    });
-  }
+  const cli = useGen(stack, { tmpPrefix: 'gen-edges-', killAfterMs: 25_000 });
+  const { envFor, gen } = cli;
 
   it('a bad number or duration is refused with exit 2 and a message before any request; 2s and 1m are durations', async () => {
     const front = await startFaultyFront({ host: '127.0.0.1', port: stack.listening.port }, []);
@@ -163,8 +119,8 @@ describe('gen at its edges: bad numbers, lost creates, the key typed and kept, s
     // script(1) runs gen on a pseudo-terminal whose line discipline echoes what is typed unless gen turns it off.
     const command = `'${process.execPath}' '${genBin}' login`;
     const child = spawn('script', ['-qfec', command, '/dev/null'], {
-      cwd: home,
-      env: { ...envFor(undefined), XDG_CONFIG_HOME: path.join(home, 'tty-config'), TERM: 'xterm' },
+      cwd: cli.home,
+      env: { ...envFor(undefined), XDG_CONFIG_HOME: path.join(cli.home, 'tty-config'), TERM: 'xterm' },
     });
     let screen = '';
     child.stdout.on('data', (c: Buffer) => (screen += c.toString()));
@@ -180,12 +136,12 @@ describe('gen at its edges: bad numbers, lost creates, the key typed and kept, s
     expect(code, screen).toBe(0);
     expect(screen).toContain('Key saved to');
     expect(screen).not.toContain(stack.account.key);
-    const file = path.join(home, 'tty-config', 'gen', 'config.json');
+    const file = path.join(cli.home, 'tty-config', 'gen', 'config.json');
     expect(JSON.parse(await readFile(file, 'utf8'))).toEqual({ api_key: stack.account.key });
   }, 45_000);
 
   it('gen login replaces an old 0644 config file with a 0600 one, never writing the key into the old one', async () => {
-    const configDir = path.join(home, 'config', 'gen');
+    const configDir = path.join(cli.home, 'config', 'gen');
     await mkdir(configDir, { recursive: true });
     const file = path.join(configDir, 'config.json');
     await writeFile(file, '{ "api_key": "gsk_live_old" }\n');

@@ -1,56 +1,18 @@
 import { execFile, spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
-import os from 'node:os';
+import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createPaidAccount, type TestAccount } from '../support/api.js';
 import { startFaultyFront } from '../support/faulty-front.js';
 import { chargesOf } from '../support/ledger.js';
-import { clientDir, ensureClientBuilt, generationCount, useListeningStack } from './client-stack.js';
-
-const genBin = path.join(clientDir, 'bin', 'gen.js');
-
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+import { generationCount, useListeningStack } from './client-stack.js';
+import { genBin, useGen, type GenResult as Result } from './gen-cli.js';
 
 describe('gen, the command line, as a user meets it (real stack)', () => {
   const stack = useListeningStack({ account: { oneTime: 500 }, worker: { simDelayMs: 1500 } });
-  let home: string;
-  beforeAll(async () => {
-    home = await mkdtemp(path.join(os.tmpdir(), 'gen-cli-'));
-    await ensureClientBuilt();
-  }, 180_000);
-  afterAll(async () => {
-    await rm(home, { recursive: true, force: true });
-  });
-
-  const envFor = (key: string | undefined, baseURL = stack.listening.baseURL) => ({
-    PATH: process.env.PATH!,
-    HOME: home,
-    XDG_CONFIG_HOME: path.join(home, 'config'),
-    GENERATION_BASE_URL: baseURL,
-    ...(key ? { GENERATION_API_KEY: key } : {}),
-  });
-
-  /** gen with pipes (stdout is not a terminal: --json is automatic). */
-  function gen(args: string[], options: { key?: string | undefined; baseURL?: string; stdin?: string } = {}) {
-    return new Promise<Result>((resolve) => {
-      const child = spawn(process.execPath, [genBin, ...args], {
-        cwd: home,
-        env: envFor('key' in options ? options.key : stack.account.key, options.baseURL),
-      });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-      child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-      child.stdin.end(options.stdin ?? '');
-      child.on('close', (code) => resolve({ code, stdout, stderr }));
-    });
-  }
+  const cli = useGen(stack, { tmpPrefix: 'gen-cli-' });
+  const { envFor, gen } = cli;
 
   it('on a terminal: the status line updates in place, then the saved file with its size and dimensions', async () => {
     const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
@@ -72,7 +34,7 @@ describe('gen, the command line, as a user meets it (real stack)', () => {
       execFile(
         'script',
         ['-qfec', command, '/dev/null'],
-        { cwd: home, env: { ...envFor(stack.account.key), TERM: 'xterm' } },
+        { cwd: cli.home, env: { ...envFor(stack.account.key), TERM: 'xterm' } },
         (error, stdout, stderr) =>
           resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
       );
@@ -98,14 +60,14 @@ describe('gen, the command line, as a user meets it (real stack)', () => {
     const id = /^(gen_\w+)/.exec(status)![1]!;
     const saved = screen.find((l) => l.startsWith('generations/'))!;
     expect(saved).toMatch(new RegExp(`^generations/${id}/\\S+\\.png  \\d+\\.\\d KiB  1024×576$`));
-    const file = path.join(home, saved.split('  ')[0]!);
+    const file = path.join(cli.home, saved.split('  ')[0]!);
     expect(await sharp(file).metadata()).toMatchObject({ width: 1024, height: 576, format: 'png' });
   });
 
   it('--json (automatic off a terminal): the final generation on stdout, a local image sent with -p images=@file, files into -o DIR', async () => {
     await sharp({ create: { width: 64, height: 64, channels: 3, background: '#3366ff' } })
       .png()
-      .toFile(path.join(home, 'in.png'));
+      .toFile(path.join(cli.home, 'in.png'));
     const result = await gen([
       'run',
       'lumen-pro',
@@ -122,7 +84,7 @@ describe('gen, the command line, as a user meets it (real stack)', () => {
     expect(generation).toMatchObject({ status: 'succeeded', model: 'lumen-pro', credits: 4 });
     expect(generation.input.images[0]).toMatch(/^(data:image\/png;base64,|http)/);
     const line = result.stderr.split('\n').find((l) => l.startsWith('out/'))!;
-    expect((await stat(path.join(home, line.split('  ')[0]!))).size).toBeGreaterThan(0);
+    expect((await stat(path.join(cli.home, line.split('  ')[0]!))).size).toBeGreaterThan(0);
   });
 
   it('--no-wait prints only the id; gen wait ID --jsonl prints a line per status change; gen get, list, credits', async () => {
@@ -153,7 +115,7 @@ describe('gen, the command line, as a user meets it (real stack)', () => {
       execFile(
         'script',
         ['-qfec', `${process.execPath} ${genBin} models show lumen-pro`, '/dev/null'],
-        { cwd: home, env: envFor(stack.account.key) },
+        { cwd: cli.home, env: envFor(stack.account.key) },
         (error, stdout) => resolve({ code: error ? 1 : 0, stdout, stderr: '' }),
       ),
     );
@@ -163,7 +125,7 @@ describe('gen, the command line, as a user meets it (real stack)', () => {
       execFile(
         'script',
         ['-qfec', `${process.execPath} ${genBin} models`, '/dev/null'],
-        { cwd: home, env: envFor(stack.account.key) },
+        { cwd: cli.home, env: envFor(stack.account.key) },
         (_e, stdout) => resolve(stdout),
       ),
     );
@@ -231,7 +193,7 @@ describe('gen, the command line, as a user meets it (real stack)', () => {
       process.execPath,
       [genBin, 'run', 'lumen-lite', 'interrupted [sim:slow=5]', '--jsonl'],
       {
-        cwd: home,
+        cwd: cli.home,
         env: envFor(stack.account.key),
       },
     );
@@ -267,7 +229,7 @@ describe('gen, the command line, as a user meets it (real stack)', () => {
   it('gen login keeps the key in the XDG config folder with mode 0600, and gen uses it', async () => {
     const login = await gen(['login'], { key: undefined, stdin: `${stack.account.key}\n` });
     expect(login.code, login.stderr).toBe(0);
-    const file = path.join(home, 'config', 'gen', 'config.json');
+    const file = path.join(cli.home, 'config', 'gen', 'config.json');
     expect((await stat(file)).mode & 0o777).toBe(0o600);
     expect(JSON.parse(await readFile(file, 'utf8'))).toEqual({ api_key: stack.account.key });
     expect((await gen(['credits'], { key: undefined })).code).toBe(0);

@@ -1,12 +1,9 @@
-import type { ChildProcess } from 'node:child_process';
 import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import type { ApiService } from '../../src/api/service.js';
 import { randomBase62 } from '../../src/ids.js';
-import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
+import { createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { importExampleCatalog } from '../support/example-catalog.js';
 import { createGeneration } from '../support/generations.js';
@@ -18,7 +15,7 @@ import {
   type ProviderReport,
 } from '../support/provider-process.js';
 import { falRequestError } from '../support/providers/fal-queue-server.js';
-import { workerProcesses } from '../support/worker-process.js';
+import { creditsAndLedger, faultRunEnv, faultRunWorkers, generationsOf } from '../support/fault-run.js';
 import { seededRandom } from '../support/seeded-random.js';
 
 /**
@@ -112,31 +109,8 @@ describe('a long run of mixed traffic under worker kills, provider pauses and dr
   let api: ApiService;
   let account: TestAccount;
   const providerEnv = () => ({ ...providers.fal.env, ...providers.replicate.env, ...providers.openai.env });
-  const commonEnv = () => ({
-    ...providerEnv(),
-    TEMPORAL_TASK_QUEUE: taskQueue,
-    STORAGE_DIR: storageDir,
-    RESULT_BASE_URL: 'http://127.0.0.1:9',
-    PROVIDER_POLL_INTERVAL_MS: '250',
-    // The faults are this test's doing, not an outage that should turn requests away.
-    PROVIDER_DOWN_AFTER_FAILURES: '100000',
-    CONCURRENT_GENERATIONS_PER_ACCOUNT: '1000',
-  });
-  const workers = workerProcesses(() => ({
-    ...commonEnv(),
-    DATABASE_URL: db.url,
-    OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
-    LOG_LEVEL: 'warn',
-  }));
-  const running: ChildProcess[] = [];
-  const startWorker = async () => running.push(await workers.start());
-  const killOldestWorker = async () => {
-    const dying = running.shift();
-    if (!dying || dying.exitCode !== null || dying.signalCode !== null) return;
-    const exited = new Promise((resolve) => dying.once('exit', resolve));
-    dying.kill('SIGKILL');
-    await exited;
-  };
+  const commonEnv = () => ({ ...providerEnv(), ...faultRunEnv(taskQueue, storageDir) });
+  const { workers, rotation } = faultRunWorkers(commonEnv, () => db);
 
   beforeAll(async () => {
     const byLane = (lane: ProviderChildName) =>
@@ -153,7 +127,7 @@ describe('a long run of mixed traffic under worker kills, provider pauses and dr
     for (const name of ['fal', 'replicate', 'openai', 'simulated']) await importExampleCatalog(db.pool, name);
     api = await startTestApi(db.url, commonEnv());
     account = await createPaidAccount(db.pool, { oneTime: initialCredits });
-    await Promise.all([startWorker(), startWorker()]);
+    await Promise.all([rotation.start(), rotation.start()]);
   }, 120_000);
   afterAll(async () => {
     workers.killAll();
@@ -168,13 +142,7 @@ describe('a long run of mixed traffic under worker kills, provider pauses and dr
     const next = seededRandom(seed ^ 0x5eed);
 
     // Workers: the oldest SIGKILLed every ~10 s and replaced, so there is always one starting.
-    const killing = (async () => {
-      while (Date.now() < trafficEnds) {
-        await sleep(killEveryMs * (0.7 + 0.6 * next()));
-        await killOldestWorker();
-        await startWorker();
-      }
-    })();
+    const killing = rotation.killUntil(trafficEnds, killEveryMs, next);
     // Providers: one at a time paused for 3–6 s, in turn, with a few seconds between.
     const pausing = (async () => {
       for (let turn = 0; Date.now() < trafficEnds; turn++) {
@@ -204,25 +172,11 @@ describe('a long run of mixed traffic under worker kills, provider pauses and dr
     await Promise.all([killing, pausing]);
     // The faults stop; the stack is left to finish.
     await Promise.all(Object.values(providers).map((p) => p.calm()));
-    while (running.length < 2) await startWorker();
+    await rotation.refill(2);
     for (const answer of answers)
       expect([202, 503], `${answer.key}: ${answer.body}`).toContain(answer.status);
 
-    const generations = () =>
-      db.pool.any(
-        sql.type(
-          z.object({
-            id: z.string(),
-            key: z.string(),
-            status: z.string(),
-            needs_review: z.boolean(),
-            output_prefix: z.string().nullable(),
-            input_prefix: z.string().nullable(),
-            content_expired: z.boolean(),
-          }),
-        )`SELECT id, idempotency_key AS key, status, needs_review, output_prefix, input_prefix, content_expired
-          FROM generations WHERE account_id = ${account.accountId}`,
-      );
+    const generations = () => generationsOf(db, account);
     // Every generation ends or waits in review (a claim left by a killed holder lapses first).
     const open = async () => (await generations()).filter((g) => g.status === 'queued').map((g) => g.id);
     await expect.poll(open, { timeout: 150_000, interval: 2_000 }).toEqual([]);
@@ -270,14 +224,10 @@ describe('a long run of mixed traffic under worker kills, provider pauses and dr
       );
       expect(strays, `${name} creates of no generation`).toEqual([]);
     }
-    const credits = (
-      await api.app.inject({ method: 'GET', url: '/v1/credits', headers: bearer(account.key) })
-    ).json().credits as number;
-    expect(credits).toBe(initialCredits - spent);
-    const ledgerTotal = await db.pool.oneFirst(sql.type(z.object({ total: z.number() }))`
-      SELECT coalesce(sum(subscription_delta + one_time_delta), 0)::int AS total FROM credit_ledger
-      WHERE account_id = ${account.accountId}`);
-    expect(ledgerTotal).toBe(credits);
+    expect(await creditsAndLedger(api, db, account)).toEqual({
+      credits: initialCredits - spent,
+      ledger: initialCredits - spent,
+    });
 
     // No stored file without a live generation: unsuccessful generations' files are discarded by a
     // step of their own, which may still be running (bounded wait).

@@ -1,14 +1,13 @@
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import type { ApiService } from '../../src/api/service.js';
 import { routeAttemptsOf } from '../../src/db/route-attempts.js';
 import { randomBase62 } from '../../src/ids.js';
-import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
+import { createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { creditsAndLedger, faultRunEnv, faultRunWorkers, generationsOf } from '../support/fault-run.js';
 import { importExampleCatalog } from '../support/example-catalog.js';
 import { createGeneration } from '../support/generations.js';
 import { chargesOf } from '../support/ledger.js';
@@ -16,8 +15,6 @@ import { startProviderGate, type GateMode, type ProviderGate } from '../support/
 import { FalQueueServer } from '../support/providers/fal-queue-server.js';
 import { ReplicateServer } from '../support/providers/replicate-server.js';
 import { seededRandom } from '../support/seeded-random.js';
-import { workerProcesses } from '../support/worker-process.js';
-import { workerRotation } from '../support/worker-rotation.js';
 
 /**
  * Issue 29, section 4: the routed fault run (docs/developing.md says what it checks). A stream of
@@ -72,25 +69,10 @@ describe('a routed model under a paused and resumed fal, with worker kills', { t
   let api: ApiService;
   let account: TestAccount;
   let storageDir = '';
-  const commonEnv = () => ({
-    ...fal.env(),
-    ...replicate.env(),
-    TEMPORAL_TASK_QUEUE: taskQueue,
-    STORAGE_DIR: storageDir,
-    RESULT_BASE_URL: 'http://127.0.0.1:9',
-    PROVIDER_POLL_INTERVAL_MS: '250',
-    // Every phase must be seen by the generations of its time: a breaker opened by the refusals
-    // would skip fal by itself (tested on its own in routed-failover) and reopen on its probe's timing.
-    PROVIDER_DOWN_AFTER_FAILURES: '100000',
-    CONCURRENT_GENERATIONS_PER_ACCOUNT: '1000',
-  });
-  const workers = workerProcesses(() => ({
-    ...commonEnv(),
-    DATABASE_URL: db.url,
-    OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
-    LOG_LEVEL: 'warn',
-  }));
-  const rotation = workerRotation(workers);
+  // Every phase must be seen by the generations of its time: no breaker skips fal (faultRunEnv; the
+  // breaker is tested on its own in routed-failover).
+  const commonEnv = () => ({ ...fal.env(), ...replicate.env(), ...faultRunEnv(taskQueue, storageDir) });
+  const { workers, rotation } = faultRunWorkers(commonEnv, () => db);
 
   beforeAll(async () => {
     fal = await FalQueueServer.start();
@@ -165,19 +147,7 @@ describe('a routed model under a paused and resumed fal, with worker kills', { t
     // 503 only when the handover's worker was killed: the generation goes on all the same.
     for (const p of posted) expect([202, 503], `${p.key}: ${p.body}`).toContain(p.status);
 
-    const generations = () =>
-      db.pool.any(
-        sql.type(
-          z.object({
-            id: z.string(),
-            key: z.string(),
-            status: z.string(),
-            needs_review: z.boolean(),
-            provider: z.string().nullable(),
-          }),
-        )`SELECT id, idempotency_key AS key, status, needs_review, provider
-          FROM generations WHERE account_id = ${account.accountId}`,
-      );
+    const generations = () => generationsOf(db, account);
     const open = async () => (await generations()).filter((g) => g.status === 'queued').map((g) => g.key);
     await expect.poll(open, { timeout: 150_000, interval: 2_000 }).toEqual([]);
     const rows = await generations();
@@ -285,14 +255,10 @@ describe('a routed model under a paused and resumed fal, with worker kills', { t
     expect(served['503']?.replicate ?? 0, JSON.stringify(served)).toBeGreaterThan(0);
     expect(served.resumed?.fal ?? 0, JSON.stringify(served)).toBeGreaterThan(0);
 
-    const credits = (
-      await api.app.inject({ method: 'GET', url: '/v1/credits', headers: bearer(account.key) })
-    ).json().credits as number;
-    expect(credits).toBe(initialCredits - spent);
-    const ledgerTotal = await db.pool.oneFirst(sql.type(z.object({ total: z.number() }))`
-      SELECT coalesce(sum(subscription_delta + one_time_delta), 0)::int AS total FROM credit_ledger
-      WHERE account_id = ${account.accountId}`);
-    expect(ledgerTotal).toBe(credits);
+    expect(await creditsAndLedger(api, db, account)).toEqual({
+      credits: initialCredits - spent,
+      ledger: initialCredits - spent,
+    });
 
     // What the run was made of, for the record (not asserted: it varies with the machine's load).
     console.info(

@@ -1,4 +1,3 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { rm } from 'node:fs/promises';
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,7 +10,8 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { chargesOf } from '../support/ledger.js';
-import { startTestWorker, testDeployment, type TestWorker } from '../support/worker.js';
+import { startTestWorker, type TestWorker } from '../support/worker.js';
+import { crash, workerProcesses } from '../support/worker-process.js';
 
 /** The real worker process (`npm run worker`), killed with SIGKILL mid-generation and started again. */
 describe('a worker killed mid-generation', () => {
@@ -19,31 +19,17 @@ describe('a worker killed mid-generation', () => {
   let api: ApiService;
   let account: TestAccount;
   const taskQueue = `crash-${randomBase62(8)}`;
-  const workers: ChildProcess[] = [];
-  const env = () => ({
-    ...process.env,
+  const storageDir = `/tmp/crash-results-${taskQueue}`;
+  // The tests' deployment and bundle come with workerProcesses (the default deployment name may
+  // hold another build's version made current by another test file).
+  const workers = workerProcesses(() => ({
     DATABASE_URL: db.url,
-    TEMPORAL_ADDRESS: inject('temporalAddress'),
     TEMPORAL_TASK_QUEUE: taskQueue,
-    STORAGE_DIR: `/tmp/crash-results-${taskQueue}`,
+    STORAGE_DIR: storageDir,
     RESULT_BASE_URL: 'http://127.0.0.1:9',
     SIM_PROVIDER_DELAY_MS: '4000',
     LOG_LEVEL: 'warn',
-    WORKFLOW_BUNDLE_PATH: inject('workflowBundlePath'),
-    // The tests' deployment, whose current version is this bundle's (the default deployment name may
-    // hold another build's version made current by another test file).
-    WORKER_DEPLOYMENT_NAME: testDeployment,
-  });
-  const startWorker = () =>
-    new Promise<ChildProcess>((resolve, reject) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', 'src/worker/main.ts'], {
-        env: env(),
-        stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-      });
-      workers.push(child);
-      child.once('message', () => resolve(child));
-      child.once('exit', (code) => reject(new Error(`worker exited ${code}`)));
-    });
+  }));
 
   beforeAll(async () => {
     db = await createTestDatabase();
@@ -51,14 +37,14 @@ describe('a worker killed mid-generation', () => {
     account = await createPaidAccount(db.pool, { oneTime: 20 });
   });
   afterAll(async () => {
-    for (const worker of workers) worker.kill('SIGKILL');
-    await rm(env().STORAGE_DIR, { recursive: true, force: true });
+    workers.killAll();
+    await rm(storageDir, { recursive: true, force: true });
     await api?.close();
     await db?.drop();
   });
 
   it('gives one debit, one provider submission and a succeeded generation after a restart', async () => {
-    const first = await startWorker();
+    const first = await workers.start();
     const response = await createGeneration(
       api,
       account.key,
@@ -79,8 +65,7 @@ describe('a worker killed mid-generation', () => {
         { timeout: 10_000 },
       )
       .toBe(true);
-    first.kill('SIGKILL');
-    await new Promise((r) => first.once('exit', r));
+    await crash(first);
 
     // A retry of the POST while no worker runs: same generation, no second debit.
     const retry = await createGeneration(
@@ -91,7 +76,7 @@ describe('a worker killed mid-generation', () => {
     );
     expect(retry.json().id).toBe(id);
 
-    await startWorker();
+    await workers.start();
     const done = await pollGeneration(api, account.key, id, (g) => g.status !== 'queued', 90_000);
     expect(done.status).toBe('succeeded');
     expect(await chargesOf(db.pool, id)).toEqual({ debits: 1, refunds: 0, net: -2, submissions: 1 });

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { createMetricsRegistry, metricNames } from '../../src/observability/metrics.js';
-import { temporalSdkMetricNames } from '../../src/worker/create-worker.js';
+import { temporalSdkMetricNames } from '../../src/worker/temporal-runtime.js';
 
 const read = (file: string) => readFile(new URL(`../../${file}`, import.meta.url), 'utf8');
 

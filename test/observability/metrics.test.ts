@@ -8,7 +8,7 @@ import type { ApiService } from '../../src/api/service.js';
 import { freePort } from '../../src/dev/free-port.js';
 import { randomBase62 } from '../../src/ids.js';
 import { metricNames } from '../../src/observability/metrics.js';
-import { temporalSdkMetricNames } from '../../src/worker/create-worker.js';
+import { temporalSdkMetricNames } from '../../src/worker/temporal-runtime.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';

@@ -38,89 +38,131 @@ describe('calling a provider', () => {
     await new Promise((resolve) => server.close(resolve));
   });
 
-  const call = (path: string, kind: 'create' | 'read', timeoutMs = 2_000) =>
-    callProvider('testprov', kind, {
-      method: 'POST',
-      url: `${origin}${path}`,
-      headers: { authorization: 'Key sekrit-key-value' },
-      json: { prompt: 'x' },
-      timeoutMs,
-    });
+  type ErrorClass = abstract new (...args: never[]) => Error;
+  /** One failed call and what it must mean. */
+  interface Case {
+    why: string;
+    /** A path on the server (/status/N, /hang), or `closed`: a port nobody listens on. */
+    at: string;
+    kind: 'create' | 'read';
+    /** The 5xx statuses the adapter names as "not accepted" on a create. */
+    notAccepted?: number[];
+    timeoutMs?: number;
+    is: ErrorClass;
+    isNot?: ErrorClass;
+    /** Whether it proves the create was not taken (a routed generation may go to its next route). */
+    provesNotAccepted?: boolean;
+    says?: string;
+    retryAfterMs?: number;
+  }
+  const cases: Case[] = [
+    {
+      why: 'a connection never made is transient whatever the call: nothing was sent',
+      at: 'closed',
+      kind: 'create',
+      is: ProviderTransientError,
+      says: 'nothing was sent',
+      provesNotAccepted: true,
+    },
+    {
+      why: '429 is throttling, with the Retry-After the provider gave; a create was not taken',
+      at: '/status/429',
+      kind: 'create',
+      is: ProviderThrottled,
+      retryAfterMs: 7_000,
+      provesNotAccepted: true,
+    },
+    {
+      why: 'a throttled read proves nothing',
+      at: '/status/429',
+      kind: 'read',
+      is: ProviderThrottled,
+      provesNotAccepted: false,
+    },
+    {
+      why: 'a 5xx the adapter names proves a create not accepted',
+      at: '/status/503',
+      kind: 'create',
+      notAccepted: [503],
+      is: ProviderTransientError,
+      provesNotAccepted: true,
+    },
+    {
+      why: 'another 5xx may have created the job: uncertain',
+      at: '/status/502',
+      kind: 'create',
+      notAccepted: [503],
+      is: ProviderUncertainError,
+    },
+    {
+      why: 'a 503 the adapter does not name may have created the job: uncertain',
+      at: '/status/503',
+      kind: 'create',
+      is: ProviderUncertainError,
+    },
+    { why: 'a 5xx to a create is uncertain', at: '/status/502', kind: 'create', is: ProviderUncertainError },
+    {
+      why: 'a create whose answer never comes is uncertain, and proves nothing',
+      at: '/hang',
+      kind: 'create',
+      timeoutMs: 300,
+      is: ProviderUncertainError,
+      provesNotAccepted: false,
+    },
+    {
+      why: 'a read whose answer never comes is only transient',
+      at: '/hang',
+      kind: 'read',
+      timeoutMs: 300,
+      is: ProviderTransientError,
+      isNot: ProviderUncertainError,
+    },
+    {
+      why: 'an input error on a create is a rejection that says why',
+      at: '/status/422',
+      kind: 'create',
+      is: ProviderRejection,
+      says: 'prompt is required',
+    },
+    {
+      why: 'an input error on a read is transient',
+      at: '/status/422',
+      kind: 'read',
+      is: ProviderTransientError,
+    },
+    {
+      why: 'refused credentials are transient',
+      at: '/status/401',
+      kind: 'create',
+      is: ProviderTransientError,
+      says: 'credentials',
+    },
+  ];
 
-  it('a connection never made is transient whatever the call: nothing was sent', async () => {
-    const closed = `http://127.0.0.1:${await freePort()}`;
-    const error = await callProvider('testprov', 'create', {
-      method: 'POST',
-      url: `${closed}/x`,
-      headers: {},
-      json: {},
-      timeoutMs: 2_000,
-    }).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(ProviderTransientError);
-    expect((error as Error).message).toContain('nothing was sent');
-  });
-
-  it('429 is throttling, with the Retry-After the provider gave', async () => {
-    const error = await call('/status/429', 'create').catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(ProviderThrottled);
-    expect((error as ProviderThrottled).retryAfterMs).toBe(7_000);
-  });
-
-  it('proves a create not accepted only where nothing was taken: never connected, 429, a 5xx the adapter names', async () => {
-    const proves = (error: unknown) => error instanceof ProviderTransientError && error.provesNotAccepted;
-    const closed = `http://127.0.0.1:${await freePort()}`;
-    const never = await callProvider('testprov', 'create', {
-      method: 'POST',
-      url: `${closed}/x`,
-      headers: {},
-      json: {},
-      timeoutMs: 2_000,
-    }).catch((e: unknown) => e);
-    expect(proves(never)).toBe(true);
-    expect(proves(await call('/status/429', 'create').catch((e: unknown) => e))).toBe(true);
-    const named = (status: number) =>
-      callProvider(
-        'testprov',
-        'create',
-        { method: 'POST', url: `${origin}/status/${status}`, headers: {}, json: {}, timeoutMs: 2_000 },
-        [],
-        [503],
-      ).catch((e: unknown) => e);
-    expect(proves(await named(503))).toBe(true);
-    // Another 5xx, or a 503 the adapter does not name, may have created the job: uncertain.
-    expect(await named(502)).toBeInstanceOf(ProviderUncertainError);
-    expect(await call('/status/503', 'create').catch((e: unknown) => e)).toBeInstanceOf(
-      ProviderUncertainError,
-    );
-    // An answer lost after sending proves nothing; nor does a throttled read.
-    expect(proves(await call('/hang', 'create', 300).catch((e: unknown) => e))).toBe(false);
-    expect(proves(await call('/status/429', 'read').catch((e: unknown) => e))).toBe(false);
-  });
-
-  it('an input error on a create is a rejection that says why; on a read it is transient', async () => {
-    const create = await call('/status/422', 'create').catch((e: unknown) => e);
-    expect(create).toBeInstanceOf(ProviderRejection);
-    expect((create as Error).message).toContain('prompt is required');
-    expect(await call('/status/422', 'read').catch((e: unknown) => e)).toBeInstanceOf(ProviderTransientError);
-  });
-
-  it('a create whose answer never comes, or a 5xx, is uncertain; a read is only transient', async () => {
-    expect(await call('/hang', 'create', 300).catch((e: unknown) => e)).toBeInstanceOf(
-      ProviderUncertainError,
-    );
-    expect(await call('/status/502', 'create').catch((e: unknown) => e)).toBeInstanceOf(
-      ProviderUncertainError,
-    );
-    const read = await call('/hang', 'read', 300).catch((e: unknown) => e);
-    expect(read).toBeInstanceOf(ProviderTransientError);
-    expect(read).not.toBeInstanceOf(ProviderUncertainError);
-  });
-
-  it('refused credentials are transient and the key is never in the message', async () => {
-    const error = await call('/status/401', 'create').catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(ProviderTransientError);
-    expect((error as Error).message).toContain('credentials');
-    expect((error as Error).message).not.toContain('sekrit');
+  // Every call carries a key, which no failure's message may repeat.
+  it.each(cases)('$why', async (c) => {
+    const url = c.at === 'closed' ? `http://127.0.0.1:${await freePort()}/x` : `${origin}${c.at}`;
+    const error = await callProvider(
+      'testprov',
+      c.kind,
+      {
+        method: 'POST',
+        url,
+        headers: { authorization: 'Key sekrit-key-value' },
+        json: { prompt: 'x' },
+        timeoutMs: c.timeoutMs ?? 2_000,
+      },
+      [],
+      c.notAccepted,
+    ).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(c.is);
+    if (c.isNot) expect(error).not.toBeInstanceOf(c.isNot);
+    const { message } = error as Error;
+    if (c.says) expect(message).toContain(c.says);
+    expect(message).not.toContain('sekrit');
+    if (c.retryAfterMs !== undefined) expect((error as ProviderThrottled).retryAfterMs).toBe(c.retryAfterMs);
+    if (c.provesNotAccepted !== undefined)
+      expect(error instanceof ProviderTransientError && error.provesNotAccepted).toBe(c.provesNotAccepted);
   });
 
   it('keeps credentials out of a provider message, however they are written', () => {

@@ -52,6 +52,14 @@ export function workerProcesses(
   };
 }
 
+/** SIGKILLs a process (as a crash would) and resolves once it has exited; one already gone is left. */
+export async function crash(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGKILL');
+  await exited;
+}
+
 /**
  * One of our processes (`src/<entry>`) as `npm run` starts it, with `env` added to this process's
  * environment; resolves once it reports ready, rejects if it exits first. It may run in a folder

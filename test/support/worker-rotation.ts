@@ -1,5 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
-import type { WorkerProcesses } from './worker-process.js';
+import { crash, type WorkerProcesses } from './worker-process.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -15,10 +15,7 @@ export function workerRotation(workers: WorkerProcesses) {
   };
   const killOldest = async () => {
     const dying = running.shift();
-    if (!dying || dying.exitCode !== null || dying.signalCode !== null) return;
-    const exited = new Promise((resolve) => dying.once('exit', resolve));
-    dying.kill('SIGKILL');
-    await exited;
+    if (dying) await crash(dying);
   };
   return {
     start,

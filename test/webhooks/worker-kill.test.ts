@@ -1,9 +1,7 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { rm, writeFile } from 'node:fs/promises';
 import type http from 'node:http';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inject } from 'vitest';
 import { z } from 'zod';
 import type { ApiService } from '../../src/api/service.js';
 import { deliveryAttemptsOf } from '../../src/db/webhook-delivery-reads.js';
@@ -12,7 +10,7 @@ import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../su
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { createGeneration } from '../support/generations.js';
 import { selfSignedCertificate, startTestServer, type TestServer } from '../support/test-servers.js';
-import { testDeployment } from '../support/worker.js';
+import { crash, workerProcesses } from '../support/worker-process.js';
 
 interface Received {
   headers: Record<string, string>;
@@ -31,34 +29,20 @@ describe('a worker killed mid-delivery', () => {
   let receiver: TestServer;
   const taskQueue = `hookkill-${randomBase62(8)}`;
   const caFile = `/tmp/hookkill-ca-${taskQueue}.pem`;
-  const workers: ChildProcess[] = [];
   const received: Received[] = [];
   const held: http.ServerResponse[] = [];
-  const env = () => ({
-    ...process.env,
+  const storageDir = `/tmp/hookkill-results-${taskQueue}`;
+  const workers = workerProcesses(() => ({
     DATABASE_URL: db.url,
-    TEMPORAL_ADDRESS: inject('temporalAddress'),
     TEMPORAL_TASK_QUEUE: taskQueue,
-    STORAGE_DIR: `/tmp/hookkill-results-${taskQueue}`,
+    STORAGE_DIR: storageDir,
     RESULT_BASE_URL: 'http://127.0.0.1:9',
     SIM_PROVIDER_DELAY_MS: '200',
     LOG_LEVEL: 'warn',
-    WORKFLOW_BUNDLE_PATH: inject('workflowBundlePath'),
-    WORKER_DEPLOYMENT_NAME: testDeployment,
     // The receiver is on loopback, its certificate trusted the way an operator's own CA would be.
     OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
     NODE_EXTRA_CA_CERTS: caFile,
-  });
-  const startWorker = () =>
-    new Promise<ChildProcess>((resolve, reject) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', 'src/worker/main.ts'], {
-        env: env(),
-        stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-      });
-      workers.push(child);
-      child.once('message', () => resolve(child));
-      child.once('exit', (code) => reject(new Error(`worker exited ${code}`)));
-    });
+  }));
 
   beforeAll(async () => {
     const certificate = await selfSignedCertificate();
@@ -89,17 +73,17 @@ describe('a worker killed mid-delivery', () => {
     account = await createPaidAccount(db.pool, { oneTime: 20 });
   });
   afterAll(async () => {
-    for (const worker of workers) worker.kill('SIGKILL');
+    workers.killAll();
     for (const response of held) response.destroy();
     await receiver?.close();
-    await rm(env().STORAGE_DIR, { recursive: true, force: true });
+    await rm(storageDir, { recursive: true, force: true });
     await rm(caFile, { force: true });
     await api?.close();
     await db?.drop();
   });
 
   it('delivers after the restart: at most one duplicate, the same webhook-id, verified', async () => {
-    const first = await startWorker();
+    const first = await workers.start();
     const response = await createGeneration(api, account.key, {
       model: 'lumen-lite',
       prompt: 'a delivery through a crash',
@@ -108,10 +92,9 @@ describe('a worker killed mid-delivery', () => {
     expect(response.statusCode, response.body).toBe(202);
     const id = z.object({ id: z.string() }).parse(response.json()).id;
     await expect.poll(() => received.length, { timeout: 30_000 }).toBe(1);
-    first.kill('SIGKILL');
-    await new Promise((r) => first.once('exit', r));
+    await crash(first);
 
-    await startWorker();
+    await workers.start();
     // The lost attempt is known when its 30 s run ends; the retry follows 200 ms later.
     await expect.poll(() => received.length, { timeout: 90_000, interval: 200 }).toBeGreaterThanOrEqual(2);
     await new Promise((r) => setTimeout(r, 1500));

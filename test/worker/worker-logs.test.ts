@@ -2,7 +2,7 @@ import { Writable } from 'node:stream';
 import { ApplicationFailure } from '@temporalio/common';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { temporalLogSink } from '../../src/worker/create-worker.js';
+import { temporalLogSink } from '../../src/worker/temporal-runtime.js';
 
 describe("the SDK's logs in our JSON log", () => {
   it('carry a failed activity’s error message, type and stack, not {}; the activity-only worker is no warning', () => {

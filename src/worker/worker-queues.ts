@@ -1,0 +1,139 @@
+import { Worker, type NativeConnection, type WorkflowBundleOption } from '@temporalio/worker';
+import type { ActivityInterceptorsFactory, InjectedSinks } from '@temporalio/worker';
+import {
+  makeWorkflowExporter,
+  OpenTelemetryActivityInboundInterceptor,
+  OpenTelemetryActivityOutboundInterceptor,
+  type OpenTelemetrySinks,
+} from '@temporalio/interceptors-opentelemetry';
+import type { Tracing } from '../observability/tracing.js';
+import { workflowSpanProcessor } from '../observability/workflow-spans.js';
+import { classifyFailure } from '../activities/failures.js';
+import type { Activities } from '../activities/index.js';
+import { providerWaitQueue, thumbnailQueue, webhookQueue } from '../workflows/generation-types.js';
+import type { VersioningOptions } from './worker-version.js';
+
+/**
+ * Which task queues a worker polls: `all`, `generations` (everything but the gallery's thumbnails,
+ * which other workers make), or `thumbnails` only.
+ */
+export type WorkerQueues = 'all' | 'generations' | 'thumbnails';
+
+export interface QueueWorkerOptions {
+  connection: NativeConnection;
+  namespace: string;
+  taskQueue: string;
+  activities: Activities;
+  queues: WorkerQueues;
+  workflowBundle: WorkflowBundleOption;
+  maxCachedWorkflows?: number;
+  maxConcurrentActivities?: number;
+  maxProviderWaits?: number;
+  shutdownGraceMs?: number;
+  tracing?: Tracing;
+  /** The same on every queue's worker (see versioningOptions). */
+  versioning: VersioningOptions;
+}
+
+/**
+ * One Temporal worker a task queue: the workflows and their short activities poll the task queue;
+ * the provider waits poll a queue of their own (providerWaitQueue). A wait holds its slot for as
+ * long as the provider works, minutes for a video: sharing one slot budget, a few hundred slow jobs
+ * would leave no slot for anyone's submit, persist or refund.
+ */
+export async function createQueueWorkers(options: QueueWorkerOptions): Promise<Worker[]> {
+  const { activities, queues, versioning } = options;
+  const shared = {
+    connection: options.connection,
+    namespace: options.namespace,
+    interceptors: {
+      activity: options.tracing ? [activitySpans, classifyActivityFailures] : [classifyActivityFailures],
+    },
+    ...shutdownTimes(options.shutdownGraceMs),
+    ...versioning,
+  };
+  const waits = { waitForProvider: activities.waitForProvider.bind(activities) };
+  const thumbnails = { makePendingThumbnails: activities.makePendingThumbnails.bind(activities) };
+  // Webhook deliveries wait on receivers (15 s each): they have slots of their own too.
+  const deliveries = {
+    saveWebhookSubscription: activities.saveWebhookSubscription.bind(activities),
+    nextWebhookEvents: activities.nextWebhookEvents.bind(activities),
+    deliverWebhook: activities.deliverWebhook.bind(activities),
+  };
+  const steps = Object.fromEntries(
+    Object.entries(activities).filter(
+      ([name]) => !(name in waits) && !(name in thumbnails) && !(name in deliveries),
+    ),
+  );
+  const generationWorkers = async () => [
+    await Worker.create({
+      ...shared,
+      taskQueue: options.taskQueue,
+      activities: steps,
+      sinks: workflowSpanSinks(options.tracing),
+      ...(options.maxCachedWorkflows ? { maxCachedWorkflows: options.maxCachedWorkflows } : {}),
+      ...(options.maxConcurrentActivities
+        ? { maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities }
+        : {}),
+      workflowBundle: options.workflowBundle,
+    }),
+    await Worker.create({
+      ...shared,
+      taskQueue: providerWaitQueue(options.taskQueue),
+      activities: waits,
+      maxConcurrentActivityTaskExecutions: options.maxProviderWaits ?? 1000,
+    }),
+    await Worker.create({
+      ...shared,
+      taskQueue: webhookQueue(options.taskQueue),
+      activities: deliveries,
+      maxConcurrentActivityTaskExecutions: 200,
+    }),
+  ];
+  // The gallery's thumbnails: CPU-bound (libvips) and nobody waits on them, so they get a queue
+  // that a deployment may hand to workers of their own (WORKER_TASK_QUEUES).
+  const thumbnailWorker = () =>
+    Worker.create({ ...shared, taskQueue: thumbnailQueue(options.taskQueue), activities: thumbnails });
+  return [
+    ...(queues === 'thumbnails' ? [] : await generationWorkers()),
+    ...(queues === 'generations' ? [] : [await thumbnailWorker()]),
+  ];
+}
+
+/**
+ * Past the grace, activities still running are cancelled and retried elsewhere; the force time
+ * leaves them a few seconds to notice (a heartbeat) and fail their attempt cleanly.
+ */
+function shutdownTimes(graceMs: number | undefined) {
+  return graceMs === undefined ? {} : { shutdownGraceTime: graceMs, shutdownForceTime: graceMs + 10_000 };
+}
+
+/** A span for each activity run, the child of the span its workflow scheduled it under (from its headers). */
+const activitySpans: ActivityInterceptorsFactory = (ctx) => ({
+  inbound: new OpenTelemetryActivityInboundInterceptor(ctx),
+  outbound: new OpenTelemetryActivityOutboundInterceptor(ctx),
+});
+
+/**
+ * Where traced workflows send their spans (the workflow sandbox cannot export them itself). A
+ * workflow is traced when its start carried a trace context, which an API with tracing gives it
+ * even if this worker has none: then the spans are dropped here instead of reaching an
+ * unregistered sink.
+ */
+function workflowSpanSinks(tracing: Tracing | undefined): InjectedSinks<OpenTelemetrySinks> {
+  if (tracing) return { exporter: makeWorkflowExporter(workflowSpanProcessor(tracing), tracing.resource) };
+  return { exporter: { export: { fn: () => undefined } } };
+}
+
+/** Every activity's failure is classified (retryable or not) in one place: see classifyFailure. */
+const classifyActivityFailures: ActivityInterceptorsFactory = () => ({
+  inbound: {
+    async execute(input, next) {
+      try {
+        return await next(input);
+      } catch (error) {
+        throw classifyFailure(error);
+      }
+    },
+  },
+});
