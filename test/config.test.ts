@@ -2,7 +2,10 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import type { CommonQueryMethods } from 'slonik';
 import { ConfigError, loadConfig } from '../src/config.js';
+import { createLogger } from '../src/logger.js';
+import { activityDeps } from '../src/worker/worker-deps.js';
 import { temporalConnectionOptions } from '../src/temporal/connection-options.js';
 
 describe('configuration', () => {
@@ -92,6 +95,22 @@ describe('configuration', () => {
       API_HEADERS_TIMEOUT_MS: 10_000,
     });
     expect(() => loadConfig({ ...base, API_HEADERS_TIMEOUT_MS: '61000' })).toThrow(/API_HEADERS_TIMEOUT_MS/);
+  });
+
+  it('SUBMIT_CLAIM_WINDOW_MS: 60 s by default, never under 25 s, and the worker’s submit steps take it', () => {
+    const windowOf = (env: Record<string, string>) =>
+      activityDeps(
+        loadConfig({ ...base, ...env }),
+        {} as CommonQueryMethods,
+        createLogger('test', 'silent'),
+        {
+          temporal: () => Promise.reject(new Error('not used')),
+        },
+      ).deps.submitClaimWindowMs;
+    expect(windowOf({})).toBe(60_000);
+    expect(windowOf({ SUBMIT_CLAIM_WINDOW_MS: '25000' })).toBe(25_000);
+    // Shorter than the providers' create deadline (20 s), a create's answer could outlive its claim.
+    expect(() => loadConfig({ ...base, SUBMIT_CLAIM_WINDOW_MS: '20000' })).toThrow(/SUBMIT_CLAIM_WINDOW_MS/);
   });
 
   describe('Temporal security', () => {

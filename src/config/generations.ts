@@ -14,6 +14,8 @@ export const generationSettings = settingGroup({
     // Admission's horizon must leave the handover room within ADMISSION_TIMEOUT_MS.
     ADMISSION_HORIZON_MS: int(4_000, 100),
     SUBMIT_HORIZON_MS: int(3_600_000, 1_000),
+    // Longer than the adapters' own create deadline (20 s): past it, no create's answer can still come.
+    SUBMIT_CLAIM_WINDOW_MS: int(60_000, 25_000),
     PROVIDER_WAIT_HORIZON_MS: int(6 * 3_600_000, 1_000),
     PERSIST_HORIZON_MS: int(6 * 3_600_000, 1_000),
     BOOKKEEPING_HORIZON_MS: int(24 * 3_600_000, 1_000),
@@ -44,6 +46,10 @@ export const generationSettings = settingGroup({
     SUBMIT_HORIZON_MS: {
       readBy: ['api'],
       text: 'A provider that does not take the job by then: refunded, or review if it may have it.',
+    },
+    SUBMIT_CLAIM_WINDOW_MS: {
+      readBy: ['worker'],
+      text: 'How long a submit whose worker died (or hangs) keeps its claim before another attempt takes it over: then a create that may have been sent is asked about, or sent to review. Never under 25 s (the providers’ create deadline is 20 s); the fault tests shorten it.',
     },
     PROVIDER_WAIT_HORIZON_MS: {
       readBy: ['api', 'worker'],

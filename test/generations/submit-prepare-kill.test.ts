@@ -48,6 +48,10 @@ describe('a worker killed while preparing a create', () => {
     RESULT_BASE_URL: 'http://127.0.0.1:9',
     PROVIDER_POLL_INTERVAL_MS: '200',
     PROVIDER_DOWN_AFTER_FAILURES: '1000',
+    // The shortest claim window allowed (60 s by default; `npm run test:faults` sets that): still
+    // longer than any create's deadline, so the dead holder's claim is taken over as in production,
+    // after less waiting.
+    SUBMIT_CLAIM_WINDOW_MS: process.env.SUBMIT_CLAIM_WINDOW_MS ?? '25000',
     OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
     LOG_LEVEL: 'warn',
     ...replicate.env(),
@@ -114,7 +118,7 @@ describe('a worker killed while preparing a create', () => {
     stall = false;
     worker = await workers.start();
 
-    // The claim's window (60 s) lapses; the next attempt sends as the first create.
+    // The claim's window (25 s, or SUBMIT_CLAIM_WINDOW_MS) lapses; the next attempt sends as the first create.
     const done = await pollGeneration(api, account.key, id, undefined, 150_000);
     expect(done).toMatchObject({ status: 'succeeded', credits_refunded: false, error: null });
     const creates = replicate.requests.filter(

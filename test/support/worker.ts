@@ -165,6 +165,9 @@ export async function startTestWorker(
       eventWakeups?.close();
       await listener?.close();
       await (await client)?.connection.close();
+      // A download a test left unread holds its connection open, and close() would wait for it
+      // (70 s in short-horizon once): the files are the test's, nobody is still reading them.
+      resultHost.server.closeAllConnections();
       await resultHost.close();
       await rm(storageDir, { recursive: true, force: true });
     },
