@@ -17,8 +17,9 @@
  *   providers   the provider interface and each adapter (simulated/, and the real ones)
  *   catalog, auth              models, prices and request schemas; API keys
  *   db, workflows              PostgreSQL repositories; the deterministic workflow code
- *   net, storage, media, observability   outbound HTTP and its address policy; result storage; measuring
- *               media (ffmpeg); metrics and tracing
+ *   net, http, storage, media, observability   outbound HTTP and its address policy; what the servers
+ *               (API, console, result host) share in serving HTTP; result storage; measuring media
+ *               (ffmpeg); metrics and tracing
  *   foundation  src/*.ts: errors, ids, logger, the generation vocabulary, small utilities
  */
 
@@ -28,6 +29,7 @@ const floors = [
   [{ name: 'foundation', path: '^src/(?!(config|process|dev-state)\\.ts$)[^/]+\\.ts$' }],
   [
     { name: 'net', path: '^src/net/' },
+    { name: 'http', path: '^src/http/' },
     { name: 'storage', path: '^src/storage/' },
     { name: 'media', path: '^src/media/' },
     { name: 'observability', path: '^src/observability/' },

@@ -16,7 +16,7 @@ import { limitsPlugin } from './limits-plugin.js';
 import type { AuthLimits } from '../auth/rate-limit.js';
 import type { RequestLogWriter } from '../db/request-log-writer.js';
 import { refuseUnstorableText } from './storable-text-hook.js';
-import { closeUnusedConnectionsOnShutdown } from './unused-connections.js';
+import { closeUnusedConnectionsOnShutdown } from '../http/unused-connections.js';
 import { useZodSchemas } from './zod-type-provider.js';
 import { cancelRoutes } from './routes/cancel-routes.js';
 import { creditsRoutes } from './routes/credits-routes.js';

@@ -6,14 +6,15 @@ import type { FastifyInstance } from 'fastify';
 const idleSweepMs = 100;
 
 /**
- * Shutdown waits only for the requests in flight. Node's `server.close()` closes the connections
- * idle at that moment, and no other: it counts one that has not sent a request yet as busy and stops
- * expiring connections (API_HEADERS_TIMEOUT_MS) once closing, and a keep-alive connection whose
- * answer ends later stays open for the keep-alive timeout (72 s). Either held `close()` for a
- * minute or more. Connections with no request are common: Node's fetch opens one after every aborted
- * streaming response (nodejs/undici#5845: each client that stops reading an event stream leaves
- * one), and proxies open them ahead of need. So, from the start of the shutdown: those are closed at
- * once (and any that connects meanwhile), and a connection is closed as soon as its answer has gone.
+ * Shutdown waits only for the requests in flight; the API, the console and the result host each
+ * call this on their Fastify app. Node's `server.close()` closes the connections idle at that
+ * moment, and no other: it counts one that has not sent a request yet as busy and stops expiring
+ * connections (the headers timeout) once closing, and a keep-alive connection whose answer ends
+ * later stays open for the keep-alive timeout (72 s). Either held `close()` for a minute or more.
+ * Connections with no request are common: Node's fetch opens one after every aborted streaming
+ * response (nodejs/undici#5845: each client that stops reading an event stream leaves one), and
+ * proxies open them ahead of need. So, from the start of the shutdown: those are closed at once
+ * (and any that connects meanwhile), and a connection is closed as soon as its answer has gone.
  * Nothing is lost: no request was on them, and a client retries a refused connection as it would
  * retry the 503 answered while closing.
  */
