@@ -1,9 +1,9 @@
-import { once } from 'node:events';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ApiService } from '../../src/api/service.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
+import { expectPromptShutdown } from '../support/shutdown.js';
 
 /** What a raw client saw: the status line's code (if any answer came) and whether the server closed. */
 interface RawOutcome {
@@ -122,47 +122,22 @@ describe('slow clients and large bodies', () => {
   });
 
   it('shutdown closes at once a connection that never sent a request, and one once its request in flight is answered', async () => {
-    // Node's fetch leaves a connection with no request after each aborted event stream
-    // (nodejs/undici#5845); once closing, Node neither expires it nor counts it idle.
     const stopping = await startTestApi(db.url);
-    const stoppingPort = await listen(stopping);
-    const within = <T>(ms: number, what: Promise<T>) =>
-      Promise.race([what, new Promise<'still waiting'>((r) => setTimeout(() => r('still waiting'), ms))]);
-    const unused = net.connect(stoppingPort, '127.0.0.1');
-    const unusedClosed = once(unused, 'close').then(() => 'closed');
-    await once(unused, 'connect');
-    // A request whose body is still on its way when the shutdown starts.
     const body = '{"model":"lumen-lite","prompt":1}';
-    const inFlight = net.connect(stoppingPort, '127.0.0.1');
-    let answer = '';
-    inFlight.on('data', (chunk: Buffer) => (answer += chunk.toString('latin1')));
-    const inFlightClosed = once(inFlight, 'close').then(() => 'closed');
-    const arrived = once(stopping.app.server, 'request');
-    inFlight.write(
-      [
+    await expectPromptShutdown({
+      server: stopping.app.server,
+      port: await listen(stopping),
+      close: () => stopping.close(),
+      // A request whose body is still on its way when the shutdown starts (invalid: answered 400).
+      head: [
         'POST /v1/generations HTTP/1.1',
         'Host: 127.0.0.1',
         'Content-Type: application/json',
         `Content-Length: ${body.length}`,
         `Authorization: Bearer ${account.key}`,
-        '',
-        body.slice(0, 10),
-      ].join('\r\n'),
-    );
-    await arrived;
-
-    const closing = stopping.close().then(() => 'closed');
-    try {
-      expect(await within(3000, unusedClosed)).toBe('closed');
-      inFlight.write(body.slice(10));
-      // Answered (the body is invalid: 400), then closed rather than kept alive for 72 s.
-      expect(await within(3000, inFlightClosed)).toBe('closed');
-      expect(answer).toMatch(/^HTTP\/1\.1 400 /);
-      expect(await within(3000, closing)).toBe('closed');
-    } finally {
-      unused.destroy();
-      inFlight.destroy();
-      await closing;
-    }
+      ],
+      body,
+      answer: /^HTTP\/1\.1 400 /,
+    });
   });
 });
