@@ -5,6 +5,7 @@ import fastifyStatic from '@fastify/static';
 import { readiness, readinessCheck } from '../readiness.js';
 import type { S3Storage } from '../storage/s3-storage.js';
 import { serveBucketFiles } from './bucket-files.js';
+import { closeUnusedConnectionsOnShutdown } from '../http/unused-connections.js';
 import Fastify, {
   LogController,
   type FastifyBaseLogger,
@@ -32,6 +33,8 @@ export async function buildResultHost(
     logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,
   });
+  // Stopping waits for the downloads in flight, not for idle keep-alive connections (72 s).
+  closeUnusedConnectionsOnShutdown(app);
   if (options.metrics) observeHttpRequests(app, options.metrics);
   let storageReadable: () => Promise<unknown>;
   if ('bucket' in options) {
