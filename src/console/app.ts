@@ -12,6 +12,7 @@ import Fastify, {
 } from 'fastify';
 import { fastifyTrustProxy } from '../config/client-address.js';
 import type { TrustProxy } from '../config.js';
+import { closeUnusedConnectionsOnShutdown } from '../http/unused-connections.js';
 import { newId } from '../ids.js';
 import { sendPage } from './render.js';
 import { addSecurityHeaders, isLoopbackHttp } from './security.js';
@@ -47,6 +48,8 @@ export async function buildConsoleApp(deps: ConsoleAppDeps): Promise<FastifyInst
     trustProxy: fastifyTrustProxy(deps.trustProxy),
     bodyLimit: FORM_BODY_LIMIT,
   });
+  // Stopping waits for the requests in flight, not for idle keep-alive connections (72 s).
+  closeUnusedConnectionsOnShutdown(app);
   const secure = !isLoopbackHttp(deps.publicUrl);
   const cookieOptions = { path: '/', httpOnly: true, sameSite: 'strict', secure } as const;
   await app.register(cookie);
