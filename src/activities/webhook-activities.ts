@@ -130,7 +130,8 @@ export function createWebhookActivities(deps: ActivityDeps) {
       status = await outboundPost(
         webhook.url,
         { body, headers: { ...headers, 'content-type': 'application/json' } },
-        { timeoutMs: receiverTimeoutMs, allowCidrs: policy.allowCidrs, extraCa: policy.extraCa },
+        // The URL's name is resolved, and its addresses checked, again at each attempt (DNS can change).
+        { timeoutMs: receiverTimeoutMs, ...policy },
       );
     } catch (failure) {
       error = failure instanceof OutboundFetchError ? failure.message : String(failure);

@@ -2,7 +2,7 @@ import { rootCertificates } from 'node:tls';
 import { AddressPolicy } from './address-policy.js';
 import { classify } from './outbound-fetch-error.js';
 import { checkUrl } from './outbound-fetch.js';
-import { pinnedRequest } from './pinned-connection.js';
+import { pinnedRequest, type Resolve } from './pinned-connection.js';
 
 /**
  * One POST to a URL someone else gave us (a webhook receiver), under the outbound rules of
@@ -15,7 +15,13 @@ import { pinnedRequest } from './pinned-connection.js';
 export async function outboundPost(
   input: string,
   request: { body: Buffer; headers: Record<string, string> },
-  options: { timeoutMs: number; allowCidrs?: readonly string[]; extraCa?: readonly string[] },
+  options: {
+    timeoutMs: number;
+    allowCidrs?: readonly string[];
+    extraCa?: readonly string[];
+    /** The resolver (default dns.lookup): its answer is checked at this delivery, whatever it was at admission. */
+    resolve?: Resolve;
+  },
 ): Promise<number> {
   const deadline = AbortSignal.timeout(options.timeoutMs);
   const policy = new AddressPolicy(options.allowCidrs ?? []);
@@ -30,6 +36,7 @@ export async function outboundPost(
       method: 'POST',
       headers: { ...request.headers, 'content-length': String(request.body.length) },
       body: request.body,
+      ...(options.resolve ? { resolve: options.resolve } : {}),
     });
     let read = 0;
     try {

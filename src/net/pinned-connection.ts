@@ -37,6 +37,8 @@ export function pinnedRequest(
     method: 'GET' | 'POST';
     headers: Record<string, string>;
     body?: Buffer;
+    /** The resolver asked for the name's addresses (default dns.lookup; tests give one that changes its answer). */
+    resolve?: Resolve;
   },
 ): Promise<http.IncomingMessage> {
   const transport = url.protocol === 'https:' ? https : http;
@@ -50,7 +52,7 @@ export function pinnedRequest(
       headers: { 'user-agent': 'generation-service', ...context.headers },
       // A connection of its own: nothing is pooled across fetches or hops.
       agent: false,
-      lookup: guardedLookup(url, context.policy),
+      lookup: guardedLookup(url, context.policy, context.resolve ?? dnsLookup),
       signal: context.signal,
       ...(context.ca ? { ca: context.ca } : {}),
     });
@@ -59,6 +61,13 @@ export function pinnedRequest(
     request.end(context.body);
   });
 }
+
+/** A name's addresses, as dns.lookup with `all: true` answers them. */
+export type Resolve = (
+  hostname: string,
+  options: { all: true; family: LookupOptions['family'] },
+  callback: (error: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void,
+) => void;
 
 type LookupCallback = (
   error: NodeJS.ErrnoException | null,
@@ -70,9 +79,9 @@ type LookupCallback = (
  * The resolver the socket connects through: it resolves the name once, and
  * hands the socket those addresses only when every one of them is allowed.
  */
-function guardedLookup(url: URL, policy: AddressPolicy) {
+function guardedLookup(url: URL, policy: AddressPolicy, resolve: Resolve) {
   return (hostname: string, options: LookupOptions, callback: LookupCallback): void => {
-    dnsLookup(hostname, { all: true, family: options.family ?? 0 }, (error, addresses) => {
+    resolve(hostname, { all: true, family: options.family ?? 0 }, (error, addresses) => {
       if (error) return callback(error, []);
       if (addresses.length === 0) {
         const none: NodeJS.ErrnoException = new Error(`${hostname} has no address`);

@@ -27,7 +27,7 @@ export interface TestServer {
 /** An HTTP(S) server on a loopback address that records what reaches it. */
 export async function startTestServer(
   handler: (request: http.IncomingMessage, response: http.ServerResponse) => void,
-  options: { tls?: Certificate | null; host?: string } = {},
+  options: { tls?: Certificate | null; host?: string; port?: number } = {},
 ): Promise<TestServer> {
   const host = options.host ?? '127.0.0.1';
   const server = options.tls
@@ -43,7 +43,7 @@ export async function startTestServer(
   server.on('request', (request: http.IncomingMessage) => state.requests.push(request.url ?? ''));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, host, resolve);
+    server.listen(options.port ?? 0, host, resolve);
   });
   const { port } = server.address() as AddressInfo;
   const hostPart = host.includes(':') ? `[${host}]` : host;

@@ -12,8 +12,8 @@ export interface Received {
  * An HTTPS webhook receiver on loopback for the webhook tests, and the worker's delivery policy that
  * reaches it (loopback allowed as OUTBOUND_ALLOW_CIDRS would, its certificate trusted): pass
  * `webhookDelivery` to the worker's overrides. Call it inside describe(), before useGenerationStack.
- * Paths: /hang is never answered (until the file ends), /gone answers 410, /flaky answers `flaky`
- * in order then 200; any other 204.
+ * Paths: /hang is never answered (until the file ends), /gone answers 410, /fail always 500, /flaky
+ * answers `flaky` in order then 200; any other 204.
  */
 export function useWebhookReceiver() {
   const received: Received[] = [];
@@ -37,6 +37,7 @@ export function useWebhookReceiver() {
           });
           if (path === '/hang') hanging.push(response);
           else if (path === '/gone') response.writeHead(410).end();
+          else if (path === '/fail') response.writeHead(500).end();
           else if (path === '/flaky') response.writeHead(flaky.shift() ?? 200).end();
           else response.writeHead(204).end();
         });
