@@ -70,4 +70,16 @@ describe('one error class per error code of the API (src/errors.ts errorCodes)',
     const actual = Object.fromEntries(apiCodes.map((code) => [code, pythonLineage(python[code])]));
     expect(actual).toEqual(expected);
   });
+
+  it.each(['clients/typescript/README.md', 'clients/python/README.md'])(
+    '%s names each code with its class',
+    async (readme) => {
+      const text = await readFile(path.join(projectRoot, readme), 'utf8');
+      // `code` → `Class`, or `code` (500) → `Class` in the 5xx row.
+      const missing = apiCodes
+        .map((code) => [code, errorClasses[code].name] as const)
+        .filter(([code, name]) => !new RegExp(`\`${code}\`( \\(\\d{3}\\))? → \`${name}\``).test(text));
+      expect(missing).toEqual([]);
+    },
+  );
 });
