@@ -1,7 +1,8 @@
 """Every error the client raises, named as the TypeScript client names them.
 
-HTTP answers map to one class per status family, and the codes a caller branches on have classes of
-their own (``InsufficientCreditsError``, ...). Each carries ``status``, ``code``, ``message``,
+Each error code of the API has a class of its own (``ERROR_CLASSES``), a subclass of its status
+family's class (``RateLimitError`` > ``StreamLimitError``), so a caller catches one code or a whole
+family; a status with an unknown code gets its family's class. Each carries ``status``, ``code``, ``message``,
 ``issues`` (400), ``request_id`` and, for a create, the ``idempotency_key`` it was sent with: create
 again with that key and the same body to recover the generation, never charged twice.
 """
@@ -84,7 +85,7 @@ class ApiAccessDisabledError(PermissionDeniedError):
 
 
 class NotFoundError(ApiError):
-    pass
+    """404 not_found: no such route, or no such generation in this account."""
 
 
 class RouteNotAvailableError(NotFoundError):
@@ -109,6 +110,23 @@ class NotCancelableError(ConflictError):
         return Generation.model_validate(body["generation"]) if "generation" in body else None
 
 
+class MethodNotAllowedError(ApiError):
+    """405 method_not_allowed: the route exists, but not with this method."""
+
+
+class NotAcceptableError(ApiError):
+    """406 not_acceptable: no answer in a form the Accept header allows."""
+
+
+class ServerRequestTimeoutError(ApiError):
+    """408 request_timeout: the server did not receive the whole request in time and closed the
+    connection. Not the client's own ``RequestTimeoutError`` (an attempt past ``timeout``). Retried."""
+
+
+class LengthRequiredError(ApiError):
+    """411 length_required: the request needs a Content-Length."""
+
+
 class PayloadTooLargeError(ApiError):
     pass
 
@@ -125,8 +143,20 @@ class ConcurrencyLimitError(RateLimitError):
     pass
 
 
+class WaitLimitError(RateLimitError):
+    """429 wait_limit_exceeded: no longer answered by the API (past its caps, Prefer: wait is ignored)."""
+
+
+class StreamLimitError(RateLimitError):
+    """429 stream_limit_exceeded: too many event streams open for the key or the server."""
+
+
 class InternalServerError(ApiError):
-    pass
+    """Any 5xx: the API's own, or a proxy's (502, 504)."""
+
+
+class InternalError(InternalServerError):
+    """500 internal_error: the API's own unexpected failure (a proxy's 5xx is an ``InternalServerError``)."""
 
 
 class ServiceUnavailableError(InternalServerError):
@@ -199,18 +229,28 @@ class DownloadError(GenerationClientError):
     """A download that did not land: the result host's answer, an expired result, an existing file."""
 
 
-_BY_CODE: dict[str, type[ApiError]] = {
+#: The class of each error code, named as the TypeScript client's ``errorClasses``. A code the API
+#: adds fails tests/test_errors.py (which reads the OpenAPI document's list) until it has its class.
+ERROR_CLASSES: Mapping[str, type[ApiError]] = {
     "invalid_request": InvalidRequestError,
     "unauthorized": AuthenticationError,
     "insufficient_credits": InsufficientCreditsError,
     "payment_required": PaymentRequiredError,
     "api_access_disabled": ApiAccessDisabledError,
+    "not_found": NotFoundError,
+    "method_not_allowed": MethodNotAllowedError,
+    "not_acceptable": NotAcceptableError,
+    "request_timeout": ServerRequestTimeoutError,
     "idempotency_conflict": IdempotencyConflictError,
-    "not_cancelable": NotCancelableError,
+    "length_required": LengthRequiredError,
     "payload_too_large": PayloadTooLargeError,
     "unsupported_media_type": UnsupportedMediaTypeError,
     "rate_limited": RateLimitError,
     "concurrency_limit_exceeded": ConcurrencyLimitError,
+    "wait_limit_exceeded": WaitLimitError,
+    "stream_limit_exceeded": StreamLimitError,
+    "not_cancelable": NotCancelableError,
+    "internal_error": InternalError,
     "service_unavailable": ServiceUnavailableError,
 }
 
@@ -233,5 +273,5 @@ def _by_status(status: int) -> type[ApiError]:
 
 def api_error_for(**fields: Any) -> ApiError:
     """The error for an answer: the code's own class when it has one, else the status family's."""
-    cls = _BY_CODE.get(str(fields["code"])) or _by_status(int(fields["status"]))
+    cls = ERROR_CLASSES.get(str(fields["code"])) or _by_status(int(fields["status"]))
     return cls(**fields)

@@ -1,9 +1,14 @@
 /**
- * Every error the client throws. HTTP answers map to one class per status family, and the spec's
- * codes that a caller branches on have classes of their own (`InsufficientCreditsError`, …); each
- * carries `status`, `code`, `message`, `issues` (400), `requestId` and, for a create, the
- * `idempotencyKey` it was sent with, so that a caller can always recover the generation.
+ * Every error the client throws. Each error code of the API has a class of its own
+ * (`errorClasses`), a subclass of its status family's class (`RateLimitError` › `StreamLimitError`),
+ * so a caller catches one code or a whole family; a status with an unknown code gets its family's
+ * class. Each carries `status`, `code`, `message`, `issues` (400), `requestId` and, for a create,
+ * the `idempotencyKey` it was sent with, so that a caller can always recover the generation.
  */
+import type { components } from '../generated/openapi.js';
+
+/** Every error code of the API (the OpenAPI document's list). */
+export type ApiErrorCode = components['schemas']['Error']['error']['code'];
 
 /** One offending field of a 400 invalid_request. */
 export interface ValidationIssue {
@@ -73,6 +78,7 @@ export class InsufficientCreditsError extends ApiError {}
 export class PermissionDeniedError extends ApiError {}
 export class PaymentRequiredError extends PermissionDeniedError {}
 export class ApiAccessDisabledError extends PermissionDeniedError {}
+/** 404 not_found: no such route, or no such generation in this account. */
 export class NotFoundError extends ApiError {}
 /**
  * A route the server does not have (404 on a path that is not a generation, 405): an API older
@@ -88,12 +94,30 @@ export class NotCancelableError extends ConflictError {
     return this.body;
   }
 }
+/** 405 method_not_allowed: the route exists, but not with this method. */
+export class MethodNotAllowedError extends ApiError {}
+/** 406 not_acceptable: no answer in a form the Accept header allows. */
+export class NotAcceptableError extends ApiError {}
+/**
+ * 408 request_timeout: the server did not receive the whole request in time and closed the
+ * connection. Not the client's own `RequestTimeoutError` (an attempt past `timeoutMs`). Retried.
+ */
+export class ServerRequestTimeoutError extends ApiError {}
+/** 411 length_required: the request needs a Content-Length. */
+export class LengthRequiredError extends ApiError {}
 export class PayloadTooLargeError extends ApiError {}
 export class UnsupportedMediaTypeError extends ApiError {}
 /** 429, or a Retry-After longer than the client waits (60 s): `retryAfterMs` says when to come back. */
 export class RateLimitError extends ApiError {}
 export class ConcurrencyLimitError extends RateLimitError {}
+/** 429 wait_limit_exceeded: no longer answered by the API (past its caps, Prefer: wait is ignored). */
+export class WaitLimitError extends RateLimitError {}
+/** 429 stream_limit_exceeded: too many event streams open for the key or the server; see `retryAfterMs`. */
+export class StreamLimitError extends RateLimitError {}
+/** Any 5xx: the API's own, or a proxy's (502, 504). */
 export class InternalServerError extends ApiError {}
+/** 500 internal_error: the API's own unexpected failure (a proxy's 5xx is an `InternalServerError`). */
+export class InternalError extends InternalServerError {}
 export class ServiceUnavailableError extends InternalServerError {}
 
 /** The request never got an answer: connection refused or reset, DNS, "fetch failed". */
@@ -165,18 +189,30 @@ export class BrowserNotSupportedError extends GenerationClientError {}
 /** No API key: neither `apiKey` nor GENERATION_API_KEY. */
 export class MissingApiKeyError extends GenerationClientError {}
 
-const byCode: Record<string, typeof ApiError> = {
+/**
+ * The class of each error code. Typed by the OpenAPI document's list, so a code the API adds fails
+ * the typecheck until it has its class here (and test/client/error-classes.test.ts checks it too).
+ */
+export const errorClasses: { readonly [Code in ApiErrorCode]: typeof ApiError } = {
   invalid_request: InvalidRequestError,
   unauthorized: AuthenticationError,
   insufficient_credits: InsufficientCreditsError,
   payment_required: PaymentRequiredError,
   api_access_disabled: ApiAccessDisabledError,
+  not_found: NotFoundError,
+  method_not_allowed: MethodNotAllowedError,
+  not_acceptable: NotAcceptableError,
+  request_timeout: ServerRequestTimeoutError,
   idempotency_conflict: IdempotencyConflictError,
-  not_cancelable: NotCancelableError,
+  length_required: LengthRequiredError,
   payload_too_large: PayloadTooLargeError,
   unsupported_media_type: UnsupportedMediaTypeError,
   rate_limited: RateLimitError,
   concurrency_limit_exceeded: ConcurrencyLimitError,
+  wait_limit_exceeded: WaitLimitError,
+  stream_limit_exceeded: StreamLimitError,
+  not_cancelable: NotCancelableError,
+  internal_error: InternalError,
   service_unavailable: ServiceUnavailableError,
 };
 
@@ -195,6 +231,8 @@ function byStatus(status: number): typeof ApiError {
 
 /** The error class for an answer: the code's own class when it has one, else the status family's. */
 export function apiErrorFor(init: ApiErrorInit): ApiError {
-  const Class = byCode[init.code] ?? byStatus(init.status);
+  const Class = Object.hasOwn(errorClasses, init.code)
+    ? errorClasses[init.code as ApiErrorCode]
+    : byStatus(init.status);
   return new Class(init);
 }
