@@ -1,9 +1,5 @@
-import { writeFile } from 'node:fs/promises';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
-import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
-import { temporalCliPath } from '../../src/dev/temporal-binaries.js';
-import { afterAll, describe, expect, it } from 'vitest';
+import { WithStartWorkflowOperation } from '@temporalio/client';
+import { describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { fingerprint } from '../../src/generations/generation-request.js';
 import { createActivities } from '../../src/activities/index.js';
@@ -25,10 +21,15 @@ import { providerJobIdOf, workflowIdOf } from '../support/ledger.js';
 import { testDeployment } from '../support/worker.js';
 import { tellProviderCancelStories, useProviderStandIns } from './provider-cancel-stories.js';
 import { generationStories } from './stories.js';
+import { useHistoryRecorder } from './history-recorder.js';
+import {
+  faultyActivities,
+  tellAdmissionBrokeStory,
+  tellHorizonStories,
+  tellWebhookDeliveryStories,
+} from './own-worker-stories.js';
 import { useWebhookReceiver } from '../webhooks/webhook-receiver.js';
 import { webhookDeliveryWorkflowId } from '../../src/workflows/webhook-delivery-types.js';
-
-const run = promisify(execFile);
 
 /**
  * `npm run record:histories`: runs every generation story (test/workflows/stories.ts) once on the
@@ -55,52 +56,7 @@ describe('record generation histories', () => {
     account: { oneTime: 1000 },
     worker: { overrides: { webhookDelivery: hooks.webhookDelivery } },
   });
-  const recorded = new Map<string, string>();
-  afterAll(() => {
-    const missing = Object.values(generationStories)
-      .flat()
-      .filter((name) => !recorded.has(name));
-    if (missing.length) console.warn(`not recorded: ${missing.join(', ')}`);
-  });
-
-  /**
-   * The last runs of a workflow id's chain (each continued as the next), once the last has ended;
-   * each saved under its name. A support reset starts a chain of its own: its runs are the last.
-   */
-  async function record(client: Client, workflowId: string, names: readonly string[]) {
-    await client.workflow.getHandle(workflowId).result();
-    const runs: string[] = [];
-    let runId: string | null | undefined = (await client.workflow.getHandle(workflowId).describe()).runId;
-    while (runId) {
-      runs.unshift(runId);
-      const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
-      runId = history.events?.[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId;
-    }
-    expect(runs).toHaveLength(names.length);
-    for (const [i, name] of names.entries()) await save(workflowId, runs[i]!, name);
-  }
-
-  async function save(workflowId: string, runId: string, name: string) {
-    // The CLI writes the standard proto3 JSON of a history, which historyFromJSON reads back.
-    const { stdout } = await run(
-      await temporalCliPath(),
-      [
-        'workflow',
-        'show',
-        '--workflow-id',
-        workflowId,
-        '--run-id',
-        runId,
-        '--address',
-        inject('temporalAddress'),
-        '--output',
-        'json',
-      ],
-      { maxBuffer: 64 * 1024 * 1024 },
-    );
-    await writeFile(`test/fixtures/histories/${name}.json`, stdout);
-    recorded.set(name, runId);
-  }
+  const { record, save } = useHistoryRecorder();
 
   const story = (name: string) => generationStories[name]!;
   const create = async (prompt: string, key?: string, extra: Record<string, unknown> = {}) =>
@@ -241,6 +197,7 @@ describe('record generation histories', () => {
           expiryFails.has(generationId)
             ? Promise.reject(new Error('storage refuses deletes (recorded)'))
             : activities.expireContent(generationId),
+        ...faultyActivities(activities),
       },
     });
     const start = (prompt: string, change: (s: GenerationStart) => GenerationStart = (s) => s) => {
@@ -302,6 +259,10 @@ describe('record generation histories', () => {
           webhookDeliveryWorkflowId(subscribedId),
           story('webhook delivery: the first attempt refused (500), the retry delivers'),
         );
+        await tellWebhookDeliveryStories(stack, hooks, taskQueue, start, (id, names) =>
+          record(client, id, names),
+        );
+        await tellAdmissionBrokeStory(start, (id, names, ends) => record(client, id, names, ends));
         const handedOff = await start('recorded review hand-off [sim:uncertain]', (s) => ({
           ...s,
           timing: { ...s.timing, reviewHandOffMs: 500, resultRetentionMs: 500, pollIntervalMs: 50 },
@@ -318,9 +279,11 @@ describe('record generation histories', () => {
           handedOff.workflowId,
           story('review handed off to the review run, then resolved'),
         );
+        // Last: its provider refuses every connection, which that provider's health may count.
+        await tellHorizonStories(stack, start, (id, names) => record(client, id, names));
       });
     } finally {
       await connection.close();
     }
-  }, 120_000);
+  }, 240_000);
 });

@@ -53,8 +53,8 @@ export async function tellProviderCancelStories(
       ['catalog/examples/fal.json', 'catalog/examples/replicate.json', 'catalog/examples/routed.json'],
       ['fal-flux-schnell', 'replicate-flux-schnell', 'flux-schnell'],
     );
-    const create = async (model: string, prompt: string) => {
-      const response = await createGeneration(stack.api, stack.account.key, { model, prompt });
+    const create = async (model: string, prompt: string, extra: Record<string, unknown> = {}) => {
+      const response = await createGeneration(stack.api, stack.account.key, { model, prompt, ...extra });
       expect(response.statusCode, response.body).toBe(202);
       const id = response.json<{ id: string }>().id;
       // Handed over: the provider holds the job (the POST may answer before its id is written).
@@ -117,6 +117,19 @@ export async function tellProviderCancelStories(
     const refusedId = await create('flux-schnell', refused);
     await pollGeneration(stack.api, stack.account.key, refusedId, (g) => g.status === 'succeeded');
     await record(refusedId, 'fal refuses the create: the next route (Replicate) serves it');
+
+    // Replicate reports its prediction aborted before it started (no started_at): the route's end
+    // is recorded (leaveRoute) and the next route (fal) serves it, as routed-failover.test.ts tells it.
+    const aborted = 'recorded failover, replicate aborts';
+    replicate.script({ pollsStarting: 1, pollsProcessing: 0, final: 'aborted' }, promptContains(aborted));
+    const abortedId = await create('flux-schnell', aborted, { provider: { order: ['replicate'] } });
+    expect(
+      await pollGeneration(stack.api, stack.account.key, abortedId, (g) => g.status === 'succeeded'),
+    ).toMatchObject({ provider: 'fal' });
+    await record(
+      abortedId,
+      'Replicate reports its job aborted before it started: the next route (fal) serves it',
+    );
   } finally {
     stack.worker.deps.providerFor = simulated;
   }

@@ -43,4 +43,21 @@ export const generationStories: Record<string, readonly string[]> = {
     'route-failover',
     'route-failover-retention',
   ],
+  'Replicate reports its job aborted before it started: the next route (fal) serves it': [
+    'route-never-started',
+    'route-never-started-retention',
+  ],
+  'the provider wait reaches its horizon: refunded, timed out, the job canceled': ['provider-wait-horizon'],
+  'persisting reaches its horizon: refunded, timed out': ['persist-horizon'],
+  'the provider unreachable: submitted in the background until the submit horizon, refunded': [
+    'submit-horizon',
+  ],
+  'admission breaks (a bug): refused, the run ends failed': ['admission-broke'],
+  'webhook delivery: a look for events that fails is made again': ['webhook-look-retried'],
+  'webhook delivery: the receiver answers 410 Gone: deliveries stop': ['webhook-gone'],
+  'webhook delivery: a retry answered 410 Gone: deliveries stop': ['webhook-gone-on-retry'],
+  'webhook delivery: a redelivery while it runs, and one after it ended (a run of its own)': [
+    'webhook-redelivered-running',
+    'webhook-redelivered-after-end',
+  ],
 };
