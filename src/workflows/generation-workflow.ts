@@ -268,7 +268,8 @@ async function generationStory(
    * confirm, is final; any other failure (no answer in time) leaves the job to the background submission.
    */
   async function handOver(job: GenerationStart, position: number): Promise<{ jobId: string }> {
-    // Only the first submission runs while the POST waits; a later route's goes to the background.
+    // A submission is a quick hand-over (the POST waits on the first) until one fails to answer in
+    // time; from then on every submission, of this route or a later one, goes to the background.
     if (submittingInBackground) return steps.submitInBackground(job, position);
     try {
       return await steps.handOver(job, position);
