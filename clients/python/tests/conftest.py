@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import pytest
 
 from generation_client import AsyncClient, Client
+
+from .relay import FaultyFront
 
 T = TypeVar("T")
 AnyClient = Client | AsyncClient
@@ -24,6 +26,15 @@ def stack_env(name: str) -> str:
     if not value:
         pytest.skip(f"{name} is not set: these scenarios need the real stack")
     return value
+
+
+@pytest.fixture
+def fronts() -> Iterator[list[FaultyFront]]:
+    """Faulty fronts a scenario starts (append each): closed when it ends."""
+    started: list[FaultyFront] = []
+    yield started
+    for front in started:
+        front.close()
 
 
 @pytest.fixture

@@ -3,8 +3,6 @@ with Client and AsyncClient alike, directly and behind a front that cuts the str
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from generation_client import GenerationEvent, NotFoundError
@@ -13,14 +11,6 @@ from .conftest import AnyClient, MakeClient, collect, resolve
 from .relay import FaultyFront, Rule, Seen
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def fronts() -> Iterator[list[FaultyFront]]:
-    started: list[FaultyFront] = []
-    yield started
-    for front in started:
-        front.close()
 
 
 def summary(events: list[GenerationEvent]) -> list[tuple[int, str, str]]:

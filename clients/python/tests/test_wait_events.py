@@ -7,7 +7,6 @@ the real API, behind a front that counts (and breaks) requests, with Client and 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -17,14 +16,6 @@ from .conftest import MakeClient, resolve
 from .relay import FaultyFront, Rule, Seen
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def fronts() -> Iterator[list[FaultyFront]]:
-    started: list[FaultyFront] = []
-    yield started
-    for front in started:
-        front.close()
 
 
 def held(requests: list[Seen]) -> list[Seen]:
