@@ -6,6 +6,7 @@ import {
   attemptsMadeFor,
   generationWebhookOf,
   lastAttemptOf,
+  markStoppedByGoneUrl,
   markWebhookGone,
   recordDeliveryAttempt,
   saveGenerationWebhook,
@@ -57,7 +58,9 @@ export function createWebhookActivities(deps: ActivityDeps) {
     started: number,
   ): Promise<WebhookEvents | null> {
     const webhook = await generationWebhookOf(db, input.generationId);
-    if (!webhook || webhook.gone)
+    // Its URL answered 410 since it was made (to this or another generation's delivery): stopped.
+    if (webhook?.urlGoneAt && !webhook.gone) await markStoppedByGoneUrl(db, input.generationId);
+    if (!webhook || webhook.gone || webhook.urlGoneAt)
       return { events: [], throughSeq: input.afterSeq, finished: true, onlyExpiryLeft: false };
     const all = await generationEventsAfter(db, input.generationId, input.afterSeq, {
       withNewest: true,
@@ -117,6 +120,24 @@ export function createWebhookActivities(deps: ActivityDeps) {
     if (!webhook || (webhook.gone && !input.redelivery)) return { outcome: 'gone' };
     const [event] = await generationEventsAfter(db, input.generationId, input.seq - 1, { limit: 1 });
     if (!event || event.seq !== input.seq) throw new Error(`event ${input.seq} not found`);
+    if (webhook.urlGoneAt && !input.redelivery) {
+      // The URL answered 410 to another delivery since this subscription was made: not sent, and
+      // recorded as this attempt's end (a pending retry, or an event found before the 410).
+      await recordDeliveryAttempt(db, {
+        generationId: input.generationId,
+        eventSeq: event.seq,
+        eventType: event.type,
+        webhookId: webhookMessageId(input.generationId, input.seq),
+        attempt: input.attempt,
+        url: webhook.url,
+        status: null,
+        latencyMs: 0,
+        outcome: 'gone',
+        error: `not sent: the URL answered 410 Gone at ${webhook.urlGoneAt}`,
+      });
+      await markStoppedByGoneUrl(db, input.generationId);
+      return { outcome: 'gone' };
+    }
     const body = Buffer.from(webhookBody(event), 'utf8');
     // The account's secret is made on first use, as GET /v1/webhooks/secret would make it.
     const secret = await webhookSecretOf(db, webhook.accountId, newWebhookSecret());

@@ -70,7 +70,7 @@ export function webhookEntries() {
         post: {
           summary: `${type} (a generation's event, sent to its webhook URL)`,
           description:
-            'The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL.' +
+            'The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); a generation created after it with that URL is delivered.' +
             (webhookNotes[type] ?? ''),
           parameters: [
             { name: 'webhook-id', in: 'header', required: true, schema: { type: 'string' } },
@@ -80,7 +80,10 @@ export function webhookEntries() {
           requestBody: { required: true, content: { 'application/json': { schema: eventRef } } },
           responses: {
             '200': { description: 'Received (any 2xx).' },
-            '410': { description: 'Gone: no more deliveries to this URL.' },
+            '410': {
+              description:
+                'Gone: no more deliveries to this URL for the account’s generations subscribed to it until now.',
+            },
           },
         },
       },

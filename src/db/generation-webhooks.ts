@@ -29,16 +29,24 @@ const subscription = z.object({
   url: z.string(),
   events: z.array(z.string()),
   gone: z.boolean(),
+  url_gone_at: z.string().nullable(),
   account_id: z.string(),
 });
 
-/** The generation's subscription and its account; null when it has none. */
+/**
+ * The generation's subscription and its account; null when it has none. `gone`: its own delivery
+ * got 410 (or it was stopped by its URL's). `urlGoneAt`: when its URL answered 410 to a delivery of
+ * any subscription of the account, if that was at or after this one was made (migration 0022): it
+ * stops this one too. A subscription made after the 410 starts afresh (null).
+ */
 export async function generationWebhookOf(
   db: CommonQueryMethods,
   generationId: string,
-): Promise<(GenerationWebhook & { gone: boolean; accountId: string }) | null> {
+): Promise<(GenerationWebhook & { gone: boolean; urlGoneAt: string | null; accountId: string }) | null> {
   const found = await db.maybeOne(sql.type(subscription)`
-    SELECT w.url, w.events, w.gone_at IS NOT NULL AS gone, g.account_id
+    SELECT w.url, w.events, w.gone_at IS NOT NULL AS gone, g.account_id,
+      (SELECT u.gone_at FROM webhook_gone_urls u
+        WHERE u.account_id = g.account_id AND u.url = w.url AND u.gone_at >= w.created_at) AS url_gone_at
     FROM generation_webhooks w JOIN generations g ON g.id = w.generation_id
     WHERE w.generation_id = ${generationId}`);
   if (!found) return null;
@@ -46,14 +54,37 @@ export async function generationWebhookOf(
     url: found.url,
     events: found.events as GenerationEventType[],
     gone: found.gone,
+    urlGoneAt: found.url_gone_at,
     accountId: found.account_id,
   };
 }
 
-/** The receiver answered 410 Gone: nothing more is sent to it for this generation. */
+/**
+ * The receiver answered 410 Gone: nothing more is sent to it for this generation, nor for any
+ * subscription of the account to that URL made until now (one statement: both or neither).
+ */
 export async function markWebhookGone(db: CommonQueryMethods, generationId: string): Promise<void> {
   await db.query(sql.unsafe`
-    UPDATE generation_webhooks SET gone_at = coalesce(gone_at, now()) WHERE generation_id = ${generationId}`);
+    WITH marked AS (
+      UPDATE generation_webhooks w SET gone_at = coalesce(w.gone_at, now())
+      FROM generations g WHERE w.generation_id = ${generationId} AND g.id = w.generation_id
+      RETURNING g.account_id, w.url)
+    INSERT INTO webhook_gone_urls (account_id, url, gone_at)
+    SELECT account_id, url, now() FROM marked
+    ON CONFLICT (account_id, url) DO UPDATE
+      SET gone_at = greatest(webhook_gone_urls.gone_at, excluded.gone_at)`);
+}
+
+/**
+ * The subscription's URL answered 410 to another generation's delivery: this one stops too, marked
+ * gone as of that answer, the URL's record left as it is.
+ */
+export async function markStoppedByGoneUrl(db: CommonQueryMethods, generationId: string): Promise<void> {
+  await db.query(sql.unsafe`
+    UPDATE generation_webhooks w SET gone_at = coalesce(w.gone_at, u.gone_at)
+    FROM generations g, webhook_gone_urls u
+    WHERE w.generation_id = ${generationId} AND g.id = w.generation_id
+      AND u.account_id = g.account_id AND u.url = w.url`);
 }
 
 export interface DeliveryAttempt {

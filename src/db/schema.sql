@@ -24,6 +24,7 @@
 -- 0019_route_attempts.sql
 -- 0020_gallery_thumbnails_pending.sql
 -- 0021_route_durations_index.sql
+-- 0022_webhook_gone_urls.sql
 
 CREATE SEQUENCE webhook_delivery_attempts_id_seq AS bigint START 1 INCREMENT 1;
 
@@ -417,6 +418,14 @@ CREATE TABLE webhook_delivery_attempts (
   CONSTRAINT webhook_delivery_attempts_generation_id_fkey FOREIGN KEY (generation_id) REFERENCES generations(id) ON DELETE CASCADE
 );
 CREATE INDEX webhook_delivery_attempts_generation ON public.webhook_delivery_attempts USING btree (generation_id, event_seq, id);
+
+CREATE TABLE webhook_gone_urls (
+  account_id text NOT NULL,
+  url text NOT NULL,
+  gone_at timestamp with time zone NOT NULL,
+  CONSTRAINT webhook_gone_urls_pkey PRIMARY KEY (account_id, url),
+  CONSTRAINT webhook_gone_urls_account_id_fkey FOREIGN KEY (account_id) REFERENCES accounts(id)
+);
 
 CREATE TABLE webhook_secrets (
   account_id text NOT NULL,

@@ -13,12 +13,14 @@ export interface Received {
  * reaches it (loopback allowed as OUTBOUND_ALLOW_CIDRS would, its certificate trusted): pass
  * `webhookDelivery` to the worker's overrides. Call it inside describe(), before useGenerationStack.
  * Paths: /hang is never answered (until the file ends), /gone answers 410, /fail always 500, /flaky
- * answers `flaky` in order then 200; any other 204.
+ * answers `flaky` in order then 200; a path in `routes` is answered by its handler; any other 204.
  */
 export function useWebhookReceiver() {
   const received: Received[] = [];
   const hanging: http.ServerResponse[] = [];
   const flaky: number[] = [];
+  /** Paths answered by the test itself (after the request is recorded in `received`). */
+  const routes = new Map<string, (received: Received, response: http.ServerResponse) => void>();
   const webhookDelivery = { allowCidrs: ['127.0.0.1/32'], extraCa: [] as string[] };
   let server: TestServer | undefined;
   beforeAll(async () => {
@@ -30,12 +32,15 @@ export function useWebhookReceiver() {
         request.on('data', (chunk: Buffer) => chunks.push(chunk));
         request.on('end', () => {
           const path = new URL(request.url ?? '/', 'https://x').pathname;
-          received.push({
+          const delivery = {
             path,
             headers: request.headers as Record<string, string>,
             body: Buffer.concat(chunks).toString('utf8'),
-          });
-          if (path === '/hang') hanging.push(response);
+          };
+          received.push(delivery);
+          const route = routes.get(path);
+          if (route) route(delivery, response);
+          else if (path === '/hang') hanging.push(response);
           else if (path === '/gone') response.writeHead(410).end();
           else if (path === '/fail') response.writeHead(500).end();
           else if (path === '/flaky') response.writeHead(flaky.shift() ?? 200).end();
@@ -53,6 +58,7 @@ export function useWebhookReceiver() {
     received,
     hanging,
     flaky,
+    routes,
     webhookDelivery,
     /** `https://127.0.0.1:PORT`. */
     origin: () => server!.origin,

@@ -1319,7 +1319,7 @@ export interface webhooks {
         put?: never;
         /**
          * generation.content_expired (a generation's event, sent to its webhook URL)
-         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL.
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); a generation created after it with that URL is delivered.
          */
         post: {
             parameters: {
@@ -1345,7 +1345,7 @@ export interface webhooks {
                     };
                     content?: never;
                 };
-                /** @description Gone: no more deliveries to this URL. */
+                /** @description Gone: no more deliveries to this URL for the account’s generations subscribed to it until now. */
                 410: {
                     headers: {
                         [name: string]: unknown;
@@ -1371,7 +1371,7 @@ export interface webhooks {
         put?: never;
         /**
          * generation.created (a generation's event, sent to its webhook URL)
-         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL.
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); a generation created after it with that URL is delivered.
          */
         post: {
             parameters: {
@@ -1397,7 +1397,7 @@ export interface webhooks {
                     };
                     content?: never;
                 };
-                /** @description Gone: no more deliveries to this URL. */
+                /** @description Gone: no more deliveries to this URL for the account’s generations subscribed to it until now. */
                 410: {
                     headers: {
                         [name: string]: unknown;
@@ -1423,7 +1423,7 @@ export interface webhooks {
         put?: never;
         /**
          * generation.failed (a generation's event, sent to its webhook URL)
-         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL.
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); a generation created after it with that URL is delivered.
          */
         post: {
             parameters: {
@@ -1449,7 +1449,7 @@ export interface webhooks {
                     };
                     content?: never;
                 };
-                /** @description Gone: no more deliveries to this URL. */
+                /** @description Gone: no more deliveries to this URL for the account’s generations subscribed to it until now. */
                 410: {
                     headers: {
                         [name: string]: unknown;
@@ -1475,7 +1475,7 @@ export interface webhooks {
         put?: never;
         /**
          * generation.processing (a generation's event, sent to its webhook URL)
-         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL.
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); a generation created after it with that URL is delivered.
          */
         post: {
             parameters: {
@@ -1501,7 +1501,7 @@ export interface webhooks {
                     };
                     content?: never;
                 };
-                /** @description Gone: no more deliveries to this URL. */
+                /** @description Gone: no more deliveries to this URL for the account’s generations subscribed to it until now. */
                 410: {
                     headers: {
                         [name: string]: unknown;
@@ -1527,7 +1527,7 @@ export interface webhooks {
         put?: never;
         /**
          * generation.refunded (a generation's event, sent to its webhook URL)
-         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL.
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); a generation created after it with that URL is delivered.
          */
         post: {
             parameters: {
@@ -1553,7 +1553,7 @@ export interface webhooks {
                     };
                     content?: never;
                 };
-                /** @description Gone: no more deliveries to this URL. */
+                /** @description Gone: no more deliveries to this URL for the account’s generations subscribed to it until now. */
                 410: {
                     headers: {
                         [name: string]: unknown;
@@ -1579,7 +1579,7 @@ export interface webhooks {
         put?: never;
         /**
          * generation.rejected (a generation's event, sent to its webhook URL)
-         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL. Sent for a refusal at admission (402 insufficient_credits, 429 concurrency_limit_exceeded), never for a request refused by validation (400 with `issues`): that request is not subscribed.
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); a generation created after it with that URL is delivered. Sent for a refusal at admission (402 insufficient_credits, 429 concurrency_limit_exceeded), never for a request refused by validation (400 with `issues`): that request is not subscribed.
          */
         post: {
             parameters: {
@@ -1605,7 +1605,7 @@ export interface webhooks {
                     };
                     content?: never;
                 };
-                /** @description Gone: no more deliveries to this URL. */
+                /** @description Gone: no more deliveries to this URL for the account’s generations subscribed to it until now. */
                 410: {
                     headers: {
                         [name: string]: unknown;
@@ -1631,7 +1631,7 @@ export interface webhooks {
         put?: never;
         /**
          * generation.requeued (a generation's event, sent to its webhook URL)
-         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL.
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); a generation created after it with that URL is delivered.
          */
         post: {
             parameters: {
@@ -1657,7 +1657,7 @@ export interface webhooks {
                     };
                     content?: never;
                 };
-                /** @description Gone: no more deliveries to this URL. */
+                /** @description Gone: no more deliveries to this URL for the account’s generations subscribed to it until now. */
                 410: {
                     headers: {
                         [name: string]: unknown;
@@ -1683,7 +1683,7 @@ export interface webhooks {
         put?: never;
         /**
          * generation.succeeded (a generation's event, sent to its webhook URL)
-         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL.
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); a generation created after it with that URL is delivered.
          */
         post: {
             parameters: {
@@ -1709,7 +1709,7 @@ export interface webhooks {
                     };
                     content?: never;
                 };
-                /** @description Gone: no more deliveries to this URL. */
+                /** @description Gone: no more deliveries to this URL for the account’s generations subscribed to it until now. */
                 410: {
                     headers: {
                         [name: string]: unknown;
@@ -1735,7 +1735,7 @@ export interface webhooks {
         put?: never;
         /**
          * generation.updated (a generation's event, sent to its webhook URL)
-         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL.
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); a generation created after it with that URL is delivered.
          */
         post: {
             parameters: {
@@ -1761,7 +1761,7 @@ export interface webhooks {
                     };
                     content?: never;
                 };
-                /** @description Gone: no more deliveries to this URL. */
+                /** @description Gone: no more deliveries to this URL for the account’s generations subscribed to it until now. */
                 410: {
                     headers: {
                         [name: string]: unknown;
