@@ -1,9 +1,6 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-
-/** While closing, connections left idle by a response that ended are closed this often. */
-const idleSweepMs = 100;
 
 /**
  * Shutdown waits only for the requests in flight; the API, the console and the result host each
@@ -14,30 +11,52 @@ const idleSweepMs = 100;
  * Connections with no request are common: Node's fetch opens one after every aborted streaming
  * response (nodejs/undici#5845: each client that stops reading an event stream leaves one), and
  * proxies open them ahead of need. So, from the start of the shutdown: those are closed at once
- * (and any that connects meanwhile), and a connection is closed as soon as its answer has gone.
+ * (and any that connects meanwhile), and a connection that served requests is ended as soon as it
+ * has no answer left to send, once that answer has been handed to the OS.
  * Nothing is lost: no request was on them, and a client retries a refused connection as it would
  * retry the 503 answered while closing.
  */
 export function closeUnusedConnectionsOnShutdown(app: FastifyInstance): void {
-  const unused = new Set<Socket>();
+  const connections = new Set<Socket>();
+  // Responses not yet flushed, per connection: a connection is idle when it has none.
+  const answering = new Map<Socket, number>();
+  const requested = new WeakSet<Socket>();
   let closing = false;
+  // A connection is ended (FIN after what it has written), never destroyed, once it serves nothing:
+  // a response's last bytes may still be in its buffers after `end()`.
+  const endIfIdle = (socket: Socket) => {
+    if (closing && !answering.has(socket)) {
+      if (requested.has(socket)) socket.end();
+      else socket.destroy();
+    }
+  };
   app.server.on('connection', (socket: Socket) => {
     if (closing) {
       socket.destroy();
       return;
     }
-    unused.add(socket);
-    socket.once('close', () => unused.delete(socket));
+    connections.add(socket);
+    socket.once('close', () => {
+      connections.delete(socket);
+      answering.delete(socket);
+    });
   });
-  app.server.on('request', (request: IncomingMessage) => unused.delete(request.socket));
-  // preClose runs before Fastify closes the server (which closes the connections idle then).
+  app.server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+    const socket = request.socket;
+    requested.add(socket);
+    answering.set(socket, (answering.get(socket) ?? 0) + 1);
+    // 'close' follows 'finish' (everything handed to the OS) or an abort.
+    response.once('close', () => {
+      const left = (answering.get(socket) ?? 1) - 1;
+      if (left > 0) answering.set(socket, left);
+      else answering.delete(socket);
+      endIfIdle(socket);
+    });
+  });
+  // preClose runs before Fastify closes the server, which then waits for every connection to close.
   app.addHook('preClose', (done) => {
     closing = true;
-    for (const socket of unused) socket.destroy();
-    unused.clear();
-    const sweep = setInterval(() => app.server.closeIdleConnections(), idleSweepMs);
-    sweep.unref();
-    app.server.once('close', () => clearInterval(sweep));
+    for (const socket of connections) endIfIdle(socket);
     done();
   });
 }
