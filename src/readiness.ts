@@ -29,7 +29,8 @@ export class ReadinessProbes {
   private readonly running = new Set<Promise<unknown>>();
 
   check(probe: () => Promise<unknown>): Promise<string> {
-    const started = probe();
+    // A probe that throws at once is a failed check, like one that rejects.
+    const started = Promise.resolve().then(probe);
     this.running.add(started);
     const forget = () => this.running.delete(started);
     started.then(forget, forget);

@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import type { CommonQueryMethods } from 'slonik';
 import { recordUnanswered } from '../db/admission-repository.js';
 import { getGeneration } from '../db/generation-reads.js';
@@ -13,7 +14,8 @@ import type { StartOutcome } from './start-types.js';
  * and admission, finding that row, debits nothing and the run ends; or admission decided first, and
  * the request is answered with that decision after all: 202 with the debited generation (still
  * queued if its handover was slow), or admission's own refusal. When PostgreSQL cannot be reached
- * either, `failure` stands: admission cannot debit without it either, until it is back.
+ * in three tries, `failure` stands: the one case left where the request may yet be charged (should
+ * admission reach PostgreSQL later, within its horizon), as before this existed.
  */
 export async function answerUnanswered(
   db: CommonQueryMethods,
@@ -36,17 +38,27 @@ export async function answerUnanswered(
     fingerprint: start.fingerprint,
     createdAt: start.createdAt,
   };
-  let gaveUp: boolean;
-  try {
-    gaveUp = await recordUnanswered(db, request, error);
-  } catch {
-    throw failure;
-  }
+  // Asked a few times: while neither row is written, admission may still debit once PostgreSQL
+  // answers it again, and this request would then be charged behind its 503.
+  const gaveUp = await persistently(() => recordUnanswered(db, request, error));
+  if (gaveUp === undefined) throw failure;
   // Its stored images (inputPrefix) are the caller's to delete: this request will never run.
   if (gaveUp) return { outcome: 'rejected', generationId, error, inputPrefix };
-  const row = await getGeneration(db, start.accountId, generationId).catch(() => null);
+  const row = await persistently(() => getGeneration(db, start.accountId, generationId));
   if (!row) throw failure;
   if (row.status === 'rejected' && row.error)
     return { outcome: 'rejected', generationId, error: row.error, inputPrefix };
   return { outcome: 'admitted', generationId, known: row };
+}
+
+/** `ask`'s answer, asked up to three times 200 ms apart; undefined when every ask failed. */
+async function persistently<T>(ask: () => Promise<T>): Promise<T | undefined> {
+  for (let asked = 1; ; asked++) {
+    try {
+      return await ask();
+    } catch {
+      if (asked === 3) return undefined;
+      await delay(200);
+    }
+  }
 }
