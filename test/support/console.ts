@@ -81,6 +81,10 @@ export async function generateAndWait(page: Page, timeoutMs = 30_000): Promise<s
   await expect
     .poll(() => page.locator('[data-status]').textContent(), { timeout: timeoutMs })
     .toBe('succeeded');
+  // The page's script shows the new status, then reloads: wait for the reloaded page (no longer
+  // live), or the next look at the page may meet the reload mid-way.
+  await expect.poll(() => page.locator('[data-live-status]').count(), { timeout: timeoutMs }).toBe(0);
+  await page.waitForLoadState('load');
   return generationId;
 }
 
