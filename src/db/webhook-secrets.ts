@@ -27,20 +27,28 @@ const columns = sql.fragment`secret, created_at,
   CASE WHEN previous_until > now() THEN previous_secret END AS previous_secret,
   CASE WHEN previous_until > now() THEN previous_until END AS previous_until`;
 
-/** The account's secret, made with `fresh` on first read (two first reads at once agree on one). */
+/**
+ * The account's secret, made with `fresh` on first read (two first reads at once agree on one).
+ * When another first read's insert was in flight, this statement's insert waits for it and then
+ * inserts nothing, and its own read, on the snapshot the statement started with, cannot see the
+ * row just committed (read committed): the row is read again in a new statement, which does.
+ */
 export async function webhookSecretOf(
   db: CommonQueryMethods,
   accountId: string,
   fresh: string,
 ): Promise<WebhookSecretRow> {
-  const found = await db.one(sql.type(row)`
+  const found = await db.maybeOne(sql.type(row)`
     WITH made AS (
       INSERT INTO webhook_secrets (account_id, secret) VALUES (${accountId}, ${fresh})
       ON CONFLICT (account_id) DO NOTHING RETURNING ${columns}
     )
     SELECT * FROM made UNION ALL
     SELECT ${columns} FROM webhook_secrets WHERE account_id = ${accountId} AND NOT EXISTS (SELECT 1 FROM made)`);
-  return shown(found);
+  if (found) return shown(found);
+  return shown(
+    await db.one(sql.type(row)`SELECT ${columns} FROM webhook_secrets WHERE account_id = ${accountId}`),
+  );
 }
 
 /**

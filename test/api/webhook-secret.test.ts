@@ -3,8 +3,8 @@ import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { webhookSecretSchema } from '../../src/api/schemas.js';
 import type { ApiService } from '../../src/api/service.js';
-import { webhookSigningSecrets } from '../../src/db/webhook-secrets.js';
-import { signWebhook } from '../../src/webhook-signing.js';
+import { webhookSecretOf, webhookSigningSecrets } from '../../src/db/webhook-secrets.js';
+import { newWebhookSecret, signWebhook } from '../../src/webhook-signing.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
@@ -61,6 +61,37 @@ describe('GET /v1/webhooks/secret and POST /v1/webhooks/secret/rotate', () => {
     );
     expect((await call('GET', '/v1/webhooks/secret')).previous).toBeNull();
     expect(await webhookSigningSecrets(db.pool, account.accountId)).toEqual([rotated.secret]);
+  });
+
+  it('two first reads at once agree on one secret: the read that waited for the other insert returns its row', async () => {
+    const { accountId } = await createPaidAccount(db.pool);
+    const held = newWebhookSecret();
+    let commit!: () => void;
+    const committed = new Promise<void>((resolve) => (commit = resolve));
+    let inserted!: () => void;
+    const insertedYet = new Promise<void>((resolve) => (inserted = resolve));
+    // The first read's insert, held open: the second read's insert waits on it (the same key).
+    const first = db.pool.transaction(async (tx) => {
+      await tx.query(
+        sql.unsafe`INSERT INTO webhook_secrets (account_id, secret) VALUES (${accountId}, ${held})`,
+      );
+      inserted();
+      await committed;
+    });
+    await insertedYet;
+    const second = webhookSecretOf(db.pool, accountId, newWebhookSecret());
+    await expect
+      .poll(() =>
+        db.pool.oneFirst(
+          sql.unsafe`SELECT count(*)::int FROM pg_stat_activity
+            WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%webhook_secrets%'`,
+        ),
+      )
+      .toBe(1);
+    commit();
+    await first;
+    expect((await second).secret).toBe(held);
+    expect(await webhookSigningSecrets(db.pool, accountId)).toEqual([held]);
   });
 
   it('needs a key like every route', async () => {
