@@ -55,7 +55,7 @@ const stack = await startStack({
   EVENT_STREAMS_PER_PROCESS: String(streamCount * 10),
   PROVIDER_POLL_INTERVAL_MS: '200',
   // The receiver is on loopback with its own certificate: allowed as a private receiver would be.
-  OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
+  WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
   NODE_EXTRA_CA_CERTS: caFile,
 });
 const auth = { authorization: `Bearer ${stack.key}` };

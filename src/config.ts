@@ -16,6 +16,7 @@ export type { TrustProxy } from './config/api.js';
 export { stepHorizons } from './config/generations.js';
 export { inFlightCaps, providerCredentialVariables, providersWithCredentials } from './config/providers.js';
 export { storageLocation } from './config/storage.js';
+export { webhookResolverOf } from './config/webhooks.js';
 
 const configSchema = z.object(serviceShape);
 

@@ -6,6 +6,7 @@ import type { GenerationMetrics } from '../observability/metrics.js';
 import type { Provider } from '../providers/provider.js';
 import type { DownloadPolicy } from '../providers/provider-http.js';
 import type { Resolve } from '../net/pinned-connection.js';
+import type { WebhookTargetRules } from '../net/webhook-target.js';
 import type { Storage } from '../storage/storage.js';
 
 /** The worker's resources every activity factory is built from; each factory picks the ones it uses. */
@@ -33,11 +34,12 @@ export interface ActivityDeps {
    */
   referenceImageFetch?: DownloadPolicy;
   /**
-   * What webhook deliveries may reach besides public HTTPS addresses (OUTBOUND_ALLOW_CIDRS; tests
-   * add their own certificate, and a resolver whose answer changes, as a rebinding DNS server's
-   * would). Absent: public HTTPS only, names resolved by dns.lookup.
+   * What webhook deliveries may reach besides public HTTPS addresses (WEBHOOK_ALLOW_CIDRS,
+   * WEBHOOK_ALLOW_LOOPBACK_HTTP), and how their names are resolved (WEBHOOK_DNS_*; tests add their
+   * own certificate, and a resolver whose answer changes, as a rebinding DNS server's would).
+   * Absent: public HTTPS only, names resolved by the default webhook resolver.
    */
-  webhookDelivery?: { allowCidrs: readonly string[]; extraCa?: readonly string[]; resolve?: Resolve };
+  webhookDelivery?: WebhookTargetRules & { extraCa?: readonly string[]; resolve?: Resolve };
   /**
    * Wakes a webhook delivery waiting for its generation's next event (the process's listening
    * connection). Absent (activities built without a listener): the delivery re-reads the log

@@ -112,7 +112,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     db: deps.db,
     catalog: deps.catalog,
     balances: deps.balances,
-    webhookAllowCidrs: deps.generations.webhooks?.allowCidrs,
+    webhookRules: deps.generations.webhooks,
     providerDownFor: deps.generations.providerDownFor,
     routeP50Ms: deps.generations.routeP50Ms,
   });

@@ -6,7 +6,7 @@ import { Authenticator } from '../auth/authenticator.js';
 import { CatalogCache } from '../catalog/catalog-cache.js';
 import { ProviderAvailability } from '../generations/provider-availability.js';
 import { fastestModels, RouteDurations } from '../generations/route-durations.js';
-import { providersWithCredentials, storageLocation, type Config } from '../config.js';
+import { providersWithCredentials, storageLocation, webhookResolverOf, type Config } from '../config.js';
 import type { CreditBalance } from '../db/credits-repository.js';
 import type { GenerationRow } from '../db/generation-reads.js';
 import { InvalidatedCache } from '../invalidated-cache.js';
@@ -155,7 +155,12 @@ export async function createApiService(
       storage: openStorage(storageLocation(config), config.RESULT_BASE_URL),
       admissionTimeoutMs: config.ADMISSION_TIMEOUT_MS,
       timing: generationTiming(config),
-      webhooks: { allowCidrs: config.OUTBOUND_ALLOW_CIDRS, retryDelaysMs: config.WEBHOOK_RETRY_DELAYS_MS },
+      webhooks: {
+        allowCidrs: config.WEBHOOK_ALLOW_CIDRS,
+        allowLoopbackHttp: config.WEBHOOK_ALLOW_LOOPBACK_HTTP,
+        resolver: webhookResolverOf(config),
+        retryDelaysMs: config.WEBHOOK_RETRY_DELAYS_MS,
+      },
     },
     configure,
   });

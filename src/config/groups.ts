@@ -7,6 +7,7 @@ import { observabilitySettings } from './observability.js';
 import { providerSettings } from './providers.js';
 import { storageSettings } from './storage.js';
 import { temporalSecuritySettings, temporalSettings } from './temporal.js';
+import { webhookSettings } from './webhooks.js';
 import { workerSettings } from './worker.js';
 
 /** The service's settings, by concern, in the order docs/configuration.md lists them. */
@@ -19,6 +20,7 @@ export const serviceSettingGroups = [
   retentionSettings,
   workerSettings,
   providerSettings,
+  webhookSettings,
   storageSettings,
   consoleSettings,
   observabilitySettings,
@@ -37,6 +39,7 @@ export const serviceShape = {
   ...retentionSettings.shape,
   ...workerSettings.shape,
   ...providerSettings.shape,
+  ...webhookSettings.shape,
   ...storageSettings.shape,
   ...consoleSettings.shape,
   ...observabilitySettings.shape,

@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import type { ProviderName } from '../catalog/provider-mapping.js';
-import { isValidRange } from '../net/address-policy.js';
-import { baseUrl, int, secret, settingGroup } from './setting.js';
+import { addressRanges, baseUrl, int, secret, settingGroup } from './setting.js';
 
 /**
  * Real providers. A provider without its key is not offered: its catalog models are left out of
@@ -24,18 +23,7 @@ export const providerSettings = settingGroup({
     PROVIDER_DOWN_AFTER_FAILURES: int(5, 1),
     PROVIDER_PROBE_INTERVAL_MS: int(30_000, 100),
     SIM_PROVIDER_DELAY_MS: int(3_000),
-    OUTBOUND_ALLOW_CIDRS: z
-      .string()
-      .default('')
-      .transform((value) =>
-        value
-          .split(/[\s,]+/)
-          .map((range) => range.trim())
-          .filter(Boolean),
-      )
-      .refine((ranges) => ranges.every(isValidRange), {
-        message: 'must be comma-separated CIDRs or addresses, such as 10.20.0.0/16,fd12::/64',
-      }),
+    OUTBOUND_ALLOW_CIDRS: addressRanges(),
     // The Standard Webhooks schedule after the first (immediate) attempt: 5 s, 5 min, 30 min, 2 h,
     // 5 h, 10 h, 14 h, 20 h, 24 h.
     WEBHOOK_RETRY_DELAYS_MS: z
@@ -91,7 +79,7 @@ export const providerSettings = settingGroup({
     SIM_PROVIDER_DELAY_MS: { readBy: ['worker'], text: 'The simulated provider’s time per job.' },
     OUTBOUND_ALLOW_CIDRS: {
       readBy: ['api', 'worker'],
-      text: 'Non-public ranges (CIDRs or addresses, comma-separated) that fetched URLs may reach: an internal image mirror, say. Cloud metadata endpoints stay refused. See [Outbound fetching](providers.md#outbound-fetching).',
+      text: 'Non-public ranges (CIDRs or addresses, comma-separated) the service’s own fetches (images, results) may reach: an internal image mirror, say. Not webhooks (`WEBHOOK_ALLOW_CIDRS`). Cloud metadata stays refused. See [Outbound fetching](providers.md#outbound-fetching).',
       default: '(none)',
     },
     WEBHOOK_RETRY_DELAYS_MS: {

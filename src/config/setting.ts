@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { isValidRange } from '../net/address-policy.js';
 import { joinValues, parseOptions } from '../zod-messages.js';
 
 /**
@@ -49,6 +50,21 @@ export const inOrder = <T extends string>(values: readonly [T, ...T[]]) =>
   });
 
 export const int = (fallback: number, min = 0) => z.coerce.number().int().min(min).default(fallback);
+
+/** Comma-separated address ranges (CIDRs or single addresses), none by default. */
+export const addressRanges = () =>
+  z
+    .string()
+    .default('')
+    .transform((value) =>
+      value
+        .split(/[\s,]+/)
+        .map((range) => range.trim())
+        .filter(Boolean),
+    )
+    .refine((ranges) => ranges.every(isValidRange), {
+      message: 'must be comma-separated CIDRs or addresses, such as 10.20.0.0/16,fd12::/64',
+    });
 
 /** A TCP port that is off until set. */
 export const optionalPort = () => z.coerce.number().int().min(1).max(65_535).optional();

@@ -3,6 +3,23 @@ import type { Config } from '../config.js';
 /** How long `npm start` lets each of its processes stop after Ctrl-C before it kills it. */
 export const childStopGraceMs = 15_000;
 
+/**
+ * What `npm start` sets that production does not (unless set already): webhooks to a receiver on
+ * the developer's own machine, over plain http (WEBHOOK_ALLOW_LOOPBACK_HTTP).
+ */
+export function developmentDefaults(env: NodeJS.ProcessEnv): void {
+  env.WEBHOOK_ALLOW_LOOPBACK_HTTP ??= 'true';
+}
+
+/** The banner's line on where webhooks may go, when that is more than production allows. */
+export function webhookBannerLine(config: Config): string | null {
+  if (!config.WEBHOOK_ALLOW_LOOPBACK_HTTP) return null;
+  return (
+    'Webhooks:       receivers on loopback are taken over plain http too, e.g. http://localhost:3000/hook ' +
+    '(development: WEBHOOK_ALLOW_LOOPBACK_HTTP=true; production takes public HTTPS only)'
+  );
+}
+
 /** The banner's lines for each Prometheus endpoint whose port is set, `[label, url]`. */
 export function metricsEndpoints(config: Config): Array<[string, string]> {
   // Listening on every address (0.0.0.0, ::) is reachable on loopback, which is what to print.

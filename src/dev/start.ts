@@ -16,7 +16,13 @@ import { ensureSearchAttributes } from '../temporal/search-attributes-setup.js';
 import { startScript, stopChild } from './child-processes.js';
 import { nativeAllocatorEnv } from './native-allocator.js';
 import { workerNodeOptions } from '../worker/node-options.js';
-import { childStopGraceMs, metricsEndpoints, stillStoppingReason } from './start-banner.js';
+import {
+  childStopGraceMs,
+  developmentDefaults,
+  metricsEndpoints,
+  stillStoppingReason,
+  webhookBannerLine,
+} from './start-banner.js';
 import { createFundedAccount } from './funded-account.js';
 import { startMigratedPostgres, type MigratedPostgres } from './migrated-postgres.js';
 import { startTemporalDevServer, type RunningDevServer } from './temporal-dev-server.js';
@@ -128,6 +134,7 @@ async function main(): Promise<void> {
   }
 
   env.STORAGE_DIR ??= path.join(dataDir, 'results');
+  developmentDefaults(env);
   const config = loadConfig(env);
   running = config;
 
@@ -161,6 +168,8 @@ async function main(): Promise<void> {
   say(`  Temporal UI:    ${temporal?.uiUrl ?? `(your Temporal at ${config.TEMPORAL_ADDRESS})`}`);
   say(`  PostgreSQL:     ${postgres ? config.DATABASE_URL : '(DATABASE_URL)'}`);
   for (const [label, url] of metricsEndpoints(config)) say(`  ${`${label}:`.padEnd(15)} ${url}`);
+  const webhooks = webhookBannerLine(config);
+  if (webhooks) say(`  ${webhooks}`);
   say(`  Temporal CLI:   npm run temporal -- workflow list   (the CLI, pointed at this server)`);
   if (devKey.created) {
     say(`  Development API key (shown once; only its SHA-256 is stored): ${devKey.created}`);

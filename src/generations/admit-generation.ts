@@ -100,7 +100,7 @@ export async function admitGeneration(
     ? request.body
     : { webhook: undefined };
   const body = checkBody(deps.catalog, isObject(request.body) ? modelBody : request.body);
-  const hook = await checkWebhook(webhookField, deps.webhooks?.allowCidrs ?? []);
+  const hook = await checkWebhook(webhookField, deps.webhooks ?? { allowCidrs: [] });
   if (!key.ok || !body.ok || !hook.ok || (uploads?.issues.length ?? 0) > 0)
     throw await invalid(deps, request, key, body, hook.ok ? [] : hook.issues);
   const { entry } = body.model;

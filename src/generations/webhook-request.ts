@@ -1,10 +1,10 @@
-import { lookup } from 'node:dns/promises';
 import { generationEventTypes, type GenerationEventType } from '../db/generation-events.js';
 import type { GenerationWebhook } from '../db/generation-webhooks.js';
 import type { ValidationIssue } from '../errors.js';
-import { AddressPolicy } from '../net/address-policy.js';
 import { OutboundFetchError } from '../net/outbound-fetch-error.js';
 import { checkUrl } from '../net/outbound-fetch.js';
+import { defaultWebhookResolver, type WebhookResolver } from '../net/webhook-resolver.js';
+import { webhookTarget, type WebhookTargetRules } from '../net/webhook-target.js';
 
 /** What a subscription gets without `events`: the events that end a generation or its content. */
 export const defaultWebhookEvents: GenerationEventType[] = [
@@ -14,9 +14,14 @@ export const defaultWebhookEvents: GenerationEventType[] = [
   'generation.content_expired',
 ];
 
-/** How webhooks are checked and what a subscription keeps: the outbound rules' allowed ranges, the retry schedule. */
-export interface WebhookSettings {
-  allowCidrs: readonly string[];
+/** How webhook URLs are checked (the webhooks' own rules and resolver). */
+export interface WebhookCheckRules extends WebhookTargetRules {
+  /** WEBHOOK_DNS_*: how the URL's name is resolved (default: the system's name servers, 3 s, 64 at once). */
+  resolver?: WebhookResolver;
+}
+
+/** How webhooks are checked and what a subscription keeps: the retry schedule. */
+export interface WebhookSettings extends WebhookCheckRules {
   retryDelaysMs: number[];
 }
 
@@ -31,10 +36,11 @@ const issue = (field: string, message: string, code = 'invalid_value'): Validati
 
 /**
  * The body's `webhook` field (issue 30 §3), checked by the outbound rules (HTTPS, no credentials,
- * no address that is not public unless allowed), its name resolved now as it would be at a
- * delivery (each delivery checks again: DNS can change). Absent: no webhook.
+ * no address that is not public unless WEBHOOK_ALLOW_CIDRS allows it; http on loopback in
+ * development), its name resolved now as it would be at a delivery (each delivery checks again:
+ * DNS can change). Absent: no webhook.
  */
-export async function checkWebhook(value: unknown, allowCidrs: readonly string[]): Promise<WebhookCheck> {
+export async function checkWebhook(value: unknown, rules: WebhookCheckRules): Promise<WebhookCheck> {
   if (value === undefined) return { ok: true, webhook: null };
   if (typeof value !== 'object' || value === null || Array.isArray(value))
     return { ok: false, issues: [issue('webhook', 'Expected an object with a url.', 'invalid_type')] };
@@ -45,7 +51,7 @@ export async function checkWebhook(value: unknown, allowCidrs: readonly string[]
   if (typeof url !== 'string' || url.length === 0 || url.length > 2048)
     issues.push(issue('webhook.url', 'Expected an https URL of at most 2048 characters.', 'invalid_type'));
   else {
-    const problem = await urlProblem(url, allowCidrs);
+    const problem = await urlProblem(url, rules);
     if (problem) issues.push(issue('webhook.url', problem));
   }
   let chosen = defaultWebhookEvents;
@@ -70,24 +76,36 @@ export async function checkWebhook(value: unknown, allowCidrs: readonly string[]
 }
 
 /** Why the URL would not be delivered to; null when it would. */
-async function urlProblem(value: string, allowCidrs: readonly string[]): Promise<string | null> {
+async function urlProblem(value: string, rules: WebhookCheckRules): Promise<string | null> {
   let url: URL;
   try {
     url = new URL(value);
   } catch {
     return 'Not a URL.';
   }
-  const policy = new AddressPolicy(allowCidrs);
+  const { schemes, policy } = webhookTarget(url, rules);
+  const loopbackOnly =
+    'Plain http is delivered to loopback only (development); other hosts need an https URL.';
   try {
-    checkUrl(url, ['https:'], policy);
+    checkUrl(url, schemes, policy);
   } catch (error) {
-    if (error instanceof OutboundFetchError) return `${error.message}.`;
+    if (error instanceof OutboundFetchError)
+      return error.code === 'forbidden_address' && schemes.includes('http:')
+        ? loopbackOnly
+        : `${error.message}.`;
     throw error;
   }
-  const host = url.hostname.replace(/^\[|\]$/g, '');
-  const addresses = await lookup(host, { all: true }).catch(() => null);
-  if (!addresses || addresses.length === 0) return 'Its host name does not resolve.';
-  if (addresses.some(({ address }) => !policy.check(address).allowed))
-    return 'Its host is not at a public address; deliveries go to public HTTPS URLs only.';
+  const resolver = rules.resolver ?? defaultWebhookResolver();
+  const found = await resolver.lookup(url.hostname).then(
+    (addresses) => ({ addresses }),
+    (error: NodeJS.ErrnoException) => ({ addresses: [], code: error.code }),
+  );
+  if ('code' in found && found.code === 'ETIMEOUT')
+    return 'Its host name did not resolve in time (its name servers did not answer).';
+  if (found.addresses.length === 0) return 'Its host name does not resolve.';
+  if (found.addresses.some(({ address }) => !policy.check(address).allowed))
+    return schemes.includes('http:')
+      ? loopbackOnly
+      : 'Its host is not at a public address; deliveries go to public HTTPS URLs only.';
   return null;
 }

@@ -32,10 +32,15 @@ type AddressVerdict = { allowed: true } | { allowed: false; range: string };
 
 export class AddressPolicy {
   private readonly allowed: readonly Range[];
+  private readonly publicAllowed: boolean;
 
-  /** `allowCidrs`: ranges allowed on purpose, as `10.20.0.0/16`, `fd12::/64` or a single address. */
-  constructor(allowCidrs: readonly string[] = []) {
+  /**
+   * `allowCidrs`: ranges allowed on purpose, as `10.20.0.0/16`, `fd12::/64` or a single address.
+   * `only`: those ranges and nothing else (not even public addresses).
+   */
+  constructor(allowCidrs: readonly string[] = [], options: { only?: boolean } = {}) {
     this.allowed = allowCidrs.map(parseRange);
+    this.publicAllowed = !options.only;
   }
 
   /** Whether the service may connect to this address (a literal IPv4 or IPv6 address). */
@@ -51,7 +56,8 @@ export class AddressPolicy {
     if (this.allowed.some(([net, bits]) => net.kind() === ip.kind() && ip.match(net, bits)))
       return { allowed: true };
     const range = rangeOf(ip);
-    return range === 'unicast' ? { allowed: true } : { allowed: false, range };
+    if (range !== 'unicast') return { allowed: false, range };
+    return this.publicAllowed ? { allowed: true } : { allowed: false, range: 'public' };
   }
 }
 

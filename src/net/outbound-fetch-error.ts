@@ -62,6 +62,15 @@ export function classify(error: unknown, url: URL, deadline: AbortSignal): Error
     return new OutboundFetchError('tls', 'refused', `${origin(url)}: ${message}`, undefined, {
       cause: error,
     });
+  // The webhook resolver's time limit (webhook-resolver.ts): its name servers did not answer.
+  if (code === 'ETIMEOUT')
+    return new OutboundFetchError(
+      'network',
+      'transient',
+      `${origin(url)}: its host name did not resolve in time`,
+      undefined,
+      { cause: error },
+    );
   if (code === 'ENOTFOUND')
     return new OutboundFetchError('unknown_host', 'transient', `${origin(url)}: no such host`, undefined, {
       cause: error,

@@ -1,7 +1,7 @@
 import type { CommonQueryMethods } from 'slonik';
 import type { Logger } from 'pino';
 import type { ProviderName } from '../catalog/provider-mapping.js';
-import { inFlightCaps, stepHorizons, storageLocation, type Config } from '../config.js';
+import { inFlightCaps, stepHorizons, storageLocation, webhookResolverOf, type Config } from '../config.js';
 import type { Provider } from '../providers/provider.js';
 import { trackHealth, type HealthPolicy } from './provider-health-tracker.js';
 import type { ActivityDeps } from '../activities/activity-deps.js';
@@ -96,7 +96,12 @@ export function activityDeps(
       concurrencyLimit: config.CONCURRENT_GENERATIONS_PER_ACCOUNT,
       // Customers' image URLs are HTTPS (the API accepts no other), wherever the providers are.
       referenceImageFetch: { allowCidrs: config.OUTBOUND_ALLOW_CIDRS, allowHttp: false },
-      webhookDelivery: { allowCidrs: config.OUTBOUND_ALLOW_CIDRS },
+      // Webhooks have rules of their own: a customer's receiver is not an internal image mirror.
+      webhookDelivery: {
+        allowCidrs: config.WEBHOOK_ALLOW_CIDRS,
+        allowLoopbackHttp: config.WEBHOOK_ALLOW_LOOPBACK_HTTP,
+        resolve: webhookResolverOf(config).resolve,
+      },
       metrics: metrics?.generations,
       ...overrides,
     },

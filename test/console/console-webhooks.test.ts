@@ -11,7 +11,7 @@ import { useWebhookReceiver } from '../support/webhook-receiver.js';
 
 /**
  * A generation's webhook deliveries on its console page, and the owner's redeliver button (issue 30
- * §3), through a real worker to an HTTPS receiver on loopback (allowed as OUTBOUND_ALLOW_CIDRS would).
+ * §3), through a real worker to an HTTPS receiver on loopback (allowed as WEBHOOK_ALLOW_CIDRS would).
  */
 describe('console: webhook deliveries', () => {
   const receiver = useWebhookReceiver();

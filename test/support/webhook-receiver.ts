@@ -24,7 +24,7 @@ export interface WebhookReceiver {
 }
 
 /**
- * An HTTPS webhook receiver on loopback for one test file (as OUTBOUND_ALLOW_CIDRS would allow a
+ * An HTTPS webhook receiver on loopback for one test file (as WEBHOOK_ALLOW_CIDRS would allow a
  * private receiver): it records each delivery and answers the statuses queued in `answers`.
  * Call inside describe() before useGenerationStack, passing `webhookDelivery` to the worker.
  */
@@ -35,7 +35,7 @@ export function useWebhookReceiver(): WebhookReceiver {
     received: [],
     answers: [],
     webhookDelivery: { allowCidrs: ['127.0.0.1/32'], extraCa: [] },
-    env: { OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32', WEBHOOK_RETRY_DELAYS_MS: '200,200' },
+    env: { WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32', WEBHOOK_RETRY_DELAYS_MS: '200,200' },
     deliveriesOf: (id) => receiver.received.filter((r) => r.generationId === id),
   };
   beforeAll(async () => {

@@ -22,7 +22,7 @@ import { useWebhookReceiver } from './webhook-receiver.js';
  */
 describe('webhook deliveries under the outbound rules and apart from provider health', () => {
   // Loopback allowed to the API's admission check whichever way the system resolves `localhost`.
-  const apiEnv = { OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32,::1/128', WEBHOOK_RETRY_DELAYS_MS: '200,200' };
+  const apiEnv = { WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32,::1/128', WEBHOOK_RETRY_DELAYS_MS: '200,200' };
   const hooks = useWebhookReceiver();
   const { deliveriesOf } = hooks;
   /**

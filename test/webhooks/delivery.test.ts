@@ -19,11 +19,11 @@ import { useWebhookReceiver, type Received } from './webhook-receiver.js';
 
 /**
  * Webhook deliveries (issue 30 §3, §4) through a real worker to an HTTPS receiver on loopback
- * (allowed as OUTBOUND_ALLOW_CIDRS would, its certificate trusted), on a shortened retry schedule.
+ * (allowed as WEBHOOK_ALLOW_CIDRS would, its certificate trusted), on a shortened retry schedule.
  */
 describe('webhook deliveries', () => {
   const apiEnv: Record<string, string> = {
-    OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
+    WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
     WEBHOOK_RETRY_DELAYS_MS: '200,200,200,200',
   };
   const hooks = useWebhookReceiver();

@@ -15,7 +15,7 @@ import { useWebhookReceiver } from './webhook-receiver.js';
  * made before it (a retry pending, events still to come); one made after it is delivered.
  */
 describe('410 Gone stops deliveries to that URL', () => {
-  const apiEnv = { OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32', WEBHOOK_RETRY_DELAYS_MS: '300,300' };
+  const apiEnv = { WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32', WEBHOOK_RETRY_DELAYS_MS: '300,300' };
   const hooks = useWebhookReceiver();
   const { received, deliveriesOf, until, settle } = hooks;
   const stack = useGenerationStack({

@@ -17,7 +17,7 @@ describe('webhooks of a refusal and of a content expiry', () => {
   const { received, webhookDelivery, origin, deliveriesOf } = useWebhookReceiver();
   const stack = useGenerationStack({
     apiEnv: {
-      OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
+      WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
       WEBHOOK_RETRY_DELAYS_MS: '200',
       RESULT_RETENTION_MS: '2000',
     },

@@ -43,7 +43,7 @@ describe('a waiting webhook delivery, woken by notifications', () => {
   const counter = { reads: 0 };
   // The provider takes 3 s: a delivery polling every 200 ms would read the log 15 times meanwhile.
   const stack = useGenerationStack({
-    apiEnv: { OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32' },
+    apiEnv: { WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32' },
     workerPool: (pool) => countingEventReads(pool, counter),
     // The safety re-read is set past the look's one-minute bound: only a notification wakes it in time.
     worker: {
@@ -75,7 +75,7 @@ describe('a waiting webhook delivery whose notification is missed', () => {
   // Wakeups no notification ever reaches (as if each were lost): only the safety re-read finds the events.
   const deaf = new GenerationEventWakeups({ listening: () => true });
   const stack = useGenerationStack({
-    apiEnv: { OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32' },
+    apiEnv: { WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32' },
     worker: {
       overrides: { webhookDelivery: hooks.webhookDelivery, eventWakeups: deaf, webhookRecheckMs: 1000 },
     },

@@ -10,7 +10,7 @@ export interface Received {
 
 /**
  * An HTTPS webhook receiver on loopback for the webhook tests, and the worker's delivery policy that
- * reaches it (loopback allowed as OUTBOUND_ALLOW_CIDRS would, its certificate trusted): pass
+ * reaches it (loopback allowed as WEBHOOK_ALLOW_CIDRS would, its certificate trusted): pass
  * `webhookDelivery` to the worker's overrides. Call it inside describe(), before useGenerationStack.
  * Paths: /hang is never answered (until the file ends), /gone answers 410, /fail always 500, /flaky
  * answers `flaky` in order then 200; a path in `routes` is answered by its handler; any other 204.

@@ -40,7 +40,7 @@ describe('a worker killed mid-delivery', () => {
     SIM_PROVIDER_DELAY_MS: '200',
     LOG_LEVEL: 'warn',
     // The receiver is on loopback, its certificate trusted the way an operator's own CA would be.
-    OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
+    WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
     NODE_EXTRA_CA_CERTS: caFile,
   }));
 
@@ -67,7 +67,7 @@ describe('a worker killed mid-delivery', () => {
     api = await startTestApi(db.url, {
       TEMPORAL_TASK_QUEUE: taskQueue,
       PROVIDER_POLL_INTERVAL_MS: '100',
-      OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
+      WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
       WEBHOOK_RETRY_DELAYS_MS: '200,200,200',
     });
     account = await createPaidAccount(db.pool, { oneTime: 20 });

@@ -45,8 +45,9 @@ describe('record generation histories', () => {
   const apiEnv: Record<string, string> = {
     RESULT_RETENTION_MS: '1000',
     IDEMPOTENCY_RETENTION_MS: '60000',
-    // A webhook URL on loopback passes admission (its deliveries, by a worker that refuses it, fail).
     OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
+    // A webhook URL on loopback passes admission (its deliveries, by a worker that refuses it, fail).
+    WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
   };
   const standIns = useProviderStandIns(apiEnv);
   // The webhook stories' receiver (HTTPS on loopback, trusted by the worker's deliveries).

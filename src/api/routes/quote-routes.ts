@@ -6,7 +6,7 @@ import type { InvalidatedCache } from '../../invalidated-cache.js';
 import { principalOf } from '../auth-plugin.js';
 import { checkBody } from '../../generations/generation-request.js';
 import { quoteOf } from '../../generations/quote.js';
-import { checkWebhook } from '../../generations/webhook-request.js';
+import { checkWebhook, type WebhookCheckRules } from '../../generations/webhook-request.js';
 import { routePlanOf } from '../../generations/route-plan.js';
 import type { ProviderName } from '../../catalog/provider-mapping.js';
 import { routeSchemas } from '../route-schemas.js';
@@ -25,8 +25,8 @@ export function quoteRoutes(
     db: CommonQueryMethods;
     catalog: CatalogCache;
     balances: InvalidatedCache<string, CreditBalance>;
-    /** OUTBOUND_ALLOW_CIDRS: a create's `webhook` is checked here as a create checks it. */
-    webhookAllowCidrs?: readonly string[];
+    /** WEBHOOK_ALLOW_CIDRS and the rest: a create's `webhook` is checked here as a create checks it. */
+    webhookRules?: WebhookCheckRules;
     /** Seconds until a down provider is probed again; null when it takes requests. */
     providerDownFor?: (provider: string) => number | null;
     /** The `fastest` policy's measured p50 of a model's route, in ms; undefined: unmeasured. */
@@ -41,7 +41,7 @@ export function quoteRoutes(
       // A create's body quotes as it is: its `webhook` (an envelope field) is checked, not priced.
       const { webhook, ...modelBody } = isObject(request.body) ? request.body : { webhook: undefined };
       const body = checkBody(deps.catalog, isObject(request.body) ? modelBody : request.body);
-      const hook = await checkWebhook(webhook, deps.webhookAllowCidrs ?? []);
+      const hook = await checkWebhook(webhook, deps.webhookRules ?? { allowCidrs: [] });
       if (!body.ok || !hook.ok)
         throw new ValidationError([...(body.ok ? [] : body.issues), ...(hook.ok ? [] : hook.issues)]);
       const credits = quoteOf(body);
