@@ -1,8 +1,11 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { Webhook } from 'standardwebhooks';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/dev/free-port.js';
 
@@ -101,6 +104,47 @@ describe('npm start on embedded defaults', () => {
     ] as const) {
       expect(first.output()).toContain(`${label}http://127.0.0.1:${port}/metrics`);
       expect((await fetch(`http://127.0.0.1:${port}/metrics`)).status).toBe(200);
+    }
+    // A webhook to a plain-http receiver on this machine is taken, and its delivery verifies.
+    expect(first.output()).toMatch(/Webhooks: +receivers on loopback are taken over plain http/);
+    const deliveries: Array<{ headers: Record<string, string>; body: string }> = [];
+    const hookReceiver = http.createServer((request, response) => {
+      const chunks: Buffer[] = [];
+      request.on('data', (chunk: Buffer) => chunks.push(chunk));
+      request.on('end', () => {
+        deliveries.push({
+          headers: request.headers as Record<string, string>,
+          body: Buffer.concat(chunks).toString('utf8'),
+        });
+        response.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((resolve) => hookReceiver.listen(0, '127.0.0.1', resolve));
+    try {
+      const hookUrl = `http://localhost:${(hookReceiver.address() as AddressInfo).port}/hook`;
+      const hooked = await fetch(`http://127.0.0.1:${api}/v1/generations`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          model: 'lumen-lite',
+          prompt: 'a webhook on my own machine [sim:slow=0]',
+          webhook: { url: hookUrl, events: ['generation.succeeded'] },
+        }),
+      });
+      expect(hooked.status, await hooked.clone().text()).toBe(202);
+      const { id: hookedId } = (await hooked.json()) as { id: string };
+      const { secret } = (await (
+        await fetch(`http://127.0.0.1:${api}/v1/webhooks/secret`, {
+          headers: { authorization: `Bearer ${key}` },
+        })
+      ).json()) as { secret: string };
+      await expect.poll(() => deliveries.length, { timeout: 30_000 }).toBe(1);
+      expect(new Webhook(secret).verify(deliveries[0]!.body, deliveries[0]!.headers)).toMatchObject({
+        type: 'generation.succeeded',
+        data: { id: hookedId },
+      });
+    } finally {
+      await new Promise((resolve) => hookReceiver.close(resolve));
     }
     // The Temporal CLI as the banner gives it, pointed at this dev server by the state file.
     expect(first.output()).toContain('npm run temporal -- workflow list');
