@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { AddressPolicy, isValidRange } from '../../src/net/address-policy.js';
+import { webhookTarget } from '../../src/net/webhook-target.js';
 
 describe('AddressPolicy: where an outbound fetch may connect', () => {
   const policy = new AddressPolicy();
@@ -88,5 +89,59 @@ describe('AddressPolicy: where an outbound fetch may connect', () => {
     expect(() => loadConfig({ ...base, OUTBOUND_ALLOW_CIDRS: '10.0.0.0/8,intranet.local' })).toThrow(
       /OUTBOUND_ALLOW_CIDRS/,
     );
+  });
+
+  it('webhooks: their own allow-list, none by default; plain http on loopback only when asked (npm start)', () => {
+    const base = { DATABASE_URL: 'postgres://u:p@db:5432/app', TEMPORAL_ADDRESS: 'temporal:7233' };
+    const config = loadConfig({ ...base, OUTBOUND_ALLOW_CIDRS: '10.20.0.0/16' });
+    expect(config).toMatchObject({
+      WEBHOOK_ALLOW_CIDRS: [],
+      WEBHOOK_ALLOW_LOOPBACK_HTTP: false,
+      WEBHOOK_DNS_SERVERS: [],
+      WEBHOOK_DNS_TIMEOUT_MS: 3_000,
+      WEBHOOK_DNS_MAX_IN_FLIGHT: 64,
+    });
+    expect(
+      loadConfig({ ...base, WEBHOOK_DNS_SERVERS: '1.1.1.1, 127.0.0.1:5353,[::1]:53' }).WEBHOOK_DNS_SERVERS,
+    ).toEqual(['1.1.1.1', '127.0.0.1:5353', '[::1]:53']);
+    expect(() => loadConfig({ ...base, WEBHOOK_DNS_SERVERS: 'dns.example.com' })).toThrow(
+      /WEBHOOK_DNS_SERVERS/,
+    );
+    expect(() => loadConfig({ ...base, WEBHOOK_ALLOW_CIDRS: 'intranet.local' })).toThrow(
+      /WEBHOOK_ALLOW_CIDRS/,
+    );
+    const target = (url: string, rules: Parameters<typeof webhookTarget>[1]) => {
+      const { schemes, policy } = webhookTarget(new URL(url), rules);
+      return {
+        schemes,
+        loopback: policy.check('127.0.0.1').allowed,
+        public: policy.check('93.184.215.14').allowed,
+      };
+    };
+    // OUTBOUND_ALLOW_CIDRS is not among a webhook's rules; WEBHOOK_ALLOW_CIDRS is.
+    expect(
+      webhookTarget(new URL('https://x.test'), { allowCidrs: config.WEBHOOK_ALLOW_CIDRS }).policy.check(
+        '10.20.0.1',
+      ).allowed,
+    ).toBe(false);
+    expect(
+      webhookTarget(new URL('https://x.test'), { allowCidrs: ['10.20.0.0/16'] }).policy.check('10.20.0.1')
+        .allowed,
+    ).toBe(true);
+    expect(target('http://localhost/hook', { allowCidrs: [] })).toEqual({
+      schemes: ['https:'],
+      loopback: false,
+      public: true,
+    });
+    expect(target('http://localhost/hook', { allowCidrs: [], allowLoopbackHttp: true })).toEqual({
+      schemes: ['http:'],
+      loopback: true,
+      public: false,
+    });
+    expect(target('https://localhost/hook', { allowCidrs: [], allowLoopbackHttp: true })).toEqual({
+      schemes: ['https:'],
+      loopback: true,
+      public: true,
+    });
   });
 });
