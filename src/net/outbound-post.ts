@@ -9,8 +9,8 @@ import { webhookTarget, type WebhookTargetRules } from './webhook-target.js';
  * One POST to a URL someone else gave us (a webhook receiver), under the outbound rules of
  * outbound-fetch.ts with the webhooks' own allowances (webhook-target.ts): HTTPS only, no
  * credentials, every address it resolves to allowed, checked at the connection itself; the name
- * resolved by the webhook resolver (time-limited, off the thread pool). Redirects are not followed (a receiver that moved answers 3xx, which is
- * not a delivery). Resolves with the status once the answer's head has come (the body is drained,
+ * resolved by the webhook resolver (time-limited, off the thread pool). Redirects are not followed
+ * (a receiver that moved answers 3xx, which is not a delivery). Resolves with the status once the answer's head has come (the body is drained,
  * at most 64 KiB, then dropped); rejects with an OutboundFetchError (refused address, timeout,
  * connection failure).
  */
@@ -20,7 +20,10 @@ export async function outboundPost(
   options: Partial<WebhookTargetRules> & {
     timeoutMs: number;
     extraCa?: readonly string[];
-    /** The resolver (default: the webhook resolver's default): its answer is checked at this delivery, whatever it was at admission. */
+    /**
+     * The resolver (default: defaultWebhookResolver's): its answer is checked at this delivery,
+     * whatever it was at admission.
+     */
     resolve?: Resolve;
   },
 ): Promise<number> {
