@@ -11,8 +11,10 @@
 --
 -- The cost: a generation's change and the next change of another generation of the same account
 -- commit one after the other (an account's admissions already do, under its accounts row lock);
--- different accounts never wait on each other. The lock is taken last in each transaction that
--- logs an event (the trigger of its one generation change), so it adds no lock-order cycle.
+-- different accounts never wait on each other. It adds no lock-order cycle: every transaction
+-- that logs events changes one generation (admission, submission, results, refunds, review,
+-- expiry), the lock is taken by that change's trigger, and what such a transaction does after it
+-- (admission's idempotency key) is only ever done under the account's row lock it already holds.
 --
 -- Entries point at the event they order rather than copy it; a batch's events (a later issue) get
 -- a column of their own beside `generation_id`, and the check names exactly one.
