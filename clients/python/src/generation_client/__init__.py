@@ -56,6 +56,7 @@ from .errors import (
 )
 from .retry_policy import RETRYABLE_STATUSES, RetryEvent, backoff, parse_retry_after
 from .types import (
+    AccountEvent,
     CreditBalance,
     Generation,
     GenerationEvent,
@@ -74,6 +75,7 @@ __all__ = [
     "DEFAULT_BASE_URL",
     "ERROR_CLASSES",
     "RETRYABLE_STATUSES",
+    "AccountEvent",
     "ApiAccessDisabledError",
     "ApiError",
     "AsyncClient",

@@ -143,6 +143,31 @@ class GenerationEvent(ApiModel):
     data: Generation
 
 
+class AccountEvent(GenerationEvent):
+    """An event of the account's stream (``client.events()``): the same fields as a generation's event
+    (``data.id`` is the generation's id), plus, not in its JSON (``model_dump`` gives the API's fields
+    only): ``cursor``, to resume after it (``events(last_event_id=event.cursor)``), and ``raw``, its
+    JSON text exactly as the API sent it (the bytes a webhook delivery's body is)."""
+
+    _cursor: str = PrivateAttr(default="")
+    _raw: str = PrivateAttr(default="")
+
+    @property
+    def cursor(self) -> str:
+        return self._cursor
+
+    @property
+    def raw(self) -> str:
+        return self._raw
+
+    @classmethod
+    def of(cls, raw: str, cursor: str) -> AccountEvent:
+        event = cls.model_validate_json(raw)
+        event._cursor = cursor
+        event._raw = raw
+        return event
+
+
 class WebhookSubscription(ApiModel):
     """A create request's ``webhook``: where the generation's events are delivered, signed per
     Standard Webhooks 1.0 (``events``: the types delivered; default the terminal ones)."""
