@@ -7,7 +7,7 @@ without a client) and ``client.download``.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Generator
 from types import TracebackType
 
 import httpx
@@ -73,7 +73,7 @@ class Client:
 
     def events(
         self, *, last_event_id: str | None = None, on_open: Callable[[], None] | None = None
-    ) -> Iterator[AccountEvent]:
+    ) -> Generator[AccountEvent]:
         """GET /v1/events as Server-Sent Events: every event of every generation of the account, as it
         is committed, from now on, or after ``last_event_id`` (an event's ``cursor``, from this process
         or an earlier one). It has no end: ``break`` out of it. Drops and API restarts are resumed
@@ -130,7 +130,7 @@ class AsyncClient:
 
     def events(
         self, *, last_event_id: str | None = None, on_open: Callable[[], None] | None = None
-    ) -> AsyncIterator[AccountEvent]:
+    ) -> AsyncGenerator[AccountEvent]:
         """``async for event in client.events()``: as Client.events. Leaving the loop early closes the
         connection when the iterator is collected; ``contextlib.aclosing`` closes it at once."""
         return events_async(self._http, AccountEventsState(self._settings, last_event_id, on_open))

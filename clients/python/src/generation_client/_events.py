@@ -7,7 +7,7 @@ below are the same steps around a ``_sse.StreamState``; only the I/O differs."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Generator
 
 import anyio
 import httpx
@@ -18,7 +18,7 @@ from ._sse import SseParser, StreamState, T
 from .errors import ApiError, ConnectionError
 
 
-def events_sync(http: SyncHttp, state: StreamState[T]) -> Iterator[T]:
+def events_sync(http: SyncHttp, state: StreamState[T]) -> Generator[T]:
     while True:
         request = state.request()
         prepared = prepare(http.settings, request)
@@ -54,7 +54,7 @@ def events_sync(http: SyncHttp, state: StreamState[T]) -> Iterator[T]:
         time.sleep(delay)
 
 
-async def events_async(http: AsyncHttp, state: StreamState[T]) -> AsyncIterator[T]:
+async def events_async(http: AsyncHttp, state: StreamState[T]) -> AsyncGenerator[T]:
     while True:
         request = state.request()
         prepared = prepare(http.settings, request)
