@@ -27,7 +27,8 @@ import { healthRoutes } from './routes/health-routes.js';
 import { openApiRoutes } from './routes/openapi-routes.js';
 import { eventRoutes } from './routes/event-routes.js';
 import { webhookRoutes } from './routes/webhook-routes.js';
-import type { GenerationEventStreams } from './generation-event-streams.js';
+import { accountEventRoutes } from './routes/account-event-routes.js';
+import type { EventStreams } from './event-stream-wiring.js';
 
 interface AppDeps {
   db: CommonQueryMethods;
@@ -50,8 +51,8 @@ interface AppDeps {
     headersTimeoutMs: number;
   };
   generations: Omit<GenerationRouteDeps, 'db' | 'catalog'>;
-  /** The open GET /v1/generations/{id}/events streams of this process. */
-  eventStreams: GenerationEventStreams;
+  /** The open event streams of this process (GET /v1/generations/{id}/events, GET /v1/events). */
+  eventStreams: Pick<EventStreams, 'slots' | 'generations' | 'accounts'>;
   /** The process's metrics registry: requests are timed into it (no registry: nothing is measured). */
   metrics?: Registry;
   /** Each request gets a server span (a tracer provider is registered: see startTracing). */
@@ -107,6 +108,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   modelsRoutes(routes, { catalog: deps.catalog });
   generationRoutes(routes, { db: deps.db, catalog: deps.catalog, ...deps.generations });
   eventRoutes(routes, { db: deps.db, cache: deps.generations.cache, streams: deps.eventStreams });
+  accountEventRoutes(routes, { db: deps.db, streams: deps.eventStreams });
   webhookRoutes(routes, { db: deps.db });
   quoteRoutes(routes, {
     db: deps.db,

@@ -55,6 +55,51 @@ function eventsOkResponse(listSchema: unknown) {
   };
 }
 
+const accountLastEventIdParameter = {
+  name: 'Last-Event-ID',
+  in: 'header',
+  required: false,
+  description:
+    'Resume after this cursor (an SSE id this operation gave out): only later events are sent, none lost or repeated, on any server. EventSource sends it itself when it reconnects. Absent or empty: `after` if given; else a stream starts from now on. A cursor this account’s log has not reached is 400.',
+  schema: { type: 'string', pattern: '^[0-9]{0,15}$' },
+};
+
+const accountEventsDescription = [
+  'Every event of every generation of the account (the same event objects as GET /v1/generations/{id}/events: `id` is the event’s number within its generation, `data` the generation, `data.id` names it), in the order they were committed, each under a cursor: its place in the account’s log. A client resuming after a cursor gets exactly the events committed after it, on any server, after any restart.',
+  'With `Accept: text/event-stream`: Server-Sent Events, first `retry: 1000`, then each event as `id: <cursor>`, `event: <type>`, `data: <the event as JSON>`; a `: keep-alive` comment every 15 s. Without Last-Event-ID or `after`, the stream starts with the events committed from now on. It never ends by itself: only at the server’s shutdown (resume with Last-Event-ID on another), when the API key is revoked or the account’s API access ends, or when the client closes it. It counts once against the rate limit, and takes a place beside the generation streams: capped per API key, per account and per server (429 `stream_limit_exceeded`, refused before any work).',
+  'With any other Accept: a page of events as JSON, oldest first: after `after` (or Last-Event-ID), or the newest ones without a cursor; `next_cursor` is where the next page starts.',
+].join('\n\n');
+
+/** GET /v1/events, given its query parameters, its JSON page's schema and its error answers. */
+export function accountEventsPath(
+  queryParameters: unknown[],
+  pageSchema: unknown,
+  errors: Record<string, unknown>,
+) {
+  return {
+    get: {
+      summary:
+        "The account's events, every generation's, in commit order: Server-Sent Events, or a page as JSON",
+      description: accountEventsDescription,
+      parameters: [...queryParameters, accountLastEventIdParameter],
+      responses: {
+        '200': {
+          description: 'The events (a JSON page, or a stream of Server-Sent Events).',
+          content: {
+            'application/json': { schema: pageSchema },
+            'text/event-stream': {
+              schema: { type: 'string' },
+              description:
+                'Server-Sent Events: `id: 42\\nevent: generation.succeeded\\ndata: {"id":3,"type":"generation.succeeded",…}\\n\\n`; the data is a GenerationEvent, the id its cursor.',
+            },
+          },
+        },
+        ...errors,
+      },
+    },
+  };
+}
+
 /** What an event type's webhook entry adds: when a subscription is sent it and when it is not. */
 const webhookNotes: Partial<Record<(typeof generationEventTypes)[number], string>> = {
   'generation.rejected':

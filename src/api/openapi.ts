@@ -7,6 +7,8 @@ import * as events from './openapi-events.js';
 import { pathParameters, queryParameters } from './openapi-parameters.js';
 import { routeSchemas } from './route-schemas.js';
 import {
+  accountEventListSchema,
+  accountEventSchema,
   creditBalanceSchema,
   errorBodySchema,
   generationEventListSchema,
@@ -37,6 +39,8 @@ const components = new Map<ZodType, string>([
   [notCancelableBodySchema, 'NotCancelable'],
   [generationEventSchema, 'GenerationEvent'],
   [generationEventListSchema, 'GenerationEventList'],
+  [accountEventSchema, 'AccountEvent'],
+  [accountEventListSchema, 'AccountEventList'],
   [webhookSecretSchema, 'WebhookSecret'],
   [webhookSubscriptionSchema, 'WebhookSubscription'],
 ]);
@@ -208,6 +212,11 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
         pathParameters(routeSchemas.listGenerationEvents.params),
         refTo(routeSchemas.listGenerationEvents.response[200]),
         errorResponses('not_found', 'stream_limit_exceeded', ...everyOperation),
+      ),
+      '/events': events.accountEventsPath(
+        queryParameters(routeSchemas.listAccountEvents.querystring),
+        refTo(routeSchemas.listAccountEvents.response[200]),
+        errorResponses('stream_limit_exceeded', ...everyOperation),
       ),
       '/generations/{id}/cancel': {
         post: {

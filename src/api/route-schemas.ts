@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { generationIdPattern, listGenerationsQuerySchema } from '../generations/list-query.js';
 import {
+  accountCursorPattern,
+  accountEventListSchema,
   creditBalanceSchema,
   generationEventListSchema,
   generationListSchema,
@@ -23,6 +25,24 @@ const generationPathSchema = z.object({
     .describe('A generation id; anything else is 404 like an unknown one.'),
 });
 
+/** The query of GET /v1/events. */
+const accountEventsQuerySchema = z.object({
+  after: z
+    .string()
+    .regex(accountCursorPattern, 'Must be a cursor this API gave out: a whole number.')
+    .pipe(z.coerce.number<string>())
+    .optional()
+    .describe(
+      'Only events after this cursor (a `cursor` or `next_cursor` given out before). Last-Event-ID, when sent, wins. Absent: a stream starts from now on; the JSON page is the newest events.',
+    ),
+  limit: z
+    .string()
+    .regex(/^[0-9]+$/, 'Must be a whole number from 1 to 100.')
+    .pipe(z.coerce.number<string>().int().min(1).max(100))
+    .optional()
+    .describe('JSON page size, 1 to 100; 100 when absent. A stream ignores it.'),
+});
+
 /**
  * What each operation validates and answers with, as the routes hand them to Fastify and the
  * OpenAPI description publishes them: one object for both, so they cannot drift apart.
@@ -33,6 +53,7 @@ export const routeSchemas = {
   getGeneration: { params: generationPathSchema, response: { 200: generationSchema } },
   cancelGeneration: { params: generationPathSchema, response: { 200: generationSchema } },
   listGenerationEvents: { params: generationPathSchema, response: { 200: generationEventListSchema } },
+  listAccountEvents: { querystring: accountEventsQuerySchema, response: { 200: accountEventListSchema } },
   listGenerations: { querystring: listGenerationsQuerySchema, response: { 200: generationListSchema } },
   getWebhookSecret: { response: { 200: webhookSecretSchema } },
   rotateWebhookSecret: { response: { 200: webhookSecretSchema } },

@@ -138,6 +138,36 @@ export const generationEventSchema = z.object({
 /** GET /v1/generations/{id}/events without `Accept: text/event-stream`: the log so far, oldest first. */
 export const generationEventListSchema = z.object({ data: z.array(generationEventSchema) });
 
+/** A position in an account's event log as clients see it: a whole number in decimal, opaque to them. */
+export const accountCursorPattern = /^[0-9]{1,15}$/;
+
+/** One entry of GET /v1/events as JSON: an event of one of the account's generations, and where it stands. */
+export const accountEventSchema = z.object({
+  cursor: z
+    .string()
+    .regex(accountCursorPattern)
+    .describe(
+      "The event's place in the account's log, in commit order: the SSE id, what Last-Event-ID and `after` name. Opaque: compare it with nothing, send it back as it is.",
+    ),
+  event: generationEventSchema.describe(
+    'The event, as GET /v1/generations/{id}/events gives it (its `id` is its number within its generation; `data.id` names the generation).',
+  ),
+});
+
+/** GET /v1/events without `Accept: text/event-stream`: a page of the account's events, oldest first. */
+export const accountEventListSchema = z.object({
+  data: z.array(accountEventSchema),
+  next_cursor: z
+    .string()
+    .regex(accountCursorPattern)
+    .describe(
+      'Where the next page starts: send it as `after` (or as Last-Event-ID to a stream) for the events after this page. Never null; with no events it is the cursor given, or the account log’s newest one.',
+    ),
+  has_more: z
+    .boolean()
+    .describe('Whether events after `next_cursor` were already there when this page was read.'),
+});
+
 /** GET /v1/webhooks/secret and POST /v1/webhooks/secret/rotate: what deliveries are signed with. */
 export const webhookSecretSchema = z.object({
   secret: z

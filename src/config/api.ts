@@ -65,6 +65,7 @@ export const apiSettings = settingGroup({
       }),
     REDIS_TIMEOUT_MS: int(250, 10),
     EVENT_STREAMS_PER_KEY: int(1_000, 1),
+    EVENT_STREAMS_PER_ACCOUNT: int(1_000, 1),
     EVENT_STREAMS_PER_PROCESS: int(10_000, 1),
     EVENT_STREAM_KEEPALIVE_MS: int(15_000, 100),
   },
@@ -118,11 +119,15 @@ export const apiSettings = settingGroup({
     },
     EVENT_STREAMS_PER_KEY: {
       readBy: ['api'],
-      text: 'Open `GET /v1/generations/{id}/events` streams allowed per API key in one API process; past it, `429 stream_limit_exceeded`.',
+      text: 'Open event streams (`GET /v1/generations/{id}/events` and `GET /v1/events` together) allowed per API key in one API process; past it, `429 stream_limit_exceeded`.',
+    },
+    EVENT_STREAMS_PER_ACCOUNT: {
+      readBy: ['api'],
+      text: 'The same for all the keys of one account together, per API process (an account has at most 5 active keys; a revoked key’s streams end within a second), so that one account cannot take the whole process’s share.',
     },
     EVENT_STREAMS_PER_PROCESS: {
       readBy: ['api'],
-      text: 'The same for all keys together, per API process.',
+      text: 'The same for all accounts together, per API process.',
     },
     EVENT_STREAM_KEEPALIVE_MS: {
       readBy: ['api'],

@@ -111,3 +111,15 @@ export async function findKeyPrincipal(
     FROM api_keys k JOIN accounts a ON a.id = k.account_id
     WHERE k.key_sha256 = ${keySha256}`);
 }
+
+/** The same facts for keys named by id (the open event streams' keys, checked again after a change). */
+export async function findKeyPrincipalsById(
+  db: CommonQueryMethods,
+  keyIds: readonly string[],
+): Promise<readonly KeyPrincipal[]> {
+  return db.any(sql.type(principalRow)`
+    SELECT k.id AS key_id, k.account_id, k.revoked_at IS NOT NULL AS revoked, a.api_access_enabled,
+           ${qualifyingPurchaseSql} AS paid
+    FROM api_keys k JOIN accounts a ON a.id = k.account_id
+    WHERE k.id = ANY(${sql.array([...keyIds], 'text')})`);
+}

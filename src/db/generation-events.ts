@@ -40,7 +40,8 @@ const resource = generationRow.extend({
   // Events recorded before 0019 carry no `provider`: they show null.
   provider: z.string().nullable().default(null),
 });
-const eventRow = z.object({
+/** An event row as selected (seq, type, created_at, resource): shared with the account log's reads. */
+export const generationEventRow = z.object({
   seq: z.number(),
   type: z.enum(generationEventTypes),
   created_at: z.string(),
@@ -62,12 +63,17 @@ export async function generationEventsAfter(
     WHERE generation_id = ${generationId} AND seq > ${afterSeq} ORDER BY seq LIMIT ${options.limit ?? 1000})`;
   const newest = sql.fragment`(SELECT seq, type, created_at, resource FROM generation_events
     WHERE generation_id = ${generationId} ORDER BY seq DESC LIMIT 1)`;
-  const rows = await db.any(sql.type(eventRow)`
+  const rows = await db.any(sql.type(generationEventRow)`
     SELECT * FROM (${options.withNewest ? sql.fragment`${after} UNION ${newest}` : after}) e ORDER BY seq`);
-  return rows.map(({ seq, type, created_at, resource }) => ({
-    seq,
-    type,
-    created_at,
-    generation: resource,
-  }));
+  return rows.map(toGenerationEventRow);
+}
+
+/** A selected row as an event: the resource is the generation as it was. */
+export function toGenerationEventRow({
+  seq,
+  type,
+  created_at,
+  resource,
+}: z.infer<typeof generationEventRow>): GenerationEventRow {
+  return { seq, type, created_at, generation: resource };
 }

@@ -25,8 +25,30 @@
 -- 0020_gallery_thumbnails_pending.sql
 -- 0021_route_durations_index.sql
 -- 0022_webhook_gone_urls.sql
+-- 0023_account_events.sql
 
 CREATE SEQUENCE webhook_delivery_attempts_id_seq AS bigint START 1 INCREMENT 1;
+
+CREATE TABLE account_event_heads (
+  account_id text NOT NULL,
+  last_position bigint NOT NULL,
+  CONSTRAINT account_event_heads_pkey PRIMARY KEY (account_id),
+  CONSTRAINT account_event_heads_last_position_check CHECK (last_position > 0),
+  CONSTRAINT account_event_heads_account_id_fkey FOREIGN KEY (account_id) REFERENCES accounts(id)
+);
+
+CREATE TABLE account_events (
+  account_id text NOT NULL,
+  "position" bigint NOT NULL,
+  generation_id text,
+  generation_seq integer,
+  CONSTRAINT account_events_pkey PRIMARY KEY (account_id, "position"),
+  CONSTRAINT account_events_generation_id_generation_seq_key UNIQUE (generation_id, generation_seq),
+  CONSTRAINT account_events_one_subject CHECK (num_nonnulls(generation_id) = 1 AND (generation_id IS NULL) = (generation_seq IS NULL)),
+  CONSTRAINT account_events_position_check CHECK ("position" > 0),
+  CONSTRAINT account_events_account_id_fkey FOREIGN KEY (account_id) REFERENCES accounts(id),
+  CONSTRAINT account_events_generation_id_generation_seq_fkey FOREIGN KEY (generation_id, generation_seq) REFERENCES generation_events(generation_id, seq) ON DELETE CASCADE
+);
 
 CREATE TABLE accounts (
   id text NOT NULL,
@@ -181,6 +203,7 @@ CREATE TABLE generation_events (
   CONSTRAINT generation_events_type_check CHECK (type ~ '^generation\.[a-z_]+$'::text),
   CONSTRAINT generation_events_generation_id_fkey FOREIGN KEY (generation_id) REFERENCES generations(id) ON DELETE CASCADE
 );
+CREATE TRIGGER generation_events_append_account_event AFTER INSERT ON generation_events FOR EACH ROW EXECUTE FUNCTION append_account_event();
 
 CREATE TABLE generation_reconciliations (
   id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
@@ -545,6 +568,24 @@ BEGIN
       CONSTRAINT = 'api_keys_active_limit';
   END IF;
   RETURN NEW;
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.append_account_event()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  account       text := NEW.resource->>'account_id';
+  next_position bigint;
+BEGIN
+  INSERT INTO account_event_heads AS h (account_id, last_position) VALUES (account, 1)
+  ON CONFLICT (account_id) DO UPDATE SET last_position = h.last_position + 1
+  RETURNING h.last_position INTO next_position;
+  INSERT INTO account_events (account_id, position, generation_id, generation_seq)
+  VALUES (account, next_position, NEW.generation_id, NEW.seq);
+  -- Wakes the account's streams (GET /v1/events) on every API process.
+  PERFORM pg_notify('account_event', account);
+  RETURN NULL;
 END $function$;
 
 CREATE OR REPLACE FUNCTION public.credit_ledger_append_only()

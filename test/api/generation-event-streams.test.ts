@@ -1,6 +1,7 @@
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GenerationEventStreams } from '../../src/api/generation-event-streams.js';
+import { StreamSlots } from '../../src/api/stream-slots.js';
 import { generationEventsAfter } from '../../src/db/generation-events.js';
 import { newId } from '../../src/ids.js';
 import { createLogger } from '../../src/logger.js';
@@ -18,16 +19,26 @@ describe('GenerationEventStreams', () => {
   });
   afterAll(() => db?.drop());
 
-  const hub = (options: { perKey?: number; perProcess?: number } = {}) =>
+  const log = createLogger('test', 'silent');
+  const slotsWith = (options: { perKey?: number; perAccount?: number; perProcess?: number } = {}) =>
+    new StreamSlots({
+      ...options,
+      // Every key may call: revocation is tested through the API (event-stream-slots.test.ts).
+      keysThatMayCall: (keyIds) => Promise.resolve(new Set(keyIds)),
+      listening: () => true,
+      log,
+    });
+  const hub = (slots = slotsWith()) =>
     new GenerationEventStreams({
+      slots,
       read: (id, after, limit) => {
         reads += 1;
         return generationEventsAfter(db.pool, id, after, { limit, withNewest: true });
       },
       listening: () => true,
-      log: createLogger('test', 'silent'),
-      ...options,
+      log,
     });
+  const owner = (keyId: string, accountId = 'acct_a') => ({ keyId, accountId });
   const sink = () => {
     const s = { text: '', ended: false, write: (t: string) => (s.text += t), end: () => (s.ended = true) };
     return s;
@@ -46,10 +57,10 @@ describe('GenerationEventStreams', () => {
     const streams = hub();
     const id = await newGeneration();
     const [a, b] = [sink(), sink()];
-    streams.open(id, 'key_a', 0, a);
+    streams.open(id, owner('key_a'), 0, a);
     await settle();
     await db.pool.query(sql.unsafe`UPDATE generations SET credits_refunded = true WHERE id = ${id}`);
-    streams.open(id, 'key_b', 1, b); // resumed after event 1
+    streams.open(id, owner('key_b'), 1, b); // resumed after event 1
     await settle();
     expect(ids(a.text)).toEqual([1, 2]);
     expect(ids(b.text)).toEqual([2]);
@@ -67,20 +78,27 @@ describe('GenerationEventStreams', () => {
     streams.close();
   });
 
-  it('caps per key and per process; close() ends every open stream', async () => {
-    const streams = hub({ perKey: 2, perProcess: 3 });
+  it('caps per key, per account and per process; close() ends every open stream', async () => {
+    const slots = slotsWith({ perKey: 2, perAccount: 3, perProcess: 4 });
+    const streams = hub(slots);
     const id = await newGeneration();
-    const sinks = [sink(), sink(), sink()];
-    expect(streams.open(id, 'k1', 0, sinks[0]!)).not.toBeNull();
-    expect(streams.open(id, 'k1', 0, sinks[1]!)).not.toBeNull();
-    expect(streams.hasRoomFor('k1')).toBe(false);
-    expect(streams.open(id, 'k1', 0, sink())).toBeNull();
-    const detach = streams.open(id, 'k2', 0, sinks[2]!);
-    expect(streams.open(id, 'k3', 0, sink())).toBeNull(); // the process's cap
+    const sinks = [sink(), sink(), sink(), sink()];
+    expect(streams.open(id, owner('k1'), 0, sinks[0]!)).not.toBeNull();
+    expect(streams.open(id, owner('k1'), 0, sinks[1]!)).not.toBeNull();
+    expect(slots.hasRoomFor(owner('k1'))).toBe(false);
+    expect(streams.open(id, owner('k1'), 0, sink())).toBeNull();
+    const detach = streams.open(id, owner('k2'), 0, sinks[2]!);
+    expect(streams.open(id, owner('k3'), 0, sink())).toBeNull(); // the account's cap, with another key
+    expect(streams.open(id, owner('k4', 'acct_b'), 0, sinks[3]!)).not.toBeNull();
+    expect(streams.open(id, owner('k5', 'acct_c'), 0, sink())).toBeNull(); // the process's cap
     detach!();
-    expect(streams.hasRoomFor('k3')).toBe(true);
+    detach!(); // twice is once
+    expect(slots.size).toBe(3);
+    expect(slots.hasRoomFor(owner('k3'))).toBe(true);
+    slots.close();
     streams.close();
-    expect(sinks.map((s) => s.ended)).toEqual([true, true, false]); // the detached one is the route's to end
-    expect(streams.hasRoomFor('k3')).toBe(false);
+    expect(sinks.map((s) => s.ended)).toEqual([true, true, false, true]); // the detached one is the route's to end
+    expect(slots.hasRoomFor(owner('k3'))).toBe(false);
+    expect(slots.size).toBe(0);
   });
 });

@@ -126,6 +126,7 @@ describe('GET /v1/models, GET /v1/credits and GET /v1/openapi.json', () => {
     expect(doc.openapi).toBe('3.1.0');
     expect(Object.keys(doc.paths).sort()).toEqual([
       '/credits',
+      '/events',
       '/generations',
       '/generations/quote',
       '/generations/{id}',
@@ -179,6 +180,7 @@ describe('GET /v1/models, GET /v1/credits and GET /v1/openapi.json', () => {
     expect(statuses('/generations/quote', 'post')).toEqual([...everyOperation, '200', '413', '415'].sort());
     expect(statuses('/generations/{id}', 'get')).toEqual([...everyOperation, '200', '304', '404'].sort());
     expect(statuses('/credits', 'get')).toEqual([...everyOperation, '200'].sort());
+    expect(statuses('/events', 'get')).toEqual([...everyOperation, '200'].sort()); // 429 is in everyOperation
     expect(statuses('/models', 'get')).toEqual([...everyOperation, '200'].sort());
     expect(statuses('/openapi.json', 'get')).toEqual(['200', '400', '500', '503']);
     expect(doc.paths['/credits'].get.responses['400'].content['application/json'].schema).toEqual({

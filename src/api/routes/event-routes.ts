@@ -1,4 +1,3 @@
-import { PassThrough } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
 import { generationEventsAfter } from '../../db/generation-events.js';
@@ -7,20 +6,18 @@ import { principalOf } from '../auth-plugin.js';
 import { readOwnGeneration, type GenerationCache } from '../cached-generation.js';
 import { isTerminal } from '../conditional-reads.js';
 import type { GenerationEventStreams } from '../generation-event-streams.js';
+import { eventStreamBody, wantsEventStream, watchConnection } from '../sse-response.js';
 import { lastEventIdOf, sseMessage, toGenerationEvent } from '../generation-event-view.js';
 import { routeSchemas } from '../route-schemas.js';
+import type { StreamSlots } from '../stream-slots.js';
 import type { ZodApp } from '../zod-type-provider.js';
 
 export interface EventRouteDeps {
   db: CommonQueryMethods;
   /** The same generation cache GET /v1/generations/{id} reads through. */
   cache: GenerationCache;
-  streams: GenerationEventStreams;
+  streams: { slots: StreamSlots; generations: GenerationEventStreams };
 }
-
-/** Whether the client asked for Server-Sent Events (EventSource sends exactly this type). */
-const wantsEventStream = (accept: string | undefined) =>
-  /(^|,)\s*text\/event-stream\s*(;|,|$)/i.test(accept ?? '');
 
 /**
  * GET /v1/generations/{id}/events. With `Accept: text/event-stream`, a Server-Sent Events stream:
@@ -38,12 +35,8 @@ export function eventRoutes(app: ZodApp, deps: EventRouteDeps): void {
       const principal = principalOf(request);
       const stream = wantsEventStream(request.headers.accept);
       // Past the caps, refused before any work (no read): a client opening streams in a loop costs nothing.
-      if (stream && !deps.streams.hasRoomFor(principal.keyId))
-        throw new ApiError(
-          'stream_limit_exceeded',
-          'Too many event streams are open for this API key (or on this server); close one, or retry later.',
-          { retryAfterSeconds: 5 },
-        );
+      if (stream && !deps.streams.slots.hasRoomFor(principal)) throw streamLimitExceeded();
+      const connection = watchConnection(reply);
       const lastSeq = lastEventIdOf(request.headers['last-event-id']);
       if (lastSeq === null)
         throw new ValidationError(
@@ -70,26 +63,25 @@ export function eventRoutes(app: ZodApp, deps: EventRouteDeps): void {
       const unseen = events.filter((e) => e.seq > lastSeq);
       const ended = newest !== undefined && isTerminal(newest.generation.status);
       if (ended && unseen.length === 0) return (reply as FastifyReply).code(204).send();
-      const body = new PassThrough();
-      reply
-        .header('content-type', 'text/event-stream; charset=utf-8')
-        .header('cache-control', 'no-store')
-        // Proxies that buffer responses (nginx) would hold the events back.
-        .header('x-accel-buffering', 'no');
-      // Clients reconnect after a second when the connection drops (and resume with Last-Event-ID).
-      body.write('retry: 1000\n\n');
+      const body = eventStreamBody(reply);
       if (ended) {
         body.end(unseen.map(sseMessage).join(''));
         return (reply as FastifyReply).send(body);
       }
-      const detach = deps.streams.open(row.id, principal.keyId, lastSeq, body);
-      if (!detach)
-        throw new ApiError('stream_limit_exceeded', 'Too many event streams are open; retry later.', {
-          retryAfterSeconds: 5,
-        });
-      reply.raw.once('close', detach);
+      const detach = deps.streams.generations.open(row.id, principal, lastSeq, body);
+      if (!detach) throw streamLimitExceeded();
+      connection.whenGone(detach);
       // The schema describes the JSON answer; a stream is sent as it is, unserialized.
       return (reply as FastifyReply).send(body);
     },
+  );
+}
+
+/** 429: the key, its account or this server has as many streams open as it may. */
+export function streamLimitExceeded(): ApiError {
+  return new ApiError(
+    'stream_limit_exceeded',
+    'Too many event streams are open for this API key or account (or on this server); close one, or retry later.',
+    { retryAfterSeconds: 5 },
   );
 }

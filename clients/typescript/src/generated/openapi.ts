@@ -107,6 +107,125 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The account's events, every generation's, in commit order: Server-Sent Events, or a page as JSON
+         * @description Every event of every generation of the account (the same event objects as GET /v1/generations/{id}/events: `id` is the event’s number within its generation, `data` the generation, `data.id` names it), in the order they were committed, each under a cursor: its place in the account’s log. A client resuming after a cursor gets exactly the events committed after it, on any server, after any restart.
+         *
+         *     With `Accept: text/event-stream`: Server-Sent Events, first `retry: 1000`, then each event as `id: <cursor>`, `event: <type>`, `data: <the event as JSON>`; a `: keep-alive` comment every 15 s. Without Last-Event-ID or `after`, the stream starts with the events committed from now on. It never ends by itself: only at the server’s shutdown (resume with Last-Event-ID on another), when the API key is revoked or the account’s API access ends, or when the client closes it. It counts once against the rate limit, and takes a place beside the generation streams: capped per API key, per account and per server (429 `stream_limit_exceeded`, refused before any work).
+         *
+         *     With any other Accept: a page of events as JSON, oldest first: after `after` (or Last-Event-ID), or the newest ones without a cursor; `next_cursor` is where the next page starts.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description Only events after this cursor (a `cursor` or `next_cursor` given out before). Last-Event-ID, when sent, wins. Absent: a stream starts from now on; the JSON page is the newest events. */
+                    after?: number;
+                    /** @description JSON page size, 1 to 100; 100 when absent. A stream ignores it. */
+                    limit?: number;
+                };
+                header?: {
+                    /** @description Resume after this cursor (an SSE id this operation gave out): only later events are sent, none lost or repeated, on any server. EventSource sends it itself when it reconnects. Absent or empty: `after` if given; else a stream starts from now on. A cursor this account’s log has not reached is 400. */
+                    "Last-Event-ID"?: string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The events (a JSON page, or a stream of Server-Sent Events). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["AccountEventList"];
+                        /** @description Server-Sent Events: `id: 42\nevent: generation.succeeded\ndata: {"id":3,"type":"generation.succeeded",…}\n\n`; the data is a GenerationEvent, the id its cursor. */
+                        "text/event-stream": string;
+                    };
+                };
+                /** @description `invalid_request`: The request failed validation; `issues` names each field. */
+                400: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description `unauthorized`: Missing, malformed, unknown or revoked API key. */
+                401: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. */
+                403: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `stream_limit_exceeded`: Too many event streams (GET /v1/generations/{id}/events) are open for the API key, or on the server; see Retry-After. `rate_limited`: A rate limit was exceeded; see Retry-After. */
+                429: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `internal_error`: Unexpected failure. Retry with the same Idempotency-Key. */
+                500: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `service_unavailable`: A dependency is unreachable. Retry with the same Idempotency-Key and body. */
+                503: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/generations": {
         parameters: {
             query?: never;
@@ -1779,6 +1898,136 @@ export interface webhooks {
 }
 export interface components {
     schemas: {
+        AccountEvent: {
+            /** @description The event's place in the account's log, in commit order: the SSE id, what Last-Event-ID and `after` name. Opaque: compare it with nothing, send it back as it is. */
+            cursor: string;
+            /** @description The event, as GET /v1/generations/{id}/events gives it (its `id` is its number within its generation; `data.id` names the generation). */
+            event: {
+                /**
+                 * Format: date-time
+                 * @description When the change was committed (UTC, ISO 8601 with milliseconds and Z).
+                 */
+                created_at: string;
+                /** @description The generation as it was right after the change. */
+                data: {
+                    /** @description UTC, ISO 8601 with milliseconds and Z. */
+                    completed_at: string | null;
+                    content_expired: boolean;
+                    /**
+                     * Format: date-time
+                     * @description UTC, ISO 8601 with milliseconds and Z.
+                     */
+                    created_at: string;
+                    credits: number;
+                    credits_refunded: boolean;
+                    error: {
+                        code: string;
+                        message: string;
+                    } | null;
+                    /** @description UTC, ISO 8601 with milliseconds and Z. */
+                    expires_at: string | null;
+                    id: string;
+                    input: {
+                        [key: string]: unknown;
+                    } | null;
+                    media_type: string;
+                    model: string;
+                    output: {
+                        images?: {
+                            height: number;
+                            /** Format: uri */
+                            url: string;
+                            width: number;
+                        }[];
+                        videos?: {
+                            content_type: string;
+                            duration_seconds: number;
+                            has_audio: boolean;
+                            height: number;
+                            /** Format: uri */
+                            url: string;
+                            width: number;
+                        }[];
+                    } | null;
+                    /** @description The provider serving the generation (or that served it): the route a create was last sent to. Null before submission, and when every route refused. Also answered as the Generation-Provider header of GET. */
+                    provider: string | null;
+                    /** @enum {string} */
+                    status: "queued" | "succeeded" | "failed" | "rejected";
+                };
+                /** @description Unique within the generation and increasing (1, 2, 3…): the SSE id, and what Last-Event-ID names. */
+                id: number;
+                /** @enum {string} */
+                type: "generation.created" | "generation.processing" | "generation.succeeded" | "generation.failed" | "generation.rejected" | "generation.refunded" | "generation.requeued" | "generation.updated" | "generation.content_expired";
+            };
+        };
+        AccountEventList: {
+            data: {
+                /** @description The event's place in the account's log, in commit order: the SSE id, what Last-Event-ID and `after` name. Opaque: compare it with nothing, send it back as it is. */
+                cursor: string;
+                /** @description The event, as GET /v1/generations/{id}/events gives it (its `id` is its number within its generation; `data.id` names the generation). */
+                event: {
+                    /**
+                     * Format: date-time
+                     * @description When the change was committed (UTC, ISO 8601 with milliseconds and Z).
+                     */
+                    created_at: string;
+                    /** @description The generation as it was right after the change. */
+                    data: {
+                        /** @description UTC, ISO 8601 with milliseconds and Z. */
+                        completed_at: string | null;
+                        content_expired: boolean;
+                        /**
+                         * Format: date-time
+                         * @description UTC, ISO 8601 with milliseconds and Z.
+                         */
+                        created_at: string;
+                        credits: number;
+                        credits_refunded: boolean;
+                        error: {
+                            code: string;
+                            message: string;
+                        } | null;
+                        /** @description UTC, ISO 8601 with milliseconds and Z. */
+                        expires_at: string | null;
+                        id: string;
+                        input: {
+                            [key: string]: unknown;
+                        } | null;
+                        media_type: string;
+                        model: string;
+                        output: {
+                            images?: {
+                                height: number;
+                                /** Format: uri */
+                                url: string;
+                                width: number;
+                            }[];
+                            videos?: {
+                                content_type: string;
+                                duration_seconds: number;
+                                has_audio: boolean;
+                                height: number;
+                                /** Format: uri */
+                                url: string;
+                                width: number;
+                            }[];
+                        } | null;
+                        /** @description The provider serving the generation (or that served it): the route a create was last sent to. Null before submission, and when every route refused. Also answered as the Generation-Provider header of GET. */
+                        provider: string | null;
+                        /** @enum {string} */
+                        status: "queued" | "succeeded" | "failed" | "rejected";
+                    };
+                    /** @description Unique within the generation and increasing (1, 2, 3…): the SSE id, and what Last-Event-ID names. */
+                    id: number;
+                    /** @enum {string} */
+                    type: "generation.created" | "generation.processing" | "generation.succeeded" | "generation.failed" | "generation.rejected" | "generation.refunded" | "generation.requeued" | "generation.updated" | "generation.content_expired";
+                };
+            }[];
+            /** @description Whether events after `next_cursor` were already there when this page was read. */
+            has_more: boolean;
+            /** @description Where the next page starts: send it as `after` (or as Last-Event-ID to a stream) for the events after this page. Never null; with no events it is the cursor given, or the account log’s newest one. */
+            next_cursor: string;
+        };
         CreditBalance: {
             /** @description Total balance the API draws from. */
             credits: number;

@@ -1,0 +1,23 @@
+import type { AccountEventRow } from '../db/account-events.js';
+import { EventStreamHub, type EventStreamHubOptions } from './event-stream-hub.js';
+import { toGenerationEvent } from './generation-event-view.js';
+
+/**
+ * One Server-Sent Events message of the account stream: the same event object as the generation's
+ * own stream sends, under the account log's position (what Last-Event-ID names on GET /v1/events).
+ */
+export function accountSseMessage(row: AccountEventRow): string {
+  return `id: ${row.position}\nevent: ${row.event.type}\ndata: ${JSON.stringify(toGenerationEvent(row.event))}\n\n`;
+}
+
+/**
+ * The open `GET /v1/events` streams of this process, by account, woken by the `account_event`
+ * notification (the trigger that appends to the account log sends it, naming the account). They
+ * never end by themselves: only at shutdown, when their key may no longer call, or when the client
+ * goes away.
+ */
+export class AccountEventStreams extends EventStreamHub<AccountEventRow> {
+  constructor(options: Omit<EventStreamHubOptions<AccountEventRow>, 'positionOf' | 'message' | 'finished'>) {
+    super({ ...options, positionOf: (row) => row.position, message: accountSseMessage });
+  }
+}
