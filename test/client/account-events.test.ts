@@ -55,7 +55,9 @@ describe('the account event stream: client.events(), client.webhooks, gen listen
   }
 
   const succeeded = (ids: string[]) => (seen: AccountEvent[]) =>
-    ids.every((id) => seen.some((e) => e.data.id === id && e.type === 'generation.succeeded'));
+    ids.every((id) =>
+      seen.some(({ event }) => event.data.id === id && event.type === 'generation.succeeded'),
+    );
 
   it('client.events(): each generation of the account, event by event, as in its own log; a cursor resumes after its event', async () => {
     const { account, client } = await ownClient();
@@ -67,7 +69,8 @@ describe('the account event stream: client.events(), client.webhooks, gen listen
     await reading.opened;
     for (const prompt of ['first', 'second'])
       ids.push((await client.generations.create({ model: 'lumen-lite', prompt })).id);
-    const events = await reading.done;
+    const items = await reading.done;
+    const events = items.map((item) => item.event);
 
     for (const id of ids) {
       const mine = events.filter((e) => e.data.id === id);
@@ -76,30 +79,31 @@ describe('the account event stream: client.events(), client.webhooks, gen listen
         '2 generation.processing',
         '3 generation.succeeded',
       ]);
-      // The same objects as the generation's own log, and the same bytes as a webhook body.
+      // The same objects as the generation's own log.
       expect(mine).toEqual(await logOf(account.key, id));
-      for (const event of mine) expect(event.raw).toBe(JSON.stringify(event));
     }
+    // The same bytes as a webhook body of the event.
+    for (const item of items) expect(item.raw).toBe(JSON.stringify(item.event));
     expect(events.every((e) => ids.includes(e.data.id))).toBe(true);
     // The first generation's creation was committed before the second's.
     expect(events.findIndex((e) => e.data.id === ids[0])).toBeLessThan(
       events.findIndex((e) => e.data.id === ids[1]),
     );
-    const cursors = events.map((e) => e.cursor);
+    const cursors = items.map((e) => e.cursor);
     expect(new Set(cursors).size).toBe(cursors.length);
     expect(cursors.every((c) => typeof c === 'string' && c !== '')).toBe(true);
-    // The cursor is not in the event's JSON (a printed event stays the API's).
-    expect(Object.keys(events[0]!).sort()).toEqual(['created_at', 'data', 'id', 'type']);
+    // As GET /v1/events gives an event: {cursor, event} (raw is not part of its JSON).
+    expect(Object.keys(items[0]!).sort()).toEqual(['cursor', 'event']);
 
     // From a cursor: exactly the events after it, nothing repeated.
     const after = reader(
-      (onOpen) => client.events({ lastEventId: events[1]!.cursor, onOpen }),
-      (seen) => seen.length === events.length - 2,
+      (onOpen) => client.events({ lastEventId: items[1]!.cursor, onOpen }),
+      (seen) => seen.length === items.length - 2,
     );
     expect((await after.done).map((e) => e.cursor)).toEqual(cursors.slice(2));
   });
 
-  it('a stream cut while generations run is resumed with its cursor: nothing lost, nothing twice', async () => {
+  it('a stream cut before its first event, then after it, is resumed: nothing lost, nothing twice', async () => {
     // A relay to the API whose open connections the test resets (a proxy or a network failing).
     const sockets = new Set<Socket>();
     let connections = 0;
@@ -111,26 +115,39 @@ describe('the account event stream: client.events(), client.webhooks, gen listen
     });
     await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
     const { port } = relay.address() as { port: number };
+    const cutAll = () => {
+      for (const socket of sockets) socket.resetAndDestroy();
+    };
     try {
       const { account, client } = await ownClient(`http://127.0.0.1:${port}/v1`);
       const direct = new Client({ apiKey: account.key, baseURL: stack.listening.baseURL });
       let id = '';
-      let cut = false;
+      let opens = 0;
+      let cutAfterEvent = false;
       const reading = reader(
-        (onOpen) => client.events({ onOpen }),
+        (onOpen) =>
+          client.events({
+            onOpen: () => {
+              // The first stream is cut as soon as it opens: the generation is made while no
+              // stream is open, its first events committed before the next one opens.
+              if (opens++ === 0) cutAll();
+              onOpen();
+            },
+          }),
         (seen) => {
-          if (!cut) {
-            cut = true;
-            for (const socket of sockets) socket.resetAndDestroy();
+          if (!cutAfterEvent) {
+            cutAfterEvent = true;
+            cutAll();
           }
           return succeeded([id])(seen);
         },
       );
       await reading.opened;
       id = (await direct.generations.create({ model: 'lumen-lite', prompt: 'cut [sim:slow=2]' })).id;
-      const events = await reading.done;
-      expect(connections).toBeGreaterThanOrEqual(2);
+      const events = (await reading.done).map((item) => item.event);
       expect(events).toEqual(await logOf(account.key, id));
+      expect(opens).toBeGreaterThanOrEqual(3);
+      expect(connections).toBeGreaterThanOrEqual(3);
     } finally {
       for (const socket of sockets) socket.destroy();
       await new Promise((resolve) => relay.close(resolve));

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Generator
 
+import pytest
+
 from generation_client import AccountEvent, Client, GenerationEvent
 
 from .conftest import AnyClient, MakeClient, resolve
 from .relay import FaultyFront, Rule
 from .test_events import last_event_ids
+
+pytestmark = pytest.mark.anyio
 
 STREAM = "GET /v1/events "
 
@@ -35,7 +39,7 @@ async def read_until(
     return seen
 
 
-def dumped(events: list[AccountEvent] | list[GenerationEvent]) -> list[dict[str, object]]:
+def dumped(events: list[GenerationEvent]) -> list[dict[str, object]]:
     return [e.model_dump(mode="json") for e in events]
 
 
@@ -62,14 +66,14 @@ async def test_the_account_stream_gives_each_generation_in_order_resumes_after_a
                     )
 
     def both_succeeded(seen: list[AccountEvent]) -> bool:
-        done = {e.data.id for e in seen if e.type == "generation.succeeded"}
+        done = {e.event.data.id for e in seen if e.event.type == "generation.succeeded"}
         return len(ids) == 2 and set(ids) <= done
 
     seen = await read_until(client.events(on_open=create_two), both_succeeded)
 
     # The account may have other generations still running: only these two are checked.
     for generation_id in ids:
-        mine = [e for e in seen if e.data.id == generation_id]
+        mine = [e.event for e in seen if e.event.data.id == generation_id]
         assert [(e.id, e.type) for e in mine] == [
             (1, "generation.created"),
             (2, "generation.processing"),
@@ -77,12 +81,17 @@ async def test_the_account_stream_gives_each_generation_in_order_resumes_after_a
         ]
         log = await resolve(client.generations.event_log(generation_id))
         assert dumped(mine) == dumped(log)
-        assert [GenerationEvent.model_validate_json(e.raw) for e in mine] == log
+    # The event's JSON as the API sent it; the item's JSON is the API's {cursor, event}.
+    assert all(GenerationEvent.model_validate_json(item.raw) == item.event for item in seen)
+    assert set(seen[0].model_dump()) == {"cursor", "event"}
     # Cut after two events, resumed after the second with its cursor: nothing lost, nothing twice.
     assert front.remaining() == [0]
     streams = front.lines(STREAM)
     assert len(streams) == 2
-    assert last_event_ids(streams) == [None, seen[1].cursor]
+    first, resumed = last_event_ids(streams)
+    assert first is not None  # "now", pinned before the first stream
+    assert first.isdigit()
+    assert resumed == seen[1].cursor
     cursors = [e.cursor for e in seen]
     assert len(set(cursors)) == len(cursors)
     assert all(cursors)

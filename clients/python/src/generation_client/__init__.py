@@ -57,6 +57,7 @@ from .errors import (
 from .retry_policy import RETRYABLE_STATUSES, RetryEvent, backoff, parse_retry_after
 from .types import (
     AccountEvent,
+    AccountEventList,
     CreditBalance,
     Generation,
     GenerationEvent,
@@ -76,6 +77,7 @@ __all__ = [
     "ERROR_CLASSES",
     "RETRYABLE_STATUSES",
     "AccountEvent",
+    "AccountEventList",
     "ApiAccessDisabledError",
     "ApiError",
     "AsyncClient",

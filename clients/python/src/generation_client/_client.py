@@ -75,11 +75,11 @@ class Client:
         self, *, last_event_id: str | None = None, on_open: Callable[[], None] | None = None
     ) -> Generator[AccountEvent]:
         """GET /v1/events as Server-Sent Events: every event of every generation of the account, as it
-        is committed, from now on, or after ``last_event_id`` (an event's ``cursor``, from this process
-        or an earlier one). It has no end: ``break`` out of it. Drops and API restarts are resumed
-        with Last-Event-ID: no event is lost or given twice. ``on_open`` is called each time the
-        stream is open (every event committed from then on will come). One stream for the account
-        instead of one per generation."""
+        is committed (``item.event``, under ``item.cursor``), from now on, or after ``last_event_id``
+        (an event's ``cursor``, from this process or an earlier one). It has no end: ``break`` out of
+        it. "Now" is pinned before the stream opens (one JSON read); drops and API restarts are then
+        resumed with Last-Event-ID: no event is lost or given twice. ``on_open`` is called each time
+        the stream is open. One stream for the account instead of one per generation."""
         return events_sync(self._http, AccountEventsState(self._settings, last_event_id, on_open))
 
     def download(self, generation: Generation, directory: str | os.PathLike[str]) -> list[SavedFile]:

@@ -19,6 +19,8 @@ from .errors import ApiError, ConnectionError
 
 
 def events_sync(http: SyncHttp, state: StreamState[T]) -> Generator[T]:
+    if (pin := state.pin_request()) is not None:
+        state.pinned(http.request(pin).data)
     while True:
         request = state.request()
         prepared = prepare(http.settings, request)
@@ -55,6 +57,8 @@ def events_sync(http: SyncHttp, state: StreamState[T]) -> Generator[T]:
 
 
 async def events_async(http: AsyncHttp, state: StreamState[T]) -> AsyncGenerator[T]:
+    if (pin := state.pin_request()) is not None:
+        state.pinned((await http.request(pin)).data)
     while True:
         request = state.request()
         prepared = prepare(http.settings, request)

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 from ._core import Request, Settings, retry_delay
 from .errors import ApiError, ConnectionError
-from .types import AccountEvent, GenerationEvent
+from .types import AccountEvent, AccountEventList, GenerationEvent
 
 T = TypeVar("T")
 
@@ -97,7 +97,7 @@ class StreamState(Generic[T]):
     def __init__(self, settings: Settings, path: str, last: str | None) -> None:
         self.settings = settings
         self.path = path
-        self.last = last
+        self.last: str | None = last
         self.failures = 0
         self.reconnect = 1.0
         self.ended = False
@@ -108,6 +108,13 @@ class StreamState(Generic[T]):
             headers["last-event-id"] = self.last
         self.ended = False
         return Request("GET", self.path, headers=headers)
+
+    def pin_request(self) -> Request | None:
+        """A request to make before the first connection (None: none)."""
+        return None
+
+    def pinned(self, page: object) -> None:
+        """Told the answer of ``pin_request``."""
 
     def opened(self) -> None:
         """A stream is open (its 2xx answer has come)."""
@@ -167,7 +174,18 @@ class AccountEventsState(StreamState[AccountEvent]):
         if self.on_open is not None:
             self.on_open()
 
+    def pin_request(self) -> Request | None:
+        """Before the first connection without a cursor, the read that pins "from now on": the
+        cursor of the account's newest event (one JSON read), so that a drop before the first event
+        loses nothing either."""
+        if self.last is not None:
+            return None
+        return Request("GET", self.path, query={"limit": 1})
+
+    def pinned(self, page: object) -> None:
+        self.last = AccountEventList.model_validate(page).next_cursor
+
     def read(self, message: SseMessage) -> AccountEvent:
         if message.id is not None:
             self.last = message.id
-        return AccountEvent.of(message.data or "", self.last or "")
+        return AccountEvent.streamed(self.last or "", message.data or "")

@@ -143,29 +143,35 @@ class GenerationEvent(ApiModel):
     data: Generation
 
 
-class AccountEvent(GenerationEvent):
-    """An event of the account's stream (``client.events()``): the same fields as a generation's event
-    (``data.id`` is the generation's id), plus, not in its JSON (``model_dump`` gives the API's fields
-    only): ``cursor``, to resume after it (``events(last_event_id=event.cursor)``), and ``raw``, its
-    JSON text exactly as the API sent it (the bytes a webhook delivery's body is)."""
+class AccountEvent(ApiModel):
+    """An event of the account (GET /v1/events): ``event``, the object a generation's stream gives
+    (``event.data.id`` is the generation's id), under ``cursor``, the place to resume after it
+    (``events(last_event_id=item.cursor)``). From the stream, ``raw`` is also the event's JSON text
+    exactly as the API sent it (the bytes a webhook delivery of it carries); it is not part of the
+    model's JSON (``model_dump`` gives the API's fields only)."""
 
-    _cursor: str = PrivateAttr(default="")
+    cursor: str
+    event: GenerationEvent
     _raw: str = PrivateAttr(default="")
-
-    @property
-    def cursor(self) -> str:
-        return self._cursor
 
     @property
     def raw(self) -> str:
         return self._raw
 
     @classmethod
-    def of(cls, raw: str, cursor: str) -> AccountEvent:
-        event = cls.model_validate_json(raw)
-        event._cursor = cursor
-        event._raw = raw
-        return event
+    def streamed(cls, cursor: str, raw: str) -> AccountEvent:
+        item = cls(cursor=cursor, event=GenerationEvent.model_validate_json(raw))
+        item._raw = raw
+        return item
+
+
+class AccountEventList(ApiModel):
+    """A page of the account's events (GET /v1/events as JSON), oldest first; ``next_cursor`` is
+    where the next page (or a stream) starts."""
+
+    data: list[AccountEvent]
+    next_cursor: str
+    has_more: bool
 
 
 class WebhookSubscription(ApiModel):
@@ -325,6 +331,8 @@ OPENAPI_COMPONENTS: dict[str, type[ApiModel]] = {
     "NotCancelable": NotCancelableBody,
     "GenerationEvent": GenerationEvent,
     "GenerationEventList": GenerationEventList,
+    "AccountEvent": AccountEvent,
+    "AccountEventList": AccountEventList,
     "WebhookSecret": WebhookSecret,
     "WebhookSubscription": WebhookSubscription,
 }

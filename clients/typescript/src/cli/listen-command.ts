@@ -125,14 +125,14 @@ export async function listenCommand(client: Client, flags: ListenFlags, io: Io):
     };
     for (;;) {
       try {
-        for await (const event of client.events({ lastEventId: cursor, signal: stop.signal, onOpen })) {
-          cursor = event.cursor || cursor;
-          if (wanted && !wanted.has(event.type)) continue;
+        for await (const item of client.events({ lastEventId: cursor, signal: stop.signal, onOpen })) {
+          cursor = item.cursor;
+          if (wanted && !wanted.has(item.event.type)) continue;
           if (!target) {
-            report(io, flags, event, {});
+            report(io, flags, item, {});
             continue;
           }
-          report(io, flags, event, await forward(target, event, await secretsNow(), stop.signal));
+          report(io, flags, item, await forward(target, item, await secretsNow(), stop.signal));
         }
       } catch (error) {
         if (stop.signal.aborted || error instanceof AbortedError) break;
@@ -168,19 +168,19 @@ interface Forwarded {
 /** One POST to the receiver, as the service's delivery of this event would be. */
 async function forward(
   target: URL,
-  event: AccountEvent,
+  { event, raw }: AccountEvent,
   secrets: string[],
   stop: AbortSignal,
 ): Promise<Forwarded> {
   const webhookId = `msg_${event.data.id}_${event.id}`;
-  const headers = signDelivery(webhookId, Math.floor(Date.now() / 1000), event.raw, secrets);
+  const headers = signDelivery(webhookId, Math.floor(Date.now() / 1000), raw, secrets);
   const started = performance.now();
   const timeout = AbortSignal.timeout(receiverTimeoutMs);
   try {
     const response = await fetch(target, {
       method: 'POST',
       headers: { ...headers, 'content-type': 'application/json', 'user-agent': 'gen-listen' },
-      body: event.raw,
+      body: raw, // the bytes the API sent: a webhook delivery's body
       redirect: 'manual', // as deliveries: a redirect is not followed
       signal: anySignal([stop, timeout]),
     });
@@ -193,14 +193,14 @@ async function forward(
   }
 }
 
-function report(io: Io, flags: ListenFlags, event: AccountEvent, forwarded: Forwarded): void {
+function report(io: Io, flags: ListenFlags, { cursor, event }: AccountEvent, forwarded: Forwarded): void {
   if (flags.json) {
     io.stdout.write(
       JSON.stringify({
         type: event.type,
         generation_id: event.data.id,
         event_id: event.id,
-        cursor: event.cursor,
+        cursor,
         ...(forwarded.webhookId === undefined
           ? {}
           : { webhook_id: forwarded.webhookId, status: forwarded.status ?? null, ms: forwarded.ms }),

@@ -18,7 +18,7 @@ export interface StreamPlan<T> {
   /** Sent as Last-Event-ID on the first connection (none: the stream's own start). */
   lastEventId: string | undefined;
   /** The item a message holds, the id to resume after it, and whether nothing can come after it. */
-  take(message: SseMessage & { data: string }): { item: T; lastEventId: string | undefined; ended: boolean };
+  take(message: SseMessage & { data: string }): { item: T; lastEventId: string; ended: boolean };
   aborted(cause: unknown): AbortedError;
   /** A stream that opened counts as a success: failures in a row start again from 0. */
   openResetsFailures?: boolean;
