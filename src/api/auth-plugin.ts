@@ -37,7 +37,9 @@ export const authPlugin = fp<AuthPluginOptions>(
         app.callerLimits.lookupRefusal(),
       );
       if (outcome instanceof Promise) {
-        outcome.then((o) => judge(request, reply, o, next), next);
+        // A throw in judge must reach Fastify, not become an unhandled rejection (which ends the
+        // process): a client that closed its connection during the lookup has no address any more.
+        outcome.then((o) => judge(request, reply, o, next)).catch(next);
       } else {
         judge(request, reply, outcome, next);
       }
