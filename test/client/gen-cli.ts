@@ -69,7 +69,29 @@ export function useGen(
       });
     });
 
+  /** gen left running (gen listen): its output so far, and its end; `stop()` sends it Ctrl-C's SIGINT. */
+  const start = (args: string[], options: Omit<GenOptions, 'stdin'> = {}) => {
+    const child = spawn(process.execPath, [genBin, ...args], {
+      cwd: home,
+      env: envFor('key' in options ? options.key : stack.account.key, options.baseURL),
+    });
+    const output = { stdout: '', stderr: '' };
+    child.stdout.on('data', (c: Buffer) => (output.stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (output.stderr += c.toString()));
+    child.stdin.end();
+    const limit = options.killAfterMs ?? defaults.killAfterMs;
+    const killer = limit === undefined ? undefined : setTimeout(() => child.kill('SIGKILL'), limit);
+    const done = new Promise<GenResult>((resolve) =>
+      child.on('close', (code) => {
+        clearTimeout(killer);
+        resolve({ code, ...output });
+      }),
+    );
+    return { output, done, stop: () => child.kill('SIGINT') };
+  };
+
   return {
+    start,
     /** The home folder (and working directory) of every run. */
     get home() {
       return home;

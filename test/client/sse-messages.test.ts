@@ -37,6 +37,12 @@ describe('the TypeScript client reads text/event-stream bodies', () => {
       expect(await read([all.slice(0, cut), all.slice(cut)]), `cut at byte ${cut}`).toEqual(whole);
   });
 
+  it('reads the id and event fields; an id alone is a message (it moves the place to resume from)', async () => {
+    expect(
+      await read([bytes('id: c1\nevent: generation.created\ndata: {}\n\n: keep-alive\n\nid: c2\n\n')]),
+    ).toEqual([{ id: 'c1', event: 'generation.created', data: '{}' }, { id: 'c2' }]);
+  });
+
   it('a CR that ends the body still ends its line (the last message is not lost)', async () => {
     expect(await read([bytes('data: end\r'), bytes('\r')])).toEqual([{ data: 'end' }]);
   });

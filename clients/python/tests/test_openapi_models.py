@@ -116,6 +116,7 @@ def test_the_client_covers_every_operation_and_list_filter() -> None:
         ("GET", "/generations/{id}"),  # generations.get / wait
         ("POST", "/generations/{id}/cancel"),  # generations.cancel
         ("GET", "/generations/{id}/events"),  # generations.events (SSE) / event_log (JSON)
+        ("GET", "/events"),  # events (SSE)
         ("GET", "/webhooks/secret"),  # webhooks.secret
         ("POST", "/webhooks/secret/rotate"),  # webhooks.rotate_secret
         ("GET", "/credits"),  # credits.get

@@ -14,13 +14,16 @@ STREAM = (
     ": keep-alive\n\n"
     "data: first line\r\ndata:second line\r\n\r\n"
     "data\rretry: x\r\r"
+    "id: cursor-7\n\n"
     "data: unfinished"
 )
 EXPECTED = [
     SseMessage(None, 1000),
-    SseMessage('{"prompt":"a\u2028b\u0085c"}', None),
+    SseMessage('{"prompt":"a\u2028b\u0085c"}', None, "1", "generation.created"),
     SseMessage("first line\nsecond line", None),
     SseMessage("", None),
+    # An id alone is a message too (EventSource moves its Last-Event-ID on it).
+    SseMessage(None, None, "cursor-7"),
 ]
 
 

@@ -1,10 +1,11 @@
 import { BrowserNotSupportedError, MissingApiKeyError } from './core/errors.js';
 import { HttpCore, type FetchFunction } from './core/http.js';
 import type { RetryEvent } from './core/retry-policy.js';
+import { accountEvents, type AccountEvent, type AccountEventsOptions } from './resources/account-events.js';
 import { Generations } from './resources/generations.js';
 import { Credits, Models } from './resources/models.js';
+import { Webhooks } from './resources/webhooks.js';
 import { clientVersion } from './version.js';
-import { webhooks } from './webhooks.js';
 
 export const defaultBaseURL = 'http://127.0.0.1:8080/v1';
 
@@ -46,14 +47,15 @@ const inBrowser = () =>
   typeof (globalThis as { window?: unknown }).window !== 'undefined' &&
   typeof (globalThis as { document?: unknown }).document !== 'undefined';
 
-/** The Generation API: `client.generations`, `client.models`, `client.credits`. */
+/** The Generation API: `client.generations`, `client.models`, `client.credits`, `client.webhooks`, `client.events()`. */
 export class Client {
   readonly generations: Generations;
   readonly models: Models;
   readonly credits: Credits;
-  /** Verifying webhook deliveries (`verify`, `unwrap`); needs no API key. */
-  readonly webhooks = webhooks;
+  /** The signing secret (`secret()`, `rotateSecret()`); verifying deliveries (`verify`, `unwrap`). */
+  readonly webhooks: Webhooks;
   readonly baseURL: string;
+  readonly #http: HttpCore;
 
   constructor(options: ClientOptions = {}) {
     if (inBrowser() && !options.dangerouslyAllowBrowser)
@@ -80,8 +82,20 @@ export class Client {
       onRetry: options.onRetry,
       userAgent: `generation-service-client/${clientVersion}`,
     });
+    this.#http = http;
     this.generations = new Generations(http);
     this.models = new Models(http);
     this.credits = new Credits(http);
+    this.webhooks = new Webhooks(http);
+  }
+
+  /**
+   * GET /v1/events: every event of every generation of the account, as it is committed
+   * (`for await (const event of client.events())`), from now on or after `lastEventId` (an event's
+   * `cursor`). It never ends by itself: break, or abort `signal`. Drops and API restarts are resumed
+   * with Last-Event-ID, without loss or repeat. One stream instead of one per generation.
+   */
+  events(options: AccountEventsOptions = {}): AsyncGenerator<AccountEvent, void, undefined> {
+    return accountEvents(this.#http, options);
   }
 }

@@ -12,6 +12,8 @@ export type { FetchFunction } from './core/http.js';
 export type { CreateOptions, RunOptions } from './resources/generations.js';
 export type { WaitOptions } from './resources/waiter.js';
 export type { EventsOptions } from './resources/events.js';
+export type { AccountEvent, AccountEventsOptions } from './resources/account-events.js';
+export type { Webhooks } from './resources/webhooks.js';
 export type { ListFilters, Page, GenerationPager } from './resources/generation-pager.js';
 export * from './types.js';
 export type { components, paths } from './generated/openapi.js';

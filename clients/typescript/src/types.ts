@@ -9,6 +9,8 @@ export type CreditBalance = components['schemas']['CreditBalance'];
 /** One entry of a generation's event log (GET /v1/generations/{id}/events), and a webhook's body. */
 export type GenerationEvent = components['schemas']['GenerationEvent'];
 export type GenerationEventType = GenerationEvent['type'];
+/** GET /v1/webhooks/secret: the account's webhook signing secret. */
+export type WebhookSecret = components['schemas']['WebhookSecret'];
 /** A model of GET /v1/models: options, allowed values, defaults, prices and its request JSON Schema. */
 export type Model = components['schemas']['ModelList']['data'][number];
 export type ModelOption = Model['options'][string];

@@ -56,6 +56,8 @@ from .errors import (
 )
 from .retry_policy import RETRYABLE_STATUSES, RetryEvent, backoff, parse_retry_after
 from .types import (
+    AccountEvent,
+    AccountEventList,
     CreditBalance,
     Generation,
     GenerationEvent,
@@ -74,6 +76,8 @@ __all__ = [
     "DEFAULT_BASE_URL",
     "ERROR_CLASSES",
     "RETRYABLE_STATUSES",
+    "AccountEvent",
+    "AccountEventList",
     "ApiAccessDisabledError",
     "ApiError",
     "AsyncClient",

@@ -1,11 +1,13 @@
-"""The Generation API: ``client.generations`` (with the event stream, ``events``), ``client.models``,
-``client.credits``, ``client.webhooks`` (the signing secret; ``verify`` / ``unwrap``, also
-``generation_client.webhooks`` without a client) and ``client.download``.
+"""The Generation API: ``client.generations`` (with a generation's event stream, ``events``),
+``client.events()`` (the account's event stream), ``client.models``, ``client.credits``,
+``client.webhooks`` (the signing secret; ``verify`` / ``unwrap``, also ``generation_client.webhooks``
+without a client) and ``client.download``.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncGenerator, Callable, Generator
 from types import TracebackType
 
 import httpx
@@ -13,11 +15,13 @@ import httpx
 from ._catalog import AsyncCredits, AsyncModels, AsyncWebhooks, Credits, Models, Webhooks
 from ._core import Settings
 from ._download import SavedFile, download_async, download_sync
+from ._events import events_async, events_sync
 from ._generations import AsyncGenerations, Generations
 from ._http import AsyncHttp, OnRetry, SyncHttp
+from ._sse import AccountEventsState
 from ._version import __version__
 from .errors import MissingApiKeyError
-from .types import Generation
+from .types import AccountEvent, Generation
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8080/v1"
 DEFAULT_MAX_RETRIES = 3
@@ -57,6 +61,7 @@ class Client:
         self._owns_client = http_client is None
         self._client = http_client or httpx.Client()
         http = SyncHttp(self._settings, self._client, on_retry)
+        self._http = http
         self.generations = Generations(http)
         self.models = Models(http)
         self.credits = Credits(http)
@@ -65,6 +70,17 @@ class Client:
     @property
     def base_url(self) -> str:
         return self._settings.base_url
+
+    def events(
+        self, *, last_event_id: str | None = None, on_open: Callable[[], None] | None = None
+    ) -> Generator[AccountEvent]:
+        """GET /v1/events as Server-Sent Events: every event of every generation of the account, as it
+        is committed (``item.event``, under ``item.cursor``), from now on, or after ``last_event_id``
+        (an event's ``cursor``, from this process or an earlier one). It has no end: ``break`` out of
+        it. "Now" is pinned before the stream opens (one JSON read); drops and API restarts are then
+        resumed with Last-Event-ID: no event is lost or given twice. ``on_open`` is called each time
+        the stream is open. One stream for the account instead of one per generation."""
+        return events_sync(self._http, AccountEventsState(self._settings, last_event_id, on_open))
 
     def download(self, generation: Generation, directory: str | os.PathLike[str]) -> list[SavedFile]:
         """Streams every output of a generation into ``directory`` (created if missing): the paths and
@@ -102,6 +118,7 @@ class AsyncClient:
         self._owns_client = http_client is None
         self._client = http_client or httpx.AsyncClient()
         http = AsyncHttp(self._settings, self._client, on_retry)
+        self._http = http
         self.generations = AsyncGenerations(http)
         self.models = AsyncModels(http)
         self.credits = AsyncCredits(http)
@@ -110,6 +127,13 @@ class AsyncClient:
     @property
     def base_url(self) -> str:
         return self._settings.base_url
+
+    def events(
+        self, *, last_event_id: str | None = None, on_open: Callable[[], None] | None = None
+    ) -> AsyncGenerator[AccountEvent]:
+        """``async for event in client.events()``: as Client.events. Leaving the loop early closes the
+        connection when the iterator is collected; ``contextlib.aclosing`` closes it at once."""
+        return events_async(self._http, AccountEventsState(self._settings, last_event_id, on_open))
 
     async def download(self, generation: Generation, directory: str | os.PathLike[str]) -> list[SavedFile]:
         return await download_async(self._client, generation, directory)

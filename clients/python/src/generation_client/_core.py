@@ -16,7 +16,8 @@ from .types import ValidationIssue
 
 @dataclass(frozen=True)
 class Settings:
-    api_key: str
+    #: Never in the repr: error trackers (Sentry) and ``pytest --showlocals`` record locals' reprs.
+    api_key: str = field(repr=False)
     #: Ends with the version segment, e.g. http://127.0.0.1:8080/v1 (no trailing slash).
     base_url: str
     max_retries: int
@@ -52,7 +53,8 @@ class Prepared:
     method: str
     url: str
     params: dict[str, str]
-    headers: dict[str, str]
+    #: Not in the repr: they carry the API key (``authorization``).
+    headers: dict[str, str] = field(repr=False)
     content: bytes | None
     timeout: float
 

@@ -1,25 +1,26 @@
-"""``generations.events(id)``: GET /v1/generations/{id}/events as Server-Sent Events, event by event,
-until the generation is terminal (the server then ends the stream, or answers 204 when every event
-was seen). A dropped connection is reopened with Last-Event-ID: no event is lost or given twice.
-The two loops below are the same steps around ``_sse.EventsState``; only the I/O differs."""
+"""The event streams as Server-Sent Events, event by event: ``generations.events(id)`` (GET
+/v1/generations/{id}/events, until the generation is terminal: the server then ends the stream, or
+answers 204 when every event was seen) and the account's ``events()`` (GET /v1/events, without end).
+A dropped connection is reopened with Last-Event-ID: no event is lost or given twice. The two loops
+below are the same steps around a ``_sse.StreamState``; only the I/O differs."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Generator
 
 import anyio
 import httpx
 
 from ._core import Response, outcome, prepare, transport_error
 from ._http import AsyncHttp, SyncHttp, retry_event
-from ._sse import EventsState, SseParser
+from ._sse import SseParser, StreamState, T
 from .errors import ApiError, ConnectionError
-from .types import GenerationEvent
 
 
-def events_sync(http: SyncHttp, generation_id: str, last_event_id: int | None) -> Iterator[GenerationEvent]:
-    state = EventsState(http.settings, generation_id, last_event_id)
+def events_sync(http: SyncHttp, state: StreamState[T]) -> Generator[T]:
+    if (pin := state.pin_request()) is not None:
+        state.pinned(http.request(pin).data)
     while True:
         request = state.request()
         prepared = prepare(http.settings, request)
@@ -31,6 +32,7 @@ def events_sync(http: SyncHttp, generation_id: str, last_event_id: int | None) -
                 if answer.status_code == 204:
                     return
                 if answer.is_success:
+                    state.opened()
                     parser = SseParser()
                     for text in answer.iter_text():
                         for message in parser.feed(text):
@@ -54,10 +56,9 @@ def events_sync(http: SyncHttp, generation_id: str, last_event_id: int | None) -
         time.sleep(delay)
 
 
-async def events_async(
-    http: AsyncHttp, generation_id: str, last_event_id: int | None
-) -> AsyncIterator[GenerationEvent]:
-    state = EventsState(http.settings, generation_id, last_event_id)
+async def events_async(http: AsyncHttp, state: StreamState[T]) -> AsyncGenerator[T]:
+    if (pin := state.pin_request()) is not None:
+        state.pinned((await http.request(pin)).data)
     while True:
         request = state.request()
         prepared = prepare(http.settings, request)
@@ -69,6 +70,7 @@ async def events_async(
                 if answer.status_code == 204:
                     return
                 if answer.is_success:
+                    state.opened()
                     parser = SseParser()
                     async for text in answer.aiter_text():
                         for message in parser.feed(text):

@@ -9,6 +9,7 @@ from . import _requests as r
 from ._events import events_async, events_sync
 from ._http import AsyncHttp, SyncHttp
 from ._pager import AsyncGenerationPager, GenerationPager, ListFilters
+from ._sse import EventsState
 from ._waiting import OnUpdate, wait_async, wait_sync
 from .errors import ApiError
 from .types import Generation, GenerationEvent, GenerationEventList, GenerationStatus, KeyedGeneration, Quote
@@ -43,7 +44,7 @@ class Generations:
         event as it happens, from the first (or after ``last_event_id``), and stops after the one that
         leaves the generation terminal. A dropped connection is reopened with Last-Event-ID: no event
         is lost or given twice."""
-        return events_sync(self._http, generation_id, last_event_id)
+        return events_sync(self._http, EventsState(self._http.settings, generation_id, last_event_id))
 
     def event_log(self, generation_id: str, *, after: int | None = None) -> list[GenerationEvent]:
         """GET /v1/generations/{id}/events as JSON: the log so far, oldest first (after event ``after``)."""
@@ -154,7 +155,7 @@ class AsyncGenerations:
     ) -> AsyncIterator[GenerationEvent]:
         """``async for event in events(id)``: as Generations.events. Leaving the loop early closes the
         connection when the iterator is collected; ``contextlib.aclosing`` closes it at once."""
-        return events_async(self._http, generation_id, last_event_id)
+        return events_async(self._http, EventsState(self._http.settings, generation_id, last_event_id))
 
     async def event_log(self, generation_id: str, *, after: int | None = None) -> list[GenerationEvent]:
         request = r.events_request(generation_id, after)

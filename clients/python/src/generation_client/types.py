@@ -143,6 +143,37 @@ class GenerationEvent(ApiModel):
     data: Generation
 
 
+class AccountEvent(ApiModel):
+    """An event of the account (GET /v1/events): ``event``, the object a generation's stream gives
+    (``event.data.id`` is the generation's id), under ``cursor``, the place to resume after it
+    (``events(last_event_id=item.cursor)``). From the stream, ``raw`` is also the event's JSON text
+    exactly as the API sent it (the bytes a webhook delivery of it carries); it is not part of the
+    model's JSON (``model_dump`` gives the API's fields only)."""
+
+    cursor: str
+    event: GenerationEvent
+    _raw: str = PrivateAttr(default="")
+
+    @property
+    def raw(self) -> str:
+        return self._raw
+
+    @classmethod
+    def streamed(cls, cursor: str, raw: str) -> AccountEvent:
+        item = cls(cursor=cursor, event=GenerationEvent.model_validate_json(raw))
+        item._raw = raw
+        return item
+
+
+class AccountEventList(ApiModel):
+    """A page of the account's events (GET /v1/events as JSON), oldest first; ``next_cursor`` is
+    where the next page (or a stream) starts."""
+
+    data: list[AccountEvent]
+    next_cursor: str
+    has_more: bool
+
+
 class WebhookSubscription(ApiModel):
     """A create request's ``webhook``: where the generation's events are delivered, signed per
     Standard Webhooks 1.0 (``events``: the types delivered; default the terminal ones)."""
@@ -300,6 +331,8 @@ OPENAPI_COMPONENTS: dict[str, type[ApiModel]] = {
     "NotCancelable": NotCancelableBody,
     "GenerationEvent": GenerationEvent,
     "GenerationEventList": GenerationEventList,
+    "AccountEvent": AccountEvent,
+    "AccountEventList": AccountEventList,
     "WebhookSecret": WebhookSecret,
     "WebhookSubscription": WebhookSubscription,
 }

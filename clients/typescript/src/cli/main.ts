@@ -6,6 +6,7 @@ import type { Generation, GenerationStatus } from '../types.js';
 import { chooseApiKey, chooseBaseURL, readConfig } from './config-file.js';
 import { exitCodeOf, UsageError } from './exit-codes.js';
 import { table } from './format.js';
+import { listenCommand } from './listen-command.js';
 import { login } from './login.js';
 import { parseNumericOptions } from './options.js';
 import { runCommand, saveFiles, waitAndSave, type Io, type RunFlags } from './run-command.js';
@@ -19,6 +20,9 @@ export const usage = `gen: the Generation API from the command line
   gen get ID | gen wait ID | gen download ID [-o DIR] | gen cancel ID
   gen list [--status S[,S]] [--model M] [--limit N]
   gen credits
+  gen listen [--forward-to URL] [--events TYPE[,TYPE]]
+                                      follow the account's events; with --forward-to, POST each
+                                      to URL signed as a webhook is (try a receiver locally)
   gen login                           store an API key (typed unseen, or piped in) in the config file
 
 Options: --json (automatic when stdout is not a terminal), --jsonl (a line per status change),
@@ -42,6 +46,8 @@ const options = {
   status: { type: 'string' },
   model: { type: 'string' },
   limit: { type: 'string' },
+  'forward-to': { type: 'string' },
+  events: { type: 'string' },
   'api-key': { type: 'string' },
   'base-url': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
@@ -119,6 +125,9 @@ export async function main(argv: string[], io: Io, env: NodeJS.ProcessEnv = proc
       }
       case 'list':
         return await list(client, values, numbers.limit ?? 20, flags, io);
+      case 'listen':
+        if (rest.length > 0) throw new UsageError('gen listen [--forward-to URL] [--events TYPES]');
+        return await listenCommand(client, { ...values, json: flags.json || flags.jsonl }, io);
       default:
         throw new UsageError(`unknown command ${command}\n\n${usage}`);
     }

@@ -1,6 +1,10 @@
 export interface SseMessage {
   data?: string;
   retry?: number;
+  /** The message's `id` field (an event id, or the account stream's cursor). */
+  id?: string;
+  /** The message's `event` field (the event type). */
+  event?: string;
 }
 
 const lineEnd = /\r\n|\r|\n/;
@@ -26,7 +30,8 @@ export async function* sseMessages(body: ReadableStream<Uint8Array>): AsyncGener
         const line = buffer.slice(0, newline);
         buffer = buffer.slice(newline + (buffer.startsWith('\r\n', newline) ? 2 : 1));
         if (line === '') {
-          if (message.data !== undefined || message.retry !== undefined) yield message;
+          if (message.data !== undefined || message.retry !== undefined || message.id !== undefined)
+            yield message;
           message = {};
           continue;
         }
@@ -36,6 +41,8 @@ export async function* sseMessages(body: ReadableStream<Uint8Array>): AsyncGener
         const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
         if (field === 'data') message.data = message.data === undefined ? value : `${message.data}\n${value}`;
         else if (field === 'retry' && /^\d+$/.test(value)) message.retry = Number(value);
+        else if (field === 'id' && !value.includes('\0')) message.id = value;
+        else if (field === 'event') message.event = value;
       }
       if (chunk.done) return; // an unfinished message is dropped, as EventSource does
     }
