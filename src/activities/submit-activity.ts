@@ -129,9 +129,16 @@ export function createSubmitActivities(deps: SubmitDeps) {
       const from = position > 0 ? start.routes?.[position - 1]?.provider : undefined;
       if (from) metrics.failover(start.model, from, providerName);
     };
-    /** Records the job and the route's accepted attempt. */
-    const recordJob = async (jobId: string) => {
-      if (await recordSubmittedJob(db, generationId, jobId, routeOf)) counted('accepted');
+    /** Records the job and the route's accepted attempt, while this attempt holds the claim on this route. */
+    const recordJob = async (jobId: string): Promise<string> => {
+      if (await recordSubmittedJob(db, generationId, jobId, routeOf, attempt)) {
+        counted('accepted');
+        return jobId;
+      }
+      const recorded = (await submissionState(db, generationId)).jobId;
+      // Not this attempt's to record (its claim taken over, its route left): the holder's job stands.
+      if (recorded === null) throw notHoldingClaim();
+      return recorded;
     };
     /** This route proved it does not take the job: its end recorded and the claim moved on, then the workflow is told. */
     const moveOn = async (reason: string): Promise<never> => {
@@ -155,11 +162,7 @@ export function createSubmitActivities(deps: SubmitDeps) {
       const found = await lookUp(provider, token).finally(() =>
         markCreateAnswered(db, generationId, attempt),
       );
-      if (found.found === true) {
-        const jobId = jobReference(providerName, found.jobId);
-        await recordJob(jobId);
-        return { jobId };
-      }
+      if (found.found === true) return { jobId: await recordJob(jobReference(providerName, found.jobId)) };
       if (found.found === 'unknown')
         throw ApplicationFailure.nonRetryable(
           'An earlier submit may have reached the provider, which cannot say.',
@@ -183,9 +186,7 @@ export function createSubmitActivities(deps: SubmitDeps) {
       if (!(await markCreateSent(db, generationId, attempt, windowMs, providerName))) throw claimLost;
       sent = true;
       const accepted = await prepared.send();
-      const jobId = jobReference(providerName, accepted.jobId);
-      await recordJob(jobId);
-      return { jobId };
+      return { jobId: await recordJob(jobReference(providerName, accepted.jobId)) };
     } catch (error) {
       if (isRouteNotAccepted(error)) throw error;
       // The provider's own proof that it did not take the job (classified by its adapter): the next route.

@@ -11,8 +11,9 @@ export interface AuthPluginOptions {
 /**
  * Authenticates every route not marked `config: { public: true }` (and unknown routes, through
  * the `authenticate` it decorates the app with, which the errors plugin calls), in the order the
- * spec implies: the limits first (limitsPlugin: a blocked address is refused whatever its key),
- * then the key (401), the account (403), and the key's request budget (429). Every request made
+ * spec implies (limitsPlugin): a failed authentication from an address over its limit is 429, else
+ * 401; a recognised key of an account that may not call is 403; a valid key meets its request budget
+ * (429), whatever others failed from its address. Every request made
  * with a recognised key is written to the request log, rejected ones too, so the key is resolved
  * even for a blocked address; `logRequest` (decorated too) writes answers given outside Fastify's
  * hooks. Registered after limitsPlugin, whose `callerLimits` it asks.
@@ -58,8 +59,8 @@ export const authPlugin = fp<AuthPluginOptions>(
       next: (error?: Error) => void,
     ): void {
       // The key is resolved even when the address is blocked, so that a refused request made with a
-      // key still goes to its account's request log (the spec's rule 12); the answer is the same
-      // whatever the key. A request the limits refuse never reaches a route, so its principal is unread.
+      // key still goes to its account's request log (the spec's rule 12), and a valid key is let
+      // through. A request the limits refuse never reaches a route, so its principal is unread.
       request.recognisedKey = outcome.ok ? outcome.principal : outcome.recognised;
       request.principal = outcome.ok ? outcome.principal : null;
       app.callerLimits.judge(request, reply, outcome, next);

@@ -26,10 +26,12 @@ export interface CallerLimits {
   /** Set while this process's budget of failed lookups is spent: the refusal of a key that would need a query. */
   lookupRefusal(): ApiError | undefined;
   /**
-   * Judges an authenticated (or refused) request against the limits, in the spec's order: an
-   * address over its failed-authentication limit is refused first (429, even with a good key, so
-   * guessing cannot go on), then the authentication's own error (401, 403), then the key's request
-   * budget (429, with the x-ratelimit-* headers). Calls `done` with the error to answer with, if any.
+   * Judges an authenticated (or refused) request against the limits. A failed authentication (401)
+   * from an address over its failed-authentication limit is answered 429, counting nothing; else it
+   * is counted and answered 401. A key that authenticates is never refused for its address's failures
+   * (the customers behind one shared address are not locked out by one client that keeps failing):
+   * it meets its own request budget (429, with the x-ratelimit-* headers); a recognised key refused for
+   * its account's state (403) gets that answer. Calls `done` with the error to answer with, if any.
    */
   judge(
     request: FastifyRequest,
@@ -55,7 +57,6 @@ export const limitsPlugin = fp<LimitsPluginOptions>(
     const processFailures = new FixedWindowCounter(options.failedAuth.perProcessPerMinute);
 
     const afterKeyCheck = (reply: FastifyReply, verdict: KeyVerdict): ApiError | undefined => {
-      if (verdict.blocked) return blockedError(verdict);
       reply.header('x-ratelimit-limit', limitHeader);
       reply.header('x-ratelimit-remaining', String(verdict.remaining));
       reply.header('x-ratelimit-reset', String(verdict.retryAfterSeconds));
@@ -72,15 +73,16 @@ export const limitsPlugin = fp<LimitsPluginOptions>(
       // One call to the limits per request; callback style, so that limits counted in memory
       // answer without allocating a promise.
       judge(request, reply, outcome, done) {
-        const subject = failedAuthSubject(request.ip, ipv6PrefixLength);
         if (outcome.ok) {
-          const verdict = limits.checkKey(subject, outcome.principal.keyId);
+          const verdict = limits.checkKey(outcome.principal.keyId);
           if (verdict instanceof Promise) verdict.then((v) => done(afterKeyCheck(reply, v)), done);
           else done(afterKeyCheck(reply, verdict));
           return;
         }
-        if (outcome.lookedUp && outcome.countsAsFailedAuth) processFailures.hit('process');
-        const verdict = limits.checkFailure(subject, outcome.countsAsFailedAuth);
+        // Not a failed authentication (an account's 403, a lookup refused for the process's budget).
+        if (!outcome.countsAsFailedAuth) return done(outcome.error);
+        if (outcome.lookedUp) processFailures.hit('process');
+        const verdict = limits.checkFailure(failedAuthSubject(request.ip, ipv6PrefixLength));
         if (verdict instanceof Promise) verdict.then((v) => done(blockedError(v) ?? outcome.error), done);
         else done(blockedError(verdict) ?? outcome.error);
       },
@@ -91,8 +93,8 @@ export const limitsPlugin = fp<LimitsPluginOptions>(
   { name: 'api-limits', fastify: '5.x' },
 );
 
-/** The refusal of an address over its failed-authentication limit, whatever key it sent. */
-function blockedError(verdict: FailureVerdict | KeyVerdict): ApiError | undefined {
+/** The refusal of a failed authentication from an address over its limit. */
+function blockedError(verdict: FailureVerdict): ApiError | undefined {
   if (!verdict.blocked) return undefined;
   const message = 'Too many failed authentication attempts from this address. Try again later.';
   return new ApiError('rate_limited', message, { retryAfterSeconds: verdict.retryAfterSeconds });

@@ -13,8 +13,8 @@ const lastEventIdParameter = {
   in: 'header',
   required: false,
   description:
-    'Resume after this event: only later events are sent. EventSource sends it itself when it reconnects.',
-  schema: { type: 'string', pattern: '^[0-9]{1,9}$' },
+    'Resume after this event: only later events are sent. EventSource sends it itself when it reconnects. An empty value is read as if the header were absent: from the first event. Anything but empty or a whole number of 1 to 9 digits is a 400 `invalid_request` with an issue on `Last-Event-ID`.',
+  schema: { type: 'string', pattern: '^([0-9]{1,9})?$' },
 };
 
 const eventsOperationDescription = [

@@ -195,9 +195,11 @@ export const webhookSubscriptionSchema = z
   .object({
     url: z
       .string()
+      .min(1)
       .max(2048)
+      .regex(/^[Hh][Tt][Tt][Pp][Ss]:\/\/[^/?#\\@\s]+(?:[/?#\\].*)?$/)
       .describe(
-        'An https URL at a public address (no credentials in it), checked at the request (400) and again at each delivery.',
+        'An HTTPS URL (`https://`) of at most 2,048 characters (Unicode code points), without credentials (no `user:password@`), whose host is at a public internet address: an IP address that is public, or a name that resolves only to public addresses. Anything else is a 400 `invalid_request` with an issue on `webhook.url`. Checked at the request and again at each delivery (DNS can change). This is the rule of a production server; a development server (`npm start`) may take more, and says so when it starts.',
       ),
     events: z
       .array(z.enum(generationEventTypes))

@@ -94,19 +94,17 @@ export class FixedWindowCounter {
 /** The spec's limit on failed authentications: 20 per minute per client address. */
 export const FAILED_AUTH_LIMIT_PER_MINUTE = 20;
 
-/** The address is over its failed-authentication limit: every request from it is refused, nothing counted. */
+/** The address is over its failed-authentication limit: a failed attempt from it is refused, nothing counted. */
 interface Blocked {
   blocked: true;
   retryAfterSeconds: number;
 }
 /** One request counted against its key's budget. */
-interface Counted {
-  blocked: false;
+export interface KeyVerdict {
   allowed: boolean;
   remaining: number;
   retryAfterSeconds: number;
 }
-export type KeyVerdict = Blocked | Counted;
 export type FailureVerdict = Blocked | { blocked: false };
 
 /**
@@ -114,15 +112,22 @@ export type FailureVerdict = Blocked | { blocked: false };
  * authentications per client address, and requests per API key. An answer may be synchronous (in
  * memory) or a promise (Redis), and never rejects: a store that cannot be reached answers from
  * memory instead (see RedisAuthLimits).
+ *
+ * The failed-authentication limit holds back failed attempts only: a key that authenticates is
+ * counted against its own budget wherever it comes from, so that the customers behind one shared
+ * address (a company's NAT, a cloud NAT gateway) are not locked out by one client that keeps failing.
+ * Keys carry about 190 bits: the limit is there against load and noise, not against guessing.
  */
 export interface AuthLimits {
-  // `ip` below is whom the failed-authentication limit counts: the address, or an IPv6 client's
-  // network (failedAuthSubject); the auth plugin works it out, so that every store counts alike.
   readonly requestsPerKey: number;
-  /** A request whose key was accepted: refused if `ip` is blocked, else one request counted against `keyId`. */
-  checkKey(ip: string, keyId: string): KeyVerdict | Promise<KeyVerdict>;
-  /** A request whose key was not: refused if `ip` is blocked, else one failure counted if `counts`. */
-  checkFailure(ip: string, counts: boolean): FailureVerdict | Promise<FailureVerdict>;
+  /** A request whose key was accepted: one request counted against `keyId`, whatever its address's failures. */
+  checkKey(keyId: string): KeyVerdict | Promise<KeyVerdict>;
+  /**
+   * A failed authentication: refused if `ip` is over its limit (counting nothing), else counted. `ip`
+   * is whom the limit counts: the address, or an IPv6 client's network (failedAuthSubject); the
+   * callers work it out, so that every store counts alike.
+   */
+  checkFailure(ip: string): FailureVerdict | Promise<FailureVerdict>;
   close(): Promise<void>;
 }
 
@@ -142,22 +147,14 @@ export class MemoryAuthLimits implements AuthLimits {
     this.requests = new FixedWindowCounter(requestsPerKey, 60_000, now);
   }
 
-  checkKey(ip: string, keyId: string): KeyVerdict {
-    const block = this.failures.exhausted(ip);
-    if (block.exhausted) return { blocked: true, retryAfterSeconds: block.retryAfterSeconds };
-    const hit = this.requests.hit(keyId);
-    return {
-      blocked: false,
-      allowed: hit.allowed,
-      remaining: hit.remaining,
-      retryAfterSeconds: hit.retryAfterSeconds,
-    };
+  checkKey(keyId: string): KeyVerdict {
+    return this.requests.hit(keyId);
   }
 
-  checkFailure(ip: string, counts: boolean): FailureVerdict {
+  checkFailure(ip: string): FailureVerdict {
     const block = this.failures.exhausted(ip);
     if (block.exhausted) return { blocked: true, retryAfterSeconds: block.retryAfterSeconds };
-    if (counts) this.failures.hit(ip);
+    this.failures.hit(ip);
     return notBlocked;
   }
 

@@ -10,15 +10,15 @@ import {
 } from './rate-limit.js';
 
 /**
- * The checks of one batch, atomically and in order: for each, refuse if the address is over its
- * failed-authentication limit (counting nothing), else add one to the counter asked for, starting its
- * window (PEXPIRE) on the first hit: the same fixed windows as MemoryAuthLimits, a window ending a
- * minute after its first hit.
+ * The checks of one batch, atomically and in order: each adds one to the counter it names, starting
+ * its window (PEXPIRE) on the first hit: the same fixed windows as MemoryAuthLimits, a window ending a
+ * minute after its first hit. A failed authentication's check is first refused if its address is over
+ * its limit (counting nothing); a key's request is counted whatever its address's failures.
  *
  * Check i: KEYS[2i-1] its address's failed authentications, KEYS[2i] the counter to add one to;
- * ARGV[2+i] '1' to count, '0' to only check. ARGV[1]: the failed-authentication limit; ARGV[2]: the
- * window (ms). Returns, per check, {-1, ms left of the block} or {count after the hit, ms left of its
- * window} ({0, 0} if not counting), flattened.
+ * ARGV[2+i] '1' to refuse a blocked address first, '0' to count without that check. ARGV[1]: the
+ * failed-authentication limit; ARGV[2]: the window (ms). Returns, per check, {-1, ms left of the
+ * block} or {count after the hit, ms left of its window}, flattened.
  *
  * Each key is read once per batch and written once at the end (INCRBY what the batch added): a busy
  * key's or address's checks cost one GET and one PTTL per batch, not three calls per request. The
@@ -41,13 +41,14 @@ local out = {}
 for i = 1, #KEYS / 2 do
   local failures = KEYS[2 * i - 1]
   local counter = KEYS[2 * i]
-  load(failures)
-  if value[failures] >= limit then
+  local refuse = false
+  if ARGV[2 + i] == '1' then
+    load(failures)
+    refuse = value[failures] >= limit
+  end
+  if refuse then
     out[2 * i - 1] = -1
     out[2 * i] = ttl[failures]
-  elseif ARGV[2 + i] ~= '1' then
-    out[2 * i - 1] = 0
-    out[2 * i] = 0
   else
     load(counter)
     value[counter] = value[counter] + 1
@@ -85,7 +86,8 @@ interface RedisAuthLimitsOptions {
 interface PendingCheck {
   failuresKey: string;
   counterKey: string;
-  count: '0' | '1';
+  /** '1': refused if the address is over its failed-authentication limit; '0': counted regardless. */
+  refuseBlocked: '0' | '1';
   settle(reply: [number, number] | null): void;
 }
 
@@ -159,19 +161,18 @@ export class RedisAuthLimits implements AuthLimits {
     return limits;
   }
 
-  checkKey(ip: string, keyId: string): KeyVerdict | Promise<KeyVerdict> {
-    if (!this.usable()) return this.local.checkKey(ip, keyId);
+  checkKey(keyId: string): KeyVerdict | Promise<KeyVerdict> {
+    if (!this.usable()) return this.local.checkKey(keyId);
+    const counterKey = `ratelimit:key:${keyId}`;
     return new Promise((resolve) =>
       this.enqueue({
-        failuresKey: failuresKey(ip),
-        counterKey: `ratelimit:key:${keyId}`,
-        count: '1',
+        failuresKey: counterKey, // not read: a key's request is not refused for its address's failures
+        counterKey,
+        refuseBlocked: '0',
         settle: (reply) => {
-          if (!reply) return resolve(this.local.checkKey(ip, keyId));
+          if (!reply) return resolve(this.local.checkKey(keyId));
           const [count, ttl] = reply;
-          if (count < 0) return resolve({ blocked: true, retryAfterSeconds: seconds(ttl) });
           resolve({
-            blocked: false,
             allowed: count <= this.requestsPerKey,
             remaining: Math.max(0, this.requestsPerKey - count),
             retryAfterSeconds: seconds(ttl),
@@ -181,16 +182,16 @@ export class RedisAuthLimits implements AuthLimits {
     );
   }
 
-  checkFailure(ip: string, counts: boolean): FailureVerdict | Promise<FailureVerdict> {
-    if (!this.usable()) return this.local.checkFailure(ip, counts);
+  checkFailure(ip: string): FailureVerdict | Promise<FailureVerdict> {
+    if (!this.usable()) return this.local.checkFailure(ip);
     const key = failuresKey(ip);
     return new Promise((resolve) =>
       this.enqueue({
         failuresKey: key,
         counterKey: key,
-        count: counts ? '1' : '0',
+        refuseBlocked: '1',
         settle: (reply) => {
-          if (!reply) return resolve(this.local.checkFailure(ip, counts));
+          if (!reply) return resolve(this.local.checkFailure(ip));
           const [count, ttl] = reply;
           resolve(count < 0 ? { blocked: true, retryAfterSeconds: seconds(ttl) } : { blocked: false });
         },
@@ -224,7 +225,7 @@ export class RedisAuthLimits implements AuthLimits {
     const counts: string[] = [];
     for (const check of batch) {
       keys.push(check.failuresKey, check.counterKey);
-      counts.push(check.count);
+      counts.push(check.refuseBlocked);
     }
     this.client.authLimitsCheck(keys.length, ...keys, FAILED_AUTH_LIMIT_PER_MINUTE, windowMs, ...counts).then(
       (reply) => {

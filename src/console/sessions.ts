@@ -47,36 +47,35 @@ export class ConsoleSessions {
 
   /**
    * `subject` is whom the failed-authentication limit counts (the client's address, or its IPv6
-   * network: RouteDeps.clientSubject). A good key signs in only as the API would answer it: not from
-   * a blocked subject, and not past the key's own rate limit, on which the sign-in counts as a request.
+   * network: RouteDeps.clientSubject). A key is judged as the API would answer it: a good one signs
+   * in unless past its own rate limit, on which the sign-in counts as a request, whatever others failed
+   * from its address; a failed attempt from a subject over its limit is refused (429).
    */
   async signInWithKey(presented: string, subject: string): Promise<SignIn> {
     const outcome = await this.deps.authenticator.authenticate({ key: presented.trim() });
     if (outcome.ok) {
-      const refused = refusalOf(
-        await this.deps.limits.checkKey(subject, outcome.principal.keyId),
-        this.deps.limits,
-      );
+      const refused = refusalOf(await this.deps.limits.checkKey(outcome.principal.keyId), this.deps.limits);
       return refused ?? this.open(outcome.principal.accountId, outcome.principal.keyId);
     }
-    const verdict = await this.deps.limits.checkFailure(subject, outcome.countsAsFailedAuth);
-    if (verdict.blocked) return blocked(verdict.retryAfterSeconds);
+    if (outcome.countsAsFailedAuth) {
+      const verdict = await this.deps.limits.checkFailure(subject);
+      if (verdict.blocked) return blocked(verdict.retryAfterSeconds);
+    }
     return { ok: false, status: outcome.error.status, message: outcome.error.message };
   }
 
   /**
-   * A one-time link (admin console-link): used once, then its key is judged like a pasted one. A
-   * blocked subject is refused before the link is looked at; a link refused by its key's rate
-   * limit is not used up (the redemption is rolled back).
+   * A one-time link (admin console-link): used once, then its key is judged like a pasted one: a
+   * link that works signs in whatever others failed from its subject, an unknown, used or expired one
+   * is a failed attempt (429 from a subject over its limit). A link refused by its key's rate limit is
+   * not used up (the redemption is rolled back).
    */
   async signInWithLink(token: string, subject: string): Promise<SignIn> {
-    const before = await this.deps.limits.checkFailure(subject, false);
-    if (before.blocked) return blocked(before.retryAfterSeconds);
     const redeemed = await this.deps.db
       .transaction(async (tx) => {
         const link = await redeemSignInLink(tx, secretHash(token));
         if (!link) return null;
-        const refused = refusalOf(await this.deps.limits.checkKey(subject, link.apiKeyId), this.deps.limits);
+        const refused = refusalOf(await this.deps.limits.checkKey(link.apiKeyId), this.deps.limits);
         if (refused) throw new LinkRefused(refused);
         return link;
       })
@@ -85,7 +84,7 @@ export class ConsoleSessions {
         throw error;
       });
     if (redeemed === null) {
-      const verdict = await this.deps.limits.checkFailure(subject, true);
+      const verdict = await this.deps.limits.checkFailure(subject);
       if (verdict.blocked) return blocked(verdict.retryAfterSeconds);
       return { ok: false, status: 401, message: 'This sign-in link is unknown, used or expired.' };
     }
@@ -125,7 +124,6 @@ export class ConsoleSessions {
 
 /** The limiter's verdict on a good key, as a refusal (429), or null when it may sign in. */
 function refusalOf(verdict: KeyVerdict, limits: AuthLimits): SignIn | null {
-  if (verdict.blocked) return blocked(verdict.retryAfterSeconds);
   if (verdict.allowed) return null;
   return {
     ok: false,

@@ -172,6 +172,10 @@ export const mayHaveSent = sql.fragment`(submit_sent_at IS NOT NULL OR (submit_a
  * this call recorded it, and the route's attempt with it, for the metrics to count once). What the
  * generation shows is left alone: a generation sent to review meanwhile stays in review, for
  * support to resolve (with this job id at hand); its workflow waits for that.
+ *
+ * With a route, only while `attempt` holds the submit claim and the claim is still on that route's
+ * plan position: a late attempt whose claim was taken over, or whose route was left (the workflow has
+ * moved on to the next), records nothing over what the claim's holder does.
  */
 export async function recordSubmittedJob(
   db: CommonQueryMethods,
@@ -179,6 +183,8 @@ export async function recordSubmittedJob(
   jobId: string,
   /** The route that took it: recorded as its attempt (route_attempts), and as the generation's provider. */
   route?: { position: number; route: number; provider: string },
+  /** The submit attempt that sent the create (its claim, see claimSubmit). */
+  attempt?: string,
 ): Promise<boolean> {
   if (!route) {
     const updated = await db.query(sql.unsafe`
@@ -190,7 +196,8 @@ export async function recordSubmittedJob(
     WITH recorded AS (
       UPDATE generations SET provider_job_id = ${jobId}, provider = ${route.provider},
         submit_awaiting_until = NULL, updated_at = now()
-      WHERE id = ${generationId} AND provider_job_id IS NULL
+      WHERE id = ${generationId} AND provider_job_id IS NULL AND route_position = ${route.position}
+        ${attempt === undefined ? sql.fragment`` : sql.fragment`AND submit_claim = ${attempt}`}
       RETURNING id
     )
     INSERT INTO route_attempts (generation_id, position, route, provider, provider_job_id, outcome)

@@ -21,6 +21,7 @@ import {
 } from './generation-request.js';
 import type { ProviderName } from '../catalog/provider-mapping.js';
 import { refusalWhileDown } from './provider-availability.js';
+import { quoteOf } from './quote.js';
 import { routePlanOf } from './route-plan.js';
 import { startGeneration, type StartGenerationDeps, type StartOutcome } from './start-generation.js';
 import { checkWebhook, type WebhookSettings } from './webhook-request.js';
@@ -127,6 +128,7 @@ export async function admitGeneration(
         webhook: { ...hook.webhook, retryDelaysMs: deps.webhooks?.retryDelaysMs ?? [] },
       }),
       routes: routing.plan,
+      credits: quoteOf(body),
     },
     {
       // A retry of an accepted request is answered with its generation even while the provider is

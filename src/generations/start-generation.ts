@@ -35,6 +35,8 @@ interface CheckedRequest {
   webhook?: GenerationStart['webhook'];
   /** The routes to try, in order (see routePlanOf); absent: the model's one route. */
   routes?: GenerationStart['routes'];
+  /** The price quoted now (what admission debits if it accepts), for an answer given without it. */
+  credits?: number;
 }
 
 /**
@@ -121,7 +123,10 @@ export async function startGeneration(
   } catch (error) {
     // Without a key no retry can meet this generation: it must not be charged behind a 503.
     if (request.idempotencyKey !== null || !(error instanceof ApiError)) throw error;
-    return answerUnanswered(deps.db, start, error);
+    // Should admission have decided first, unread: as it makes a generation it accepts, at the price quoted.
+    const accepted = { outcome: 'accepted' as const, credits: request.credits ?? 0 };
+    const assumed = asAdmitted(request, { generationId, admission: accepted }, stored.input, start.createdAt);
+    return answerUnanswered(deps.db, start, error, assumed);
   }
   // Another generation (the key's) is known from its record when one was read. Without one it was
   // admitted by a request sent at about the same time, with this body: the same stored input
@@ -153,7 +158,7 @@ function outcomeOf(
  */
 function asAdmitted(
   request: CheckedRequest,
-  admitted: AdmitResult,
+  admitted: Pick<AdmitResult, 'generationId' | 'admission'>,
   input: Record<string, unknown> | null,
   createdAt: string,
 ): GenerationRow {

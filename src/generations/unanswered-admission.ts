@@ -1,7 +1,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { CommonQueryMethods } from 'slonik';
 import { recordUnanswered } from '../db/admission-repository.js';
-import { getGeneration } from '../db/generation-reads.js';
+import { getGeneration, type GenerationRow } from '../db/generation-reads.js';
 import type { ApiError } from '../errors.js';
 import type { GenerationStart } from '../workflows/generation-types.js';
 import type { StartOutcome } from './start-types.js';
@@ -13,14 +13,18 @@ import type { StartOutcome } from './start-types.js';
  * its generation is recorded refused `service_unavailable` (listed, named by the 503's request id),
  * and admission, finding that row, debits nothing and the run ends; or admission decided first, and
  * the request is answered with that decision after all: 202 with the debited generation (still
- * queued if its handover was slow), or admission's own refusal. When PostgreSQL cannot be reached
- * in three tries, `failure` stands: the one case left where the request may yet be charged (should
- * admission reach PostgreSQL later, within its horizon), as before this existed.
+ * queued if its handover was slow), or admission's own refusal. When admission decided first but
+ * its generation cannot be read in three tries, the request is answered 202 with what is known
+ * (`assumed`: the generation exists, as admission makes it when it accepts), never a 503 a client
+ * would answer by sending it again and paying twice; its GET tells how admission decided. When
+ * PostgreSQL cannot be written in three tries, `failure` stands: the one case left where the request
+ * may yet be charged (should admission reach PostgreSQL later, within its horizon).
  */
 export async function answerUnanswered(
   db: CommonQueryMethods,
   start: GenerationStart,
   failure: ApiError,
+  assumed: GenerationRow,
 ): Promise<StartOutcome> {
   const { generationId, inputPrefix } = start;
   const error = {
@@ -45,7 +49,7 @@ export async function answerUnanswered(
   // Its stored images (inputPrefix) are the caller's to delete: this request will never run.
   if (gaveUp) return { outcome: 'rejected', generationId, error, inputPrefix };
   const row = await persistently(() => getGeneration(db, start.accountId, generationId));
-  if (!row) throw failure;
+  if (!row) return { outcome: 'admitted', generationId, known: assumed };
   if (row.status === 'rejected' && row.error)
     return { outcome: 'rejected', generationId, error: row.error, inputPrefix };
   return { outcome: 'admitted', generationId, known: row };

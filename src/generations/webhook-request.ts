@@ -48,7 +48,7 @@ export async function checkWebhook(value: unknown, rules: WebhookCheckRules): Pr
   const issues: ValidationIssue[] = Object.keys(rest).map((key) =>
     issue(`webhook.${key}`, 'Unknown field.', 'unrecognized_keys'),
   );
-  if (typeof url !== 'string' || url.length === 0 || url.length > 2048)
+  if (typeof url !== 'string' || url.length === 0 || codePoints(url) > 2048)
     issues.push(issue('webhook.url', 'Expected an https URL of at most 2048 characters.', 'invalid_type'));
   else {
     const problem = await urlProblem(url, rules);
@@ -108,4 +108,12 @@ async function urlProblem(value: string, rules: WebhookCheckRules): Promise<stri
       ? loopbackOnly
       : 'Its host is not at a public address; deliveries go to public HTTPS URLs only.';
   return null;
+}
+
+/** A string's length in Unicode code points, as JSON Schema's maxLength counts it (the OpenAPI document's). */
+function codePoints(text: string): number {
+  if (text.length > 8192) return text.length; // more than 2048 whatever it holds: not walked
+  let count = 0;
+  for (const _ of text) count += 1;
+  return count;
 }

@@ -1,4 +1,4 @@
-import { Agent, fetch, type FormData, type Response } from 'undici';
+import { Agent, buildConnector, fetch, type FormData, type Response } from 'undici';
 import {
   notAccepted,
   ProviderRejection,
@@ -13,11 +13,14 @@ import {
  * (and bill) a second job. The workflow's retry policies do the retrying, knowing what was sent.
  *
  * How a failed call is read:
- * - the connection was never made (refused, no such host, connect timeout): nothing left us →
- *   transient;
+ * - the connection was never made (refused, no such host, unreachable, connect timeout, a failed
+ *   TLS handshake: the connector's own failure, see `connect`): nothing left us → transient. The
+ *   same error codes on a connection that was made (EHOSTUNREACH on a reused keep-alive connection,
+ *   say) come after the request may have been written: a create's fate is then uncertain;
  * - 429 (and 503 with Retry-After on a read) → transient, after the Retry-After the provider gave;
  *   a create refused so, or never connected, proves the job not accepted (provesNotAccepted), as
- *   do the 5xx statuses an adapter names (`notAcceptedStatuses`: what its provider documents);
+ *   does an answer the adapter reads as its provider's own refusal (`ownRefusal`: what its provider
+ *   documents, told apart from a proxy's page saying the same status);
  * - 401/403 → transient: the provider refuses *our* credentials; the input is not at fault and an
  *   operator can fix the key while the step retries;
  * - other 4xx on a create → rejection (the input is wrong; nothing ran);
@@ -44,15 +47,33 @@ export interface ProviderAnswer {
   body: unknown;
 }
 
-/** Connection errors that mean the request never reached the provider. */
-const notConnected = new Set([
-  'ECONNREFUSED',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'UND_ERR_CONNECT_TIMEOUT',
-]);
+/**
+ * Errors of connections that were never made, as the connector reported them: a request that fails
+ * with one of these was never written (undici hands the connector's error to the requests waiting
+ * for that connection). An error of a connection that was made, whatever its code, is not here.
+ */
+const connectFailures = new WeakSet<object>();
+const defaultConnector = buildConnector({});
+/** undici's own connector (the same defaults as an Agent's), marking the errors of connections it could not make. */
+const connect: buildConnector.connector = (options, callback) =>
+  defaultConnector(options, (error, socket) => {
+    if (error) {
+      connectFailures.add(error);
+      callback(error, null);
+    } else callback(null, socket);
+  });
+
+/** Whether the call failed because its connection was never made (see connectFailures). */
+function neverConnected(error: unknown): boolean {
+  for (let e = error, depth = 0; e && typeof e === 'object' && depth < 4; depth++) {
+    if (connectFailures.has(e)) return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+/** Whether a create's answer is the provider's own proof that it did not take the job. */
+export type NotAcceptedAnswer = (answer: ProviderAnswer) => boolean;
 
 /**
  * Makes one call. Resolves with any 2xx answer (and, for reads, with 404 and other 4xx answers the
@@ -65,10 +86,11 @@ export async function callProvider(
   call: ProviderCall,
   acceptStatuses: readonly number[] = [],
   /**
-   * 5xx statuses this provider documents as "not accepted" on a create (the job was not taken and
-   * is not billed): a transient failure that proves it (provesNotAccepted), not an uncertain one.
+   * A 5xx answer this provider documents as "not accepted" on a create (the job was not taken and
+   * is not billed), as its own answer (its error body or headers, not a proxy's page with the same
+   * status): a transient failure that proves it (provesNotAccepted), not an uncertain one.
    */
-  notAcceptedStatuses: readonly number[] = [],
+  ownRefusal: NotAcceptedAnswer = () => false,
 ): Promise<ProviderAnswer> {
   let response: Response;
   try {
@@ -96,7 +118,8 @@ export async function callProvider(
   const body = parseJson(text);
   if ((response.status >= 200 && response.status < 300) || acceptStatuses.includes(response.status))
     return { status: response.status, headers: response.headers, body };
-  throw refusal(provider, kind, response.status, response.headers, body ?? text, notAcceptedStatuses);
+  const answer = { status: response.status, headers: response.headers, body };
+  throw refusal(provider, kind, answer, body ?? text, ownRefusal);
 }
 
 /**
@@ -109,7 +132,7 @@ const dispatchers = new Map<number, Agent>();
 function dispatcherFor(timeoutMs: number): Agent {
   let agent = dispatchers.get(timeoutMs);
   if (!agent) {
-    agent = new Agent({ headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+    agent = new Agent({ headersTimeout: timeoutMs, bodyTimeout: timeoutMs, connect });
     dispatchers.set(timeoutMs, agent);
   }
   return agent;
@@ -117,7 +140,7 @@ function dispatcherFor(timeoutMs: number): Agent {
 
 function unanswered(provider: string, kind: CallKind, error: unknown, timeoutMs: number): Error {
   const code = errorCode(error);
-  if (notConnected.has(code))
+  if (neverConnected(error))
     return notAccepted(
       new ProviderTransientError(`${provider} could not be reached (${code}); nothing was sent`),
     );
@@ -133,11 +156,11 @@ function unanswered(provider: string, kind: CallKind, error: unknown, timeoutMs:
 function refusal(
   provider: string,
   kind: CallKind,
-  status: number,
-  headers: Headers,
+  answer: ProviderAnswer,
   body: unknown,
-  notAcceptedStatuses: readonly number[],
+  ownRefusal: NotAcceptedAnswer,
 ): Error {
+  const { status, headers } = answer;
   const detail = safeProviderMessage(errorText(body));
   const said = detail ? `: ${detail}` : '';
   if (status === 429) {
@@ -148,7 +171,7 @@ function refusal(
     // A create refused with 429 was not taken: no provider bills a throttled request.
     return kind === 'create' ? notAccepted(throttled) : throttled;
   }
-  if (kind === 'create' && notAcceptedStatuses.includes(status))
+  if (kind === 'create' && status >= 500 && ownRefusal(answer))
     return notAccepted(
       new ProviderTransientError(
         `${provider} refused the create (HTTP ${status})${said}; it did not take the job`,

@@ -3,7 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { admitGeneration } from '../../src/activities/admission.js';
 import { createGenerationActivities } from '../../src/activities/generation-activities.js';
-import { claimSubmit } from '../../src/db/provider-submissions.js';
+import { claimSubmit, recordSubmittedJob, submissionState } from '../../src/db/provider-submissions.js';
+import { endRoute } from '../../src/db/route-attempts.js';
 import type { Provider, ProviderJob } from '../../src/providers/provider.js';
 import { LocalStorage } from '../../src/storage/storage.js';
 import { createPaidAccount, type TestAccount } from '../support/api.js';
@@ -77,5 +78,23 @@ describe('the catalog entry a submission uses', () => {
     } finally {
       await setLongEdge(2048);
     }
+  });
+
+  it('a job is recorded only by the claim’s holder, on the route the claim is on (issue 35, item 5)', async () => {
+    const start = generationStart(account, 'a late create');
+    expect((await admitGeneration(db.pool, start, 10)).outcome).toBe('accepted');
+    const id = start.generationId;
+    const fal = { position: 0, route: 0, provider: 'fal' };
+    expect(await claimSubmit(db.pool, id, 'att_first', null, 60_000, 0)).toMatchObject({ mine: true });
+    // Route 0 is left (its end recorded by the holder): a job its create still brings back is not recorded.
+    expect(await endRoute(db.pool, id, 'att_first', { ...fal, reason: 'test: refused' })).toBe(true);
+    expect(await recordSubmittedJob(db.pool, id, 'fal:late-job', fal, 'att_first')).toBe(false);
+    expect((await submissionState(db.pool, id)).jobId).toBeNull();
+    // Route 1, claimed by another attempt: only that attempt records its job.
+    const replicate = { position: 1, route: 1, provider: 'replicate' };
+    expect(await claimSubmit(db.pool, id, 'att_second', null, 60_000, 1)).toMatchObject({ mine: true });
+    expect(await recordSubmittedJob(db.pool, id, 'replicate:stray', replicate, 'att_first')).toBe(false);
+    expect(await recordSubmittedJob(db.pool, id, 'replicate:job', replicate, 'att_second')).toBe(true);
+    expect((await submissionState(db.pool, id)).jobId).toBe('replicate:job');
   });
 });

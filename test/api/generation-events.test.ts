@@ -101,6 +101,9 @@ describe('GET /v1/generations/{id}/events', () => {
     expect(body.data.map((e) => e.id)).toEqual([1, 2, 3]);
     const after = await fetch(eventsUrl(id), { headers: { ...bearer(account.key), 'last-event-id': '2' } });
     expect(generationEventListSchema.parse(await after.json()).data.map((e) => e.id)).toEqual([3]);
+    // Empty, as a client sends it before it has seen an event: read as absent, from the first event.
+    const empty = await fetch(eventsUrl(id), { headers: { ...bearer(account.key), 'last-event-id': '' } });
+    expect(generationEventListSchema.parse(await empty.json()).data.map((e) => e.id)).toEqual([1, 2, 3]);
     const bad = await fetch(eventsUrl(id), { headers: { ...bearer(account.key), 'last-event-id': 'x' } });
     expect(bad.status).toBe(400);
     expect(await bad.json()).toMatchObject({

@@ -237,4 +237,67 @@ describe('GET /v1/models, GET /v1/credits and GET /v1/openapi.json', () => {
       expect([name, raw, response.statusCode === 200], response.body).toEqual([name, raw, published]);
     }
   });
+
+  it('openapi.json: webhook.url and Last-Event-ID are described as the server reads them (issue 35, item 6)', async () => {
+    const doc = (await api.app.inject({ method: 'GET', url: '/v1/openapi.json' })).json();
+    const ajv = new Ajv2019.default({ strict: false, unicodeRegExp: true });
+    const url = doc.components.schemas.WebhookSubscription.properties.url;
+    expect(url).toMatchObject({ type: 'string', minLength: 1, maxLength: 2048 });
+    expect(url.description).toMatch(/HTTPS/);
+    expect(url.description).toMatch(/2,048 characters/);
+    expect(url.description).toMatch(/public/);
+    // At a public address (what no schema can say, and the description does), a URL the schema
+    // takes is one the server takes (`true`); the schema may refuse what the server would still read
+    // (`https:///host`, which URL parsers read as `https://host`), never the other way round.
+    const base = 'https://93.184.215.14/';
+    const fill = (n: number, unit: string) => base + unit.repeat(n - base.length);
+    for (const [candidate, valid] of [
+      [base, true],
+      ['HTTPS://93.184.215.14/', true],
+      ['https://93.184.215.14', true],
+      ['https://93.184.215.14/a@b?c=d#e', true],
+      [fill(2048, 'a'), true],
+      [fill(2048, 'é'), true],
+      [fill(2048, '\u{1F600}'), true],
+      [fill(2049, 'a'), false],
+      [fill(2049, '\u{1F600}'), false],
+      ['', false],
+      ['http://93.184.215.14/', false],
+      ['ftp://93.184.215.14/', false],
+      ['https://user:secret@93.184.215.14/', false],
+      ['https://user@93.184.215.14/', false],
+      ['https:///93.184.215.14/', false],
+      ['https://', false],
+      ['not a url', false],
+    ] as const) {
+      const label = `${candidate.slice(0, 40)} (${[...candidate].length})`;
+      expect([label, ajv.validate(url, candidate)]).toEqual([label, valid]);
+      if (!valid) continue;
+      const response = await api.app.inject({
+        method: 'POST',
+        url: '/v1/generations/quote',
+        headers: bearer(account.key),
+        payload: { model: 'lumen-lite', prompt: 'a gate', webhook: { url: candidate } },
+      });
+      expect([label, response.statusCode], response.body).toEqual([label, 200]);
+    }
+
+    const lastEventId = doc.paths['/generations/{id}/events'].get.parameters.find(
+      (p: { name: string }) => p.name === 'Last-Event-ID',
+    );
+    expect(lastEventId.description).toMatch(/[Ee]mpty/);
+    // A header the schema takes is read (here: the unknown generation's 404), one it refuses is a 400.
+    for (const value of ['', '0', '7', '999999999', '1000000000', 'x', '-1', '1.5']) {
+      const published = ajv.validate(lastEventId.schema, value);
+      const response = await api.app.inject({
+        method: 'GET',
+        url: '/v1/generations/gen_doesnotexist/events',
+        headers: { ...bearer(account.key), 'last-event-id': value },
+      });
+      expect([value, response.statusCode === 404 ? 'read' : response.statusCode]).toEqual([
+        value,
+        published ? 'read' : 400,
+      ]);
+    }
+  });
 });

@@ -60,27 +60,20 @@ describe('failedAuthSubject', () => {
 });
 
 describe('MemoryAuthLimits', () => {
-  it('refuses a blocked address before counting anything against the key', () => {
+  it('refuses failed attempts past the limit until the window ends; a key that works is only counted', () => {
     let now = 1_000_000;
     const limits = new MemoryAuthLimits(3, 2, () => now);
-    expect(limits.checkKey('1.2.3.4', 'key_a')).toEqual({
-      blocked: false,
-      allowed: true,
-      remaining: 2,
-      retryAfterSeconds: 60,
-    });
-    // Failures that do not count (a disabled account, say) never block.
-    for (let i = 0; i < 5; i++) expect(limits.checkFailure('1.2.3.4', false)).toEqual({ blocked: false });
-    expect(limits.checkFailure('1.2.3.4', true)).toEqual({ blocked: false });
+    expect(limits.checkKey('key_a')).toEqual({ allowed: true, remaining: 2, retryAfterSeconds: 60 });
+    expect(limits.checkFailure('1.2.3.4')).toEqual({ blocked: false });
     now += 10_000;
-    expect(limits.checkFailure('1.2.3.4', true)).toEqual({ blocked: false });
-    expect(limits.checkFailure('1.2.3.4', false)).toEqual({ blocked: true, retryAfterSeconds: 50 });
-    expect(limits.checkKey('1.2.3.4', 'key_a')).toEqual({ blocked: true, retryAfterSeconds: 50 });
-    // The refused request spent none of the key's budget: from elsewhere it has 1 of 3 used.
-    expect(limits.checkKey('5.6.7.8', 'key_a')).toMatchObject({
-      blocked: false,
-      allowed: true,
-      remaining: 1,
-    });
+    expect(limits.checkFailure('1.2.3.4')).toEqual({ blocked: false });
+    // The third failure is refused, and so is every failure after it until the window ends...
+    expect(limits.checkFailure('1.2.3.4')).toEqual({ blocked: true, retryAfterSeconds: 50 });
+    expect(limits.checkFailure('1.2.3.4')).toEqual({ blocked: true, retryAfterSeconds: 50 });
+    expect(limits.checkFailure('5.6.7.8')).toEqual({ blocked: false });
+    // ...while a key that works is counted against its own budget only.
+    expect(limits.checkKey('key_a')).toEqual({ allowed: true, remaining: 1, retryAfterSeconds: 50 });
+    now += 50_000;
+    expect(limits.checkFailure('1.2.3.4')).toEqual({ blocked: false });
   });
 });

@@ -1,5 +1,12 @@
 import { setTimeout as delay } from 'node:timers/promises';
+import pg from 'pg';
+import { sql } from 'slonik';
 import { describe, expect, it } from 'vitest';
+import { createDatabasePool } from '../../src/db/pool.js';
+import { getGeneration as getGenerationRow, type GenerationRow } from '../../src/db/generation-reads.js';
+import { ApiError } from '../../src/errors.js';
+import { answerUnanswered } from '../../src/generations/unanswered-admission.js';
+import { newId, randomBase62 } from '../../src/ids.js';
 import type { ProviderStatus } from '../../src/providers/provider.js';
 import { createGeneration, getGeneration, pollGeneration } from '../support/generations.js';
 import { chargesOf } from '../support/ledger.js';
@@ -90,4 +97,74 @@ describe('an unkeyed POST whose admission does not answer in time', () => {
       submitDelayMs = 0;
     }
   }, 60_000);
+
+  it('admission decided first but its generation cannot be read: 202 with what is known, not a 503 (issue 35, item 5)', async () => {
+    // A role that may write a refusal (and learn that the row is there) but not read the row back:
+    // PostgreSQL itself refuses the read, as it would while a replica lags or a connection breaks.
+    const role = `unanswered_${randomBase62(8).toLowerCase()}`;
+    const { pool } = stack.db;
+    const admin = new pg.Client({ connectionString: stack.db.url });
+    await admin.connect();
+    await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD 'reader'`);
+    await admin.query(`GRANT USAGE ON SCHEMA public TO ${role}`);
+    await admin.query(`GRANT SELECT, UPDATE ON accounts TO ${role}`);
+    await admin.query(`GRANT INSERT, SELECT (id) ON generations TO ${role}`);
+    const url = new URL(stack.db.url);
+    url.username = role;
+    url.password = 'reader';
+    const restricted = await createDatabasePool(url.toString(), { maximumPoolSize: 1 });
+    try {
+      const generationId = newId('gen');
+      const start = {
+        generationId,
+        workflowId: `generation-${generationId}`,
+        accountId: stack.account.accountId,
+        apiKeyId: stack.account.keyId,
+        model: 'lumen-lite',
+        mediaType: 'image' as const,
+        input: { prompt: 'decided first' },
+        fingerprint: 'f'.repeat(64),
+        idempotencyKey: null,
+        inputPrefix: null,
+        createdAt: new Date().toISOString(),
+        timing: { submitTimeoutMs: 1, pollIntervalMs: 1, resultRetentionMs: 1, idempotencyRetentionMs: 1 },
+      };
+      // Admission wrote it first: accepted, debited.
+      await pool.query(sql.unsafe`
+        INSERT INTO generations (id, account_id, api_key_id, workflow_id, status, model, media_type, credits,
+                                 input, fingerprint, created_at)
+        VALUES (${generationId}, ${start.accountId}, ${start.apiKeyId}, ${start.workflowId}, 'queued',
+                'lumen-lite', 'image', 2, ${sql.jsonb(start.input)}, ${start.fingerprint}, ${start.createdAt})`);
+      const assumed: GenerationRow = {
+        id: generationId,
+        account_id: start.accountId,
+        status: 'queued',
+        model: 'lumen-lite',
+        media_type: 'image',
+        credits: 2,
+        credits_refunded: false,
+        input: start.input,
+        output: null,
+        error: null,
+        needs_review: false,
+        content_expired: false,
+        provider: null,
+        created_at: start.createdAt,
+        completed_at: null,
+        expires_at: null,
+      };
+      // The role can tell the row is there (a refusal is not written over it), and cannot read it.
+      await expect(getGenerationRow(restricted, start.accountId, generationId)).rejects.toThrow(
+        /permission denied/,
+      );
+      const failure = new ApiError('service_unavailable', 'Admission did not answer in time.');
+      const answer = await answerUnanswered(restricted, start, failure, assumed).catch((e: unknown) => e);
+      expect(answer).toEqual({ outcome: 'admitted', generationId, known: assumed });
+    } finally {
+      await restricted.end();
+      await admin.query(`DROP OWNED BY ${role}`);
+      await admin.query(`DROP ROLE ${role}`);
+      await admin.end();
+    }
+  });
 });

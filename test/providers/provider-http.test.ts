@@ -1,5 +1,6 @@
+import diagnosticsChannel from 'node:diagnostics_channel';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/dev/free-port.js';
 import {
@@ -18,10 +19,19 @@ import { callProvider, safeProviderMessage } from '../../src/providers/provider-
 describe('calling a provider', () => {
   let server: http.Server;
   let origin: string;
+  /** Called once a request to /received has arrived whole (it is never answered). */
+  let received: (() => void) | undefined;
   beforeAll(async () => {
     server = http.createServer((request, response) => {
       request.resume();
       request.on('end', () => {
+        if (request.url === '/received') return received?.();
+        const proxied = /^\/proxy\/(\d+)/.exec(request.url ?? '');
+        if (proxied) {
+          // What a proxy or load balancer answers itself: its own page, not the provider's JSON.
+          response.writeHead(Number(proxied[1]), { 'content-type': 'text/html' });
+          return response.end('<html><body><h1>503 Service Temporarily Unavailable</h1></body></html>');
+        }
         const status = /^\/status\/(\d+)/.exec(request.url ?? '');
         if (!status) return; // /hang: read whole, never answered
         const code = Number(status[1]);
@@ -45,7 +55,7 @@ describe('calling a provider', () => {
     /** A path on the server (/status/N, /hang), or `closed`: a port nobody listens on. */
     at: string;
     kind: 'create' | 'read';
-    /** The 5xx statuses the adapter names as "not accepted" on a create. */
+    /** The 5xx statuses the adapter names as "not accepted" on a create, when in its provider's JSON shape. */
     notAccepted?: number[];
     timeoutMs?: number;
     is: ErrorClass;
@@ -86,6 +96,13 @@ describe('calling a provider', () => {
       notAccepted: [503],
       is: ProviderTransientError,
       provesNotAccepted: true,
+    },
+    {
+      why: 'that 5xx as a proxy answers it (its own page, not the provider’s JSON) proves nothing: uncertain',
+      at: '/proxy/503',
+      kind: 'create',
+      notAccepted: [503],
+      is: ProviderUncertainError,
     },
     {
       why: 'another 5xx may have created the job: uncertain',
@@ -153,7 +170,10 @@ describe('calling a provider', () => {
         timeoutMs: c.timeoutMs ?? 2_000,
       },
       [],
-      c.notAccepted,
+      (answer) =>
+        (c.notAccepted ?? []).includes(answer.status) &&
+        typeof answer.body === 'object' &&
+        answer.body !== null,
     ).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(c.is);
     if (c.isNot) expect(error).not.toBeInstanceOf(c.isNot);
@@ -163,6 +183,43 @@ describe('calling a provider', () => {
     if (c.retryAfterMs !== undefined) expect((error as ProviderThrottled).retryAfterMs).toBe(c.retryAfterMs);
     if (c.provesNotAccepted !== undefined)
       expect(error instanceof ProviderTransientError && error.provesNotAccepted).toBe(c.provesNotAccepted);
+  });
+
+  it('a connection lost with EHOSTUNREACH after the create was written is uncertain, not "nothing was sent"', async () => {
+    // The client's socket, as undici writes the request on it; once the server has the request
+    // whole, the socket fails as the kernel fails it when an ICMP "host unreachable" comes back.
+    let socket: Socket | undefined;
+    const onHeaders = (message: unknown) => {
+      socket = (message as { socket: Socket }).socket;
+    };
+    diagnosticsChannel.subscribe('undici:client:sendHeaders', onHeaders);
+    received = () =>
+      socket?.destroy(
+        Object.assign(new Error('read EHOSTUNREACH'), { code: 'EHOSTUNREACH', syscall: 'read' }),
+      );
+    try {
+      const call = {
+        method: 'POST',
+        url: `${origin}/received`,
+        headers: {},
+        json: { prompt: 'x' },
+        timeoutMs: 5_000,
+      };
+      const error = await callProvider('testprov', 'create', call as never).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ProviderUncertainError);
+      expect((error as Error).message).toContain('EHOSTUNREACH');
+      // The same code on a read is only transient (reads are safe to repeat).
+      const read = await callProvider('testprov', 'read', {
+        ...call,
+        method: 'GET',
+        json: undefined,
+      } as never).catch((e: unknown) => e);
+      expect(read).toBeInstanceOf(ProviderTransientError);
+      expect(read instanceof ProviderTransientError && read.provesNotAccepted).toBe(false);
+    } finally {
+      diagnosticsChannel.unsubscribe('undici:client:sendHeaders', onHeaders);
+      received = undefined;
+    }
   });
 
   it('keeps credentials out of a provider message, however they are written', () => {

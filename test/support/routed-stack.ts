@@ -12,6 +12,7 @@ import { importExampleCatalog } from './example-catalog.js';
 import { createGeneration, pollGeneration } from './generations.js';
 import { FalQueueServer } from './providers/fal-queue-server.js';
 import { ReplicateServer } from './providers/replicate-server.js';
+import { startTcpRelay, type TcpRelay, type TcpRelayOptions } from './tcp-relay.js';
 import { workerProcesses, type WorkerProcesses } from './worker-process.js';
 
 /**
@@ -19,7 +20,13 @@ import { workerProcesses, type WorkerProcesses } from './worker-process.js';
  * the real API and a real worker process, the fal queue and Replicate stand-ins, and the reads
  * the routing tests make. Call inside a describe: it registers its own beforeAll and afterAll.
  */
-export function useRoutedStack(options: { workerEnv?: () => Record<string, string> } = {}) {
+export function useRoutedStack(
+  options: {
+    workerEnv?: () => Record<string, string>;
+    /** The worker reaches fal through a TCP relay (`stack.falRelay`) that cuts connections as this says. */
+    falRelay?: TcpRelayOptions;
+  } = {},
+) {
   const taskQueue = `routed-${randomBase62(8)}`;
   const stack = {} as {
     fal: FalQueueServer;
@@ -29,6 +36,7 @@ export function useRoutedStack(options: { workerEnv?: () => Record<string, strin
     account: TestAccount;
     workers: WorkerProcesses;
     worker: ChildProcess;
+    falRelay?: TcpRelay;
   };
   let storageDir = '';
   const apiEnv = () => ({
@@ -46,11 +54,18 @@ export function useRoutedStack(options: { workerEnv?: () => Record<string, strin
     // The faults here are each test's own: none may take a provider down but the breaker test's.
     PROVIDER_DOWN_AFTER_FAILURES: '1000',
     LOG_LEVEL: 'warn',
+    ...(stack.falRelay ? { FAL_QUEUE_URL: `http://127.0.0.1:${stack.falRelay.port}` } : {}),
     ...options.workerEnv?.(),
   }));
 
   beforeAll(async () => {
     stack.fal = await FalQueueServer.start();
+    if (options.falRelay)
+      stack.falRelay = await startTcpRelay(
+        { host: '127.0.0.1', port: Number(new URL(stack.fal.env().FAL_QUEUE_URL!).port) },
+        0,
+        options.falRelay,
+      );
     stack.replicate = await ReplicateServer.start();
     stack.db = await createTestDatabase();
     await importExampleCatalog(stack.db.pool, 'routed');
@@ -63,6 +78,7 @@ export function useRoutedStack(options: { workerEnv?: () => Record<string, strin
   afterAll(async () => {
     stack.workers.killAll();
     await stack.api?.close();
+    await stack.falRelay?.close();
     await stack.fal?.close();
     await stack.replicate?.close();
     await stack.db?.drop();

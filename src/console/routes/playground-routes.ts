@@ -140,13 +140,11 @@ export function playgroundRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): 
     const firstModel = deps.catalog.list()[0];
     if (!firstModel) return reply.code(503).type('text/plain').send('No models are available.');
     if (form.refusal) return show(request, reply, firstModel, { message: form.refusal, status: 413 });
-    const verdict = await deps.limits.checkKey(deps.clientSubject(request), user.keyId);
-    if (verdict.blocked || !verdict.allowed) {
+    const verdict = await deps.limits.checkKey(user.keyId);
+    if (!verdict.allowed) {
       logRequest(newId('req'), 'rate_limited');
       reply.header('retry-after', String(verdict.retryAfterSeconds));
-      const message = verdict.blocked
-        ? 'Too many failed authentication attempts from this address. Nothing was sent or charged; try again later.'
-        : `Rate limit of ${deps.limits.requestsPerKey} requests per minute exceeded for this key (the API's limit). Nothing was charged; try again in ${verdict.retryAfterSeconds} s.`;
+      const message = `Rate limit of ${deps.limits.requestsPerKey} requests per minute exceeded for this key (the API's limit). Nothing was charged; try again in ${verdict.retryAfterSeconds} s.`;
       return show(request, reply, firstModel, { message, status: 429 });
     }
     try {

@@ -91,9 +91,9 @@ export class FalQueueProvider implements Provider {
     const send = async () => {
       const url = `${this.options.queueUrl}/${target.model}`;
       const timeoutMs = this.options.createTimeoutMs ?? 20_000;
-      // The queue's 503 refuses the enqueue itself (no request_id is made): nothing runs or bills.
+      // The queue's own 503 refuses the enqueue itself (no request_id is made): nothing runs or bills.
       const call = { method: 'POST', url, headers: this.auth(), json: input, timeoutMs } as const;
-      const answer = await callProvider(provider, 'create', call, [], [503]);
+      const answer = await callProvider(provider, 'create', call, [], falRefusedEnqueue);
       const requestId = (answer.body as { request_id?: unknown } | undefined)?.request_id;
       // A 2xx means fal queued the request; without its id we cannot follow it, nor know it is not there.
       if (typeof requestId !== 'string' || requestId === '')
@@ -220,6 +220,22 @@ export class FalQueueProvider implements Provider {
   private auth(): Record<string, string> {
     return { authorization: `Key ${this.options.key}` };
   }
+}
+
+/**
+ * fal's queue refusing an enqueue: a 503 in fal's own error shape (a JSON body with a `detail`, or
+ * fal's X-Fal-Error-Type header). A 503 without it (a proxy's or load balancer's page, an empty
+ * body) may come from something between us and fal after the create was forwarded: it proves nothing.
+ */
+function falRefusedEnqueue(answer: ProviderAnswer): boolean {
+  if (answer.status !== 503) return false;
+  if (answer.headers.has('x-fal-error-type')) return true;
+  const detail = (answer.body as { detail?: unknown } | undefined)?.detail;
+  return (
+    typeof answer.body === 'object' &&
+    answer.body !== null &&
+    (typeof detail === 'string' || Array.isArray(detail))
+  );
 }
 
 /** A job id's parts: `{model}::{request_id}`, then `::{enqueued at, ms}` on ids made since the grace. */

@@ -791,7 +791,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Resume after this event: only later events are sent. EventSource sends it itself when it reconnects. */
+                    /** @description Resume after this event: only later events are sent. EventSource sends it itself when it reconnects. An empty value is read as if the header were absent: from the first event. Anything but empty or a whole number of 1 to 9 digits is a 400 `invalid_request` with an issue on `Last-Event-ID`. */
                     "Last-Event-ID"?: string;
                 };
                 path: {
@@ -2428,7 +2428,7 @@ export interface components {
         WebhookSubscription: {
             /** @description The event types delivered, distinct, at least one. Default: generation.succeeded, generation.failed, generation.rejected, generation.content_expired. */
             events?: ("generation.created" | "generation.processing" | "generation.succeeded" | "generation.failed" | "generation.rejected" | "generation.refunded" | "generation.requeued" | "generation.updated" | "generation.content_expired")[];
-            /** @description An https URL at a public address (no credentials in it), checked at the request (400) and again at each delivery. */
+            /** @description An HTTPS URL (`https://`) of at most 2,048 characters (Unicode code points), without credentials (no `user:password@`), whose host is at a public internet address: an IP address that is public, or a name that resolves only to public addresses. Anything else is a 400 `invalid_request` with an issue on `webhook.url`. Checked at the request and again at each delivery (DNS can change). This is the rule of a production server; a development server (`npm start`) may take more, and says so when it starts. */
             url: string;
         };
     };
