@@ -5,9 +5,11 @@ import ipaddr from 'ipaddr.js';
  * IPv4-mapped IPv6 address too), but an IPv6 address's network of `ipv6PrefixLength` bits
  * (FAILED_AUTH_IPV6_PREFIX, 64 by default), written `2001:db8:1:2::/64`. One subscriber is handed a
  * whole /64 and can rotate through it freely: counted per address, it would never be blocked.
- * Anything that does not parse is counted as it is.
+ * Anything that does not parse is counted as it is. A client that closed its connection before its
+ * key was checked has no address any more (Node forgets a destroyed socket's): counted as `unknown`.
  */
-export function failedAuthSubject(address: string, ipv6PrefixLength: number): string {
+export function failedAuthSubject(address: string | undefined, ipv6PrefixLength: number): string {
+  if (address === undefined) return 'unknown';
   // Every authenticated request asks: an IPv4 address (the usual case) is not parsed.
   if (!address.includes(':') || !ipaddr.isValid(address)) return address;
   try {

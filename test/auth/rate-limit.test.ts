@@ -57,6 +57,12 @@ describe('failedAuthSubject', () => {
     expect(failedAuthSubject('2001:db8:1:2::1', 128)).toBe('2001:db8:1:2::1');
     expect(failedAuthSubject('not an address', 64)).toBe('not an address');
   });
+
+  it('a client gone before its key was checked (no address left) is counted as unknown, not a crash', () => {
+    // Fastify's request.ip is undefined once the socket is destroyed; this threw from inside the
+    // limits' callback, an unhandled rejection that ends the process (seen with 500 open-and-close streams).
+    expect(failedAuthSubject(undefined, 64)).toBe('unknown');
+  });
 });
 
 describe('MemoryAuthLimits', () => {
