@@ -1,7 +1,11 @@
 import { Context, heartbeat } from '@temporalio/activity';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { EventWakeup } from '../db/generation-event-wakeups.js';
-import { generationEventsAfter, type GenerationEventType } from '../db/generation-events.js';
+import {
+  generationEventsAfter,
+  type GenerationEventRow,
+  type GenerationEventType,
+} from '../db/generation-events.js';
 import {
   attemptsMadeFor,
   generationWebhookOf,
@@ -25,8 +29,19 @@ import type {
 import { webhookMessageId } from '../workflows/webhook-delivery-types.js';
 import type { ActivityDeps } from './activity-deps.js';
 
-/** Events after which nothing more can happen to a generation (content_expired follows a success). */
-const final = new Set<string>(['generation.failed', 'generation.rejected', 'generation.content_expired']);
+/**
+ * Whether nothing more can happen to a generation after this event: a rejection, a failure that
+ * is not in review (support may still resume or refund one that is), its content expired.
+ * A success is over too unless its content_expired is subscribed to (it follows, days later).
+ */
+function isFinal(event: GenerationEventRow): boolean {
+  const { generation } = event;
+  return (
+    generation.content_expired ||
+    generation.status === 'rejected' ||
+    (generation.status === 'failed' && !generation.needs_review)
+  );
+}
 /** How long one look waits for a new event (then it answers, and the workflow looks again). */
 const lookForMs = 60_000;
 /** Without notifications (no listener in deps), how often the log is read while waiting. */
@@ -72,12 +87,12 @@ export function createWebhookActivities(deps: ActivityDeps) {
       .filter((event) => subscribed.has(event.type))
       .map(({ seq, type }) => ({ seq, type }));
     const throughSeq = after.at(-1)?.seq ?? input.afterSeq;
-    const ended = newest !== undefined && (final.has(newest.type) || newest.type === 'generation.succeeded');
+    const succeeded = newest?.generation.status === 'succeeded' && !newest.generation.content_expired;
+    const ended = newest !== undefined && (isFinal(newest) || succeeded);
     const finished =
       newest !== undefined &&
-      (final.has(newest.type) ||
-        (newest.type === 'generation.succeeded' &&
-          !subscribed.has('generation.content_expired' satisfies GenerationEventType)));
+      (isFinal(newest) ||
+        (succeeded && !subscribed.has('generation.content_expired' satisfies GenerationEventType)));
     // A complete answer (the log read to its end) is given at once when it holds something to do.
     const complete = newest === undefined || throughSeq >= newest.seq;
     if (
@@ -90,7 +105,7 @@ export function createWebhookActivities(deps: ActivityDeps) {
         events,
         throughSeq,
         finished: complete && finished,
-        onlyExpiryLeft: complete && !finished && newest?.type === 'generation.succeeded',
+        onlyExpiryLeft: complete && !finished && succeeded,
         expiresAt: newest?.generation.expires_at ?? null,
       };
     return null;
