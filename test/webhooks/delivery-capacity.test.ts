@@ -1,4 +1,5 @@
 import type http from 'node:http';
+import { temporal } from '@temporalio/proto';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { webhookDeliveryWorkflowId } from '../../src/workflows/webhook-delivery-types.js';
@@ -100,7 +101,7 @@ describe('webhook delivery capacity', () => {
   it('a delivery waiting for its generation’s next event holds no activity', async () => {
     const response = await createGeneration(stack.api, stack.account.key, {
       model: 'lumen-lite',
-      prompt: 'a slow lighthouse [sim:slow=4]',
+      prompt: 'a slow lighthouse [sim:slow=8]',
       webhook: { url: `${origin()}/hook`, events: ['generation.processing', 'generation.succeeded'] },
     });
     expect(response.statusCode, response.body).toBe(202);
@@ -110,12 +111,18 @@ describe('webhook delivery capacity', () => {
       .toBe(true);
     // The provider works on (no event comes meanwhile): the delivery waits for the next one.
     const handle = stack.client.workflow.getHandle(webhookDeliveryWorkflowId(id));
+    const pending = async () => (await handle.describe()).raw.pendingActivities?.length ?? 0;
+    // Its looks done (the one that delivered it, and the one after), it waits: on a timer.
+    const lastEvent = async () => (await handle.fetchHistory()).events?.at(-1)?.eventType;
+    await expect
+      .poll(lastEvent, { timeout: 5_000 })
+      .toBe(temporal.api.enums.v1.EventType.EVENT_TYPE_TIMER_STARTED);
     const samples: number[] = [];
     for (let i = 0; i < 10; i++) {
-      samples.push((await handle.describe()).raw.pendingActivities?.length ?? 0);
+      samples.push(await pending());
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
-    expect((await getGeneration(stack.api, stack.account.key, id)).status).toBe('queued');
     expect(samples).toEqual(samples.map(() => 0));
+    expect((await getGeneration(stack.api, stack.account.key, id)).status).toBe('queued');
   });
 });
