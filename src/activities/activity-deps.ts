@@ -1,6 +1,5 @@
 import type { Client } from '@temporalio/client';
 import type { CommonQueryMethods } from 'slonik';
-import type { GenerationEventWakeups } from '../db/generation-event-wakeups.js';
 import type { ProviderName } from '../catalog/provider-mapping.js';
 import type { GenerationMetrics } from '../observability/metrics.js';
 import type { Provider } from '../providers/provider.js';
@@ -41,16 +40,10 @@ export interface ActivityDeps {
    */
   webhookDelivery?: WebhookTargetRules & { extraCa?: readonly string[]; resolve?: Resolve };
   /**
-   * Wakes a webhook delivery waiting for its generation's next event (the process's listening
-   * connection). Absent (activities built without a listener): the delivery re-reads the log
-   * every 200 ms instead.
+   * Webhook deliveries of one account in flight at once, across workers
+   * (WEBHOOK_DELIVERIES_PER_ACCOUNT; default 20): the others wait their turn.
    */
-  eventWakeups?: GenerationEventWakeups;
-  /**
-   * How often a delivery woken by notifications reads the log anyway, in case one was lost
-   * (default 15 s).
-   */
-  webhookRecheckMs?: number;
+  webhookDeliveriesPerAccount?: number;
   /** Counts each generation's outcomes where they commit (absent: nothing is counted). */
   metrics?: GenerationMetrics;
 }

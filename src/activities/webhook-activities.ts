@@ -1,7 +1,9 @@
-import { Context, heartbeat } from '@temporalio/activity';
-import { setTimeout as sleep } from 'node:timers/promises';
-import type { EventWakeup } from '../db/generation-event-wakeups.js';
-import { generationEventsAfter, type GenerationEventType } from '../db/generation-events.js';
+import { heartbeat } from '@temporalio/activity';
+import {
+  generationEventsAfter,
+  type GenerationEventRow,
+  type GenerationEventType,
+} from '../db/generation-events.js';
 import {
   attemptsMadeFor,
   generationWebhookOf,
@@ -12,6 +14,7 @@ import {
   saveGenerationWebhook,
   webhookBody,
 } from '../db/generation-webhooks.js';
+import { giveBackDeliveryTurn, takeDeliveryTurn } from '../db/webhook-delivery-turns.js';
 import { webhookSecretOf } from '../db/webhook-secrets.js';
 import { OutboundFetchError } from '../net/outbound-fetch-error.js';
 import { outboundPost } from '../net/outbound-post.js';
@@ -22,19 +25,26 @@ import type {
   WebhookEvents,
   WebhookLook,
 } from '../workflows/webhook-delivery-types.js';
-import { webhookMessageId } from '../workflows/webhook-delivery-types.js';
+import {
+  webhookDeliveryWorkflowId,
+  webhookMessageId,
+  webhookNudgeSignalName,
+} from '../workflows/webhook-delivery-types.js';
 import type { ActivityDeps } from './activity-deps.js';
 
-/** Events after which nothing more can happen to a generation (content_expired follows a success). */
-const final = new Set<string>(['generation.failed', 'generation.rejected', 'generation.content_expired']);
-/** How long one look waits for a new event (then it answers, and the workflow looks again). */
-const lookForMs = 60_000;
-/** Without notifications (no listener in deps), how often the log is read while waiting. */
-const pollEveryMs = 200;
-/** With them, how often it is read anyway: a lost notification delays a delivery, never loses it. */
-const defaultRecheckMs = 15_000;
-/** A waiting look says it is alive this often (its heartbeat timeout is 30 s). */
-const heartbeatEveryMs = 10_000;
+/**
+ * Whether nothing more can happen to a generation after this event: a rejection, a failure that
+ * is not in review (support may still resume or refund one that is), its content expired.
+ * A success is over too unless its content_expired is subscribed to (it follows, days later).
+ */
+function isFinal(event: GenerationEventRow): boolean {
+  const { generation } = event;
+  return (
+    generation.content_expired ||
+    generation.status === 'rejected' ||
+    (generation.status === 'failed' && !generation.needs_review)
+  );
+}
 /**
  * A look starts no first attempt after this long (one more fits, 15 s for the receiver, in its
  * 2-minute deadline): the workflow attempts the rest.
@@ -42,21 +52,19 @@ const heartbeatEveryMs = 10_000;
 const firstAttemptsForMs = 90_000;
 /** The receiver's time for one attempt. */
 const receiverTimeoutMs = 15_000;
+/** How long an attempt holds its account's turn at most (a worker lost mid-attempt gives it back then). */
+const turnLeaseMs = 60_000;
+/** WEBHOOK_DELIVERIES_PER_ACCOUNT's default. */
+export const defaultDeliveriesPerAccount = 20;
 
 /** The webhook delivery workflow's activities; they run on the webhooks queue (webhookQueue). */
 export function createWebhookActivities(deps: ActivityDeps) {
   const { db } = deps;
   const policy = deps.webhookDelivery ?? { allowCidrs: [] };
-  const wakeups = deps.eventWakeups;
-  const recheckMs = wakeups ? (deps.webhookRecheckMs ?? defaultRecheckMs) : pollEveryMs;
-  /**
-   * One read of the log: the answer to give, or null when there is nothing yet (wait and look again).
-   * Returns the look's answer at its one-minute bound in any case.
-   */
-  async function look(
-    input: { generationId: string; afterSeq: number },
-    started: number,
-  ): Promise<WebhookEvents | null> {
+  const turnsPerAccount = deps.webhookDeliveriesPerAccount ?? defaultDeliveriesPerAccount;
+
+  /** One read of the log: the subscribed events after `afterSeq`, and whether more can come. */
+  async function look(input: { generationId: string; afterSeq: number }): Promise<WebhookEvents> {
     const webhook = await generationWebhookOf(db, input.generationId);
     // Its URL answered 410 since it was made (to this or another generation's delivery): stopped.
     if (webhook?.urlGoneAt && !webhook.gone) await markStoppedByGoneUrl(db, input.generationId);
@@ -72,52 +80,64 @@ export function createWebhookActivities(deps: ActivityDeps) {
       .filter((event) => subscribed.has(event.type))
       .map(({ seq, type }) => ({ seq, type }));
     const throughSeq = after.at(-1)?.seq ?? input.afterSeq;
-    const ended = newest !== undefined && (final.has(newest.type) || newest.type === 'generation.succeeded');
+    const succeeded = newest?.generation.status === 'succeeded' && !newest.generation.content_expired;
     const finished =
       newest !== undefined &&
-      (final.has(newest.type) ||
-        (newest.type === 'generation.succeeded' &&
-          !subscribed.has('generation.content_expired' satisfies GenerationEventType)));
-    // A complete answer (the log read to its end) is given at once when it holds something to do.
+      (isFinal(newest) ||
+        (succeeded && !subscribed.has('generation.content_expired' satisfies GenerationEventType)));
+    // The log read to its end (a very long one is read on by the next look).
     const complete = newest === undefined || throughSeq >= newest.seq;
-    if (
-      events.length > 0 ||
-      (complete && finished) ||
-      (complete && ended) ||
-      Date.now() - started > lookForMs
-    )
-      return {
-        events,
-        throughSeq,
-        finished: complete && finished,
-        onlyExpiryLeft: complete && !finished && newest?.type === 'generation.succeeded',
-        expiresAt: newest?.generation.expires_at ?? null,
-      };
-    return null;
+    return {
+      events,
+      throughSeq,
+      finished: complete && finished,
+      onlyExpiryLeft: complete && !finished && succeeded,
+      expiresAt: newest?.generation.expires_at ?? null,
+    };
   }
 
   /**
-   * Waits, heartbeating, until the generation's next notification, the next safety re-read
-   * (`recheckMs`), the look's bound or the activity's cancellation, whichever comes first.
+   * Takes a turn of the account's for `holder`'s attempt: true when it may go now; false when as
+   * many of its account's attempts run already (WEBHOOK_DELIVERIES_PER_ACCOUNT), or older ones wait.
    */
-  async function waitForEvent(wakeup: EventWakeup | undefined, started: number): Promise<void> {
-    const context = Context.current();
-    const readAt = Date.now();
-    for (;;) {
-      heartbeat();
-      const left = Math.min(recheckMs - (Date.now() - readAt), lookForMs + 1 - (Date.now() - started));
-      if (left <= 0 || wakeup?.woken) return;
-      const slice = Math.min(left, heartbeatEveryMs);
-      // `cancelled` rejects when the workflow cancels the activity (or its heartbeat times out).
-      await Promise.race([wakeup ? wakeup.next(slice) : sleep(slice), context.cancelled]);
-    }
+  const takeTurn = (accountId: string, generationId: string, holder: string) =>
+    takeDeliveryTurn(db, { accountId, generationId, holder, cap: turnsPerAccount, leaseMs: turnLeaseMs });
+
+  /** Gives the turn back, and wakes the deliveries of the account's waiters that may take one now. */
+  async function giveBackTurn(accountId: string, holder: string): Promise<void> {
+    const next = await giveBackDeliveryTurn(db, accountId, holder, turnsPerAccount);
+    if (next.length === 0) return;
+    const client = await deps.temporal();
+    // A waiter whose workflow ended, or a signal Temporal did not take: it asks again on its own timer.
+    await Promise.allSettled(
+      [...new Set(next)].map((generationId) =>
+        client.workflow.getHandle(webhookDeliveryWorkflowId(generationId)).signal(webhookNudgeSignalName),
+      ),
+    );
   }
 
   /** One attempt to deliver event `seq` (deliverWebhook). */
   async function attempt(input: WebhookAttempt): Promise<WebhookAttemptOutcome> {
     const webhook = await generationWebhookOf(db, input.generationId);
+    if (!webhook) return { outcome: 'gone' };
     // A redelivery was asked for by the owner or support: it is tried even after a 410.
-    if (!webhook || (webhook.gone && !input.redelivery)) return { outcome: 'gone' };
+    const sent = input.redelivery || !(webhook.gone || webhook.urlGoneAt);
+    const holder = `${input.generationId}/${input.seq}${input.redelivery ? '/redelivery' : ''}`;
+    if (sent && !(await takeTurn(webhook.accountId, input.generationId, holder))) return { outcome: 'busy' };
+    try {
+      return await attemptWith(webhook, input);
+    } finally {
+      // Not given back (the database failed): it lapses with its lease.
+      await giveBackTurn(webhook.accountId, holder).catch(() => undefined);
+    }
+  }
+
+  /** An attempt (its turn taken) to deliver event `seq` to `webhook`. */
+  async function attemptWith(
+    webhook: NonNullable<Awaited<ReturnType<typeof generationWebhookOf>>>,
+    input: WebhookAttempt,
+  ): Promise<WebhookAttemptOutcome> {
+    if (webhook.gone && !input.redelivery) return { outcome: 'gone' };
     const [event] = await generationEventsAfter(db, input.generationId, input.seq - 1, { limit: 1 });
     if (!event || event.seq !== input.seq) throw new Error(`event ${input.seq} not found`);
     if (webhook.urlGoneAt && !input.redelivery) {
@@ -205,7 +225,8 @@ export function createWebhookActivities(deps: ActivityDeps) {
       }
       heartbeat();
       const { outcome } = await attempt({ generationId, seq, attempt: 1 });
-      made.push({ seq, attempt: 1, outcome });
+      // Not its account's turn: the workflow makes the first attempt once it is.
+      made.push(outcome === 'busy' ? { seq, attempt: 0, outcome } : { seq, attempt: 1, outcome });
       if (outcome !== 'delivered') break;
     }
     return made;
@@ -221,35 +242,21 @@ export function createWebhookActivities(deps: ActivityDeps) {
     },
 
     /**
-     * The generation's subscribed events after `afterSeq`, waiting (up to a minute, heartbeating)
-     * for one when there is none yet: woken by the generation's `generation_event` notification,
-     * and reading the log again every `recheckMs` in any case. Returns at once when there is
-     * nothing more to deliver. With `deliverFirst`, it then makes the first attempt of each (deliverFirst).
+     * The generation's subscribed events after `afterSeq` (one read of the log, no waiting: the
+     * workflow waits, on a timer and its nudges), and whether more can come. With `deliverFirst`,
+     * it then makes the first attempt of each, in order (deliverFirst), as the account's turns allow.
      */
     async nextWebhookEvents(input: WebhookLook): Promise<WebhookEvents> {
       const started = Date.now();
-      for (;;) {
-        // Registered before the read: an event committed after it wakes this look.
-        const wakeup = wakeups?.follow(input.generationId);
-        try {
-          const answer = await look(input, started);
-          if (answer && input.deliverFirst && answer.events.length > 0) {
-            return {
-              ...answer,
-              firstAttempts: await deliverFirst(input.generationId, answer.events, started),
-            };
-          }
-          if (answer) return answer;
-          await waitForEvent(wakeup, started);
-        } finally {
-          wakeup?.stop();
-        }
-      }
+      const answer = await look(input);
+      if (!input.deliverFirst || answer.events.length === 0) return answer;
+      return { ...answer, firstAttempts: await deliverFirst(input.generationId, answer.events, started) };
     },
 
     /**
-     * One attempt to deliver event `seq` to the generation's URL: signed with the account's
-     * current secrets over the exact bytes sent, 15 s for the receiver, recorded whatever happens.
+     * One attempt to deliver event `seq` to the generation's URL, in its account's turn (else
+     * `busy`, nothing sent): signed with the account's current secrets over the exact bytes sent,
+     * 15 s for the receiver, recorded whatever happens.
      */
     deliverWebhook: attempt,
   };

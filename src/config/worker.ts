@@ -17,6 +17,7 @@ export const workerSettings = settingGroup({
     WORKER_TASK_QUEUES: z.enum(['all', 'generations', 'thumbnails']).default('all'),
     THUMBNAIL_SWEEP_INTERVAL_MS: int(30_000, 0),
     THUMBNAIL_SWEEP_BATCH_SIZE: int(50, 1),
+    WEBHOOK_DELIVERIES_PER_ACCOUNT: int(20, 1),
   },
   docs: {
     // Generations spend weeks parked on timers: a small cache keeps a worker's memory flat.
@@ -64,6 +65,10 @@ export const workerSettings = settingGroup({
     THUMBNAIL_SWEEP_BATCH_SIZE: {
       readBy: ['worker'],
       text: 'Gallery images one batch of a thumbnails sweep reads; a sweep runs at most 20 batches and leaves the rest to the next.',
+    },
+    WEBHOOK_DELIVERIES_PER_ACCOUNT: {
+      readBy: ['worker'],
+      text: 'Webhook delivery attempts of one account in flight at once, across all workers (each holds a worker’s delivery slot for up to 15 s): the account’s others wait their turn, oldest first, holding no slot; none is dropped. So one account’s unanswering receiver never takes the slots every account’s deliveries share (see operating.md).',
     },
   },
 });

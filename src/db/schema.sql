@@ -26,6 +26,7 @@
 -- 0021_route_durations_index.sql
 -- 0022_webhook_gone_urls.sql
 -- 0023_account_events.sql
+-- 0024_webhook_delivery_turns.sql
 
 CREATE SEQUENCE webhook_delivery_attempts_id_seq AS bigint START 1 INCREMENT 1;
 
@@ -441,6 +442,20 @@ CREATE TABLE webhook_delivery_attempts (
   CONSTRAINT webhook_delivery_attempts_generation_id_fkey FOREIGN KEY (generation_id) REFERENCES generations(id) ON DELETE CASCADE
 );
 CREATE INDEX webhook_delivery_attempts_generation ON public.webhook_delivery_attempts USING btree (generation_id, event_seq, id);
+
+CREATE TABLE webhook_delivery_turns (
+  holder text NOT NULL,
+  account_id text NOT NULL,
+  generation_id text NOT NULL,
+  waiting_since timestamp with time zone DEFAULT now() NOT NULL,
+  seen_at timestamp with time zone DEFAULT now() NOT NULL,
+  held_until timestamp with time zone,
+  CONSTRAINT webhook_delivery_turns_pkey PRIMARY KEY (holder),
+  CONSTRAINT webhook_delivery_turns_account_id_fkey FOREIGN KEY (account_id) REFERENCES accounts(id),
+  CONSTRAINT webhook_delivery_turns_generation_id_fkey FOREIGN KEY (generation_id) REFERENCES generations(id) ON DELETE CASCADE
+);
+CREATE INDEX webhook_delivery_turns_account ON public.webhook_delivery_turns USING btree (account_id, waiting_since);
+CREATE INDEX webhook_delivery_turns_generation ON public.webhook_delivery_turns USING btree (generation_id);
 
 CREATE TABLE webhook_gone_urls (
   account_id text NOT NULL,

@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { CommonQueryMethods } from 'slonik';
 import { generationEventsAfter } from '../db/generation-events.js';
 import { generationWebhookOf } from '../db/generation-webhooks.js';
+import { webhookQueue } from '../workflows/generation-types.js';
 import { webhookDeliveryWorkflowId, webhookMessageId } from '../workflows/webhook-delivery-types.js';
 import { redeliverWebhookSignal, webhookDeliveryWorkflow } from '../workflows/webhook-delivery-workflow.js';
 
@@ -25,8 +26,8 @@ export type RedeliveryOutcome =
  *     seq: number,
  *   ): Promise<RedeliveryOutcome>
  *
- * A signal to the generation's delivery workflow (`webhooks-<generationId>`), started again if it
- * has ended (signalWithStart: the new run delivers nothing past the events already handled). One
+ * A signal to the generation's delivery workflow (`webhooks-<generationId>`), started again (on
+ * the webhooks task queue) if it has ended (signalWithStart: the new run delivers nothing past the events already handled). One
  * attempt, tried even after the receiver answered 410; its outcome is recorded in
  * webhook_delivery_attempts (deliveryAttemptsOf) numbered after the event's last attempt. An event
  * of a type the subscription does not name is delivered too: it was asked for by name.
@@ -48,7 +49,7 @@ export async function redeliverWebhook(
   const newest = events.at(-1)!.seq;
   await deps.temporal.workflow.signalWithStart(webhookDeliveryWorkflow, {
     workflowId: webhookDeliveryWorkflowId(generationId),
-    taskQueue: deps.taskQueue,
+    taskQueue: webhookQueue(deps.taskQueue),
     // Used only when no run is open: every event so far was handled by the run that ended.
     args: [{ generationId, retryDelaysMs: [], afterSeq: newest }],
     workflowIdReusePolicy: 'ALLOW_DUPLICATE',

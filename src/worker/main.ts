@@ -9,8 +9,6 @@ import {
 import { ensurePruningSchedule } from '../temporal/pruning-schedule.js';
 import { ensureThumbnailsSchedule } from '../temporal/thumbnails-schedule.js';
 import { createDatabasePool } from '../db/pool.js';
-import { GenerationEventWakeups } from '../db/generation-event-wakeups.js';
-import { NotificationListener } from '../db/notifications.js';
 import { createLogger } from '../logger.js';
 import { loadConfigOrExit, reportReady, waitForDependenciesOrExit } from '../process.js';
 import { createWorker, NativeConnection } from './create-worker.js';
@@ -60,19 +58,11 @@ const clientConnection = await Connection.connect(temporalOptions);
 const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
 await registerSearchAttributes();
 await logUnconfiguredProviders(config, pool, logger);
-// One listening connection for the process: waiting webhook deliveries are woken by their
-// generation's `generation_event` notification instead of each polling the event log.
-const listener = new NotificationListener(config.DATABASE_URL, logger.child({ component: 'notifications' }));
-const eventWakeups = new GenerationEventWakeups({ listening: () => listener.listening });
-listener
-  .on('generation_event', (id) => eventWakeups.changed(id))
-  .onReconnect(() => eventWakeups.recheckAll());
-await listener.start();
 const { deps, providers } = activityDeps(
   config,
   pool,
   logger,
-  { temporal: () => Promise.resolve(client), eventWakeups },
+  { temporal: () => Promise.resolve(client) },
   metrics,
 );
 // A thumbnail-only worker (WORKER_TASK_QUEUES=thumbnails) never calls a provider: it does not probe them.
@@ -174,8 +164,6 @@ await running.catch((error: unknown) => {
 health?.close();
 await metricsServer?.close();
 stopProbing();
-eventWakeups.close();
-await listener.close();
 await connection.close();
 await clientConnection.close();
 await pool.end();

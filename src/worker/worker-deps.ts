@@ -94,6 +94,7 @@ export function activityDeps(
       inFlightCap: (name) => caps[name],
       submitClaimWindowMs: config.SUBMIT_CLAIM_WINDOW_MS,
       concurrencyLimit: config.CONCURRENT_GENERATIONS_PER_ACCOUNT,
+      webhookDeliveriesPerAccount: config.WEBHOOK_DELIVERIES_PER_ACCOUNT,
       // Customers' image URLs are HTTPS (the API accepts no other), wherever the providers are.
       referenceImageFetch: { allowCidrs: config.OUTBOUND_ALLOW_CIDRS, allowHttp: false },
       // Webhooks have rules of their own: a customer's receiver is not an internal image mirror.

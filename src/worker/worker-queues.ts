@@ -35,9 +35,13 @@ export interface QueueWorkerOptions {
   versioning: VersioningOptions;
 }
 
+/** Webhook delivery attempts (and looks) a worker runs at once (docs/operating.md derives what they serve). */
+export const webhookDeliverySlots = 200;
+
 /**
  * One Temporal worker a task queue: the workflows and their short activities poll the task queue;
- * the provider waits poll a queue of their own (providerWaitQueue). A wait holds its slot for as
+ * the provider waits poll a queue of their own (providerWaitQueue), and the webhook deliveries
+ * theirs, workflows and activities (webhookQueue). A wait holds its slot for as
  * long as the provider works, minutes for a video: sharing one slot budget, a few hundred slow jobs
  * would leave no slot for anyone's submit, persist or refund.
  */
@@ -54,7 +58,8 @@ export async function createQueueWorkers(options: QueueWorkerOptions): Promise<W
   };
   const waits = { waitForProvider: activities.waitForProvider.bind(activities) };
   const thumbnails = { makePendingThumbnails: activities.makePendingThumbnails.bind(activities) };
-  // Webhook deliveries wait on receivers (15 s each): they have slots of their own too.
+  // Webhook deliveries (their workflows and activities) wait on receivers (15 s each), and there
+  // may be many: their own task queue, slots and workflow tasks, apart from the generations'.
   const deliveries = {
     saveWebhookSubscription: activities.saveWebhookSubscription.bind(activities),
     nextWebhookEvents: activities.nextWebhookEvents.bind(activities),
@@ -87,7 +92,10 @@ export async function createQueueWorkers(options: QueueWorkerOptions): Promise<W
       ...shared,
       taskQueue: webhookQueue(options.taskQueue),
       activities: deliveries,
-      maxConcurrentActivityTaskExecutions: 200,
+      maxConcurrentActivityTaskExecutions: webhookDeliverySlots,
+      sinks: workflowSpanSinks(options.tracing),
+      ...(options.maxCachedWorkflows ? { maxCachedWorkflows: options.maxCachedWorkflows } : {}),
+      workflowBundle: options.workflowBundle,
     }),
   ];
   // The gallery's thumbnails: CPU-bound (libvips) and nobody waits on them, so they get a queue

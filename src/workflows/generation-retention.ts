@@ -13,6 +13,7 @@ import { admitUpdate, cancelUpdate, progressQuery } from './generation-messages.
 import { reviewRules } from './generation-review.js';
 import { trackProgress } from './generation-progress.js';
 import { generationSteps } from './generation-steps.js';
+import { webhookNudges } from './generation-webhooks.js';
 import type {
   GenerationKept,
   GenerationProgress,
@@ -67,7 +68,9 @@ async function retention(
     status: inReview ? 'failed' : 'succeeded',
     needsReview: inReview,
   });
-  const steps = generationSteps(start.timing);
+  // A subscribed generation's steps nudge its webhook deliveries; the run waits for the nudges to go.
+  const nudges = webhookNudges(start);
+  const steps = generationSteps(start.timing, nudges.nudge);
   const { fail, expire } = generationEndings(start, steps, enter);
   const review = reviewRules(start, steps, { progress, enter }, fail);
 
@@ -87,6 +90,7 @@ async function retention(
     if (typeof jobId === 'string') {
       progress.providerJobId = jobId;
       enter('generating', 'queued', `generating (provider job ${jobId}, named by support)`);
+      await nudges.sent();
       await condition(allHandlersFinished);
       if (answer.admission.outcome !== 'accepted') throw new Error('only an accepted generation is reviewed');
       return resumeGeneration(start, { admission: answer.admission, providerJobId: jobId });
@@ -99,6 +103,7 @@ async function retention(
     const holding = Date.parse(answer.keyHeldUntil) - Date.now();
     if (progress.step === 'expiry_failed' && holding > 0) await sleep(holding);
   }
+  await nudges.sent();
   await condition(allHandlersFinished);
   return progress;
 }

@@ -12,8 +12,10 @@ import type { CancelActivities, GenerationActivities } from './generation-activi
  * The generation workflow's steps and how each is retried. Every step retries what may pass
  * (an unreachable database, a slow provider) until its horizon, and never what cannot
  * (`nonRetryableTypes`, a provider's rejection); the workflow decides what giving up means.
+ * `nudge` (a subscribed generation's: webhookNudge) is called after each step that may log an
+ * event, however it ended, so that its webhook deliveries look at once.
  */
-export function generationSteps(timing: GenerationStart['timing']) {
+export function generationSteps(timing: GenerationStart['timing'], nudge?: () => void) {
   const horizon = { ...defaultStepHorizons, ...timing.horizons };
 
   /**
@@ -154,23 +156,28 @@ export function generationSteps(timing: GenerationStart['timing']) {
     summary: 'Stop the job at the provider before it runs (a cancel)',
   });
 
+  /** The step, followed by the nudge when it has settled. */
+  const told = <A extends unknown[], R>(step: (...args: A) => Promise<R>) =>
+    nudge ? (...args: A) => step(...args).finally(nudge) : step;
+
   return {
+    // Admission comes before the deliveries start (they read the log first): no nudge.
     admit,
-    stageImages,
+    stageImages: told(stageImages),
     cancelJob,
     stopJobBeforeRun,
-    handOver,
-    submitInBackground,
+    handOver: told(handOver),
+    submitInBackground: told(submitInBackground),
     waitForProvider,
-    persistResults,
-    refund,
-    endCharged,
-    markNeedsReview,
-    recordProviderJob,
-    expireContent,
-    discardContent,
+    persistResults: told(persistResults),
+    refund: told(refund),
+    endCharged: told(endCharged),
+    markNeedsReview: told(markNeedsReview),
+    recordProviderJob: told(recordProviderJob),
+    expireContent: told(expireContent),
+    discardContent: told(discardContent),
     submissionState,
-    leaveRoute,
+    leaveRoute: told(leaveRoute),
   };
 }
 

@@ -1,12 +1,13 @@
-import { ParentClosePolicy, startChild } from '@temporalio/workflow';
-import type { GenerationStart } from './generation-types.js';
+import { getExternalWorkflowHandle, ParentClosePolicy, startChild, workflowInfo } from '@temporalio/workflow';
+import { webhookQueue, type GenerationStart } from './generation-types.js';
 import { webhookDeliveryWorkflowId } from './webhook-delivery-types.js';
-import type { webhookDeliveryWorkflow } from './webhook-delivery-workflow.js';
+import { webhookNudgeSignal, type webhookDeliveryWorkflow } from './webhook-delivery-workflow.js';
 
 /**
  * Starts the generation's webhook delivery workflow once it is admitted, when its request named a
  * webhook: a child that outlives this run (ABANDON: it delivers for days, and through the
- * retention run). Started from here, not by the API after its answer, so that a crash anywhere
+ * retention run), on the webhooks task queue (its workflow tasks never wait behind a generation's,
+ * nor delay them). Started from here, not by the API after its answer, so that a crash anywhere
  * between admission and the first delivery loses nothing: the start is in this run's history.
  * Not waited for on the way to the provider (the start goes out with the next step's command);
  * the returned promise settles once it started, and never rejects: a run of that id started
@@ -17,6 +18,7 @@ export function startWebhookDeliveries(start: GenerationStart): Promise<void> {
   if (!webhook) return Promise.resolve();
   return startChild<typeof webhookDeliveryWorkflow>('webhookDeliveryWorkflow', {
     workflowId: webhookDeliveryWorkflowId(generationId),
+    taskQueue: webhookQueue(workflowInfo().taskQueue),
     args: [
       {
         generationId,
@@ -31,4 +33,30 @@ export function startWebhookDeliveries(start: GenerationStart): Promise<void> {
     () => undefined,
     () => undefined,
   );
+}
+
+/**
+ * What tells a subscribed generation's delivery workflow to look at the event log now (its
+ * webhookNudgeSignal): `nudge`, called after each step that may have logged an event
+ * (generationSteps): the event is committed by then, so the look finds it. Not waited for, and
+ * its failure ignored: a delivery workflow not started yet reads the log when it starts, one that
+ * has ended has nothing more to deliver, and a nudge lost otherwise delays a delivery until the
+ * workflow's own timer. `sent` settles once every nudge so far has: a run waits for it before it
+ * ends or continues as new, which would drop a signal still on its way. Without a subscription,
+ * no nudge.
+ */
+export function webhookNudges(start: GenerationStart): { nudge?: () => void; sent: () => Promise<void> } {
+  if (!start.webhook) return { sent: () => Promise.resolve() };
+  const deliveries = getExternalWorkflowHandle(webhookDeliveryWorkflowId(start.generationId));
+  const pending = new Set<Promise<void>>();
+  return {
+    nudge: () => {
+      const sending = deliveries.signal(webhookNudgeSignal).catch(() => undefined);
+      pending.add(sending);
+      void sending.then(() => pending.delete(sending));
+    },
+    sent: async () => {
+      await Promise.all([...pending]);
+    },
+  };
 }

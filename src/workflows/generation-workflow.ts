@@ -12,7 +12,7 @@ import { generationEndings } from './generation-endings.js';
 import { imageStaging } from './generation-staging.js';
 import { admitUpdate, cancelUpdate, progressQuery, resolveUpdate } from './generation-messages.js';
 import { generationSteps } from './generation-steps.js';
-import { startWebhookDeliveries } from './generation-webhooks.js';
+import { startWebhookDeliveries, webhookNudges } from './generation-webhooks.js';
 import {
   errorTypes,
   type Admission,
@@ -68,7 +68,9 @@ async function generationStory(
   cancelRequested: Promise<never>,
 ) {
   const { progress, enter, stepAside } = trackProgress(start.generationId);
-  const steps = generationSteps(start.timing);
+  // A subscribed generation's steps nudge its webhook deliveries; the run waits for the nudges to go.
+  const nudges = webhookNudges(start);
+  const steps = generationSteps(start.timing, nudges.nudge);
   const { fail, giveUp, settled, discardContent, cancelAtProvider } = generationEndings(start, steps, enter);
   const withImagesStaged = imageStaging(start, steps, { fail, giveUp });
   // A keyed generation records its key in PostgreSQL with its admission; the record answers for the
@@ -125,6 +127,7 @@ async function generationStory(
     // The inline images the API stored for it are not kept.
     if (start.inputPrefix !== null) await discardContent();
     await rejectionDelivered;
+    await nudges.sent();
     await condition(allHandlersFinished);
     if (admissionBroke !== undefined)
       throw ApplicationFailure.nonRetryable(`admission failed: ${admissionBroke}`, 'AdmissionFailed');
@@ -134,12 +137,14 @@ async function generationStory(
   const webhooks = startWebhookDeliveries(start);
   if (await generate()) await keep();
   await webhooks;
+  await nudges.sent();
   await condition(allHandlersFinished);
   return progress;
 
   /** Succeeded or in review: the rest is the retention run's, on the current version. */
   async function keep(): Promise<never> {
     await webhooks;
+    await nudges.sent();
     await condition(allHandlersFinished);
     return keepGeneration({ start, answer: answerFor(admitted as AdmissionDecision), progress });
   }

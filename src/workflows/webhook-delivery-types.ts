@@ -54,7 +54,7 @@ export interface WebhookEvents {
   expiresAt?: string | null;
   /**
    * The first attempts the look made itself (asked with `deliverFirst`), in order of `events`: it
-   * stops at the first not delivered. An event tried before (a look run again after its worker was
+   * stops at the first not delivered (`busy`, attempt 0: none made, the account's turns were taken). An event tried before (a look run again after its worker was
    * lost) is reported with its last attempt's number, not tried again. Absent from older workers
    * and in recorded histories before it: the workflow then makes every attempt itself.
    */
@@ -62,10 +62,21 @@ export interface WebhookEvents {
 }
 
 export interface WebhookAttemptOutcome {
-  outcome: 'delivered' | 'failed' | 'gone';
+  /**
+   * `busy`: not sent, and not counted as an attempt: as many of the account's deliveries were in
+   * flight as it may have (WEBHOOK_DELIVERIES_PER_ACCOUNT), or older ones wait for their turn.
+   */
+  outcome: 'delivered' | 'failed' | 'gone' | 'busy';
 }
 
 export const webhookDeliveryWorkflowId = (generationId: string): string => `webhooks-${generationId}`;
+
+/**
+ * The signal that tells a delivery workflow to look again (webhookNudgeSignal): its generation
+ * logged an event (sent by the generation's workflow after each step that may log one), or a
+ * turn of its account's deliveries was given back (sent by the attempt that held it).
+ */
+export const webhookNudgeSignalName = 'webhookNudge';
 
 /** One delivery attempt: a scheduled one (its number), or a redelivery asked for (numbered after the last). */
 export type WebhookAttempt =

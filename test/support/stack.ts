@@ -36,10 +36,10 @@ export function useGenerationStack(options: GenerationStackOptions = {}): Genera
   let connection: Connection | undefined;
   beforeAll(async () => {
     stack.db = await createTestDatabase();
-    stack.worker = await startTestWorker(options.workerPool?.(stack.db.pool) ?? stack.db.pool, {
-      databaseUrl: stack.db.url,
-      ...options.worker,
-    });
+    stack.worker = await startTestWorker(
+      options.workerPool?.(stack.db.pool) ?? stack.db.pool,
+      options.worker,
+    );
     stack.api = await startTestApi(stack.db.url, { ...stack.worker.apiEnv, ...options.apiEnv });
     stack.account = await createPaidAccount(stack.db.pool, options.account ?? { oneTime: 1000 });
     connection = await Connection.connect({ address: inject('temporalAddress') });

@@ -6,8 +6,6 @@ import type { FastifyInstance } from 'fastify';
 import { inject } from 'vitest';
 import type { ActivityDeps } from '../../src/activities/activity-deps.js';
 import { createActivities } from '../../src/activities/index.js';
-import { GenerationEventWakeups } from '../../src/db/generation-event-wakeups.js';
-import { NotificationListener } from '../../src/db/notifications.js';
 import type { DatabasePool } from '../../src/db/pool.js';
 import { freePort } from '../../src/dev/free-port.js';
 import { randomBase62 } from '../../src/ids.js';
@@ -61,11 +59,6 @@ export async function startTestWorker(
     deploymentName?: string;
     /** Another build of the workflows (default: the one the test run built). */
     workflowBundlePath?: string;
-    /**
-     * The database's URL: the worker listens on it, as `npm run worker` does, and waiting webhook
-     * deliveries are woken by notifications (without it they re-read the event log every 200 ms).
-     */
-    databaseUrl?: string;
   } = {},
 ): Promise<TestWorker> {
   const taskQueue = `test-${randomBase62(10)}`;
@@ -88,21 +81,8 @@ export async function startTestWorker(
     }));
     return (await client).client;
   };
-  const listener = options.databaseUrl
-    ? new NotificationListener(options.databaseUrl, createLogger('notifications-test', 'silent'))
-    : null;
-  const eventWakeups = listener
-    ? new GenerationEventWakeups({ listening: () => listener.listening })
-    : undefined;
-  if (listener && eventWakeups) {
-    listener
-      .on('generation_event', (id) => eventWakeups.changed(id))
-      .onReconnect(() => eventWakeups.recheckAll());
-    await listener.start();
-  }
   const deps: ActivityDeps = {
     db,
-    ...(eventWakeups ? { eventWakeups } : {}),
     providerFor: () => served,
     storage: new LocalStorage(storageDir, resultBaseUrl),
     concurrencyLimit: options.concurrencyLimit ?? 10,
@@ -162,8 +142,6 @@ export async function startTestWorker(
     startWorker,
     async close() {
       await stopWorker();
-      eventWakeups?.close();
-      await listener?.close();
       await (await client)?.connection.close();
       // A download a test left unread holds its connection open, and close() would wait for it
       // (70 s in short-horizon once): the files are the test's, nobody is still reading them.

@@ -1,8 +1,10 @@
 import { Webhook } from 'standardwebhooks';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { runAdminCommand } from '../../src/admin/commands.js';
 import { bearer, createPaidAccount, type TestAccount } from '../support/api.js';
-import { createGeneration } from '../support/generations.js';
+import { createGeneration, pollGeneration } from '../support/generations.js';
+import { providerJobIdOf } from '../support/ledger.js';
 import { useGenerationStack } from '../support/stack.js';
 import { useWebhookReceiver } from './webhook-receiver.js';
 
@@ -11,7 +13,8 @@ import { useWebhookReceiver } from './webhook-receiver.js';
  * (generation.rejected, the POST's 402) and, after a success, its content expiring
  * (generation.content_expired, here 2 s after it: RESULT_RETENTION_MS). A request refused by
  * validation (400 with `issues`) never reaches the workflow that delivers: its log has the event,
- * no receiver is sent it (docs/api/using-the-api.md, "Subscribing").
+ * no receiver is sent it (docs/api/using-the-api.md, "Subscribing"). A generation sent to review
+ * (generation.failed, needs_review) is not over: what support then decides is delivered too.
  */
 describe('webhooks of a refusal and of a content expiry', () => {
   const { received, webhookDelivery, origin, deliveriesOf } = useWebhookReceiver();
@@ -93,5 +96,51 @@ describe('webhooks of a refusal and of a content expiry', () => {
       .poll(typesOf(refusedId, poor), { timeout: 20_000, interval: 200 })
       .toEqual(['generation.rejected']);
     expect(deliveriesOf(invalidId)).toEqual([]);
+  });
+
+  describe('a generation sent to review', () => {
+    const admin = (...argv: string[]) =>
+      runAdminCommand(argv, { db: stack.db.pool, temporal: () => Promise.resolve(stack.client) });
+    const events = [
+      'generation.failed',
+      'generation.requeued',
+      'generation.succeeded',
+      'generation.refunded',
+    ];
+    const inReview = async (prompt: string) => {
+      const response = await createGeneration(stack.api, stack.account.key, {
+        model: 'lumen-lite',
+        prompt: `${prompt} [sim:uncertain]`,
+        webhook: { url: `${origin()}/hook`, events },
+      });
+      expect(response.statusCode, response.body).toBe(202);
+      const id = z.object({ id: z.string() }).parse(response.json()).id;
+      await pollGeneration(
+        stack.api,
+        stack.account.key,
+        id,
+        (g) => g.error?.code === 'submission_unresolved',
+      );
+      await expect
+        .poll(typesOf(id, stack.account), { timeout: 20_000, interval: 200 })
+        .toEqual(['generation.failed']);
+      return id;
+    };
+
+    it('delivers generation.requeued and generation.succeeded when support resumes it', async () => {
+      const id = await inReview('resumed after review');
+      await admin('resolve-generation', '--id', id, '--succeed', await providerJobIdOf(stack.db.pool, id));
+      await expect
+        .poll(typesOf(id, stack.account), { timeout: 20_000, interval: 200 })
+        .toEqual(['generation.failed', 'generation.requeued', 'generation.succeeded']);
+    });
+
+    it('delivers generation.refunded when support refunds it', async () => {
+      const id = await inReview('refunded after review');
+      await admin('resolve-generation', '--id', id, '--refund');
+      await expect
+        .poll(typesOf(id, stack.account), { timeout: 20_000, interval: 200 })
+        .toEqual(['generation.failed', 'generation.refunded']);
+    });
   });
 });

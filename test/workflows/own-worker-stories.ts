@@ -3,7 +3,12 @@ import type { Activities } from '../../src/activities/index.js';
 import { expect } from 'vitest';
 import { redeliverWebhook } from '../../src/generations/redeliver-webhook.js';
 import type { GenerationStart } from '../../src/workflows/generation-types.js';
-import { webhookDeliveryWorkflowId } from '../../src/workflows/webhook-delivery-types.js';
+import {
+  webhookDeliveryWorkflowId,
+  webhookNudgeSignalName,
+} from '../../src/workflows/webhook-delivery-types.js';
+import { resolveUpdate } from '../../src/workflows/generation-messages.js';
+import { providerJobIdOf } from '../support/ledger.js';
 import { deliveryAttemptsOf } from '../../src/db/webhook-delivery-reads.js';
 import { getGeneration } from '../support/generations.js';
 import type { GenerationStack } from '../support/stack.js';
@@ -18,8 +23,15 @@ type Record = (workflowId: string, names: readonly string[], ends?: 'completed' 
 
 const story = (name: string) => generationStories[name]!;
 
-/** The generations whose admission meets a bug, and those whose delivery workflow's first look fails. */
-const faults = { admissionBreaks: new Set<string>(), lookFails: new Set<string>() };
+/**
+ * The generations whose admission meets a bug, those whose delivery workflow's first look fails,
+ * and those whose first look finds its account's turns all taken (`busy`).
+ */
+const faults = {
+  admissionBreaks: new Set<string>(),
+  lookFails: new Set<string>(),
+  turnTaken: new Set<string>(),
+};
 
 /** The recorder's worker's activities that fail for the generations named in `faults`. */
 export function faultyActivities(activities: Activities): Pick<Activities, 'admit' | 'nextWebhookEvents'> {
@@ -28,10 +40,16 @@ export function faultyActivities(activities: Activities): Pick<Activities, 'admi
       faults.admissionBreaks.has(start.generationId)
         ? Promise.reject(ApplicationFailure.nonRetryable('admission met a bug (recorded)', 'RecordedBug'))
         : activities.admit(start, key),
-    nextWebhookEvents: (look) =>
-      faults.lookFails.delete(look.generationId)
-        ? Promise.reject(new Error('the database went away (recorded)'))
-        : activities.nextWebhookEvents(look),
+    nextWebhookEvents: async (look) => {
+      if (faults.lookFails.delete(look.generationId)) throw new Error('the database went away (recorded)');
+      if (!faults.turnTaken.has(look.generationId)) return activities.nextWebhookEvents(look);
+      // As a look finds it when as many of the account's attempts are in flight as it may have.
+      const found = await activities.nextWebhookEvents({ ...look, deliverFirst: false });
+      const [first] = found.events;
+      if (!first) return found;
+      faults.turnTaken.delete(look.generationId);
+      return { ...found, firstAttempts: [{ seq: first.seq, attempt: 0, outcome: 'busy' }] };
+    },
   };
 }
 
@@ -153,6 +171,51 @@ export async function tellWebhookDeliveryStories(
     story('webhook delivery: a look for events that fails is made again'),
   );
   expect(await outcomesOf(looked)).toEqual(['delivered']);
+
+  // Its look finds the account's turns taken: it waits (no activity) until a turn is given back
+  // (the nudge the attempt giving it back sends), then delivers.
+  let waited = '';
+  const turnWaited = await start('recorded webhook turn waited', (s) => {
+    faults.turnTaken.add((waited = s.generationId));
+    return {
+      ...s,
+      webhook: { url: `${hooks.origin()}/ok`, events: ['generation.succeeded'], retryDelaysMs: [200] },
+      timing: { ...s.timing, resultRetentionMs: 500 },
+    };
+  });
+  await expect.poll(() => faults.turnTaken.has(waited), { timeout: 15_000 }).toBe(false);
+  const waiting = stack.client.workflow.getHandle(webhookDeliveryWorkflowId(waited));
+  await expect.poll(async () => (await waiting.describe()).raw.pendingActivities?.length ?? 0).toBe(0);
+  expect(await outcomesOf(waited)).toEqual([]);
+  await waiting.signal(webhookNudgeSignalName);
+  await turnWaited.result();
+  await record(
+    waiting.workflowId,
+    story("webhook delivery: not its account's turn: it waits, holding no activity, until one is given back"),
+  );
+  expect(await outcomesOf(waited)).toEqual(['delivered']);
+
+  // Sent to review (generation.failed, in review), then resumed by support: delivered on.
+  const reviewed = await subscribed(
+    'recorded webhook review [sim:uncertain]',
+    '/ok',
+    ['generation.failed', 'generation.requeued', 'generation.succeeded'],
+    [200],
+  );
+  await hooks.until(() => hooks.deliveriesOf(reviewed.generationId).length >= 1);
+  await reviewed.handle.executeUpdate(resolveUpdate, {
+    args: [{ action: 'succeed', providerJobId: await providerJobIdOf(stack.db.pool, reviewed.generationId) }],
+  });
+  await hooks.until(() => hooks.deliveriesOf(reviewed.generationId).length >= 3);
+  await record(
+    reviewed.webhooks,
+    story('webhook delivery: a generation in review, resumed by support: its later events delivered'),
+  );
+  expect(hooks.deliveriesOf(reviewed.generationId).map((d) => JSON.parse(d.body).type)).toEqual([
+    'generation.failed',
+    'generation.requeued',
+    'generation.succeeded',
+  ]);
 
   // Redelivered while the run waits for the content's expiry (3 s on), then once after it ended.
   const redelivered = await subscribed(

@@ -60,4 +60,10 @@ export const generationStories: Record<string, readonly string[]> = {
     'webhook-redelivered-running',
     'webhook-redelivered-after-end',
   ],
+  "webhook delivery: not its account's turn: it waits, holding no activity, until one is given back": [
+    'webhook-turn-waited',
+  ],
+  'webhook delivery: a generation in review, resumed by support: its later events delivered': [
+    'webhook-review-resumed',
+  ],
 };
