@@ -6,7 +6,6 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admitGeneration } from '../../src/activities/admission.js';
 import { createGenerationActivities } from '../../src/activities/generation-activities.js';
 import { refundGeneration } from '../../src/db/credits-repository.js';
 import { ProviderResultGone, type Provider } from '../../src/providers/provider.js';
@@ -16,7 +15,7 @@ import { errorTypes } from '../../src/workflows/generation-types.js';
 import { generationErrors } from '../../src/workflows/generation-errors.js';
 import { createPaidAccount, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { generationStart } from '../support/generations.js';
+import { admittedStart, failureOf } from '../support/generations.js';
 import { chargesOf, galleryOf } from '../support/ledger.js';
 import { pngClaiming } from '../support/test-servers.js';
 
@@ -47,16 +46,8 @@ describe('the ledger at the edges', () => {
       storage,
       concurrencyLimit: 10,
     });
-  const failureOf = (promise: Promise<unknown>) =>
-    promise.then(
-      () => null,
-      (error: unknown) => error as ApplicationFailure,
-    );
-  const admitted = async (prompt: string, inputPrefix: string | null = null) => {
-    const start = { ...generationStart(account, prompt), inputPrefix };
-    expect((await admitGeneration(db.pool, start, 10)).outcome).toBe('accepted');
-    return start;
-  };
+  const admitted = (prompt: string, inputPrefix: string | null = null) =>
+    admittedStart(db.pool, account, prompt, { inputPrefix });
   const rowOf = (id: string) =>
     db.pool.one(
       sql.type(

@@ -1,13 +1,11 @@
-import type { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admitGeneration } from '../../src/activities/admission.js';
 import { createGenerationActivities } from '../../src/activities/generation-activities.js';
 import { ProviderRejection, type Provider } from '../../src/providers/provider.js';
 import { LocalStorage } from '../../src/storage/storage.js';
 import { errorTypes } from '../../src/workflows/generation-types.js';
 import { createPaidAccount, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { generationStart } from '../support/generations.js';
+import { admittedStart, failureOf } from '../support/generations.js';
 
 /**
  * A create the POST abandoned at its deadline is still on its way: a later attempt, on this worker or
@@ -44,16 +42,7 @@ describe('a submit attempt while an earlier create awaits its answer', () => {
   });
   afterAll(() => db?.drop());
 
-  const failureOf = (promise: Promise<unknown>) =>
-    promise.then(
-      () => null,
-      (error: unknown) => error as ApplicationFailure,
-    );
-  const admitted = async (prompt: string) => {
-    const start = generationStart(account, prompt);
-    expect((await admitGeneration(db.pool, start, 10)).outcome).toBe('accepted');
-    return start;
-  };
+  const admitted = (prompt: string) => admittedStart(db.pool, account, prompt);
 
   it('waits (ProviderBusy) on another worker until the answer comes, then takes the recorded job', async () => {
     const start = await admitted('a slow create');

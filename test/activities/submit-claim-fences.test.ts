@@ -1,15 +1,13 @@
-import type { ApplicationFailure } from '@temporalio/common';
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { admitGeneration } from '../../src/activities/admission.js';
 import { createGenerationActivities } from '../../src/activities/generation-activities.js';
 import { ProviderTransientError, type Provider } from '../../src/providers/provider.js';
 import { LocalStorage } from '../../src/storage/storage.js';
 import { errorTypes } from '../../src/workflows/generation-types.js';
 import { createPaidAccount, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { generationStart } from '../support/generations.js';
+import { admittedStart, failureOf } from '../support/generations.js';
 
 /**
  * Issue 27 §2's audit note: what a submit attempt does is fenced by its claim. An attempt whose
@@ -63,16 +61,7 @@ describe('a submit attempt whose claim was taken over', () => {
   });
   afterAll(() => db?.drop());
 
-  const failureOf = (promise: Promise<unknown>) =>
-    promise.then(
-      () => null,
-      (error: unknown) => error as ApplicationFailure,
-    );
-  const admitted = async (prompt: string) => {
-    const start = generationStart(account, prompt);
-    expect((await admitGeneration(db.pool, start, 10)).outcome).toBe('accepted');
-    return start;
-  };
+  const admitted = (prompt: string) => admittedStart(db.pool, account, prompt);
   const reset = (lookup: typeof lookupAnswer) => {
     prepares = [];
     sends = [];

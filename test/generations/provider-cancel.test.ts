@@ -1,24 +1,11 @@
-import type { ChildProcess } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { sql } from 'slonik';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import type { ApiService } from '../../src/api/service.js';
-import { parseCatalogFile } from '../../src/catalog/catalog-file.js';
-import { importCatalog } from '../../src/catalog/catalog-import.js';
-import { randomBase62 } from '../../src/ids.js';
-import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { createGeneration, getGeneration, pollGeneration } from '../support/generations.js';
+import { until, useCancelStack } from '../support/cancel-stack.js';
+import { getGeneration, pollGeneration } from '../support/generations.js';
 import { chargesOf } from '../support/ledger.js';
 import { promptContains } from '../support/providers/fake-http.js';
-import { FalQueueServer } from '../support/providers/fal-queue-server.js';
-import { OpenAiImagesServer } from '../support/providers/openai-images-server.js';
-import { ReplicateServer } from '../support/providers/replicate-server.js';
 import { waitFor } from '../support/wait.js';
-import { workerProcesses } from '../support/worker-process.js';
 
 /**
  * Issue 20 §3's cancel per provider, end to end: the real API, the generation workflow on the
@@ -27,70 +14,13 @@ import { workerProcesses } from '../support/worker-process.js';
  * (the provider bills it): 409 not_cancelable with the generation, nothing changed.
  */
 describe('cancel at each provider', () => {
-  const taskQueue = `cancel-${randomBase62(8)}`;
-  let fal: FalQueueServer;
-  let replicate: ReplicateServer;
-  let openai: OpenAiImagesServer;
-  let db: TestDatabase;
-  let api: ApiService;
-  let account: TestAccount;
-  let storageDir: string;
-
-  const env = () => ({
-    TEMPORAL_TASK_QUEUE: taskQueue,
-    STORAGE_DIR: storageDir,
-    RESULT_BASE_URL: 'http://127.0.0.1:9',
-    PROVIDER_POLL_INTERVAL_MS: '100',
-    // The fakes and their files are on 127.0.0.1, which outbound fetches refuse unless allowed.
-    OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
-    ...fal.env(),
-    ...replicate.env(),
-    ...openai.env(),
-  });
-  const workers = workerProcesses(() => ({ ...env(), DATABASE_URL: db.url }));
-  let worker: ChildProcess;
-
-  beforeAll(async () => {
-    fal = await FalQueueServer.start({ key: `fal-key-${randomBase62(12)}` });
-    replicate = await ReplicateServer.start({ token: `r8_${randomBase62(20)}` });
-    openai = await OpenAiImagesServer.start({ key: `sk-proj-${randomBase62(30)}` });
-    db = await createTestDatabase();
-    for (const name of ['fal', 'replicate', 'openai']) {
-      const file = `catalog/examples/${name}.json`;
-      const text = await readFile(new URL(`../../${file}`, import.meta.url), 'utf8');
-      await importCatalog(db.pool, file, parseCatalogFile(text, file));
-    }
-    storageDir = await mkdtemp(path.join(os.tmpdir(), 'provider-cancel-'));
-    api = await startTestApi(db.url, env());
-    account = await createPaidAccount(db.pool, { oneTime: 1000 });
-    worker = await workers.start();
-  });
-  afterAll(async () => {
-    workers.killAll();
-    await api?.close();
-    await db?.drop();
-    await Promise.all([fal?.close(), replicate?.close(), openai?.close()]);
-    if (storageDir) await rm(storageDir, { recursive: true, force: true });
-  });
-
-  const create = async (body: Record<string, unknown>) => {
-    const response = await createGeneration(api, account.key, body);
-    expect(response.statusCode, response.body).toBe(202);
-    return response.json<{ id: string }>().id;
-  };
-  const cancel = (id: string) =>
-    api.app.inject({ method: 'POST', url: `/v1/generations/${id}/cancel`, headers: bearer(account.key) });
-  const balance = async () =>
-    (await api.app.inject({ method: 'GET', url: '/v1/credits', headers: bearer(account.key) })).json()
-      .credits as number;
-  /** The provider's job id once the workflow has handed the job over (`fal:…`, `replicate:…`). */
-  const handedOver = async (id: string) =>
-    waitFor(
-      () =>
-        db.pool.maybeOneFirst(sql.type(z.object({ provider_job_id: z.string().nullable() }))`
-          SELECT provider_job_id FROM generations WHERE id = ${id}`),
-      30_000,
-    );
+  const { stack, cancel, balance, handedOver, killWorker, restartWorker, ...calls } = useCancelStack(
+    'cancel',
+    {
+      openai: true,
+    },
+  );
+  const create = async (body: Record<string, unknown>) => (await calls.create(body)).id;
   const expectCanceled = async (id: string, response: Awaited<ReturnType<typeof cancel>>, before: number) => {
     expect(response.statusCode, response.body).toBe(200);
     expect(response.json()).toMatchObject({
@@ -100,13 +30,13 @@ describe('cancel at each provider', () => {
       output: null,
       error: { code: 'canceled' },
     });
-    expect(await chargesOf(db.pool, id)).toMatchObject({ debits: 1, refunds: 1, net: 0 });
+    expect(await chargesOf(stack.db.pool, id)).toMatchObject({ debits: 1, refunds: 1, net: 0 });
     expect(await balance()).toBe(before);
     // Idempotent: the same answer again, and still one refund.
     const again = await cancel(id);
     expect(again.statusCode).toBe(200);
     expect(again.json()).toEqual(response.json());
-    expect((await chargesOf(db.pool, id)).refunds).toBe(1);
+    expect((await chargesOf(stack.db.pool, id)).refunds).toBe(1);
   };
   const expectNotCancelable = (id: string, response: Awaited<ReturnType<typeof cancel>>) => {
     expect(response.statusCode, response.body).toBe(409);
@@ -116,12 +46,12 @@ describe('cancel at each provider', () => {
 
   it('fal IN_QUEUE: 200 canceled and refunded once; fal saw the cancel and never ran the request', async () => {
     const prompt = 'fal waits in its queue';
-    fal.script({ pollsInQueue: 1_000_000 }, promptContains(prompt));
+    stack.fal.script({ pollsInQueue: 1_000_000 }, promptContains(prompt));
     const before = await balance();
     const id = await create({ model: 'fal-flux-schnell', prompt });
     await handedOver(id);
     await expectCanceled(id, await cancel(id), before);
-    const job = fal.accepted().find((j) => j.input.prompt === prompt)!;
+    const job = stack.fal.accepted().find((j) => j.input.prompt === prompt)!;
     expect(job.cancelled).toBe(true);
     // It never left the queue: a result read from fal is the cancellation's error, never an output.
     expect(job.result === undefined || job.result.status === 499).toBe(true);
@@ -129,66 +59,68 @@ describe('cancel at each provider', () => {
 
   it('fal IN_PROGRESS: 409 with the generation, nothing changed; it then succeeds and is charged', async () => {
     const prompt = 'fal is already running it';
-    fal.script({ pollsInQueue: 0, hold: true }, promptContains(prompt));
+    stack.fal.script({ pollsInQueue: 0, hold: true }, promptContains(prompt));
     const id = await create({ model: 'fal-flux-schnell', prompt });
     await handedOver(id);
-    const job = await until(() => fal.accepted().find((j) => j.input.prompt === prompt) ?? null);
+    const job = await until(() => stack.fal.accepted().find((j) => j.input.prompt === prompt) ?? null);
     // The wait's first poll takes it out of the queue: fal's runner has it.
-    await until(() => fal.statusOf(job.id) === 'IN_PROGRESS');
+    await until(() => stack.fal.statusOf(job.id) === 'IN_PROGRESS');
     expectNotCancelable(id, await cancel(id));
-    expect(fal.accepted().find((j) => j.id === job.id)!.cancelled).toBe(false);
-    expect(await chargesOf(db.pool, id)).toMatchObject({ debits: 1, refunds: 0 });
-    fal.release(job.id);
-    const done = await pollGeneration(api, account.key, id, undefined, 30_000);
+    expect(stack.fal.accepted().find((j) => j.id === job.id)!.cancelled).toBe(false);
+    expect(await chargesOf(stack.db.pool, id)).toMatchObject({ debits: 1, refunds: 0 });
+    stack.fal.release(job.id);
+    const done = await pollGeneration(stack.api, stack.account.key, id, undefined, 30_000);
     expect(done).toMatchObject({ status: 'succeeded', credits_refunded: false });
-    expect(await chargesOf(db.pool, id)).toMatchObject({ debits: 1, refunds: 0 });
+    expect(await chargesOf(stack.db.pool, id)).toMatchObject({ debits: 1, refunds: 0 });
   });
 
   it('Replicate starting: 200 canceled and refunded once; the prediction was canceled before it started', async () => {
     const prompt = 'replicate has not started it';
-    replicate.script({ pollsStarting: 1_000_000 }, promptContains(prompt));
+    stack.replicate.script({ pollsStarting: 1_000_000 }, promptContains(prompt));
     const before = await balance();
     const id = await create({ model: 'replicate-flux-schnell', prompt });
     await handedOver(id);
     await expectCanceled(id, await cancel(id), before);
-    const prediction = replicate.accepted().find((p) => p.input.prompt === prompt)!;
+    const prediction = stack.replicate.accepted().find((p) => p.input.prompt === prompt)!;
     expect(prediction.canceled).toBe(true);
   });
 
   it('Replicate processing: 409 with the generation; it then succeeds and is charged', async () => {
     const prompt = 'replicate is processing it';
-    replicate.script({ pollsStarting: 0, hold: true }, promptContains(prompt));
+    stack.replicate.script({ pollsStarting: 0, hold: true }, promptContains(prompt));
     const id = await create({ model: 'replicate-flux-schnell', prompt });
     await handedOver(id);
-    const prediction = await until(() => replicate.accepted().find((p) => p.input.prompt === prompt) ?? null);
+    const prediction = await until(
+      () => stack.replicate.accepted().find((p) => p.input.prompt === prompt) ?? null,
+    );
     expectNotCancelable(id, await cancel(id));
-    expect(replicate.accepted().find((p) => p.id === prediction.id)!.canceled).toBe(false);
-    replicate.release(prediction.id);
-    const done = await pollGeneration(api, account.key, id, undefined, 30_000);
+    expect(stack.replicate.accepted().find((p) => p.id === prediction.id)!.canceled).toBe(false);
+    stack.replicate.release(prediction.id);
+    const done = await pollGeneration(stack.api, stack.account.key, id, undefined, 30_000);
     expect(done).toMatchObject({ status: 'succeeded', credits_refunded: false });
-    expect(await chargesOf(db.pool, id)).toMatchObject({ debits: 1, refunds: 0 });
+    expect(await chargesOf(stack.db.pool, id)).toMatchObject({ debits: 1, refunds: 0 });
   });
 
   it('OpenAI sent: 409 with the generation; the call completes and is charged', async () => {
     const prompt = 'openai call in flight';
-    openai.script({ delayMs: 4_000 }, promptContains(prompt));
+    stack.openai!.script({ delayMs: 4_000 }, promptContains(prompt));
     const id = await create({ model: 'openai-gpt-image-1', prompt });
-    await until(() => openai.requests.some((r) => r.body.includes(prompt)), 30_000);
+    await until(() => stack.openai!.requests.some((r) => r.body.includes(prompt)), 30_000);
     expectNotCancelable(id, await cancel(id));
-    const done = await pollGeneration(api, account.key, id, undefined, 30_000);
+    const done = await pollGeneration(stack.api, stack.account.key, id, undefined, 30_000);
     expect(done).toMatchObject({ status: 'succeeded', credits_refunded: false });
-    expect(await chargesOf(db.pool, id)).toMatchObject({ debits: 1, refunds: 0 });
-    expect(openai.accepted().filter((c) => c.input.prompt === prompt)).toHaveLength(1);
+    expect(await chargesOf(stack.db.pool, id)).toMatchObject({ debits: 1, refunds: 0 });
+    expect(stack.openai!.accepted().filter((c) => c.input.prompt === prompt)).toHaveLength(1);
   });
 
   it('OpenAI pending (OpenAI unreachable, nothing sent yet): 200 canceled, refunded once, OpenAI got no call', async () => {
     const prompt = 'openai call not sent yet';
     const before = await balance();
     const call = () =>
-      db.pool.maybeOne(sql.type(z.object({ state: z.string(), error: z.string().nullable() }))`
+      stack.db.pool.maybeOne(sql.type(z.object({ state: z.string(), error: z.string().nullable() }))`
         SELECT state, error FROM openai_image_calls WHERE token = ${`tok_${id}`}`);
     // Connections refused: the wait's call provably never left us, so it goes back to pending.
-    await openai.goDown();
+    await stack.openai!.goDown();
     let id = '';
     try {
       id = await create({ model: 'openai-gpt-image-1', prompt });
@@ -198,14 +130,14 @@ describe('cancel at each provider', () => {
       }, 30_000);
       await expectCanceled(id, await cancel(id), before);
     } finally {
-      await openai.goUp();
+      await stack.openai!.goUp();
     }
     expect((await call())!.state).toBe('canceled');
     // OpenAI is back; the wait (if it tries again) finds nothing to send.
     await new Promise((resolve) => setTimeout(resolve, 2_000));
-    expect(openai.requests.filter((r) => r.body.includes(prompt))).toHaveLength(0);
+    expect(stack.openai!.requests.filter((r) => r.body.includes(prompt))).toHaveLength(0);
     expect((await call())!.state).toBe('canceled');
-    expect(await chargesOf(db.pool, id)).toMatchObject({ debits: 1, refunds: 1, net: 0 });
+    expect(await chargesOf(stack.db.pool, id)).toMatchObject({ debits: 1, refunds: 1, net: 0 });
   });
 
   describe('a cancel while the worker is dead (SIGKILL)', () => {
@@ -216,15 +148,10 @@ describe('cancel at each provider', () => {
         response = await cancel(id);
       return response;
     };
-    const killWorker = async () => {
-      const exited = new Promise((resolve) => worker.once('exit', resolve));
-      worker.kill('SIGKILL');
-      await exited;
-    };
 
     it('queued at fal: decided by the next worker, 200 canceled, one refund, fal cancelled it', async () => {
       const prompt = 'fal queued through a crash';
-      fal.script({ pollsInQueue: 1_000_000 }, promptContains(prompt));
+      stack.fal.script({ pollsInQueue: 1_000_000 }, promptContains(prompt));
       const before = await balance();
       const id = await create({ model: 'fal-flux-schnell', prompt });
       await handedOver(id);
@@ -232,37 +159,33 @@ describe('cancel at each provider', () => {
       const first = cancel(id);
       await new Promise((resolve) => setTimeout(resolve, 1_000));
       // Nothing can be decided without a worker: the generation stands as it was.
-      expect(await getGeneration(api, account.key, id)).toMatchObject({ status: 'queued' });
-      worker = await workers.start();
+      expect(await getGeneration(stack.api, stack.account.key, id)).toMatchObject({ status: 'queued' });
+      await restartWorker();
       await expectCanceled(id, await decidedCancel(id, first), before);
-      expect(fal.accepted().find((j) => j.input.prompt === prompt)!.cancelled).toBe(true);
+      expect(stack.fal.accepted().find((j) => j.input.prompt === prompt)!.cancelled).toBe(true);
       // The restarted wait and the cancel never both refund.
       await new Promise((resolve) => setTimeout(resolve, 2_000));
-      expect(await chargesOf(db.pool, id)).toMatchObject({ debits: 1, refunds: 1, net: 0 });
+      expect(await chargesOf(stack.db.pool, id)).toMatchObject({ debits: 1, refunds: 1, net: 0 });
     }, 120_000);
 
     it('running at Replicate: decided by the next worker, 409, then delivered and charged once', async () => {
       const prompt = 'replicate runs through a crash';
-      replicate.script({ pollsStarting: 0, hold: true }, promptContains(prompt));
+      stack.replicate.script({ pollsStarting: 0, hold: true }, promptContains(prompt));
       const id = await create({ model: 'replicate-flux-schnell', prompt });
       await handedOver(id);
       const prediction = await until(
-        () => replicate.accepted().find((p) => p.input.prompt === prompt) ?? null,
+        () => stack.replicate.accepted().find((p) => p.input.prompt === prompt) ?? null,
       );
       await killWorker();
       const first = cancel(id);
       await new Promise((resolve) => setTimeout(resolve, 1_000));
-      worker = await workers.start();
+      await restartWorker();
       expectNotCancelable(id, await decidedCancel(id, first));
-      replicate.release(prediction.id);
-      const done = await pollGeneration(api, account.key, id, undefined, 60_000);
+      stack.replicate.release(prediction.id);
+      const done = await pollGeneration(stack.api, stack.account.key, id, undefined, 60_000);
       expect(done).toMatchObject({ status: 'succeeded', credits_refunded: false });
-      expect(await chargesOf(db.pool, id)).toMatchObject({ debits: 1, refunds: 0 });
-      expect(replicate.accepted().find((p) => p.id === prediction.id)!.canceled).toBe(false);
+      expect(await chargesOf(stack.db.pool, id)).toMatchObject({ debits: 1, refunds: 0 });
+      expect(stack.replicate.accepted().find((p) => p.id === prediction.id)!.canceled).toBe(false);
     }, 120_000);
   });
 });
-
-/** Waits until a synchronous probe of the fakes' state holds (their state is in this process). */
-const until = <T>(probe: () => T | null | false | undefined, timeoutMs?: number) =>
-  waitFor(() => Promise.resolve(probe() ?? null), timeoutMs);

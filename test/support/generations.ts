@@ -1,3 +1,7 @@
+import type { ApplicationFailure } from '@temporalio/common';
+import type { CommonQueryMethods } from 'slonik';
+import { expect } from 'vitest';
+import { admitGeneration } from '../../src/activities/admission.js';
 import type { ApiService } from '../../src/api/service.js';
 import { newId } from '../../src/ids.js';
 import type { GenerationStart } from '../../src/workflows/generation-types.js';
@@ -66,4 +70,24 @@ export function generationStart(owner: TestAccount, prompt: string): GenerationS
       idempotencyRetentionMs: 60_000,
     },
   };
+}
+
+/** What a step (an activity called directly) failed with, or null when it succeeded. */
+export function failureOf(promise: Promise<unknown>): Promise<ApplicationFailure | null> {
+  return promise.then(
+    () => null,
+    (error: unknown) => error as ApplicationFailure,
+  );
+}
+
+/** A generation of the account's admitted (debited) as the workflow's first step would: its start. */
+export async function admittedStart(
+  db: CommonQueryMethods,
+  owner: TestAccount,
+  prompt: string,
+  overrides: Partial<GenerationStart> = {},
+): Promise<GenerationStart> {
+  const start = { ...generationStart(owner, prompt), ...overrides };
+  expect((await admitGeneration(db, start, 10)).outcome).toBe('accepted');
+  return start;
 }
