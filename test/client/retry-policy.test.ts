@@ -1,3 +1,4 @@
+import { inspect } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   BrowserNotSupportedError,
@@ -63,6 +64,16 @@ describe('constructing a client', () => {
       else process.env.GENERATION_API_KEY = saved.key;
       if (saved.url === undefined) delete process.env.GENERATION_BASE_URL;
       else process.env.GENERATION_BASE_URL = saved.url;
+    }
+  });
+
+  it('no object of a client holds its API key where printing or walking it would show it', () => {
+    // Error trackers and loggers walk objects; util.inspect shows non-enumerable properties too.
+    const apiKey = 'gsk_live_NeverPrintThisKey0123456789';
+    const client = new Client({ apiKey, baseURL: 'http://api.example.test/v1' });
+    for (const object of [client, client.generations, client.models, client.credits, client.webhooks]) {
+      expect(inspect(object, { depth: null, showHidden: true })).not.toContain(apiKey);
+      expect(JSON.stringify(object) ?? '').not.toContain(apiKey);
     }
   });
 });

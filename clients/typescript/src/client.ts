@@ -73,8 +73,7 @@ export class Client {
     ] as const)
       if (value !== undefined && !(value >= 0 && value < Infinity))
         throw new RangeError(`${name} must be a finite number ≥ 0, not ${value}`);
-    const http = new HttpCore({
-      apiKey,
+    const http = new HttpCore(apiKey, {
       baseURL: this.baseURL,
       maxRetries: options.maxRetries ?? 3,
       timeoutMs: options.timeoutMs ?? 60_000,

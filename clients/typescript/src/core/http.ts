@@ -20,7 +20,6 @@ import { abortableSleep, anySignal } from './signals.js';
 export type FetchFunction = (input: string, init: RequestInit) => Promise<Response>;
 
 export interface HttpSettings {
-  apiKey: string;
   /** Ends with the version segment, e.g. http://127.0.0.1:8080/v1 (no trailing slash). */
   baseURL: string;
   maxRetries: number;
@@ -67,9 +66,20 @@ function noStore(): { cache?: 'no-store' } {
   return noStoreSupported ? { cache: 'no-store' } : {};
 }
 
-/** The core every resource goes through: one HTTP request with the retry policy, errors as classes. */
+/**
+ * The core every resource goes through: one HTTP request with the retry policy, errors as classes.
+ * The API key is a private field, never a property: nothing that walks or prints the client's
+ * objects (util.inspect, an error tracker, JSON.stringify) reaches it.
+ */
 export class HttpCore {
-  constructor(readonly settings: HttpSettings) {}
+  readonly #apiKey: string;
+
+  constructor(
+    apiKey: string,
+    readonly settings: HttpSettings,
+  ) {
+    this.#apiKey = apiKey;
+  }
 
   url(path: string, query?: HttpRequest['query']): string {
     const url = new URL(this.settings.baseURL + path);
@@ -83,7 +93,7 @@ export class HttpCore {
     const body = request.body === undefined ? undefined : JSON.stringify(request.body);
     const headers: Record<string, string> = {
       accept: 'application/json',
-      authorization: `Bearer ${this.settings.apiKey}`,
+      authorization: `Bearer ${this.#apiKey}`,
       'user-agent': this.settings.userAgent,
       ...(body === undefined ? {} : { 'content-type': 'application/json' }),
       ...(request.idempotencyKey ? { 'idempotency-key': request.idempotencyKey } : {}),
@@ -123,7 +133,7 @@ export class HttpCore {
       response = await this.settings.fetch(this.url(path), {
         method: 'GET',
         headers: {
-          authorization: `Bearer ${this.settings.apiKey}`,
+          authorization: `Bearer ${this.#apiKey}`,
           'user-agent': this.settings.userAgent,
           ...headers,
         },
