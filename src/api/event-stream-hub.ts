@@ -117,7 +117,12 @@ export class EventStreamHub<Row> {
       .then(
         (rows) => {
           if (rows.filter((r) => positionOf(r) > from).length >= readBatch) state.again = true;
-          for (const stream of [...(this.bySubject.get(subject) ?? [])]) this.deliver(subject, stream, rows);
+          for (const stream of [...(this.bySubject.get(subject) ?? [])]) {
+            // Opened while this read was in flight, behind where it began: these rows would skip
+            // what lies between; the next read starts from it.
+            if (stream.after < from) state.again = true;
+            else this.deliver(subject, stream, rows);
+          }
         },
         (error: unknown) =>
           this.options.log.warn({ err: error, subject }, 'the events of an open stream could not be read'),

@@ -53,6 +53,37 @@ describe('GenerationEventStreams', () => {
   const settle = () => new Promise((r) => setTimeout(r, 100));
   const ids = (text: string) => [...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
 
+  it('a stream opened behind a read in flight gets every event after its own place, none skipped', async () => {
+    // The read in flight began after event 2 (the one stream open then had seen it); a stream that
+    // resumes after event 1 meanwhile must still get event 2 (before: it got 3 only).
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let held = false;
+    const streams = new GenerationEventStreams({
+      slots: slotsWith(),
+      read: async (id, after, limit) => {
+        if (held) await gate;
+        return generationEventsAfter(db.pool, id, after, { limit, withNewest: true });
+      },
+      listening: () => true,
+      log,
+    });
+    const id = await newGeneration();
+    await db.pool.query(sql.unsafe`UPDATE generations SET credits_refunded = true WHERE id = ${id}`);
+    const [ahead, behind] = [sink(), sink()];
+    streams.open(id, owner('key_a'), 2, ahead);
+    await settle();
+    held = true;
+    await db.pool.query(sql.unsafe`UPDATE generations SET provider_job_id = 'job-1' WHERE id = ${id}`);
+    streams.changed(id); // the read from event 2 is now in flight, held at the gate
+    streams.open(id, owner('key_b'), 1, behind);
+    held = false;
+    release();
+    await expect.poll(() => ids(behind.text)).toEqual([2, 3]);
+    expect(ids(ahead.text)).toEqual([3]);
+    streams.close();
+  });
+
   it('one read per change for all the streams of a generation; each gets what it has not seen; ended after the terminal event', async () => {
     const streams = hub();
     const id = await newGeneration();
