@@ -103,14 +103,22 @@ export function createWebhookActivities(deps: ActivityDeps) {
   const takeTurn = (accountId: string, generationId: string, holder: string) =>
     takeDeliveryTurn(db, { accountId, generationId, holder, cap: turnsPerAccount, leaseMs: turnLeaseMs });
 
-  /** Gives the turn back, and wakes the deliveries of the account's waiters that may take one now. */
+  /**
+   * Gives the turn back, and wakes the deliveries of the account's waiters that may take one now.
+   * The wake-ups are not waited for: the attempt's answer (a delivery made) must not wait on
+   * Temporal past its deadline, which would count it failed and send it again.
+   */
   async function giveBackTurn(accountId: string, holder: string): Promise<void> {
     const next = await giveBackDeliveryTurn(db, accountId, holder, turnsPerAccount);
-    if (next.length === 0) return;
-    const client = await deps.temporal();
-    // A waiter whose workflow ended, or a signal Temporal did not take: it asks again on its own timer.
+    if (next.length > 0) void wake(next);
+  }
+
+  /** Nudges the waiters' deliveries; a waiter whose workflow ended, or a signal Temporal did not take, asks again on its own timer. */
+  async function wake(generationIds: readonly string[]): Promise<void> {
+    const client = await deps.temporal().catch(() => null);
+    if (!client) return;
     await Promise.allSettled(
-      [...new Set(next)].map((generationId) =>
+      [...new Set(generationIds)].map((generationId) =>
         client.workflow.getHandle(webhookDeliveryWorkflowId(generationId)).signal(webhookNudgeSignalName),
       ),
     );
@@ -120,6 +128,14 @@ export function createWebhookActivities(deps: ActivityDeps) {
   async function attempt(input: WebhookAttempt): Promise<WebhookAttemptOutcome> {
     const webhook = await generationWebhookOf(db, input.generationId);
     if (!webhook) return { outcome: 'gone' };
+    // A retry of an event already delivered (an attempt that delivered, then timed out before its
+    // answer reached the workflow) sends nothing again. The look's first attempts check this themselves.
+    if (
+      !input.redelivery &&
+      input.attempt > 1 &&
+      (await attemptsMadeFor(db, input.generationId, input.seq)).delivered
+    )
+      return { outcome: 'delivered' };
     // A redelivery was asked for by the owner or support: it is tried even after a 410.
     const sent = input.redelivery || !(webhook.gone || webhook.urlGoneAt);
     const holder = `${input.generationId}/${input.seq}${input.redelivery ? '/redelivery' : ''}`;

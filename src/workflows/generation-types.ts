@@ -182,8 +182,12 @@ export const nonRetryableTypes = [
  */
 export const providerWaitQueue = (taskQueue: string): string => `${taskQueue}.provider-waits`;
 
-/** Where webhook deliveries run (their own slots: a slow receiver never holds a generation's step). */
-export const webhookQueue = (taskQueue: string): string => `${taskQueue}.webhooks`;
+/**
+ * Where webhook deliveries run (their own slots: a slow receiver never holds a generation's step):
+ * the webhooks queue of `taskQueue`, which is that queue itself when it is one.
+ */
+export const webhookQueue = (taskQueue: string): string =>
+  taskQueue.endsWith('.webhooks') ? taskQueue : `${taskQueue}.webhooks`;
 
 /**
  * The task queue of the gallery's thumbnails: made after a generation succeeded, off its critical

@@ -9,6 +9,7 @@ import {
   sleep,
   workflowInfo,
 } from '@temporalio/workflow';
+import { webhookQueue } from './generation-types.js';
 import {
   webhookNudgeSignalName,
   type WebhookActivities,
@@ -64,14 +65,18 @@ export const webhookNudgeSignal = defineSignal(webhookNudgeSignalName);
  */
 export async function webhookDeliveryWorkflow(start: WebhookDeliveryStart): Promise<void> {
   const { generationId } = start;
-  // Its activities run on its own task queue (the default): the webhooks queue.
+  // Its activities run on the webhooks queue: its own task queue, or (a run started on the
+  // generation's queue, as before deliveries had a queue of their own) that queue's webhooks queue.
+  const taskQueue = webhookQueue(workflowInfo().taskQueue);
   const { nextWebhookEvents } = proxyActivities<WebhookActivities>({
+    taskQueue,
     startToCloseTimeout: '2 minutes',
     heartbeatTimeout: '30 seconds',
     retry: { maximumAttempts: 1 },
   });
   // The receiver has 15 s (the activity's own deadline); a worker lost mid-attempt is known in 30.
   const { deliverWebhook } = proxyActivities<WebhookActivities>({
+    taskQueue,
     startToCloseTimeout: '30 seconds',
     retry: { maximumAttempts: 1 },
   });
@@ -80,6 +85,7 @@ export async function webhookDeliveryWorkflow(start: WebhookDeliveryStart): Prom
   if (start.subscription) {
     // Recorded before anything is delivered (or redelivered, or shown); retried until it is.
     const { saveWebhookSubscription } = proxyActivities<WebhookActivities>({
+      taskQueue,
       startToCloseTimeout: '30 seconds',
     });
     await saveWebhookSubscription({ generationId, ...start.subscription });

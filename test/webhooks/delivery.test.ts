@@ -178,6 +178,26 @@ describe('webhook deliveries', () => {
     }
   });
 
+  it("a delivery workflow running on the generation's task queue (started so by an earlier build) still delivers", async () => {
+    const id = await create('a lantern', undefined);
+    await pollGeneration(stack.api, stack.account.key, id);
+    // Before deliveries had a queue of their own, their workflows ran on the generation's queue,
+    // whose worker does not poll for their activities: those go to its webhooks queue.
+    await stack.client.workflow.start('webhookDeliveryWorkflow', {
+      taskQueue: stack.worker.taskQueue,
+      workflowId: `webhooks-${id}`,
+      args: [
+        {
+          generationId: id,
+          retryDelaysMs: [200],
+          subscription: { url: `${hooks.origin()}/ok`, events: ['generation.succeeded'] },
+        },
+      ],
+    });
+    await until(() => deliveriesOf(id).length >= 1);
+    expect(deliveriesOf(id).map((d) => JSON.parse(d.body).type)).toEqual(['generation.succeeded']);
+  });
+
   it.each([
     ['ended', ['generation.succeeded']],
     ['still running (content_expired is still to come)', undefined],

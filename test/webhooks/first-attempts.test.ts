@@ -71,6 +71,23 @@ describe('nextWebhookEvents with deliverFirst', () => {
     ]);
   });
 
+  it('a retry of an event already delivered (the attempt timed out after delivering) sends nothing again', async () => {
+    const id = await admitted(`${hooks.origin()}/ok`);
+    const first = await look({ generationId: id, afterSeq: 0, deliverFirst: true });
+    const seq = first.events[0]!.seq;
+    expect(hooks.deliveriesOf(id)).toHaveLength(1);
+    // The workflow never heard the answer, counted the attempt failed, and retries it.
+    const activities = createWebhookActivities(deps);
+    const retried = await new MockActivityEnvironment().run(() =>
+      activities.deliverWebhook({ generationId: id, seq, attempt: 2 }),
+    );
+    expect(retried).toEqual({ outcome: 'delivered' });
+    expect(hooks.deliveriesOf(id)).toHaveLength(1);
+    expect((await deliveryAttemptsOf(db.pool, id)).map((a) => [a.attempt, a.outcome])).toEqual([
+      [1, 'delivered'],
+    ]);
+  });
+
   it('reports a failed first attempt; run again, leaves the retries to the workflow', async () => {
     hooks.flaky.push(500);
     const id = await admitted(`${hooks.origin()}/flaky`);
