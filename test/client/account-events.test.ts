@@ -154,6 +154,22 @@ describe('the account event stream: client.events(), client.webhooks, gen listen
     }
   });
 
+  it('onStart tells where an iteration from now on starts: a new iteration from there, after a failure before any event, misses nothing (gen listen resumes so)', async () => {
+    const { account, client } = await ownClient();
+    const stop = new AbortController();
+    let start: string | undefined;
+    const first = client.events({ signal: stop.signal, onStart: (cursor) => (start = cursor) });
+    // The first iteration pins its start, then is given up before any event (as after a failure).
+    const pending = first.next();
+    await expect.poll(() => start).toBeDefined();
+    stop.abort();
+    await pending.catch(() => undefined);
+    const id = (await client.generations.create({ model: 'lumen-lite', prompt: 'meanwhile' })).id;
+    const reading = reader((onOpen) => client.events({ lastEventId: start, onOpen }), succeeded([id]));
+    const events = (await reading.done).map((item) => item.event);
+    expect(events).toEqual(await logOf(account.key, id));
+  });
+
   it('client.webhooks: secret() reads the signing secret, rotateSecret() replaces it (the old one signs on as previous)', async () => {
     const { client } = await ownClient();
     const first = await client.webhooks.secret();

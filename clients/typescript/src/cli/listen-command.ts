@@ -125,7 +125,15 @@ export async function listenCommand(client: Client, flags: ListenFlags, io: Io):
     };
     for (;;) {
       try {
-        for await (const item of client.events({ lastEventId: cursor, signal: stop.signal, onOpen })) {
+        // The first iteration pins where it starts (onStart): a later one resumes there, even
+        // when the stream was lost before its first event.
+        const onStart = (start: string) => (cursor ??= start);
+        for await (const item of client.events({
+          lastEventId: cursor,
+          signal: stop.signal,
+          onOpen,
+          onStart,
+        })) {
           cursor = item.cursor;
           if (wanted && !wanted.has(item.event.type)) continue;
           if (!target) {

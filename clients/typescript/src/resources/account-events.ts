@@ -14,6 +14,12 @@ export interface AccountEventsOptions {
   signal?: AbortSignal;
   /** Told each time the stream is open (its answer has come). */
   onOpen?: () => void;
+  /**
+   * Told the cursor the iteration starts after, before the stream opens (`lastEventId`, or "now"
+   * pinned): a caller that starts a new iteration after this one failed passes it on, so that
+   * nothing committed meanwhile is lost even before the first event.
+   */
+  onStart?: (cursor: string) => void;
 }
 
 /**
@@ -53,6 +59,7 @@ export async function* accountEvents(
       throw error;
     }
   }
+  options.onStart?.(start);
   let cursor = start;
   yield* followStream<AccountEvent>(http, {
     path: '/events',
