@@ -2,7 +2,7 @@ import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 
 /**
- * An account's turns at delivering webhooks (migration 0023): at most `cap` attempts of one
+ * An account's turns at delivering webhooks (migration 0024): at most `cap` attempts of one
  * account run at once, across workers; the others wait their turn, oldest first. Taken before an
  * attempt's POST, given back after it (a lost worker's turn lapses at its lease's end).
  */
@@ -17,8 +17,12 @@ export interface DeliveryTurnRequest {
   leaseMs: number;
 }
 
-/** A waiter not seen for this long (its workflow is gone, or stopped asking) loses its place. */
-const waiterLapsesMs = 5 * 60_000;
+/**
+ * A waiter not seen for this long loses its place: its workflow is gone, or stopped asking (a run
+ * that continued as new and waits out a retry's delay first). A waiting delivery asks every 30 s
+ * (the workflow's turnWaitMs), so three asks missed.
+ */
+const waiterLapsesMs = 90_000;
 
 /**
  * Takes a turn for `holder` when one is free and no older waiter of the account is owed it: true
