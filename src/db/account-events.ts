@@ -51,9 +51,11 @@ export async function latestAccountEvents(
   return rows.map(toRow);
 }
 
+const headRow = z.object({ last_position: z.coerce.number() });
+
 /** The position of the account's newest committed event (0: none yet): where "from now on" starts. */
 export async function accountEventHead(db: CommonQueryMethods, accountId: string): Promise<number> {
-  const head = await db.maybeOneFirst(sql.type(z.object({ last_position: z.coerce.number() }))`
+  const head = await db.maybeOneFirst(sql.type(headRow)`
     SELECT last_position FROM account_event_heads WHERE account_id = ${accountId}`);
   return head ?? 0;
 }

@@ -17,6 +17,9 @@ export interface DeliveryTurnRequest {
   leaseMs: number;
 }
 
+const freeRow = z.object({ free: z.boolean() });
+const waiterRow = z.object({ generation_id: z.string() });
+
 /**
  * A waiter not seen for this long loses its place: its workflow is gone, or stopped asking (a run
  * that continued as new and waits out a retry's delay first). A waiting delivery asks every 30 s
@@ -46,7 +49,7 @@ export async function takeDeliveryTurn(
       INSERT INTO webhook_delivery_turns (holder, account_id, generation_id)
       VALUES (${holder}, ${accountId}, ${request.generationId})
       ON CONFLICT (holder) DO UPDATE SET seen_at = now()`);
-    const { free } = await tx.one(sql.type(z.object({ free: z.boolean() }))`
+    const { free } = await tx.one(sql.type(freeRow)`
       WITH mine AS (SELECT waiting_since, held_until FROM webhook_delivery_turns WHERE holder = ${holder})
       SELECT (SELECT held_until IS NOT NULL FROM mine) OR count(*) < ${cap} AS free
       FROM webhook_delivery_turns t, mine
@@ -72,7 +75,7 @@ export async function giveBackDeliveryTurn(
   cap: number,
 ): Promise<readonly string[]> {
   await db.query(sql.unsafe`DELETE FROM webhook_delivery_turns WHERE holder = ${holder}`);
-  return db.anyFirst(sql.type(z.object({ generation_id: z.string() }))`
+  return db.anyFirst(sql.type(waiterRow)`
     SELECT generation_id FROM webhook_delivery_turns
     WHERE account_id = ${accountId} AND held_until IS NULL
     ORDER BY waiting_since, holder

@@ -50,7 +50,6 @@ describe('GenerationEventStreams', () => {
       VALUES (${id}, ${account.accountId}, ${account.keyId}, 'queued', 'lumen-lite', 'image', 2, '{"prompt":"x"}')`);
     return id;
   };
-  const settle = () => new Promise((r) => setTimeout(r, 100));
   const ids = (text: string) => [...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
 
   it('a stream opened behind a read in flight gets every event after its own place, none skipped', async () => {
@@ -59,11 +58,14 @@ describe('GenerationEventStreams', () => {
     let release: () => void = () => undefined;
     const gate = new Promise<void>((resolve) => (release = resolve));
     let held = false;
+    let readsDone = 0;
     const streams = new GenerationEventStreams({
       slots: slotsWith(),
       read: async (id, after, limit) => {
         if (held) await gate;
-        return generationEventsAfter(db.pool, id, after, { limit, withNewest: true });
+        const rows = await generationEventsAfter(db.pool, id, after, { limit, withNewest: true });
+        readsDone += 1;
+        return rows;
       },
       listening: () => true,
       log,
@@ -72,7 +74,7 @@ describe('GenerationEventStreams', () => {
     await db.pool.query(sql.unsafe`UPDATE generations SET credits_refunded = true WHERE id = ${id}`);
     const [ahead, behind] = [sink(), sink()];
     streams.open(id, owner('key_a'), 2, ahead);
-    await settle();
+    await expect.poll(() => readsDone).toBe(1); // its first read, done: nothing new for it
     held = true;
     await db.pool.query(sql.unsafe`UPDATE generations SET provider_job_id = 'job-1' WHERE id = ${id}`);
     streams.changed(id); // the read from event 2 is now in flight, held at the gate
@@ -89,18 +91,16 @@ describe('GenerationEventStreams', () => {
     const id = await newGeneration();
     const [a, b] = [sink(), sink()];
     streams.open(id, owner('key_a'), 0, a);
-    await settle();
+    await expect.poll(() => ids(a.text)).toEqual([1]);
     await db.pool.query(sql.unsafe`UPDATE generations SET credits_refunded = true WHERE id = ${id}`);
     streams.open(id, owner('key_b'), 1, b); // resumed after event 1
-    await settle();
-    expect(ids(a.text)).toEqual([1, 2]);
-    expect(ids(b.text)).toEqual([2]);
+    await expect.poll(() => [ids(a.text), ids(b.text)]).toEqual([[1, 2], [2]]);
     reads = 0;
     await db.pool.query(
       sql.unsafe`UPDATE generations SET status = 'failed', error = '{"code":"x","message":"y"}' WHERE id = ${id}`,
     );
     streams.changed(id); // what the generation_event notification does
-    await settle();
+    await expect.poll(() => [a.ended, b.ended]).toEqual([true, true]);
     expect(reads).toBe(1);
     expect(ids(a.text)).toEqual([1, 2, 3]);
     expect(ids(b.text)).toEqual([2, 3]);

@@ -44,6 +44,9 @@ export function useRoutedStack(
     STORAGE_DIR: storageDir,
     RESULT_BASE_URL: 'http://127.0.0.1:9',
     PROVIDER_POLL_INTERVAL_MS: '50',
+    // Tests here post 20 at once; on two loaded cores an admission can outlast the default 10 s,
+    // and none of them is about that 503.
+    ADMISSION_TIMEOUT_MS: '30000',
     ...stack.fal.env(),
     ...stack.replicate.env(),
   });

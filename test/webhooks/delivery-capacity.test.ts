@@ -24,6 +24,8 @@ describe('webhook delivery capacity', () => {
       // The flood's retries come after the test.
       WEBHOOK_RETRY_DELAYS_MS: '60000',
       RATE_LIMIT_PER_MINUTE: '100000',
+      // The flood posts 20 at once; on two loaded cores an admission can outlast the default 10 s.
+      ADMISSION_TIMEOUT_MS: '30000',
     },
     worker: {
       overrides: { webhookDelivery: hooks.webhookDelivery, webhookDeliveriesPerAccount: perAccount },
