@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { MissedNotifications } from '../db/missed-notifications.js';
+import { OneReadInFlight } from './one-read-in-flight.js';
 import type { StreamOwner, StreamSlots } from './stream-slots.js';
 
 /** Where a stream writes: the response body. */
@@ -43,7 +44,11 @@ export interface EventStreamHubOptions<Row> {
  */
 export class EventStreamHub<Row> {
   private readonly bySubject = new Map<string, Set<Stream>>();
-  private readonly reading = new Map<string, { again: boolean }>();
+  /** One read of a subject at a time, shared by its streams (again if it changed meanwhile). */
+  private readonly reads = new OneReadInFlight({
+    followed: (subject) => this.bySubject.has(subject),
+    read: (subject, readAgain) => this.readNew(subject, readAgain),
+  });
   private readonly missed = new MissedNotifications({
     listening: () => this.options.listening(),
     recheck: () => {
@@ -101,36 +106,27 @@ export class EventStreamHub<Row> {
 
   /** `subject` has a new event (its notification): its streams get what they have not seen. */
   changed(subject: string): void {
-    const streams = this.bySubject.get(subject);
-    if (!streams) return;
-    const inFlight = this.reading.get(subject);
-    if (inFlight) {
-      inFlight.again = true;
-      return;
-    }
-    const state = { again: false };
-    this.reading.set(subject, state);
+    this.reads.changed(subject);
+  }
+
+  /** What is new since the stream furthest behind, to each stream (read on while batches come full). */
+  private readNew(subject: string, readAgain: () => void): Promise<void> {
+    const streams = this.bySubject.get(subject)!;
     const from = Math.min(...[...streams].map((s) => s.after));
     const { positionOf } = this.options;
-    void this.options
-      .read(subject, from, readBatch)
-      .then(
-        (rows) => {
-          if (rows.filter((r) => positionOf(r) > from).length >= readBatch) state.again = true;
-          for (const stream of [...(this.bySubject.get(subject) ?? [])]) {
-            // Opened while this read was in flight, behind where it began: these rows would skip
-            // what lies between; the next read starts from it.
-            if (stream.after < from) state.again = true;
-            else this.deliver(subject, stream, rows);
-          }
-        },
-        (error: unknown) =>
-          this.options.log.warn({ err: error, subject }, 'the events of an open stream could not be read'),
-      )
-      .finally(() => {
-        this.reading.delete(subject);
-        if (state.again) this.changed(subject);
-      });
+    return this.options.read(subject, from, readBatch).then(
+      (rows) => {
+        if (rows.filter((r) => positionOf(r) > from).length >= readBatch) readAgain();
+        for (const stream of [...(this.bySubject.get(subject) ?? [])]) {
+          // Opened while this read was in flight, behind where it began: these rows would skip
+          // what lies between; the next read starts from it.
+          if (stream.after < from) readAgain();
+          else this.deliver(subject, stream, rows);
+        }
+      },
+      (error: unknown) =>
+        this.options.log.warn({ err: error, subject }, 'the events of an open stream could not be read'),
+    );
   }
 
   private deliver(subject: string, stream: Stream, rows: Row[]): void {

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { MissedNotifications } from '../db/missed-notifications.js';
 import type { GenerationRow } from '../db/generation-reads.js';
 import { isTerminal } from './conditional-reads.js';
+import { OneReadInFlight } from './one-read-in-flight.js';
 
 /** At most this many requests wait (Prefer: wait) at once per API key, and per API process. */
 export const waitersPerKey = 1_000;
@@ -31,8 +32,11 @@ export class GenerationWaiters {
   private readonly perKey = new Map<string, number>();
   private count = 0;
   private closing = false;
-  /** Generations being read now, and whether another change arrived meanwhile (read again). */
-  private readonly reading = new Map<string, { again: boolean }>();
+  /** One read of a generation at a time, shared by its waiters (again if it changed meanwhile). */
+  private readonly reads = new OneReadInFlight({
+    followed: (id) => this.byGeneration.has(id),
+    read: (id) => this.answerIfTerminal(id),
+  });
   private readonly missed = new MissedNotifications({
     listening: () => this.options.listening(),
     recheck: () => {
@@ -105,16 +109,12 @@ export class GenerationWaiters {
 
   /** A generation changed (its notification): its waiters are answered if it is now terminal. */
   changed(id: string): void {
-    const group = this.byGeneration.get(id);
-    if (!group) return;
-    const inFlight = this.reading.get(id);
-    if (inFlight) {
-      inFlight.again = true;
-      return;
-    }
-    const state = { again: false };
-    this.reading.set(id, state);
-    void group
+    this.reads.changed(id);
+  }
+
+  private answerIfTerminal(id: string): Promise<void> {
+    return this.byGeneration
+      .get(id)!
       .read()
       .then(
         (row) => {
@@ -123,11 +123,7 @@ export class GenerationWaiters {
         },
         (error: unknown) =>
           this.options.log.warn({ err: error, generation_id: id }, 'a waited generation could not be read'),
-      )
-      .finally(() => {
-        this.reading.delete(id);
-        if (state.again) this.changed(id);
-      });
+      );
   }
 
   /**

@@ -31,7 +31,7 @@ const operations: Record<string, Coverage> = {
 const pythonClasses: Record<string, { file: string; classes: string[] }> = {
   '': { file: '_client.py', classes: ['Client', 'AsyncClient'] },
   generations: { file: '_generations.py', classes: ['Generations', 'AsyncGenerations'] },
-  webhooks: { file: '_catalog.py', classes: ['Webhooks', 'AsyncWebhooks'] },
+  webhooks: { file: '_webhooks_resource.py', classes: ['Webhooks', 'AsyncWebhooks'] },
   credits: { file: '_catalog.py', classes: ['Credits', 'AsyncCredits'] },
   models: { file: '_catalog.py', classes: ['Models', 'AsyncModels'] },
 };

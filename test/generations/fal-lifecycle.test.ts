@@ -6,18 +6,16 @@ import { Client, Connection } from '@temporalio/client';
 import sharp from 'sharp';
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { z } from 'zod';
 import type { ApiService } from '../../src/api/service.js';
 import { modelDefinitionSchema } from '../../src/catalog/catalog-entry.js';
 import { freePort } from '../../src/dev/free-port.js';
 import { randomBase62 } from '../../src/ids.js';
 import { createLogger } from '../../src/logger.js';
 import { buildResultHost } from '../../src/result-host/server.js';
-import { NeedsReview } from '../../src/workflows/search-attributes.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { createGeneration, getGeneration, pollGeneration } from '../support/generations.js';
-import { workflowIdOf } from '../support/ledger.js';
+import { getGeneration, pollGeneration } from '../support/generations.js';
+import { chargesOf } from '../support/ledger.js';
 import { drawImage } from '../support/providers/fake-files.js';
 import { promptContains } from '../support/providers/fake-http.js';
 import {
@@ -25,10 +23,17 @@ import {
   falRequestError,
   falValidationError,
 } from '../support/providers/fal-queue-server.js';
+import {
+  accountCalls,
+  decodedHistory,
+  expectFlaggedForReview,
+  placesHolding,
+  refundedFailure,
+  resultCopyFailed,
+} from '../support/provider-lifecycle.js';
 import { probeVideo } from '../support/providers/probe-video.js';
 import { selfSignedCertificate, startTestServer, type TestServer } from '../support/test-servers.js';
-import { workerProcesses } from '../support/worker-process.js';
-import { chainHistory } from '../support/workflow-runs.js';
+import { crash, workerProcesses } from '../support/worker-process.js';
 
 /**
  * fal end to end: the catalog entries of catalog/examples/fal.json, the real API, the generation
@@ -52,8 +57,6 @@ describe('generations on fal', () => {
   let frames: TestServer;
   let lastFrame: Buffer;
   let caFile: string;
-  /** Every generation these tests made, for the look for the key at the end. */
-  const generationIds: string[] = [];
 
   const apiEnv = () => ({
     TEMPORAL_TASK_QUEUE: taskQueue,
@@ -117,27 +120,8 @@ describe('generations on fal', () => {
     if (storageDir) await rm(storageDir, { recursive: true, force: true });
   });
 
-  const balance = async () =>
-    (await api.app.inject({ method: 'GET', url: '/v1/credits', headers: bearer(account.key) })).json()
-      .credits as number;
-  /** POST /v1/generations → 202; the Generation in its body. */
-  const post = async (body: Record<string, unknown>, on: ApiService = api) => {
-    const response = await createGeneration(on, account.key, body);
-    expect(response.statusCode, response.body).toBe(202);
-    const generation = response.json<Record<string, any>>();
-    generationIds.push(generation.id as string);
-    return generation;
-  };
-  const finished = (id: string, timeoutMs = 30_000) =>
-    pollGeneration(api, account.key, id, (g) => g.status !== 'queued', timeoutMs);
-  const ledgerOf = async (id: string) => {
-    const kinds = await db.pool.anyFirst(sql.type(z.object({ kind: z.string() }))`
-      SELECT kind FROM credit_ledger WHERE generation_id = ${id} ORDER BY id`);
-    return {
-      debits: kinds.filter((k) => k === 'debit').length,
-      refunds: kinds.filter((k) => k === 'refund').length,
-    };
-  };
+  const { balance, post, finished, made } = accountCalls(() => ({ api, key: account.key }));
+  const ledgerOf = (id: string) => chargesOf(db.pool, id);
   /** The fal requests (accepted creates) whose prompt holds `text`. */
   const requestsFor = (text: string) =>
     fal.accepted().filter((job) => String(job.input.prompt).includes(text));
@@ -179,7 +163,7 @@ describe('generations on fal', () => {
     });
     expect(createsFor('harbour at dawn')).toBe(1);
     expect(await balance()).toBe(before - 3);
-    expect(await ledgerOf(created.id as string)).toEqual({ debits: 1, refunds: 0 });
+    expect(await ledgerOf(created.id as string)).toMatchObject({ debits: 1, refunds: 0 });
   });
 
   it('sends an inline reference image to fal as a data URI, not as a URL on our result host', async () => {
@@ -235,14 +219,9 @@ describe('generations on fal', () => {
     fal.failCreate({ kind: 'status', status: 422 }, promptContains('refused outright'));
     const before = await balance();
     const answered = await post({ model: 'fal-flux-schnell', prompt: 'refused outright' });
-    expect(answered).toMatchObject({
-      status: 'failed',
-      credits: 1,
-      credits_refunded: true,
-      error: { code: 'provider_rejected' },
-    });
+    expect(answered).toMatchObject({ ...refundedFailure('provider_rejected'), credits: 1 });
     expect(await balance()).toBe(before);
-    expect(await ledgerOf(answered.id as string)).toEqual({ debits: 1, refunds: 1 });
+    expect(await ledgerOf(answered.id as string)).toMatchObject({ debits: 1, refunds: 1 });
     expect(createsFor('refused outright')).toBe(1);
   });
 
@@ -254,13 +233,9 @@ describe('generations on fal', () => {
     const before = await balance();
     const created = await post({ model: 'fal-flux-schnell', prompt: 'odd size' });
     const done = await finished(created.id as string);
-    expect(done).toMatchObject({
-      status: 'failed',
-      credits_refunded: true,
-      error: { code: 'provider_rejected' },
-    });
+    expect(done).toMatchObject(refundedFailure('provider_rejected'));
     expect(await balance()).toBe(before);
-    expect(await ledgerOf(created.id as string)).toEqual({ debits: 1, refunds: 1 });
+    expect(await ledgerOf(created.id as string)).toMatchObject({ debits: 1, refunds: 1 });
   });
 
   it('COMPLETED with an error result → refunded once, generation_failed, in a safe message', async () => {
@@ -277,18 +252,14 @@ describe('generations on fal', () => {
     const before = await balance();
     const created = await post({ model: 'fal-flux-schnell', prompt: 'too slow' });
     const done = await finished(created.id as string);
-    expect(done).toMatchObject({
-      status: 'failed',
-      credits_refunded: true,
-      error: { code: 'generation_failed' },
-    });
+    expect(done).toMatchObject(refundedFailure('generation_failed'));
     expect(done.error.message).toContain('request_timeout');
     expect(done.error.message).not.toContain(falKey);
     expect(done.error.message).not.toMatch(/https?:|sig=/);
     expect(await balance()).toBe(before);
     // Refunded exactly once, however often the workflow looked.
     await new Promise((r) => setTimeout(r, 500));
-    expect(await ledgerOf(created.id as string)).toEqual({ debits: 1, refunds: 1 });
+    expect(await ledgerOf(created.id as string)).toMatchObject({ debits: 1, refunds: 1 });
   });
 
   it.each([
@@ -315,12 +286,9 @@ describe('generations on fal', () => {
         credits_refunded: false,
         error: { code: 'submission_unresolved' },
       });
-      const handle = client.workflow.getHandle(await workflowIdOf(db.pool, answered.id as string));
-      await expect
-        .poll(async () => (await handle.describe()).typedSearchAttributes.get(NeedsReview))
-        .toBe(true);
+      await expectFlaggedForReview(client, db.pool, answered.id as string);
       expect(await balance()).toBe(before - 1);
-      expect(await ledgerOf(answered.id as string)).toEqual({ debits: 1, refunds: 0 });
+      expect(await ledgerOf(answered.id as string)).toMatchObject({ debits: 1, refunds: 0 });
       // fal got the request whole (it holds the job), and only once.
       await new Promise((r) => setTimeout(r, 1000));
       expect(createsFor(prompt)).toBe(1);
@@ -343,7 +311,7 @@ describe('generations on fal', () => {
     expect(done).toMatchObject({ status: 'succeeded', error: null });
     expect(createsFor(prompt)).toBe(3);
     expect(requestsFor(prompt)).toHaveLength(1);
-    expect(await ledgerOf(created.id as string)).toEqual({ debits: 1, refunds: 0 });
+    expect(await ledgerOf(created.id as string)).toMatchObject({ debits: 1, refunds: 0 });
   });
 
   it('a worker killed while fal holds the job: a new worker resumes it, with no second create', async () => {
@@ -352,8 +320,7 @@ describe('generations on fal', () => {
     const created = await post({ model: 'fal-flux-schnell', prompt, aspect_ratio: '4:3' });
     // The worker is polling the held request when it dies.
     await expect.poll(() => requestsFor(prompt)[0]?.polls ?? 0, { timeout: 10_000 }).toBeGreaterThan(2);
-    worker.kill('SIGKILL');
-    await new Promise((r) => worker.once('exit', r));
+    await crash(worker);
     worker = await startWorker();
     const { id: requestId } = requestsFor(prompt)[0]!;
     const pollsBefore = requestsFor(prompt)[0]!.polls;
@@ -366,7 +333,7 @@ describe('generations on fal', () => {
     expect(done).toMatchObject({ status: 'succeeded', error: null });
     expect(done.output.images[0]).toMatchObject({ width: 1024, height: 768 });
     expect(createsFor(prompt)).toBe(1);
-    expect(await ledgerOf(created.id as string)).toEqual({ debits: 1, refunds: 0 });
+    expect(await ledgerOf(created.id as string)).toMatchObject({ debits: 1, refunds: 0 });
   }, 90_000);
 
   it('a result URL that expired before it was copied → refunded, generation_failed (never retried)', async () => {
@@ -376,17 +343,9 @@ describe('generations on fal', () => {
       const before = await balance();
       const created = await post({ model: 'fal-flux-schnell', prompt });
       const done = await finished(created.id as string);
-      expect(done).toMatchObject({
-        status: 'failed',
-        credits_refunded: true,
-        output: null,
-        error: {
-          code: 'generation_failed',
-          message: 'The result could not be copied from the provider. The credits were refunded.',
-        },
-      });
+      expect(done).toMatchObject(resultCopyFailed);
       expect(await balance()).toBe(before);
-      expect(await ledgerOf(created.id as string)).toEqual({ debits: 1, refunds: 1 });
+      expect(await ledgerOf(created.id as string)).toMatchObject({ debits: 1, refunds: 1 });
     } finally {
       fal.files.ttlMs = 60 * 60 * 1000;
     }
@@ -399,11 +358,7 @@ describe('generations on fal', () => {
     try {
       const created = await post({ model: 'fal-flux-schnell', prompt }, impatient);
       const done = await finished(created.id as string);
-      expect(done).toMatchObject({
-        status: 'failed',
-        credits_refunded: true,
-        error: { code: 'generation_timed_out' },
-      });
+      expect(done).toMatchObject(refundedFailure('generation_timed_out'));
       await expect.poll(() => requestsFor(prompt)[0]?.cancelled, { timeout: 10_000 }).toBe(true);
       const { id: requestId } = requestsFor(prompt)[0]!;
       expect(
@@ -433,18 +388,13 @@ describe('generations on fal', () => {
       fal.failCancel({ kind: 'drop', accepted: true });
       const response = await cancel(id);
       expect(response.statusCode, response.body).toBe(200);
-      expect(response.json()).toMatchObject({
-        id,
-        status: 'failed',
-        credits_refunded: true,
-        error: { code: 'canceled' },
-      });
+      expect(response.json()).toMatchObject({ id, ...refundedFailure('canceled') });
       expect(requestsFor('cancel answer lost')[0]!.cancelled).toBe(true);
       // Asked once: the retry read the status and did not cancel again.
       expect(cancelsOf(requestId)).toBe(1);
-      expect(await ledgerOf(id)).toEqual({ debits: 1, refunds: 1 });
+      expect(await ledgerOf(id)).toMatchObject({ debits: 1, refunds: 1 });
       expect((await cancel(id)).statusCode).toBe(200);
-      expect(await ledgerOf(id)).toEqual({ debits: 1, refunds: 1 });
+      expect(await ledgerOf(id)).toMatchObject({ debits: 1, refunds: 1 });
     });
 
     it('run to completion meanwhile: not canceled, delivered and charged once', async () => {
@@ -458,36 +408,16 @@ describe('generations on fal', () => {
       expect(cancelsOf(requestId)).toBe(1);
       const done = await finished(id);
       expect(done).toMatchObject({ status: 'succeeded', credits_refunded: false });
-      expect(await ledgerOf(id)).toEqual({ debits: 1, refunds: 0 });
+      expect(await ledgerOf(id)).toMatchObject({ debits: 1, refunds: 0 });
     });
   });
 
   it('FAL_KEY is nowhere: not in a generation row, a workflow history, the worker’s logs or the request log', async () => {
-    expect(generationIds.length).toBeGreaterThan(8);
+    expect(made.length).toBeGreaterThan(8);
     expect(workers.logs()).toContain(taskQueue); // the logs were captured
     expect(workers.logs()).not.toContain(falKey);
     // The histories are read with their payloads decoded: the first one's prompt is in there.
-    const first = await chainHistory(client, await workflowIdOf(db.pool, generationIds[0]!));
-    expect(readable(first)).toContain('a harbour at dawn');
-    for (const id of generationIds) {
-      const row = await db.pool.oneFirst(sql.type(z.object({ row: z.string() }))`
-        SELECT row_to_json(g)::text AS row FROM generations g WHERE id = ${id}`);
-      expect(row).not.toContain(falKey);
-      const history = await chainHistory(client, await workflowIdOf(db.pool, id));
-      expect(readable(history)).not.toContain(falKey);
-    }
-    const log = await db.pool.oneFirst(sql.type(z.object({ log: z.string().nullable() }))`
-      SELECT string_agg(row_to_json(l)::text, ' ') AS log FROM api_request_log l`);
-    expect(log ?? '').not.toContain(falKey);
+    expect(await decodedHistory(client, db.pool, made[0]!)).toContain('a harbour at dawn');
+    expect(await placesHolding(falKey, { pool: db.pool, client, generationIds: made })).toEqual([]);
   });
 });
-
-/**
- * A history as text with its payloads decoded, so that a string inside them can be searched for:
- * serialized, a history's payload bytes are base64.
- */
-function readable(history: unknown): string {
-  return JSON.stringify(JSON.parse(JSON.stringify(history)), (key, item: unknown) =>
-    key === 'data' && typeof item === 'string' ? Buffer.from(item, 'base64').toString('utf8') : item,
-  );
-}

@@ -12,12 +12,12 @@ import type { DatabasePool } from '../../src/db/pool.js';
 import { randomBase62 } from '../../src/ids.js';
 import type { Provider } from '../../src/providers/provider.js';
 import { resolveUpdate } from '../../src/workflows/generation-workflow.js';
-import { NeedsReview } from '../../src/workflows/search-attributes.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 import { workerProcesses } from '../support/worker-process.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { chargesOf, workflowIdOf } from '../support/ledger.js';
+import { expectFlaggedForReview } from '../support/provider-lifecycle.js';
 import { drawImage } from '../support/providers/fake-files.js';
 import { promptContains } from '../support/providers/fake-http.js';
 import { OpenAiImagesServer, openAiError } from '../support/providers/openai-images-server.js';
@@ -204,10 +204,7 @@ describe('OpenAI Images through the API, the workflow and the worker', () => {
     expect(review).toMatchObject({ status: 'failed', credits: 7, credits_refunded: false });
     expect(await balance()).toBe(before - 7);
     expect([callsWith(openai, prompt), billedWith(openai, prompt)]).toEqual([1, 1]);
-    const handle = stack.client.workflow.getHandle(await workflowIdOf(stack.db.pool, generation.id));
-    await expect
-      .poll(async () => (await handle.describe()).typedSearchAttributes.get(NeedsReview))
-      .toBe(true);
+    await expectFlaggedForReview(stack.client, stack.db.pool, generation.id);
     expect(await chargesOf(stack.db.pool, generation.id)).toMatchObject({ debits: 1, refunds: 0 });
     expect(await history(generation.id)).not.toContain(key);
   });

@@ -9,13 +9,19 @@ import { loadConfig } from '../../src/config.js';
 import { randomBase62 } from '../../src/ids.js';
 import { createLogger } from '../../src/logger.js';
 import { activityDeps } from '../../src/worker/worker-deps.js';
-import { NeedsReview } from '../../src/workflows/search-attributes.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
-import { workerProcesses } from '../support/worker-process.js';
+import { crash, workerProcesses } from '../support/worker-process.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { importExampleCatalog } from '../support/example-catalog.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { chargesOf, workflowIdOf } from '../support/ledger.js';
+import {
+  accountCalls,
+  expectFlaggedForReview,
+  placesHolding,
+  refundedFailure,
+  resultCopyFailed,
+} from '../support/provider-lifecycle.js';
 import { promptContains } from '../support/providers/fake-http.js';
 import { probeVideo } from '../support/providers/probe-video.js';
 import { ReplicateServer } from '../support/providers/replicate-server.js';
@@ -90,17 +96,15 @@ const png = async (width: number, height: number) =>
 
 describe('Replicate generations end to end', () => {
   const stack = useReplicateStack();
-  const balance = async () =>
-    (
-      await stack.api.app.inject({ method: 'GET', url: '/v1/credits', headers: bearer(stack.account.key) })
-    ).json().credits as number;
-  const post = async (body: Record<string, unknown>) => {
-    const response = await createGeneration(stack.api, stack.account.key, body);
-    expect(response.statusCode).toBe(202);
-    return response.json<Record<string, any>>();
-  };
-  const finish = (id: string, done?: (g: Record<string, any>) => boolean) =>
-    pollGeneration(stack.api, stack.account.key, id, done, 30_000);
+  const {
+    balance,
+    post,
+    finished: finish,
+    made,
+  } = accountCalls(() => ({
+    api: stack.api,
+    key: stack.account.key,
+  }));
   const storedImage = async (url: string) => {
     const response = await fetch(url);
     expect(response.status).toBe(200);
@@ -186,12 +190,7 @@ describe('Replicate generations end to end', () => {
       promptContains('refused sketch'),
     );
     const answered = await post({ model: 'replicate-flux-1.1-pro', prompt: 'a refused sketch' });
-    expect(answered).toMatchObject({
-      status: 'failed',
-      credits: 4,
-      credits_refunded: true,
-      error: { code: 'provider_rejected' },
-    });
+    expect(answered).toMatchObject({ ...refundedFailure('provider_rejected'), credits: 4 });
     expect(await balance()).toBe(before);
     expect(await chargesOf(stack.db.pool, answered.id)).toMatchObject({ debits: 1, refunds: 1, net: 0 });
     expect(createsFor(stack.replicate, 'refused sketch')).toBe(1);
@@ -208,13 +207,11 @@ describe('Replicate generations end to end', () => {
     );
     const done = await finish((await post({ model: 'replicate-flux-schnell', prompt: 'a heavy scene' })).id);
     expect(done).toMatchObject({
-      status: 'failed',
-      credits_refunded: true,
+      ...refundedFailure(
+        'generation_failed',
+        'The model failed: CUDA out of memory at [url] (for [redacted])',
+      ),
       output: null,
-      error: {
-        code: 'generation_failed',
-        message: 'The model failed: CUDA out of memory at [url] (for [redacted])',
-      },
     });
     expect(await balance()).toBe(before);
     expect(await chargesOf(stack.db.pool, done.id)).toMatchObject({ debits: 1, refunds: 1, net: 0 });
@@ -225,19 +222,12 @@ describe('Replicate generations end to end', () => {
     stack.replicate.script({ final: 'aborted' }, promptContains('aborted early'));
     const canceled = await post({ model: 'replicate-flux-schnell', prompt: 'cancelled elsewhere' });
     const aborted = await post({ model: 'replicate-flux-schnell', prompt: 'aborted early' });
-    expect(await finish(canceled.id)).toMatchObject({
-      status: 'failed',
-      credits_refunded: true,
-      error: { code: 'generation_failed', message: 'The prediction was canceled at the provider.' },
-    });
-    expect(await finish(aborted.id)).toMatchObject({
-      status: 'failed',
-      credits_refunded: true,
-      error: {
-        code: 'generation_failed',
-        message: 'The prediction was aborted at the provider before it started.',
-      },
-    });
+    expect(await finish(canceled.id)).toMatchObject(
+      refundedFailure('generation_failed', 'The prediction was canceled at the provider.'),
+    );
+    expect(await finish(aborted.id)).toMatchObject(
+      refundedFailure('generation_failed', 'The prediction was aborted at the provider before it started.'),
+    );
   });
 
   it('a create whose answer is lost: review, nothing refunded, one create (Replicate cannot be asked by our token)', async () => {
@@ -251,10 +241,7 @@ describe('Replicate generations end to end', () => {
       error: { code: 'submission_unresolved' },
     });
     expect(await balance()).toBe(before - 1);
-    const handle = stack.client.workflow.getHandle(await workflowIdOf(stack.db.pool, answered.id));
-    await expect
-      .poll(async () => (await handle.describe()).typedSearchAttributes.get(NeedsReview))
-      .toBe(true);
+    await expectFlaggedForReview(stack.client, stack.db.pool, answered.id);
     expect(createsFor(stack.replicate, 'lost in transit')).toBe(1);
     // Replicate does have it: support finds it in Replicate's dashboard and resolves the generation.
     expect(stack.replicate.accepted().filter((p) => p.input.prompt === 'lost in transit')).toHaveLength(1);
@@ -284,15 +271,7 @@ describe('Replicate generations end to end', () => {
     stack.replicate.files.ttlMs = 0;
     try {
       const done = await finish((await post({ model: 'replicate-flux-schnell', prompt: 'too late' })).id);
-      expect(done).toMatchObject({
-        status: 'failed',
-        credits_refunded: true,
-        output: null,
-        error: {
-          code: 'generation_failed',
-          message: 'The result could not be copied from the provider. The credits were refunded.',
-        },
-      });
+      expect(done).toMatchObject(resultCopyFailed);
       expect(await chargesOf(stack.db.pool, done.id)).toMatchObject({ debits: 1, refunds: 1, net: 0 });
     } finally {
       stack.replicate.files.ttlMs = ttl;
@@ -301,21 +280,10 @@ describe('Replicate generations end to end', () => {
 
   it('the Replicate token appears in no generation, workflow history or request log', async () => {
     const token = stack.replicate.token;
-    const rows = await stack.db.pool.any(
-      sql.type(z.object({ row: z.string() }))`
-        SELECT row_to_json(g)::text AS row FROM generations g WHERE account_id = ${stack.account.accountId}`,
-    );
-    expect(rows.length).toBeGreaterThanOrEqual(10);
-    expect(JSON.stringify(rows)).not.toContain(token);
-    const log = await stack.db.pool.anyFirst(
-      sql.type(z.object({ row: z.string() }))`SELECT row_to_json(l)::text AS row FROM api_request_log l`,
-    );
-    expect(log.join('\n')).not.toContain(token);
-    for (const { row } of rows) {
-      const workflowId = (JSON.parse(row) as { workflow_id: string }).workflow_id;
-      const history = await chainHistory(stack.client, workflowId);
-      expect(JSON.stringify(history)).not.toContain(token);
-    }
+    expect(made.length).toBeGreaterThanOrEqual(10);
+    expect(
+      await placesHolding(token, { pool: stack.db.pool, client: stack.client, generationIds: made }),
+    ).toEqual([]);
     // The fake's own log of requests keeps no secret either.
     expect(JSON.stringify(stack.replicate.requests)).not.toContain(token);
   });
@@ -332,11 +300,7 @@ describe('Replicate: a prediction that outlives the provider-wait horizon', () =
     });
     expect(response.statusCode).toBe(202);
     const done = await pollGeneration(stack.api, stack.account.key, response.json().id, undefined, 30_000);
-    expect(done).toMatchObject({
-      status: 'failed',
-      credits_refunded: true,
-      error: { code: 'generation_timed_out' },
-    });
+    expect(done).toMatchObject(refundedFailure('generation_timed_out'));
     const prediction = stack.replicate.accepted().find((p) => p.input.prompt === 'an endless render')!;
     await expect.poll(() => stack.replicate.statusOf(prediction.id), { timeout: 10_000 }).toBe('canceled');
     expect(stack.replicate.requests.some((r) => r.url === `/v1/predictions/${prediction.id}/cancel`)).toBe(
@@ -404,8 +368,7 @@ describe('Replicate: a worker killed mid-generation', () => {
       .toMatch(/^replicate:/);
     const [prediction] = replicate.accepted();
     await expect.poll(() => replicate.statusOf(prediction!.id), { timeout: 10_000 }).toBe('processing');
-    first.kill('SIGKILL');
-    await new Promise((r) => first.once('exit', r));
+    await crash(first);
 
     replicate.release(prediction!.id);
     await startWorker();

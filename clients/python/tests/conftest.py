@@ -7,14 +7,14 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Iterator
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 from urllib.parse import urlparse
 
 import pytest
 
 from generation_client import AsyncClient, Client
 
-from .relay import FaultyFront
+from .relay import FaultyFront, Rule, Seen
 
 T = TypeVar("T")
 AnyClient = Client | AsyncClient
@@ -78,6 +78,38 @@ async def make_client(kind: str, api_key: str, base_url: str) -> AsyncIterator[M
     yield make
     for client in made:
         await resolve(client.close())
+
+
+class BehindFront(Protocol):
+    def __call__(self, rules: list[Rule], **options: Any) -> tuple[AnyClient, FaultyFront]: ...
+
+
+@pytest.fixture
+def behind_front(
+    make_client: MakeClient, api_target: tuple[str, int], fronts: list[FaultyFront]
+) -> BehindFront:
+    """A client (the test's ``kind``, built with ``options``) that reaches the API through a new
+    FaultyFront applying ``rules``, and that front (closed when the test ends)."""
+
+    def make(rules: list[Rule], **options: Any) -> tuple[AnyClient, FaultyFront]:
+        front = FaultyFront(api_target, rules)
+        fronts.append(front)
+        return make_client(base_url=front.base_url, **options), front
+
+    return make
+
+
+def header_of(head: str, name: str) -> str | None:
+    """The value of a request's header ``name`` (lower case, as the client sends it), or None."""
+    for line in head.split("\r\n"):
+        if line.startswith(f"{name}:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def last_event_ids(requests: list[Seen]) -> list[str | None]:
+    """The Last-Event-ID each request sent (None without one)."""
+    return [header_of(seen.head, "last-event-id") for seen in requests]
 
 
 async def resolve(value: Awaitable[T] | T) -> T:

@@ -9,9 +9,8 @@ import pytest
 
 from generation_client import AccountEvent, Client, GenerationEvent
 
-from .conftest import AnyClient, MakeClient, resolve
-from .relay import FaultyFront, Rule
-from .test_events import last_event_ids
+from .conftest import BehindFront, MakeClient, last_event_ids, resolve
+from .relay import Rule
 
 pytestmark = pytest.mark.anyio
 
@@ -48,12 +47,9 @@ async def test_the_account_stream_gives_each_generation_in_order_resumes_after_a
     kind: str,
     api_key: str,
     base_url: str,
-    api_target: tuple[str, int],
-    fronts: list[FaultyFront],
+    behind_front: BehindFront,
 ) -> None:
-    front = FaultyFront(api_target, [Rule(STREAM, "cut-stream", after_events=2)])
-    fronts.append(front)
-    client: AnyClient = make_client(base_url=front.base_url)
+    client, front = behind_front([Rule(STREAM, "cut-stream", after_events=2)])
     ids: list[str] = []
 
     def create_two() -> None:

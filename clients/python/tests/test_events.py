@@ -7,24 +7,14 @@ import pytest
 
 from generation_client import GenerationEvent, NotFoundError
 
-from .conftest import AnyClient, MakeClient, collect, resolve
-from .relay import FaultyFront, Rule, Seen
+from .conftest import AnyClient, BehindFront, MakeClient, collect, last_event_ids, resolve
+from .relay import Rule
 
 pytestmark = pytest.mark.anyio
 
 
 def summary(events: list[GenerationEvent]) -> list[tuple[int, str, str]]:
     return [(e.id, e.type, e.data.status) for e in events]
-
-
-def last_event_ids(requests: list[Seen]) -> list[str | None]:
-    """The Last-Event-ID each request sent (None without one)."""
-    found: list[str | None] = []
-    for seen in requests:
-        lines = seen.head.split("\r\n")
-        values = [line.split(":", 1)[1].strip() for line in lines if line.startswith("last-event-id:")]
-        found.append(values[0] if values else None)
-    return found
 
 
 async def log_of(client: AnyClient, generation_id: str) -> list[GenerationEvent]:
@@ -67,14 +57,12 @@ async def test_last_event_id_starts_after_that_event_and_a_finished_log_read_to_
 
 
 async def test_a_stream_cut_while_the_generation_runs_resumes_without_loss_or_repeat(
-    make_client: MakeClient, api_target: tuple[str, int], fronts: list[FaultyFront]
+    make_client: MakeClient, behind_front: BehindFront
 ) -> None:
     client = make_client()
     created = await resolve(client.generations.create(model="lumen-lite", prompt="cut live [sim:slow=2]"))
     path = f"GET /v1/generations/{created.id}/events"
-    front = FaultyFront(api_target, [Rule(path, "cut-stream", after_events=1)])
-    fronts.append(front)
-    behind = make_client(base_url=front.base_url)
+    behind, front = behind_front([Rule(path, "cut-stream", after_events=1)])
 
     events = await collect(behind.generations.events(created.id))
 
@@ -87,7 +75,7 @@ async def test_a_stream_cut_while_the_generation_runs_resumes_without_loss_or_re
 
 
 async def test_a_stream_cut_in_the_middle_of_the_past_events_resumes_after_the_last_one_read(
-    make_client: MakeClient, api_target: tuple[str, int], fronts: list[FaultyFront]
+    make_client: MakeClient, behind_front: BehindFront
 ) -> None:
     client = make_client()
     done = await resolve(client.generations.run(model="lumen-lite", prompt="cut in the log"))
@@ -97,9 +85,7 @@ async def test_a_stream_cut_in_the_middle_of_the_past_events_resumes_after_the_l
     # The whole log comes in one write: the front cuts it after two events; the next stream is cut
     # right after the terminal event, which ends the iteration (nothing more was coming).
     rules = [Rule(path, "cut-stream", after_events=2), Rule(path, "cut-stream", after_events=1)]
-    front = FaultyFront(api_target, rules)
-    fronts.append(front)
-    behind = make_client(base_url=front.base_url)
+    behind, front = behind_front(rules)
 
     events = await collect(behind.generations.events(done.id))
 

@@ -4,7 +4,6 @@ every attempt, so a lost answer or a 5xx never makes or charges a second generat
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 
 import pytest
 
@@ -16,35 +15,18 @@ from generation_client import (
     RetryEvent,
 )
 
-from .conftest import AnyClient, MakeClient, resolve
+from .conftest import AnyClient, BehindFront, MakeClient, header_of, resolve
 from .relay import FaultyFront, Rule
 
 pytestmark = pytest.mark.anyio
 CREATE = "POST /v1/generations "
 
 
-@pytest.fixture
-def fronts(api_target: tuple[str, int]) -> Iterator[list[FaultyFront]]:
-    started: list[FaultyFront] = []
-    yield started
-    for front in started:
-        front.close()
-
-
-def behind(
-    make_client: MakeClient, api_target: tuple[str, int], fronts: list[FaultyFront], rules: list[Rule]
-) -> tuple[AnyClient, FaultyFront, list[RetryEvent]]:
-    front = FaultyFront(api_target, rules)
-    fronts.append(front)
+def behind(behind_front: BehindFront, rules: list[Rule]) -> tuple[AnyClient, FaultyFront, list[RetryEvent]]:
+    """A client behind a front with ``rules``, and the retries it reports."""
     retries: list[RetryEvent] = []
-    return make_client(base_url=front.base_url, on_retry=retries.append), front, retries
-
-
-def key_header(head: str) -> str | None:
-    for line in head.split("\r\n"):
-        if line.startswith("idempotency-key:"):
-            return line.split(":", 1)[1].strip()
-    return None
+    client, front = behind_front(rules, on_retry=retries.append)
+    return client, front, retries
 
 
 async def newest_ids(client: AnyClient) -> set[str]:
@@ -53,9 +35,9 @@ async def newest_ids(client: AnyClient) -> set[str]:
 
 
 async def test_a_lost_answer_is_retried_with_the_same_key_one_generation_one_debit(
-    make_client: MakeClient, api_target: tuple[str, int], fronts: list[FaultyFront]
+    behind_front: BehindFront,
 ) -> None:
-    client, front, retries = behind(make_client, api_target, fronts, [Rule(CREATE, "drop-answer")])
+    client, front, retries = behind(behind_front, [Rule(CREATE, "drop-answer")])
     body = {"model": "lumen-lite", "prompt": "a lighthouse, answer lost"}
     price = (await resolve(client.generations.quote(body))).credits
     balance = (await resolve(client.credits.get())).credits
@@ -69,7 +51,7 @@ async def test_a_lost_answer_is_retried_with_the_same_key_one_generation_one_deb
     assert not isinstance(retries[0].error, RequestTimeoutError)  # the cut was heard, not waited out
     posts = front.lines(CREATE)
     assert len(posts) == 2
-    assert [key_header(p.head) for p in posts] == [done.idempotency_key] * 2
+    assert [header_of(p.head, "idempotency-key") for p in posts] == [done.idempotency_key] * 2
     assert retries[0].idempotency_key == done.idempotency_key
     assert done.status == "succeeded"
     assert await newest_ids(client) - before == {done.id}  # one generation
@@ -79,11 +61,9 @@ async def test_a_lost_answer_is_retried_with_the_same_key_one_generation_one_deb
     assert found.id == done.id
 
 
-async def test_5xx_and_429_are_retried_with_backoff_honouring_retry_after(
-    make_client: MakeClient, api_target: tuple[str, int], fronts: list[FaultyFront]
-) -> None:
+async def test_5xx_and_429_are_retried_with_backoff_honouring_retry_after(behind_front: BehindFront) -> None:
     rules = [Rule(CREATE, "answer", 503), Rule(CREATE, "answer", 429, {"retry-after": "1"})]
-    client, front, retries = behind(make_client, api_target, fronts, rules)
+    client, front, retries = behind(behind_front, rules)
     before = await newest_ids(client)
 
     created = await resolve(client.generations.create(model="lumen-lite", prompt="after a 503 and a 429"))
@@ -94,15 +74,13 @@ async def test_5xx_and_429_are_retried_with_backoff_honouring_retry_after(
     posts = front.lines(CREATE)
     assert len(posts) == 3
     assert posts[2].at - posts[1].at >= 0.95
-    assert {key_header(p.head) for p in posts} == {created.idempotency_key}
+    assert {header_of(p.head, "idempotency-key") for p in posts} == {created.idempotency_key}
     assert await newest_ids(client) - before == {created.id}
 
 
-async def test_a_retry_after_beyond_60_s_is_raised_at_once(
-    make_client: MakeClient, api_target: tuple[str, int], fronts: list[FaultyFront]
-) -> None:
+async def test_a_retry_after_beyond_60_s_is_raised_at_once(behind_front: BehindFront) -> None:
     rules = [Rule(CREATE, "answer", 429, {"retry-after": "120"})]
-    client, front, retries = behind(make_client, api_target, fronts, rules)
+    client, front, retries = behind(behind_front, rules)
     with pytest.raises(RateLimitError) as raised:
         await resolve(client.generations.create(model="lumen-lite", prompt="too long to wait"))
     assert (raised.value.status, raised.value.code, raised.value.retry_after) == (429, "rate_limited", 120.0)
@@ -111,10 +89,8 @@ async def test_a_retry_after_beyond_60_s_is_raised_at_once(
     assert len(front.requests) == 1
 
 
-async def test_a_400_is_not_retried(
-    make_client: MakeClient, api_target: tuple[str, int], fronts: list[FaultyFront], kind: str
-) -> None:
-    client, front, retries = behind(make_client, api_target, fronts, [])
+async def test_a_400_is_not_retried(behind_front: BehindFront, kind: str) -> None:
+    client, front, retries = behind(behind_front, [])
     key = f"py-400-{kind}"
     with pytest.raises(InvalidRequestError) as raised:
         await resolve(

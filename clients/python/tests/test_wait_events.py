@@ -12,8 +12,8 @@ import pytest
 
 from generation_client import Generation, WaitTimeoutError
 
-from .conftest import MakeClient, resolve
-from .relay import FaultyFront, Rule, Seen
+from .conftest import BehindFront, MakeClient, last_event_ids, resolve
+from .relay import Rule, Seen
 
 pytestmark = pytest.mark.anyio
 
@@ -22,22 +22,11 @@ def held(requests: list[Seen]) -> list[Seen]:
     return [r for r in requests if "\r\nprefer: wait=" in r.head]
 
 
-def last_event_ids(requests: list[Seen]) -> list[str | None]:
-    found: list[str | None] = []
-    for seen in requests:
-        lines = seen.head.split("\r\n")
-        values = [line.split(":", 1)[1].strip() for line in lines if line.startswith("last-event-id:")]
-        found.append(values[0] if values else None)
-    return found
-
-
 async def test_a_wait_longer_than_one_held_request_reads_the_event_stream_and_no_held_gets(
-    make_client: MakeClient, api_target: tuple[str, int], fronts: list[FaultyFront], kind: str
+    make_client: MakeClient, behind_front: BehindFront, kind: str
 ) -> None:
     client = make_client()
-    front = FaultyFront(api_target, [])
-    fronts.append(front)
-    behind = make_client(base_url=front.base_url)
+    behind, front = behind_front([])
     created = await resolve(
         client.generations.create(model="lumen-lite", prompt=f"streamed ({kind}) [sim:slow=2]")
     )
@@ -66,14 +55,12 @@ async def test_a_wait_longer_than_one_held_request_reads_the_event_stream_and_no
 
 
 async def test_an_api_without_the_stream_gets_held_gets(
-    make_client: MakeClient, api_target: tuple[str, int], fronts: list[FaultyFront]
+    make_client: MakeClient, behind_front: BehindFront
 ) -> None:
     client = make_client()
     created = await resolve(client.generations.create(model="lumen-lite", prompt="fallback [sim:slow=2]"))
     events = f"GET /v1/generations/{created.id}/events"
-    front = FaultyFront(api_target, [Rule(events, "answer", status=404)])
-    fronts.append(front)
-    behind = make_client(base_url=front.base_url)
+    behind, front = behind_front([Rule(events, "answer", status=404)])
 
     done = await resolve(behind.generations.wait(created.id, timeout=120))
 
@@ -86,16 +73,14 @@ async def test_an_api_without_the_stream_gets_held_gets(
 
 
 async def test_a_stream_that_drops_and_cannot_be_resumed_falls_back_to_held_gets(
-    make_client: MakeClient, api_target: tuple[str, int], fronts: list[FaultyFront]
+    make_client: MakeClient, behind_front: BehindFront
 ) -> None:
     client = make_client()
     created = await resolve(client.generations.create(model="lumen-lite", prompt="dropped [sim:slow=3]"))
     events = f"GET /v1/generations/{created.id}/events"
     # Cut after the first event; the resumption is refused (503) past the client's one retry.
     rules = [Rule(events, "cut-stream", after_events=1), Rule(events, "answer", status=503, times=5)]
-    front = FaultyFront(api_target, rules)
-    fronts.append(front)
-    behind = make_client(base_url=front.base_url, max_retries=1)
+    behind, front = behind_front(rules, max_retries=1)
     updates: list[Generation] = []
 
     done = await resolve(behind.generations.wait(created.id, timeout=120, on_update=updates.append))
@@ -113,12 +98,10 @@ async def test_a_stream_that_drops_and_cannot_be_resumed_falls_back_to_held_gets
 
 
 async def test_the_deadline_ends_a_wait_on_the_stream_while_its_read_waits(
-    make_client: MakeClient, api_target: tuple[str, int], fronts: list[FaultyFront]
+    make_client: MakeClient, behind_front: BehindFront
 ) -> None:
     client = make_client()
-    front = FaultyFront(api_target, [])
-    fronts.append(front)
-    behind = make_client(base_url=front.base_url)
+    behind, front = behind_front([])
     created = await resolve(client.generations.create(model="lumen-lite", prompt="late [sim:slow=4]"))
     started = time.monotonic()
 

@@ -8,45 +8,10 @@ from typing import Any
 from ._core import Request
 from ._http import AsyncHttp, SyncHttp
 from .errors import NotFoundError
-from .types import CreditBalance, Model, ModelList, WebhookSecret
-from .webhooks import unwrap, verify
+from .types import CreditBalance, Model, ModelList
 
 _MODELS = Request("GET", "/models")
 _CREDITS = Request("GET", "/credits")
-_WEBHOOK_SECRET = Request("GET", "/webhooks/secret")
-_ROTATE_WEBHOOK_SECRET = Request("POST", "/webhooks/secret/rotate")
-
-
-class Webhooks:
-    """The webhook signing secret: ``secret()`` (made on first read), ``rotate_secret()``; and
-    ``verify`` / ``unwrap`` of a delivery (no request: also ``generation_client.webhooks``)."""
-
-    verify = staticmethod(verify)
-    unwrap = staticmethod(unwrap)
-
-    def __init__(self, http: SyncHttp) -> None:
-        self._http = http
-
-    def secret(self) -> WebhookSecret:
-        return WebhookSecret.model_validate(self._http.request(_WEBHOOK_SECRET).data)
-
-    def rotate_secret(self) -> WebhookSecret:
-        return WebhookSecret.model_validate(self._http.request(_ROTATE_WEBHOOK_SECRET).data)
-
-
-class AsyncWebhooks:
-    #: Not coroutines: verifying reads no network.
-    verify = staticmethod(verify)
-    unwrap = staticmethod(unwrap)
-
-    def __init__(self, http: AsyncHttp) -> None:
-        self._http = http
-
-    async def secret(self) -> WebhookSecret:
-        return WebhookSecret.model_validate((await self._http.request(_WEBHOOK_SECRET)).data)
-
-    async def rotate_secret(self) -> WebhookSecret:
-        return WebhookSecret.model_validate((await self._http.request(_ROTATE_WEBHOOK_SECRET)).data)
 
 
 def _find(models: list[Model], model_id: str) -> Model:

@@ -12,7 +12,7 @@ from types import TracebackType
 
 import httpx
 
-from ._catalog import AsyncCredits, AsyncModels, AsyncWebhooks, Credits, Models, Webhooks
+from ._catalog import AsyncCredits, AsyncModels, Credits, Models
 from ._core import Settings
 from ._download import SavedFile, download_async, download_sync
 from ._events import events_async, events_sync
@@ -20,6 +20,7 @@ from ._generations import AsyncGenerations, Generations
 from ._http import AsyncHttp, OnRetry, SyncHttp
 from ._sse import AccountEventsState
 from ._version import __version__
+from ._webhooks_resource import AsyncWebhooks, Webhooks
 from .errors import MissingApiKeyError
 from .types import AccountEvent, Generation
 

@@ -20,7 +20,6 @@ import socket
 import threading
 import time
 from collections.abc import Generator
-from typing import TYPE_CHECKING
 
 import anyio
 import httpx
@@ -28,11 +27,9 @@ import httpx
 from ._core import Prepared, Request, Settings, outcome, prepare, transport_error
 from ._http import AsyncHttp, OnRetry, SyncHttp, retry_event
 from ._sse import EventsState, SseMessage, SseParser
+from ._wait_state import WaitState
 from .errors import ApiError, ConnectionError
 from .types import Generation
-
-if TYPE_CHECKING:
-    from ._waiting import WaitState
 
 
 class _StreamSteps:
