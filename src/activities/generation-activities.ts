@@ -59,19 +59,7 @@ export function createGenerationActivities(
      * synchronous provider makes its one call inside `status`, which can take a minute: the worker
      * says it is alive on a clock meanwhile (every 5 s, under the shortest heartbeat timeout of 10 s).
      */
-    async waitForProvider(
-      generation: { model: string; jobId: string; generationId?: string },
-      pollIntervalMs: number,
-    ): Promise<
-      | { state: 'succeeded'; results: ProviderResult[] }
-      | {
-          state: 'failed';
-          message: string;
-          rejected?: boolean;
-          canceledWhileRunning?: boolean;
-          neverStarted?: boolean;
-        }
-    > {
+    async waitForProvider(generation, pollIntervalMs) {
       const { provider, jobId } = providerOfJob(generation.jobId);
       const context = Context.current();
       let polls = 0;

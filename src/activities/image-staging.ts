@@ -9,6 +9,7 @@ import { CustomerInputRejection, OwnStorageError } from '../providers/provider.j
 import { fetchReferenceImage, referenceImageSources } from '../providers/reference-images.js';
 import { extensionOfMediaType, type Storage } from '../storage/storage.js';
 import { errorTypes, type GenerationStart } from '../workflows/generation-types.js';
+import type { GenerationActivities } from '../workflows/generation-activity-contract.js';
 import type { ActivityDeps } from './activity-deps.js';
 import { lastQuotedEntry } from './admission.js';
 import { settledFailure } from './settled-failure.js';
@@ -22,7 +23,7 @@ type StagingDeps = Pick<ActivityDeps, 'db' | 'storage' | 'referenceImageFetch'>;
  * against one. Models on the simulated provider are left alone: it fetches frames itself, and
  * one it cannot have is replaced by the prompt picture (docs/providers.md).
  */
-export function createStagingActivities(deps: StagingDeps) {
+export function createStagingActivities(deps: StagingDeps): Pick<GenerationActivities, 'stageImages'> {
   const { db, storage } = deps;
   const policy = deps.referenceImageFetch ?? { allowCidrs: [], allowHttp: false };
 

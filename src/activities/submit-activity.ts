@@ -25,6 +25,7 @@ import type { ProviderName } from '../catalog/provider-mapping.js';
 import { PermanentError } from '../errors.js';
 import { noGenerationMetrics } from '../observability/metrics.js';
 import { errorTypes, type GenerationStart } from '../workflows/generation-types.js';
+import type { GenerationActivities } from '../workflows/generation-activity-contract.js';
 import type { ActivityDeps } from './activity-deps.js';
 import { settledFailure } from './settled-failure.js';
 import { isRouteNotAccepted, plannedRoute, providerJob, routeNotAccepted } from './submit-job.js';
@@ -43,7 +44,9 @@ type SubmitDeps = Pick<
 const defaultClaimWindowMs = 60_000;
 
 /** Handing a generation's job to its provider, once, and where that stands when its horizon passes. */
-export function createSubmitActivities(deps: SubmitDeps) {
+export function createSubmitActivities(
+  deps: SubmitDeps,
+): Pick<GenerationActivities, 'submit' | 'submissionState' | 'leaveRoute'> {
   const { db } = deps;
   const metrics = deps.metrics ?? noGenerationMetrics;
   const windowMs = deps.submitClaimWindowMs ?? defaultClaimWindowMs;

@@ -20,6 +20,7 @@ import { OutboundFetchError } from '../net/outbound-fetch-error.js';
 import { outboundPost } from '../net/outbound-post.js';
 import { newWebhookSecret, signWebhook } from '../webhook-signing.js';
 import type {
+  WebhookActivities,
   WebhookAttempt,
   WebhookAttemptOutcome,
   WebhookEvents,
@@ -58,7 +59,7 @@ const turnLeaseMs = 60_000;
 export const defaultDeliveriesPerAccount = 20;
 
 /** The webhook delivery workflow's activities; they run on the webhooks queue (webhookQueue). */
-export function createWebhookActivities(deps: ActivityDeps) {
+export function createWebhookActivities(deps: ActivityDeps): WebhookActivities {
   const { db } = deps;
   const policy = deps.webhookDelivery ?? { allowCidrs: [] };
   const turnsPerAccount = deps.webhookDeliveriesPerAccount ?? defaultDeliveriesPerAccount;
