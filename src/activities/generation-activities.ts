@@ -1,4 +1,4 @@
-import { ApplicationFailure, Context, heartbeat, sleep } from '@temporalio/activity';
+import { Context, heartbeat, sleep } from '@temporalio/activity';
 import { markNeedsReview, resumeWithProviderJob } from '../db/provider-submissions.js';
 import type { StoredOutput } from '../db/generation-results.js';
 import { endGenerationCharged, refundGeneration } from '../db/credits-repository.js';
@@ -8,14 +8,10 @@ import { ProviderUncertainError, type Provider, type ProviderResult } from '../p
 import { parseJobReference } from '../providers/job-reference.js';
 import type { GenerationError } from '../generation.js';
 import { noGenerationMetrics } from '../observability/metrics.js';
-import {
-  errorTypes,
-  type Admission,
-  type GenerationStart,
-  type KeyClaim,
-} from '../workflows/generation-types.js';
+import type { Admission, GenerationStart, KeyClaim } from '../workflows/generation-types.js';
 import type { GenerationActivities } from '../workflows/generation-activity-contract.js';
 import type { ActivityDeps } from './activity-deps.js';
+import { providerUncertain } from './failures.js';
 import { createStagingActivities } from './image-staging.js';
 import { createSubmitActivities } from './submit-activity.js';
 import { createResultActivities } from './result-activities.js';
@@ -80,7 +76,7 @@ export function createGenerationActivities(
         }
       } catch (error) {
         if (error instanceof ProviderUncertainError)
-          throw ApplicationFailure.nonRetryable(error.message, errorTypes.providerUncertain);
+          throw providerUncertain(error.message, { retryable: false });
         throw error;
       } finally {
         clearInterval(alive);

@@ -15,7 +15,7 @@ import { copyResult } from '../providers/result-copy.js';
 import { noGenerationMetrics } from '../observability/metrics.js';
 import type { GenerationActivities } from '../workflows/generation-activity-contract.js';
 import type { ActivityDeps } from './activity-deps.js';
-import { settledFailure } from './settled-failure.js';
+import { settledFailure } from './failures.js';
 
 type ResultDeps = Pick<ActivityDeps, 'db' | 'providerFor' | 'storage' | 'persistHeartbeatMs' | 'metrics'>;
 

@@ -1,4 +1,3 @@
-import { ApplicationFailure } from '@temporalio/activity';
 import { randomBase62 } from '../ids.js';
 import {
   claimSubmit,
@@ -24,11 +23,18 @@ import { jobReference } from '../providers/job-reference.js';
 import type { ProviderName } from '../catalog/provider-mapping.js';
 import { PermanentError } from '../errors.js';
 import { noGenerationMetrics } from '../observability/metrics.js';
-import { errorTypes, type GenerationStart } from '../workflows/generation-types.js';
+import type { GenerationStart } from '../workflows/generation-types.js';
 import type { GenerationActivities } from '../workflows/generation-activity-contract.js';
 import type { ActivityDeps } from './activity-deps.js';
-import { settledFailure } from './settled-failure.js';
-import { isRouteNotAccepted, plannedRoute, providerJob, routeNotAccepted } from './submit-job.js';
+import {
+  isRouteNotAccepted,
+  providerBusy,
+  providerRejected,
+  providerUncertain,
+  routeNotAccepted,
+  settledFailure,
+} from './failures.js';
+import { plannedRoute, providerJob } from './submit-job.js';
 
 type SubmitDeps = Pick<
   ActivityDeps,
@@ -77,12 +83,10 @@ export function createSubmitActivities(
     if (!claim.mine)
       // Another attempt (one the POST's deadline abandoned, on any worker) is preparing or waiting
       // for the provider's answer: wait for it (it records the job) rather than take its silence for a loss.
-      throw ApplicationFailure.create({
-        type: errorTypes.providerBusy,
-        message:
-          'an earlier submit of this generation is still preparing or waiting for the provider to answer',
-        nextRetryDelay: '1 second',
-      });
+      throw providerBusy(
+        'an earlier submit of this generation is still preparing or waiting for the provider to answer',
+        '1 second',
+      );
     // Held while this attempt lives: renewed on a clock, so that a slow preparation or a slow
     // answer never looks like a dead holder, and a dead holder's claim lapses within the window.
     const renewal = setInterval(() => {
@@ -167,10 +171,9 @@ export function createSubmitActivities(
       );
       if (found.found === true) return { jobId: await recordJob(jobReference(providerName, found.jobId)) };
       if (found.found === 'unknown')
-        throw ApplicationFailure.nonRetryable(
-          'An earlier submit may have reached the provider, which cannot say.',
-          errorTypes.providerUncertain,
-        );
+        throw providerUncertain('An earlier submit may have reached the provider, which cannot say.', {
+          retryable: false,
+        });
       // The provider does not have it: sending it now is the first submission it sees.
     }
     // With a next route, a breaker open here moves on at once (admission skipped it if it was open then).
@@ -212,11 +215,10 @@ export function createSubmitActivities(
       } else {
         await markCreateAnswered(db, generationId, attempt);
       }
-      if (error instanceof ProviderRejection)
-        throw ApplicationFailure.nonRetryable(error.message, errorTypes.providerRejection);
+      if (error instanceof ProviderRejection) throw providerRejected(error.message);
       if (error instanceof ProviderUncertainError)
         // The next attempt will ask the provider (lookup) rather than submit again.
-        throw ApplicationFailure.retryable(error.message, errorTypes.providerUncertain);
+        throw providerUncertain(error.message, { retryable: true });
       throw error;
     }
   }
@@ -234,11 +236,10 @@ export function createSubmitActivities(
     const cap = deps.inFlightCap?.(provider) ?? 0;
     if (cap <= 0 || (await takeProviderSlot(db, generationId, provider, cap))) return;
     if (moveOn) await moveOn(`its ${cap} in-flight places are taken`);
-    throw ApplicationFailure.create({
-      type: errorTypes.providerBusy,
-      message: `provider ${provider} has ${cap} jobs in flight, its cap; this one waits for a place`,
-      nextRetryDelay: '2 seconds',
-    });
+    throw providerBusy(
+      `provider ${provider} has ${cap} jobs in flight, its cap; this one waits for a place`,
+      '2 seconds',
+    );
   }
 
   /** A job that never started: its route left (see leaveRoute in route-attempts.ts). */
@@ -259,20 +260,19 @@ const claimLost = new Error('the submit claim was taken over');
 
 /** This attempt no longer holds the claim: the attempt that does has the job in hand. */
 const notHoldingClaim = () =>
-  ApplicationFailure.create({
-    type: errorTypes.providerBusy,
-    message: 'this submit attempt no longer holds the claim; another attempt has the job in hand',
-    nextRetryDelay: '1 second',
-  });
+  providerBusy(
+    'this submit attempt no longer holds the claim; another attempt has the job in hand',
+    '1 second',
+  );
 
 /** Whether the provider has the job; a provider that cannot be asked now leaves its fate unknown (retried). */
 async function lookUp(provider: Provider, token: string): ReturnType<Provider['lookup']> {
   try {
     return await provider.lookup(token);
   } catch (error) {
-    throw ApplicationFailure.retryable(
+    throw providerUncertain(
       `An earlier submit may have reached the provider, which could not be asked: ${error instanceof Error ? error.message : String(error)}`,
-      errorTypes.providerUncertain,
+      { retryable: true },
     );
   }
 }
