@@ -19,3 +19,28 @@ export interface KeyClaim {
   heldUntil: string;
   at: string;
 }
+
+/**
+ * How a provider's job ended, as its adapter reports it (Provider.status, once not running), the
+ * wait activity returns it and the generation workflow reads it: defined here, below the three.
+ * `Result`: one result as the adapter hands it over (ProviderResult); the workflow carries it to
+ * persisting without reading it.
+ */
+export type ProviderJobEnd<Result> =
+  | { state: 'succeeded'; results: Result[] }
+  /**
+   * `rejected`: the provider refused the input (nothing ran), as opposed to a job that failed.
+   * `canceledWhileRunning`: a cancel stopped it after it had started running, and the provider
+   * bills what ran (Replicate: `canceled` with `started_at`).
+   */
+  | {
+      state: 'failed';
+      message: string;
+      rejected?: boolean;
+      canceledWhileRunning?: boolean;
+      /**
+       * The provider reports the job ended without ever starting (Replicate `aborted`): nothing ran
+       * or bills, and a routed generation may move on to its next route.
+       */
+      neverStarted?: boolean;
+    };

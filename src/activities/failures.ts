@@ -8,8 +8,58 @@ import { errorTypes } from '../workflows/generation-types.js';
 /**
  * How an activity failure is told apart: whether another attempt could succeed. The workflow's
  * retry policies name the types that cannot (`errorTypes.permanent`, `errorTypes.invalidInput`),
- * and every step has a horizon for the ones that keep failing anyway.
+ * and every step has a horizon for the ones that keep failing anyway. Classified here, in one
+ * place: the failures an activity means (named below, each with its type and whether it is
+ * retried), and classifyFailure for everything else an activity throws (the worker's interceptor).
  */
+
+/** A step run for a generation refunded already (a support reset re-ran it): nothing more happens. */
+export function settledFailure(generationId: string): ApplicationFailure {
+  return ApplicationFailure.nonRetryable(
+    `generation ${generationId} was refunded already; it is not run again`,
+    errorTypes.generationSettled,
+  );
+}
+
+/**
+ * Not now: another attempt holds the job (its submit claim), or the provider account's in-flight
+ * places are taken. Retried after `retryAfter`, until the step's horizon.
+ */
+export function providerBusy(message: string, retryAfter: '1 second' | '2 seconds'): ApplicationFailure {
+  return ApplicationFailure.create({ type: errorTypes.providerBusy, message, nextRetryDelay: retryAfter });
+}
+
+/**
+ * The provider may have the job and cannot say (a create or a synchronous call whose answer was
+ * lost): the workflow waits for support. `retryable`: the next attempt asks the provider again
+ * (a lookup) before anything is sent; otherwise it is final.
+ */
+export function providerUncertain(
+  message: string,
+  { retryable }: { retryable: boolean },
+): ApplicationFailure {
+  return retryable
+    ? ApplicationFailure.retryable(message, errorTypes.providerUncertain)
+    : ApplicationFailure.nonRetryable(message, errorTypes.providerUncertain);
+}
+
+/** The provider refused the job (nothing ran): not retried, refunded. */
+export function providerRejected(message: string): ApplicationFailure {
+  return ApplicationFailure.nonRetryable(message, errorTypes.providerRejection);
+}
+
+/** A customer's reference image that cannot be used: not retried, and no provider is asked. */
+export function referenceImageRefused(message: string): ApplicationFailure {
+  return ApplicationFailure.nonRetryable(message, errorTypes.referenceImageRefused);
+}
+
+/** The failure that tells the workflow to try the next route (its end is recorded first). */
+export function routeNotAccepted(position: number, why: string): ApplicationFailure {
+  return ApplicationFailure.nonRetryable(`route ${position}: ${why}`, errorTypes.routeNotAccepted);
+}
+
+export const isRouteNotAccepted = (error: unknown): boolean =>
+  error instanceof ApplicationFailure && error.type === errorTypes.routeNotAccepted;
 
 /**
  * The failure an activity should report for `error`: ours as they are; data PostgreSQL refuses

@@ -1,4 +1,4 @@
-import { ApplicationFailure, Context, heartbeat, sleep } from '@temporalio/activity';
+import { Context, heartbeat, sleep } from '@temporalio/activity';
 import { markNeedsReview, resumeWithProviderJob } from '../db/provider-submissions.js';
 import type { StoredOutput } from '../db/generation-results.js';
 import { endGenerationCharged, refundGeneration } from '../db/credits-repository.js';
@@ -8,14 +8,10 @@ import { ProviderUncertainError, type Provider, type ProviderResult } from '../p
 import { parseJobReference } from '../providers/job-reference.js';
 import type { GenerationError } from '../generation.js';
 import { noGenerationMetrics } from '../observability/metrics.js';
-import {
-  errorTypes,
-  type Admission,
-  type GenerationStart,
-  type KeyClaim,
-} from '../workflows/generation-types.js';
+import type { Admission, GenerationStart, KeyClaim } from '../workflows/generation-types.js';
 import type { GenerationActivities } from '../workflows/generation-activity-contract.js';
 import type { ActivityDeps } from './activity-deps.js';
+import { providerUncertain } from './failures.js';
 import { createStagingActivities } from './image-staging.js';
 import { createSubmitActivities } from './submit-activity.js';
 import { createResultActivities } from './result-activities.js';
@@ -59,19 +55,7 @@ export function createGenerationActivities(
      * synchronous provider makes its one call inside `status`, which can take a minute: the worker
      * says it is alive on a clock meanwhile (every 5 s, under the shortest heartbeat timeout of 10 s).
      */
-    async waitForProvider(
-      generation: { model: string; jobId: string; generationId?: string },
-      pollIntervalMs: number,
-    ): Promise<
-      | { state: 'succeeded'; results: ProviderResult[] }
-      | {
-          state: 'failed';
-          message: string;
-          rejected?: boolean;
-          canceledWhileRunning?: boolean;
-          neverStarted?: boolean;
-        }
-    > {
+    async waitForProvider(generation, pollIntervalMs) {
       const { provider, jobId } = providerOfJob(generation.jobId);
       const context = Context.current();
       let polls = 0;
@@ -92,7 +76,7 @@ export function createGenerationActivities(
         }
       } catch (error) {
         if (error instanceof ProviderUncertainError)
-          throw ApplicationFailure.nonRetryable(error.message, errorTypes.providerUncertain);
+          throw providerUncertain(error.message, { retryable: false });
         throw error;
       } finally {
         clearInterval(alive);

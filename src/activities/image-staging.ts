@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { ApplicationFailure, Context } from '@temporalio/activity';
+import { Context } from '@temporalio/activity';
 import { catalogEntryOf, type CatalogEntry } from '../catalog/catalog-entry.js';
 import { routesOf } from '../catalog/routes.js';
 import { storedDefinition } from '../db/catalog-repository.js';
@@ -8,10 +8,11 @@ import { randomBase62 } from '../ids.js';
 import { CustomerInputRejection, OwnStorageError } from '../providers/provider.js';
 import { fetchReferenceImage, referenceImageSources } from '../providers/reference-images.js';
 import { extensionOfMediaType, type Storage } from '../storage/storage.js';
-import { errorTypes, type GenerationStart } from '../workflows/generation-types.js';
+import type { GenerationStart } from '../workflows/generation-types.js';
+import type { GenerationActivities } from '../workflows/generation-activity-contract.js';
 import type { ActivityDeps } from './activity-deps.js';
 import { lastQuotedEntry } from './admission.js';
-import { settledFailure } from './settled-failure.js';
+import { referenceImageRefused, settledFailure } from './failures.js';
 
 type StagingDeps = Pick<ActivityDeps, 'db' | 'storage' | 'referenceImageFetch'>;
 
@@ -22,7 +23,7 @@ type StagingDeps = Pick<ActivityDeps, 'db' | 'storage' | 'referenceImageFetch'>;
  * against one. Models on the simulated provider are left alone: it fetches frames itself, and
  * one it cannot have is replaced by the prompt picture (docs/providers.md).
  */
-export function createStagingActivities(deps: StagingDeps) {
+export function createStagingActivities(deps: StagingDeps): Pick<GenerationActivities, 'stageImages'> {
   const { db, storage } = deps;
   const policy = deps.referenceImageFetch ?? { allowCidrs: [], allowHttp: false };
 
@@ -69,8 +70,7 @@ export function createStagingActivities(deps: StagingDeps) {
     try {
       image = await fetchReferenceImage(url, policy);
     } catch (error) {
-      if (error instanceof CustomerInputRejection)
-        throw ApplicationFailure.nonRetryable(error.message, errorTypes.referenceImageRefused);
+      if (error instanceof CustomerInputRejection) throw referenceImageRefused(error.message);
       throw error;
     }
     const extension = extensionOfMediaType(image.contentType) ?? 'bin';

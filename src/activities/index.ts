@@ -1,3 +1,6 @@
+import type { StoredOutput } from '../db/generation-results.js';
+import type { ProviderResult } from '../providers/provider.js';
+import type { WorkflowActivities } from '../workflows/activity-contracts.js';
 import type { ActivityDeps } from './activity-deps.js';
 import { createCancelActivities } from './cancel-activities.js';
 import { createGenerationActivities } from './generation-activities.js';
@@ -6,7 +9,10 @@ import { createReconciliationActivities } from './reconciliation-activities.js';
 import { createThumbnailActivities } from './thumbnail-activities.js';
 import { createWebhookActivities } from './webhook-activities.js';
 
-/** Every activity the worker registers, built from its dependencies. */
+/**
+ * Every activity the worker registers, built from its dependencies: each factory returns its
+ * workflow's contract, and the whole is what the workflows proxy (WorkflowActivities).
+ */
 export function createActivities(deps: ActivityDeps) {
   return {
     ...createGenerationActivities(deps),
@@ -15,7 +21,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createPruningActivities(deps),
     ...createThumbnailActivities(deps),
     ...createWebhookActivities(deps),
-  };
+  } satisfies WorkflowActivities<ProviderResult, StoredOutput>;
 }
 
 export type Activities = ReturnType<typeof createActivities>;

@@ -13,13 +13,19 @@ import type { ProviderResult } from '../providers/provider.js';
 import { parseJobReference } from '../providers/job-reference.js';
 import { copyResult } from '../providers/result-copy.js';
 import { noGenerationMetrics } from '../observability/metrics.js';
+import type { GenerationActivities } from '../workflows/generation-activity-contract.js';
 import type { ActivityDeps } from './activity-deps.js';
-import { settledFailure } from './settled-failure.js';
+import { settledFailure } from './failures.js';
 
 type ResultDeps = Pick<ActivityDeps, 'db' | 'providerFor' | 'storage' | 'persistHeartbeatMs' | 'metrics'>;
 
 /** A generation's files in our storage: copied in from the provider, and deleted when their time is up. */
-export function createResultActivities(deps: ResultDeps) {
+export function createResultActivities(
+  deps: ResultDeps,
+): Pick<
+  GenerationActivities<ProviderResult, StoredOutput>,
+  'persistResults' | 'expireContent' | 'discardContent'
+> {
   const { db, storage } = deps;
   const metrics = deps.metrics ?? noGenerationMetrics;
 

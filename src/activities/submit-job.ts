@@ -1,4 +1,3 @@
-import { ApplicationFailure } from '@temporalio/activity';
 import type { CatalogEntry } from '../catalog/catalog-entry.js';
 import { ownValue } from '../catalog/own-value.js';
 import { resolveOptions } from '../catalog/pricing.js';
@@ -6,7 +5,7 @@ import { buildProviderInput } from '../catalog/provider-mapping.js';
 import { routesOf, type ModelRoute } from '../catalog/routes.js';
 import type { ProviderJob } from '../providers/provider.js';
 import { referenceImageFields } from '../providers/reference-images.js';
-import { errorTypes, type GenerationStart } from '../workflows/generation-types.js';
+import type { GenerationStart } from '../workflows/generation-types.js';
 
 /** What a submit attempt sends, and to which route of the generation's plan. */
 
@@ -26,14 +25,6 @@ export function plannedRoute(
   if (!planned || !route || (planned.provider !== '' && planned.provider !== route.provider)) return null;
   return { route, index: planned.route, hasNext: position + 1 < plan.length };
 }
-
-/** The failure that tells the workflow to try the next route (its end is recorded first). */
-export function routeNotAccepted(position: number, why: string): ApplicationFailure {
-  return ApplicationFailure.nonRetryable(`route ${position}: ${why}`, errorTypes.routeNotAccepted);
-}
-
-export const isRouteNotAccepted = (error: unknown): boolean =>
-  error instanceof ApplicationFailure && error.type === errorTypes.routeNotAccepted;
 
 /** The job for the provider, built from the request and the catalog entry (a retired model still runs). */
 export function providerJob(

@@ -4,7 +4,10 @@ import { generationEventsAfter } from '../db/generation-events.js';
 import { generationWebhookOf } from '../db/generation-webhooks.js';
 import { webhookQueue } from '../workflows/generation-types.js';
 import { webhookDeliveryWorkflowId, webhookMessageId } from '../workflows/webhook-delivery-types.js';
-import { redeliverWebhookSignal, webhookDeliveryWorkflow } from '../workflows/webhook-delivery-workflow.js';
+import {
+  redeliverWebhookSignal,
+  type webhookDeliveryWorkflow,
+} from '../workflows/webhook-delivery-workflow.js';
 
 export type RedeliveryOutcome =
   /** Asked of the generation's delivery workflow; one attempt follows within seconds, recorded with the others. */
@@ -47,15 +50,18 @@ export async function redeliverWebhook(
   const event = events.find((e) => e.seq === seq);
   if (!event) return { outcome: 'no_event' };
   const newest = events.at(-1)!.seq;
-  await deps.temporal.workflow.signalWithStart(webhookDeliveryWorkflow, {
-    workflowId: webhookDeliveryWorkflowId(generationId),
-    taskQueue: webhookQueue(deps.taskQueue),
-    // Used only when no run is open: every event so far was handled by the run that ended.
-    args: [{ generationId, retryDelaysMs: [], afterSeq: newest }],
-    workflowIdReusePolicy: 'ALLOW_DUPLICATE',
-    signal: redeliverWebhookSignal,
-    signalArgs: [{ seq }],
-    staticSummary: `webhooks of ${generationId}`,
-  });
+  await deps.temporal.workflow.signalWithStart<typeof webhookDeliveryWorkflow, [{ seq: number }]>(
+    'webhookDeliveryWorkflow',
+    {
+      workflowId: webhookDeliveryWorkflowId(generationId),
+      taskQueue: webhookQueue(deps.taskQueue),
+      // Used only when no run is open: every event so far was handled by the run that ended.
+      args: [{ generationId, retryDelaysMs: [], afterSeq: newest }],
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+      signal: redeliverWebhookSignal,
+      signalArgs: [{ seq }],
+      staticSummary: `webhooks of ${generationId}`,
+    },
+  );
   return { outcome: 'queued', webhookId: webhookMessageId(generationId, seq), eventType: event.type };
 }

@@ -6,7 +6,7 @@ import { keyHolder } from '../db/idempotency-keys.js';
 import { ApiError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { AdmitResult, GenerationStart } from '../workflows/generation-types.js';
-import { admitUpdate, generationWorkflow } from '../workflows/generation-workflow.js';
+import { admitUpdate, type generationWorkflow } from '../workflows/generation-workflow.js';
 import {
   AccountId,
   GenerationId,
@@ -207,20 +207,23 @@ function admit(deps: StartGenerationDeps, start: GenerationStart, updateId: stri
       askNewestRun(() =>
         deps.temporal.workflow.executeUpdateWithStart(admitUpdate, {
           updateId,
-          startWorkflowOperation: new WithStartWorkflowOperation(generationWorkflow, {
-            workflowId: start.workflowId,
-            taskQueue: deps.taskQueue,
-            args: [start],
-            workflowIdConflictPolicy: 'USE_EXISTING',
-            staticSummary: `${start.model} for ${start.accountId}: ${String(start.input.prompt).slice(0, 80)}`,
-            typedSearchAttributes: [
-              { key: GenerationStatusKey, value: 'queued' },
-              { key: AccountId, value: start.accountId },
-              { key: Model, value: start.model },
-              { key: NeedsReview, value: false },
-              { key: GenerationId, value: start.generationId },
-            ],
-          }),
+          startWorkflowOperation: new WithStartWorkflowOperation<typeof generationWorkflow>(
+            'generationWorkflow',
+            {
+              workflowId: start.workflowId,
+              taskQueue: deps.taskQueue,
+              args: [start],
+              workflowIdConflictPolicy: 'USE_EXISTING',
+              staticSummary: `${start.model} for ${start.accountId}: ${String(start.input.prompt).slice(0, 80)}`,
+              typedSearchAttributes: [
+                { key: GenerationStatusKey, value: 'queued' },
+                { key: AccountId, value: start.accountId },
+                { key: Model, value: start.model },
+                { key: NeedsReview, value: false },
+                { key: GenerationId, value: start.generationId },
+              ],
+            },
+          ),
         }),
       ),
     )

@@ -1,3 +1,5 @@
+import type { ProviderJobEnd } from '../generation.js';
+
 /**
  * What a model provider must offer the generation workflow, whatever its wire
  * protocol: submit a job (with our idempotency token), report its status,
@@ -114,22 +116,8 @@ export interface ProviderResult {
   hasAudio?: boolean;
 }
 
-export type ProviderStatus =
-  | { state: 'running'; progress?: number }
-  | { state: 'succeeded'; results: ProviderResult[] }
-  /**
-   * `rejected`: the provider refused the input (nothing ran), as opposed to a job that failed.
-   * `canceledWhileRunning`: a cancel stopped it after it had started running, and the provider
-   * bills what ran (Replicate: `canceled` with `started_at`).
-   */
-  | {
-      state: 'failed';
-      message: string;
-      rejected?: boolean;
-      canceledWhileRunning?: boolean;
-      /** The provider reports the job ended without ever starting (Replicate `aborted`): nothing ran or bills. */
-      neverStarted?: boolean;
-    };
+/** Where a job stands: running, or ended (see ProviderJobEnd). */
+export type ProviderStatus = { state: 'running'; progress?: number } | ProviderJobEnd<ProviderResult>;
 
 /** The provider refused the job outright; nothing ran, so the debit is refunded. */
 export class ProviderRejection extends Error {

@@ -1,3 +1,4 @@
+import type { Workflow } from '@temporalio/common';
 import {
   ScheduleAlreadyRunning,
   ScheduleNotFoundError,
@@ -9,20 +10,21 @@ import {
 export type IntervalScheduleOutcome = 'created' | 'updated' | 'removed' | 'off';
 
 /**
- * A schedule that starts `workflowType` every `intervalMs` on `taskQueue` (its run named after the
+ * A schedule that starts workflow `W` (named `workflowType`, as every workflow is named from
+ * outside it: its name, typed `typeof` it) every `intervalMs` on `taskQueue` (its run named after the
  * schedule), skipping a run while the last is still going. Created by the first worker to start and
  * brought up to date by every later one, so a changed interval or argument takes effect on deploy;
  * an interval of 0 (or less) turns it off: the schedule is deleted.
  */
-export async function ensureIntervalSchedule(
+export async function ensureIntervalSchedule<W extends Workflow>(
   client: Client,
   schedule: {
     scheduleId: string;
-    /** The workflow function; the schedule names it by its name, as the SDK does. */
-    workflowType: (...args: never[]) => Promise<unknown>;
+    /** The workflow's name, its export from src/workflows/index.ts. */
+    workflowType: string;
     taskQueue: string;
     intervalMs: number;
-    args: unknown[];
+    args: Parameters<W>;
     purpose: string;
   },
 ): Promise<IntervalScheduleOutcome> {
@@ -31,7 +33,7 @@ export async function ensureIntervalSchedule(
   const spec = { intervals: [{ every: schedule.intervalMs }] };
   const action = {
     type: 'startWorkflow' as const,
-    workflowType: schedule.workflowType.name,
+    workflowType: schedule.workflowType,
     workflowId: scheduleId,
     taskQueue: schedule.taskQueue,
     args: schedule.args,

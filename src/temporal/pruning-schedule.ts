@@ -1,5 +1,5 @@
 import type { Client } from '@temporalio/client';
-import { pruningWorkflow, type PruningOptions } from '../workflows/pruning-workflow.js';
+import type { pruningWorkflow, PruningOptions } from '../workflows/pruning-workflow.js';
 import { ensureIntervalSchedule, type IntervalScheduleOutcome } from './interval-schedule.js';
 
 /** One pruning schedule per task queue, like the reconciliation sweep (its workers share one database). */
@@ -14,9 +14,9 @@ export async function ensurePruningSchedule(
   client: Client,
   settings: { taskQueue: string; intervalMs: number; options: PruningOptions },
 ): Promise<IntervalScheduleOutcome> {
-  return ensureIntervalSchedule(client, {
+  return ensureIntervalSchedule<typeof pruningWorkflow>(client, {
     scheduleId: pruningScheduleId(settings.taskQueue),
-    workflowType: pruningWorkflow,
+    workflowType: 'pruningWorkflow',
     taskQueue: settings.taskQueue,
     intervalMs: settings.intervalMs,
     args: [settings.options],

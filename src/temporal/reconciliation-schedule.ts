@@ -1,6 +1,6 @@
 import { ScheduleNotFoundError, type Client } from '@temporalio/client';
 import { ensureIntervalSchedule, type IntervalScheduleOutcome } from './interval-schedule.js';
-import { reconciliationWorkflow, type ReconciliationOptions } from '../workflows/reconciliation-workflow.js';
+import type { reconciliationWorkflow, ReconciliationOptions } from '../workflows/reconciliation-workflow.js';
 
 /**
  * One sweep per task queue: the workers of a task queue share one database, so each deployment
@@ -21,9 +21,9 @@ export async function ensureReconciliationSchedule(
   client: Client,
   settings: { taskQueue: string; intervalMs: number; options: ReconciliationOptions },
 ): Promise<IntervalScheduleOutcome> {
-  return ensureIntervalSchedule(client, {
+  return ensureIntervalSchedule<typeof reconciliationWorkflow>(client, {
     scheduleId: reconciliationScheduleId(settings.taskQueue),
-    workflowType: reconciliationWorkflow,
+    workflowType: 'reconciliationWorkflow',
     taskQueue: settings.taskQueue,
     intervalMs: settings.intervalMs,
     args: [settings.options],

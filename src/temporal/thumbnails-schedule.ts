@@ -1,5 +1,5 @@
 import type { Client } from '@temporalio/client';
-import { thumbnailsWorkflow, type ThumbnailSweepOptions } from '../workflows/thumbnails-workflow.js';
+import type { thumbnailsWorkflow, ThumbnailSweepOptions } from '../workflows/thumbnails-workflow.js';
 import { ensureIntervalSchedule, type IntervalScheduleOutcome } from './interval-schedule.js';
 
 /** One thumbnails schedule per task queue, like the pruning (its workers share one database). */
@@ -14,9 +14,9 @@ export async function ensureThumbnailsSchedule(
   client: Client,
   settings: { taskQueue: string; intervalMs: number; options: ThumbnailSweepOptions },
 ): Promise<IntervalScheduleOutcome> {
-  return ensureIntervalSchedule(client, {
+  return ensureIntervalSchedule<typeof thumbnailsWorkflow>(client, {
     scheduleId: thumbnailsScheduleId(settings.taskQueue),
-    workflowType: thumbnailsWorkflow,
+    workflowType: 'thumbnailsWorkflow',
     taskQueue: settings.taskQueue,
     intervalMs: settings.intervalMs,
     args: [settings.options],

@@ -133,7 +133,10 @@ function workflowSpanSinks(tracing: Tracing | undefined): InjectedSinks<OpenTele
   return { exporter: { export: { fn: () => undefined } } };
 }
 
-/** Every activity's failure is classified (retryable or not) in one place: see classifyFailure. */
+/**
+ * Every activity's failure is classified (retryable or not) in one place, src/activities/failures.ts:
+ * the failures activities mean are named there, and classifyFailure sorts whatever else they throw.
+ */
 const classifyActivityFailures: ActivityInterceptorsFactory = () => ({
   inbound: {
     async execute(input, next) {

@@ -1,4 +1,4 @@
-import type { GenerationError } from '../generation.js';
+import type { GenerationError, ProviderJobEnd } from '../generation.js';
 import type { Admission, GenerationStart, KeyClaim } from './generation-types.js';
 
 /**
@@ -47,17 +47,7 @@ export interface GenerationActivities<Result = unknown, Output = unknown> {
   waitForProvider: (
     generation: { model: string; jobId: string; generationId?: string },
     pollIntervalMs: number,
-  ) => Promise<
-    | { state: 'succeeded'; results: Result[] }
-    | {
-        state: 'failed';
-        message: string;
-        rejected?: boolean;
-        canceledWhileRunning?: boolean;
-        /** The provider reports the job ended without ever starting: a routed generation may move on. */
-        neverStarted?: boolean;
-      }
-  >;
+  ) => Promise<ProviderJobEnd<Result>>;
   /** Asks the provider to stop a job we gave up on (best effort: a finished job is fine). */
   cancelJob: (jobId: string, generationId?: string) => Promise<void>;
   /** Copies each result into our storage and marks the generation succeeded. */

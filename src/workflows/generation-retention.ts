@@ -1,28 +1,11 @@
-import {
-  allHandlersFinished,
-  condition,
-  makeContinueAsNewFunc,
-  setCurrentDetails,
-  setHandler,
-  setWorkflowOptions,
-  sleep,
-} from '@temporalio/workflow';
-import { withCancelRequests } from './generation-cancel.js';
+import { allHandlersFinished, condition, setCurrentDetails, setHandler, sleep } from '@temporalio/workflow';
 import { generationEndings } from './generation-endings.js';
 import { admitUpdate, cancelUpdate, progressQuery } from './generation-messages.js';
 import { reviewRules } from './generation-review.js';
 import { trackProgress } from './generation-progress.js';
 import { generationSteps } from './generation-steps.js';
 import { webhookNudges } from './generation-webhooks.js';
-import type {
-  GenerationKept,
-  GenerationProgress,
-  GenerationResumed,
-  GenerationStart,
-} from './generation-types.js';
-
-/** generationWorkflow's signature (named here by type, so that the two modules do not import each other). */
-type ActiveLife = (start: GenerationStart, resumed?: GenerationResumed) => Promise<GenerationProgress>;
+import type { GenerationKept, GenerationProgress, GenerationResumed } from './generation-types.js';
 
 /**
  * The long part of a generation, after its active life: a success's results kept until expires_at
@@ -35,31 +18,15 @@ type ActiveLife = (start: GenerationStart, resumed?: GenerationResumed) => Promi
  * update of a repeated POST, cancel, the progress query, support's resolve) is what a run of this
  * workflow id answered before it continued. A change to this file meets runs that started on an
  * older build: it is the one place a patch may be needed (docs/developing.md).
+ *
+ * The story of generationRetentionWorkflow (whose entry is beside generationWorkflow's, in
+ * generation-workflow.ts: each continues as the other, named by `typeof`). `resume`: support named
+ * the provider's job, and the active life goes on from the wait.
  */
-export function generationRetentionWorkflow(kept: GenerationKept): Promise<GenerationProgress> {
-  return withCancelRequests((requested) => retention(kept, requested));
-}
-setWorkflowOptions({ versioningBehavior: 'AUTO_UPGRADE' }, generationRetentionWorkflow);
-
-/** The active run's end when the generation succeeded or needs review: continue as its retention run. */
-export function keepGeneration(kept: GenerationKept): Promise<never> {
-  return makeContinueAsNewFunc<typeof generationRetentionWorkflow>({
-    workflowType: 'generationRetentionWorkflow',
-    initialVersioningBehavior: 'AUTO_UPGRADE',
-  })(kept);
-}
-
-/** Support named the provider's job: the active life goes on from the wait, pinned to the current version. */
-function resumeGeneration(start: GenerationKept['start'], resumed: GenerationResumed): Promise<never> {
-  return makeContinueAsNewFunc<ActiveLife>({
-    workflowType: 'generationWorkflow',
-    initialVersioningBehavior: 'AUTO_UPGRADE',
-  })(start, resumed);
-}
-
-async function retention(
+export async function retentionStory(
   { start, answer, progress: carried }: GenerationKept,
   cancelRequested: Promise<never>,
+  resume: (start: GenerationKept['start'], resumed: GenerationResumed) => Promise<never>,
 ): Promise<GenerationProgress> {
   const inReview = carried.step === 'needs_review';
   // What the active run indexed (continue-as-new carried it): failed and in review, or succeeded.
@@ -93,7 +60,7 @@ async function retention(
       await nudges.sent();
       await condition(allHandlersFinished);
       if (answer.admission.outcome !== 'accepted') throw new Error('only an accepted generation is reviewed');
-      return resumeGeneration(start, { admission: answer.admission, providerJobId: jobId });
+      return resume(start, { admission: answer.admission, providerJobId: jobId });
     }
   } else {
     setCurrentDetails(`succeeded; results kept until ${progress.expiresAt}`);

@@ -17,7 +17,48 @@ import type { CancelActivities, GenerationActivities } from './generation-activi
  */
 export function generationSteps(timing: GenerationStart['timing'], nudge?: () => void) {
   const horizon = { ...defaultStepHorizons, ...timing.horizons };
+  const { admit, handOver, stageImages, submitInBackground } = handingOverSteps(timing, horizon);
+  const { waitForProvider, persistResults, cancelJob, stopJobBeforeRun } = jobSteps(timing, horizon);
+  const {
+    refund,
+    endCharged,
+    markNeedsReview,
+    recordProviderJob,
+    expireContent,
+    discardContent,
+    submissionState,
+    leaveRoute,
+  } = bookkeepingSteps(horizon);
 
+  /** The step, followed by the nudge when it has settled. */
+  const told = <A extends unknown[], R>(step: (...args: A) => Promise<R>) =>
+    nudge ? (...args: A) => step(...args).finally(nudge) : step;
+
+  return {
+    // Admission comes before the deliveries start (they read the log first): no nudge.
+    admit,
+    stageImages: told(stageImages),
+    cancelJob,
+    stopJobBeforeRun,
+    handOver: told(handOver),
+    submitInBackground: told(submitInBackground),
+    waitForProvider,
+    persistResults: told(persistResults),
+    refund: told(refund),
+    endCharged: told(endCharged),
+    markNeedsReview: told(markNeedsReview),
+    recordProviderJob: told(recordProviderJob),
+    expireContent: told(expireContent),
+    discardContent: told(discardContent),
+    submissionState,
+    leaveRoute: told(leaveRoute),
+  };
+}
+
+type StepHorizons = typeof defaultStepHorizons;
+
+/** Getting the job to the provider: admission, the hand-over within the POST, then in the background. */
+function handingOverSteps(timing: GenerationStart['timing'], horizon: StepHorizons) {
   /**
    * Admission runs while the POST waits, so its horizon is seconds. The SDK's worker does not stop
    * a local activity's retries at its schedule-to-close timeout (seen with 1.24: attempts went on
@@ -84,6 +125,11 @@ export function generationSteps(timing: GenerationStart['timing'], nudge?: () =>
     summary: 'Submit to the provider in the background (looks the job up before sending it again)',
   });
 
+  return { admit, handOver, stageImages, submitInBackground };
+}
+
+/** The job at the provider: the wait, the results persisted, and stopping it. */
+function jobSteps(timing: GenerationStart['timing'], horizon: StepHorizons) {
   /**
    * The provider wait runs on a task queue of its own, so waits that last minutes never take the
    * worker slots of short steps. It heartbeats once per poll, so its heartbeat timeout follows the
@@ -117,26 +163,6 @@ export function generationSteps(timing: GenerationStart['timing'], nudge?: () =>
     summary: 'Persist results into our storage',
   });
 
-  /** Refunds and bookkeeping: until they commit the generation stays queued (credits_refunded false). */
-  const {
-    refund,
-    endCharged,
-    markNeedsReview,
-    recordProviderJob,
-    expireContent,
-    discardContent,
-    submissionState,
-    leaveRoute,
-  } = proxyActivities<GenerationActivities>({
-    startToCloseTimeout: '30 seconds',
-    scheduleToCloseTimeout: horizon.bookkeepingMs,
-    retry: {
-      initialInterval: '1 second',
-      maximumInterval: '1 minute',
-      nonRetryableErrorTypes: nonRetryableTypes,
-    },
-  });
-
   /** Stopping a job we gave up on: best effort, a few attempts; the refund does not wait on it. */
   const { cancelJob } = proxyActivities<GenerationActivities>({
     startToCloseTimeout: '30 seconds',
@@ -156,28 +182,39 @@ export function generationSteps(timing: GenerationStart['timing'], nudge?: () =>
     summary: 'Stop the job at the provider before it runs (a cancel)',
   });
 
-  /** The step, followed by the nudge when it has settled. */
-  const told = <A extends unknown[], R>(step: (...args: A) => Promise<R>) =>
-    nudge ? (...args: A) => step(...args).finally(nudge) : step;
+  return { waitForProvider, persistResults, cancelJob, stopJobBeforeRun };
+}
+
+/** Refunds and bookkeeping: until they commit the generation stays queued (credits_refunded false). */
+function bookkeepingSteps(horizon: StepHorizons) {
+  const {
+    refund,
+    endCharged,
+    markNeedsReview,
+    recordProviderJob,
+    expireContent,
+    discardContent,
+    submissionState,
+    leaveRoute,
+  } = proxyActivities<GenerationActivities>({
+    startToCloseTimeout: '30 seconds',
+    scheduleToCloseTimeout: horizon.bookkeepingMs,
+    retry: {
+      initialInterval: '1 second',
+      maximumInterval: '1 minute',
+      nonRetryableErrorTypes: nonRetryableTypes,
+    },
+  });
 
   return {
-    // Admission comes before the deliveries start (they read the log first): no nudge.
-    admit,
-    stageImages: told(stageImages),
-    cancelJob,
-    stopJobBeforeRun,
-    handOver: told(handOver),
-    submitInBackground: told(submitInBackground),
-    waitForProvider,
-    persistResults: told(persistResults),
-    refund: told(refund),
-    endCharged: told(endCharged),
-    markNeedsReview: told(markNeedsReview),
-    recordProviderJob: told(recordProviderJob),
-    expireContent: told(expireContent),
-    discardContent: told(discardContent),
+    refund,
+    endCharged,
+    markNeedsReview,
+    recordProviderJob,
+    expireContent,
+    discardContent,
     submissionState,
-    leaveRoute: told(leaveRoute),
+    leaveRoute,
   };
 }
 

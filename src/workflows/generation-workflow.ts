@@ -3,6 +3,7 @@ import {
   allHandlersFinished,
   condition,
   isCancellation,
+  makeContinueAsNewFunc,
   setHandler,
   setWorkflowOptions,
 } from '@temporalio/workflow';
@@ -18,12 +19,13 @@ import { generationSteps } from './generation-steps.js';
 import { startWebhookDeliveries, webhookNudges } from './generation-webhooks.js';
 import {
   errorTypes,
+  type GenerationKept,
   type GenerationProgress,
   type GenerationResumed,
   type GenerationStart,
 } from './generation-types.js';
 import { defaultReviewHandOffMs, reviewRules } from './generation-review.js';
-import { keepGeneration } from './generation-retention.js';
+import { retentionStory } from './generation-retention.js';
 import { cancelRules, withCancelRequests } from './generation-cancel.js';
 import { trackProgress } from './generation-progress.js';
 import { jobEndRules } from './generation-job-end.js';
@@ -60,6 +62,32 @@ export function generationWorkflow(
   return withCancelRequests((requested) => generationStory(start, resumed, requested));
 }
 setWorkflowOptions({ versioningBehavior: 'PINNED' }, generationWorkflow);
+
+/**
+ * The generation's retention run, which its active life continues as when it succeeded or needs
+ * review: its story, and what a change to it needs, is generation-retention.ts's. Auto-Upgrade. Its
+ * entry is here, beside generationWorkflow's, because each continues as the other.
+ */
+export function generationRetentionWorkflow(kept: GenerationKept): Promise<GenerationProgress> {
+  return withCancelRequests((requested) => retentionStory(kept, requested, resumeGeneration));
+}
+setWorkflowOptions({ versioningBehavior: 'AUTO_UPGRADE' }, generationRetentionWorkflow);
+
+/** The active run's end when the generation succeeded or needs review: continue as its retention run. */
+function keepGeneration(kept: GenerationKept): Promise<never> {
+  return makeContinueAsNewFunc<typeof generationRetentionWorkflow>({
+    workflowType: 'generationRetentionWorkflow',
+    initialVersioningBehavior: 'AUTO_UPGRADE',
+  })(kept);
+}
+
+/** Support named the provider's job: the active life goes on from the wait, pinned to the current version. */
+function resumeGeneration(start: GenerationStart, resumed: GenerationResumed): Promise<never> {
+  return makeContinueAsNewFunc<typeof generationWorkflow>({
+    workflowType: 'generationWorkflow',
+    initialVersioningBehavior: 'AUTO_UPGRADE',
+  })(start, resumed);
+}
 
 /**
  * The generation's story; `resumed`: support resolved its review with the provider's job;

@@ -85,9 +85,12 @@ export type WebhookAttempt =
 
 /** The activities the delivery workflow runs, on the webhooks queue (webhookQueue), none retried by Temporal. */
 export interface WebhookActivities {
-  saveWebhookSubscription(input: { generationId: string; url: string; events: string[] }): Promise<void>;
-  nextWebhookEvents(input: WebhookLook): Promise<WebhookEvents>;
-  deliverWebhook(input: WebhookAttempt): Promise<WebhookAttemptOutcome>;
+  /** Records the generation's subscription (the delivery workflow's first step); a repeat keeps the first. */
+  saveWebhookSubscription: (input: { generationId: string; url: string; events: string[] }) => Promise<void>;
+  /** The subscribed events after `afterSeq` (one read of the log), and whether more can come. */
+  nextWebhookEvents: (input: WebhookLook) => Promise<WebhookEvents>;
+  /** One attempt to deliver event `seq`, in its account's turn (else `busy`, nothing sent). */
+  deliverWebhook: (input: WebhookAttempt) => Promise<WebhookAttemptOutcome>;
 }
 
 /** The message id of one delivery: the same on every attempt and redelivery, so a receiver dedupes on it. */

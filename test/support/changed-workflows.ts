@@ -3,7 +3,7 @@
 import { setWorkflowOptions, sleep } from '@temporalio/workflow';
 import { generationWorkflow as firstBuild } from '../../src/workflows/generation-workflow.js';
 
-export { generationRetentionWorkflow } from '../../src/workflows/generation-retention.js';
+export { generationRetentionWorkflow } from '../../src/workflows/generation-workflow.js';
 export { reconciliationWorkflow } from '../../src/workflows/reconciliation-workflow.js';
 export { pruningWorkflow } from '../../src/workflows/pruning-workflow.js';
 
