@@ -13,28 +13,24 @@ import { newId } from '../ids.js';
 import type { ApiGenerationMetrics } from '../observability/metrics.js';
 import { toStorableText } from '../storable-text.js';
 import {
-  checkBody,
   checkIdempotencyKey,
+  checkRequest,
   fingerprint,
-  type BodyCheck,
   type IdempotencyKeyCheck,
+  type RequestCheck,
 } from './generation-request.js';
-import type { ProviderName } from '../catalog/provider-mapping.js';
 import { refusalWhileDown } from './provider-availability.js';
 import { quoteOf } from './quote.js';
-import { routePlanOf } from './route-plan.js';
+import { routePlanOf, type ProviderKnowledge } from './route-plan.js';
 import { startGeneration, type StartGenerationDeps, type StartOutcome } from './start-generation.js';
-import { checkWebhook, type WebhookSettings } from './webhook-request.js';
+import type { WebhookSettings } from './webhook-request.js';
 
-/** What admission reads and acts through, configured alike in the API and the console. */
-export interface AdmissionDeps extends StartGenerationDeps {
+/**
+ * What admission reads and acts through, wired once (wireAdmission) for every process that admits:
+ * the catalog, what is known of the providers, the Temporal client and the rest of the start.
+ */
+export interface AdmissionDeps extends StartGenerationDeps, ProviderKnowledge {
   catalog: CatalogCache;
-  /** Seconds until a down provider is probed again; null when it takes requests. */
-  providerDownFor?: (provider: string) => number | null;
-  /** The weighted routing policy's draw (default Math.random). */
-  random?: () => number;
-  /** The `fastest` policy's measured p50 of a model's route, in ms (RouteDurations); undefined: unmeasured. */
-  routeP50Ms?: (model: string, provider: string) => number | undefined;
   /** Counts the requests refused here (validation, a provider that is down); admission's refusals are the worker's. */
   metrics?: ApiGenerationMetrics;
   /** Webhook subscriptions (the API's; absent: the `webhook` field is checked against public addresses only). */
@@ -95,23 +91,13 @@ export async function admitGeneration(
 ): Promise<{ generationId: string; known: GenerationRow }> {
   const { principal, uploads } = request;
   const key = checkIdempotencyKey(request.idempotencyKey);
-  // `webhook` is an envelope field, not the model's (a strict model would refuse it): it is checked
-  // apart, kept out of the input, and part of the fingerprint (another webhook is another request).
-  const { webhook: webhookField, ...modelBody } = isObject(request.body)
-    ? request.body
-    : { webhook: undefined };
-  const body = checkBody(deps.catalog, isObject(request.body) ? modelBody : request.body);
-  const hook = await checkWebhook(webhookField, deps.webhooks ?? { allowCidrs: [] });
-  if (!key.ok || !body.ok || !hook.ok || (uploads?.issues.length ?? 0) > 0)
-    throw await invalid(deps, request, key, body, hook.ok ? [] : hook.issues);
-  const { entry } = body.model;
+  const checked = await checkRequest(deps.catalog, request.body, deps.webhooks ?? { allowCidrs: [] });
+  if (!key.ok || !checked.ok || (uploads?.issues.length ?? 0) > 0)
+    throw await invalid(deps, request, key, checked);
+  const { entry } = checked.model;
   // The routes to try, decided before the debit: none usable is the 503 of a provider that is down.
-  const routing = routePlanOf(entry, body.routing, {
-    offers: (provider) => deps.catalog.offers(provider as ProviderName),
-    downFor: (provider) => deps.providerDownFor?.(provider) ?? null,
-    random: deps.random,
-    p50Ms: deps.routeP50Ms,
-  });
+  const routing = routePlanOf(entry, checked.envelope.routing, deps);
+  const { webhook } = checked.envelope;
   const started = await startGeneration(
     deps,
     {
@@ -120,15 +106,13 @@ export async function admitGeneration(
       idempotencyKey: key.key,
       model: entry,
       // Staged uploads are stored from disk by startGeneration, never as data URIs.
-      input: uploads ? uploads.withStagedImages(body.input) : body.input,
+      input: uploads ? uploads.withStagedImages(checked.input) : checked.input,
       fingerprint: fingerprint(
         uploads ? uploads.forFingerprint(request.body as Record<string, unknown>) : request.body,
       ),
-      ...(hook.webhook && {
-        webhook: { ...hook.webhook, retryDelaysMs: deps.webhooks?.retryDelaysMs ?? [] },
-      }),
+      ...(webhook && { webhook: { ...webhook, retryDelaysMs: deps.webhooks?.retryDelaysMs ?? [] } }),
       routes: routing.plan,
-      credits: quoteOf(body),
+      credits: quoteOf(checked),
     },
     {
       // A retry of an accepted request is answered with its generation even while the provider is
@@ -142,24 +126,49 @@ export async function admitGeneration(
   throw await refused(deps, started, log);
 }
 
+/** What a create with this body would debit now, and the provider it would try first. */
+export interface GenerationQuote {
+  model: string;
+  credits: number;
+  /** The route a create would try first now: admission plans again when it comes (`weighted` draws anew). */
+  provider: string | null;
+}
+
+/**
+ * Admission answering without starting: the body checked exactly as admitGeneration checks it
+ * (an invalid one throws the same ValidationError, neither recorded nor counted: it is no request
+ * for a generation), its price as admission computes it, and its route plan now. Nothing is
+ * charged, started, stored or fetched.
+ */
+export async function quoteGeneration(
+  deps: Pick<AdmissionDeps, 'catalog' | 'webhooks' | keyof ProviderKnowledge>,
+  body: unknown,
+): Promise<GenerationQuote> {
+  const checked = await checkRequest(deps.catalog, body, deps.webhooks ?? { allowCidrs: [] });
+  if (!checked.ok) throw new ValidationError(checked.issues);
+  const credits = quoteOf(checked);
+  const { plan } = routePlanOf(checked.model.entry, checked.envelope.routing, deps);
+  return { model: checked.model.entry.id, credits, provider: plan[0]?.provider ?? null };
+}
+
 /** The error of a request that never became a job: every issue, the uploads' first; recorded if asked. */
 async function invalid(
   deps: AdmissionDeps,
   request: AdmissionRequest,
   key: IdempotencyKeyCheck,
-  body: BodyCheck,
-  webhookIssues: ValidationIssue[],
+  checked: RequestCheck,
 ): Promise<ValidationError> {
   const own = request.uploads?.issues ?? [];
   const issues = [
     ...own,
     ...(key.ok ? [] : [key.issue]),
-    ...(body.ok ? [] : body.issues.filter((i) => !own.some((u) => u.field === i.field))),
-    ...webhookIssues,
+    ...(checked.ok ? [] : checked.issues.filter((i) => !own.some((u) => u.field === i.field))),
   ];
-  const what = body.ok ? { model: body.model.entry.id, mediaType: body.model.entry.media_type } : body;
+  const what = checked.ok
+    ? { model: checked.model.entry.id, mediaType: checked.model.entry.media_type }
+    : checked;
   // A model the catalog does not know is not a label: the client could send any text.
-  deps.metrics?.rejected(body.ok || body.mediaType !== 'unknown' ? what.model : 'unknown', 'invalid_request');
+  deps.metrics?.rejected(what.mediaType !== 'unknown' ? what.model : 'unknown', 'invalid_request');
   if (!request.recordInvalid) return new ValidationError(issues);
   const id = newId('gen');
   // Recorded, key not claimed: it is listed, and x-request-id names it.
@@ -202,8 +211,4 @@ async function refused(
       ? idempotencyConflict(refusal.generationId)
       : admissionRefusal(refusal.error, refusal.generationId);
   return new GenerationRefused(error, refusal.generationId, refusal.outcome);
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

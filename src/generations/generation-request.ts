@@ -3,11 +3,13 @@ import type { CatalogCache, CompiledModel } from '../catalog/catalog-cache.js';
 import { parseImageInput } from '../catalog/image-input.js';
 import { toValidationIssues } from '../catalog/request-schema.js';
 import { routeRequestIssues, routesOf, type RouteRequest } from '../catalog/routes.js';
+import type { GenerationWebhook } from '../db/generation-webhooks.js';
 import type { ValidationIssue } from '../errors.js';
 import { randomBase62 } from '../ids.js';
 import { toStorableText, unstorableTextIssues } from '../storable-text.js';
 import type { Storage } from '../storage/storage.js';
 import { parseOptions } from '../zod-messages.js';
+import { checkWebhook, type WebhookCheckRules } from './webhook-request.js';
 
 /** Idempotency-Key: 1 to 128 printable ASCII characters, no spaces. */
 const idempotencyKeyPattern = /^[\x21-\x7e]{1,128}$/;
@@ -30,16 +32,64 @@ export function checkIdempotencyKey(header: string | string[] | undefined): Idem
   return { ok: true, key: value };
 }
 
-export type BodyCheck =
-  | { ok: true; model: CompiledModel; input: Record<string, unknown>; routing?: RouteRequest }
+/**
+ * The request's envelope: how the generation is to run, beside the model's input. Its fields are
+ * read off the body here and nowhere else, each checked where its rules live: `provider` by the
+ * model's request schema (GET /v1/models publishes it there, among the model's fields, and its
+ * issues come in that order), `webhook` apart from it (its host name is resolved now, and the
+ * OpenAPI document adds it beside each model's schema). Neither is part of the input; both are
+ * part of the fingerprint (another webhook is another request).
+ */
+export interface RequestEnvelope {
+  /** `webhook`: where the generation's events are posted; null: nowhere. */
+  webhook: GenerationWebhook | null;
+  /** `provider`: which of the model's routes may serve it; absent: the model's own routing decides. */
+  routing?: RouteRequest;
+}
+
+export type RequestCheck =
+  | { ok: true; model: CompiledModel; input: Record<string, unknown>; envelope: RequestEnvelope }
   | { ok: false; issues: ValidationIssue[]; model: string; mediaType: string };
 
 /**
- * Validates a POST body against its model's catalog entry. `input` is the accepted fields other than
- * `model`. Text that cannot be stored is refused wherever it is in the body (keys and ignored fields
- * included); the issues and the model id it gives back hold none of it, so the rejection can be recorded.
+ * A request for a generation (its body, as any front door received it) checked against its model's
+ * catalog entry and the envelope's rules: every issue, the model's first, then the webhook's. The
+ * model and media type of a refused request name no text the client sent, so that it can be recorded.
  */
-export function checkBody(catalog: CatalogCache, body: unknown): BodyCheck {
+export async function checkRequest(
+  catalog: CatalogCache,
+  body: unknown,
+  webhookRules: WebhookCheckRules,
+): Promise<RequestCheck> {
+  // `webhook` is not the model's (a strict model would refuse it): it is taken off before the
+  // model's schema reads the body.
+  const { webhook, ...modelBody } = isObject(body) ? body : { webhook: undefined };
+  const checked = checkBody(catalog, isObject(body) ? modelBody : body);
+  const hook = await checkWebhook(webhook, webhookRules);
+  if (checked.ok && hook.ok) {
+    // `provider` is taken off once the model's schema has read it.
+    const { model: _model, provider, ...input } = checked.data;
+    const routing = provider as RouteRequest | undefined;
+    const envelope = { webhook: hook.webhook, ...(routing ? { routing } : {}) };
+    return { ok: true, model: checked.model, input, envelope };
+  }
+  const issues = [...(checked.ok ? [] : checked.issues), ...(hook.ok ? [] : hook.issues)];
+  if (!checked.ok) return { ...checked, issues };
+  const { entry } = checked.model;
+  return { ok: false, issues, model: entry.id, mediaType: entry.media_type };
+}
+
+type BodyCheck =
+  | { ok: true; model: CompiledModel; data: Record<string, unknown> }
+  | { ok: false; issues: ValidationIssue[]; model: string; mediaType: string };
+
+/**
+ * Validates a body (without its `webhook`) against its model's request schema: `data` is what the
+ * schema accepted, `model` and `provider` included. Text that cannot be stored is refused wherever
+ * it is in the body (keys and ignored fields included); the issues and the model id it gives back
+ * hold none of it, so the rejection can be recorded.
+ */
+function checkBody(catalog: CatalogCache, body: unknown): BodyCheck {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     return {
       ok: false,
@@ -95,9 +145,7 @@ export function checkBody(catalog: CatalogCache, body: unknown): BodyCheck {
       model.entry.media_type,
     );
   }
-  // `provider` is the envelope's (how to route), not the model's input.
-  const { model: _model, provider: _provider, ...input } = parsed.data as Record<string, unknown>;
-  return { ok: true, model, input, ...(routing ? { routing } : {}) };
+  return { ok: true, model, data: parsed.data as Record<string, unknown> };
 }
 
 /**
@@ -167,4 +215,8 @@ export async function storeInlineImages(
       : await store(value, field);
   }
   return { input: out, prefix: stored > 0 ? prefix : null };
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
