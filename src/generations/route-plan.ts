@@ -1,7 +1,8 @@
 import type { CatalogCache } from '../catalog/catalog-cache.js';
 import type { CatalogEntry } from '../catalog/catalog-entry.js';
 import type { ProviderName } from '../catalog/provider-mapping.js';
-import { planRoutes, routesOf, type RouteRequest } from '../catalog/routes.js';
+import { planRoutes, routeRequestIssues, routesOf, type RouteRequest } from '../catalog/routes.js';
+import type { ValidationIssue } from '../errors.js';
 import type { PlannedRoute } from '../workflows/generation-types.js';
 
 /** What admission and the quote know of the providers now (part of AdmissionDeps). */
@@ -40,4 +41,21 @@ export function routePlanOf(
   const waits = allowed.map((i) => downFor(routes[i]!.provider)).filter((s): s is number => s !== null);
   // No route is down but none is served here either: as long as a probe takes.
   return { plan, retryAfterSeconds: waits.length > 0 ? Math.min(...waits) : 30 };
+}
+
+/**
+ * The request's `provider` checked against the model's routes (naming a provider the model has no
+ * route on is the request's fault, like a bad option), and the routes it would try now.
+ */
+export function checkRoutes(
+  entry: CatalogEntry,
+  request: RouteRequest | undefined,
+  known: ProviderKnowledge,
+):
+  | { ok: false; issues: ValidationIssue[] }
+  | { ok: true; plan: PlannedRoute[]; retryAfterSeconds: number | null } {
+  const issues = routeRequestIssues(routesOf(entry), request);
+  if (issues.length > 0)
+    return { ok: false, issues: issues.map((issue) => ({ ...issue, code: 'invalid_value' })) };
+  return { ok: true, ...routePlanOf(entry, request, known) };
 }
