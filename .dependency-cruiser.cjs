@@ -11,7 +11,8 @@
  *   console     the account console process: pages on the API's repositories and admission path
  *   api, worker, result-host   the processes: composition and HTTP
  *   generations admission as the API and the console share it: request checks, start, cancel,
- *               provider availability, quote, listing; one admitGeneration each transport wraps
+ *               provider availability, quote, listing; one admitGeneration each front door wraps,
+ *               wired once per process (wireAdmission)
  *   runtime     config.ts and config/, process.ts, dev-state.ts: reading the environment, process lifecycle
  *   activities, temporal       the workflow's I/O; Temporal client-side set-up (schedules, search attributes)
  *   providers   the provider interface and each adapter (simulated/, and the real ones)

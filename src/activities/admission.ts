@@ -41,13 +41,14 @@ export function lastQuotedEntry(model: string): QuotedEntry | undefined {
 }
 
 /**
- * Admission: the concurrency slot, the price quote from the catalog, and the debit (subscription
- * credits first) with its ledger row and the projection row, decided atomically by the
+ * Admission settled in PostgreSQL (the workflow's `admit` activity; the front doors' admission is
+ * src/generations' admitGeneration): the concurrency slot, the price quote from the catalog, and
+ * the debit (subscription credits first) with its ledger row and the projection row, decided atomically by the
  * admit_generation() function (migrations 0007 and 0012), usually in one round trip. A second
  * call for the same generation returns what the first decided. With a key claim, the decision
  * that claims the key records it; a record of another generation held past `key.at` answers instead.
  */
-export async function admitGeneration(
+export async function settleAdmission(
   db: CommonQueryMethods,
   start: GenerationStart,
   concurrencyLimit: number,

@@ -3,7 +3,7 @@ import { markNeedsReview, resumeWithProviderJob } from '../db/provider-submissio
 import type { StoredOutput } from '../db/generation-results.js';
 import { endGenerationCharged, refundGeneration } from '../db/credits-repository.js';
 import { releaseProviderSlot } from '../db/provider-slots.js';
-import { admitGeneration } from './admission.js';
+import { settleAdmission } from './admission.js';
 import { ProviderUncertainError, type Provider, type ProviderResult } from '../providers/provider.js';
 import { parseJobReference } from '../providers/job-reference.js';
 import type { GenerationError } from '../generation.js';
@@ -43,7 +43,7 @@ export function createGenerationActivities(
   return {
     /** Concurrency slot, price quote, debit and the key's record in one transaction (run as a local activity). */
     async admit(start: GenerationStart, key?: KeyClaim): Promise<Admission> {
-      return admitGeneration(db, start, deps.concurrencyLimit, key ?? null, metrics);
+      return settleAdmission(db, start, deps.concurrencyLimit, key ?? null, metrics);
     },
 
     ...createStagingActivities(deps),

@@ -2,7 +2,6 @@ import { FastifyOtelInstrumentation } from '@fastify/otel';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
 import type { Authenticator } from '../auth/authenticator.js';
-import type { CatalogCache } from '../catalog/catalog-cache.js';
 import type { TrustProxy } from '../config.js';
 import type { CreditBalance } from '../db/credits-repository.js';
 import type { InvalidatedCache } from '../invalidated-cache.js';
@@ -20,6 +19,7 @@ import { closeUnusedConnectionsOnShutdown } from '../http/unused-connections.js'
 import { useZodSchemas } from './zod-type-provider.js';
 import { cancelRoutes } from './routes/cancel-routes.js';
 import { creditsRoutes } from './routes/credits-routes.js';
+import type { AdmissionDeps } from '../generations/admit-generation.js';
 import { generationRoutes, type GenerationRouteDeps } from './routes/generation-routes.js';
 import { modelsRoutes } from './routes/models-routes.js';
 import { quoteRoutes } from './routes/quote-routes.js';
@@ -36,7 +36,6 @@ interface AppDeps {
   authenticator: Authenticator;
   /** Balances by account, dropped when PostgreSQL announces a change. */
   balances: InvalidatedCache<string, CreditBalance>;
-  catalog: CatalogCache;
   requestLog: RequestLogWriter;
   /** The per-key and failed-authentication limits (RATE_LIMIT_PER_MINUTE; shared through Redis with REDIS_URL). */
   limits: AuthLimits;
@@ -50,7 +49,9 @@ interface AppDeps {
     requestTimeoutMs: number;
     headersTimeoutMs: number;
   };
-  generations: Omit<GenerationRouteDeps, 'db' | 'catalog'>;
+  /** Admission as wireAdmission made it: the POST and the quote answer through it. */
+  admission: AdmissionDeps;
+  generations: Omit<GenerationRouteDeps, 'db' | 'admission'>;
   /** The open event streams of this process (GET /v1/generations/{id}/events, GET /v1/events). */
   eventStreams: Pick<EventStreams, 'slots' | 'generations' | 'accounts'>;
   /** The process's metrics registry: requests are timed into it (no registry: nothing is measured). */
@@ -105,30 +106,23 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   const routes = useZodSchemas(app);
   creditsRoutes(routes, { db: deps.db, balances: deps.balances });
-  modelsRoutes(routes, { catalog: deps.catalog });
-  generationRoutes(routes, { db: deps.db, catalog: deps.catalog, ...deps.generations });
+  modelsRoutes(routes, { catalog: deps.admission.catalog });
+  generationRoutes(routes, { db: deps.db, admission: deps.admission, ...deps.generations });
   eventRoutes(routes, { db: deps.db, cache: deps.generations.cache, streams: deps.eventStreams });
   accountEventRoutes(routes, { db: deps.db, streams: deps.eventStreams });
   webhookRoutes(routes, { db: deps.db });
-  quoteRoutes(routes, {
-    db: deps.db,
-    catalog: deps.catalog,
-    balances: deps.balances,
-    webhookRules: deps.generations.webhooks,
-    providerDownFor: deps.generations.providerDownFor,
-    routeP50Ms: deps.generations.routeP50Ms,
-  });
+  quoteRoutes(routes, { db: deps.db, admission: deps.admission, balances: deps.balances });
   cancelRoutes(routes, {
     db: deps.db,
-    temporal: deps.generations.temporal,
-    admissionTimeoutMs: deps.generations.admissionTimeoutMs,
+    temporal: deps.admission.temporal,
+    admissionTimeoutMs: deps.admission.admissionTimeoutMs,
   });
   healthRoutes(app, {
     db: deps.db,
-    temporal: deps.generations.temporal,
-    taskQueue: deps.generations.taskQueue,
+    temporal: deps.admission.temporal,
+    taskQueue: deps.admission.taskQueue,
   });
-  openApiRoutes(routes, { catalog: deps.catalog, publicUrl: deps.settings.publicUrl });
+  openApiRoutes(routes, { catalog: deps.admission.catalog, publicUrl: deps.settings.publicUrl });
   deps.configure?.(app);
   await app.ready();
   return app;

@@ -1,27 +1,22 @@
-import { Client, Connection } from '@temporalio/client';
-import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { Authenticator } from '../auth/authenticator.js';
-import { CatalogCache } from '../catalog/catalog-cache.js';
-import { ProviderAvailability } from '../generations/provider-availability.js';
-import { fastestModels, RouteDurations } from '../generations/route-durations.js';
-import { providersWithCredentials, storageLocation, webhookResolverOf, type Config } from '../config.js';
+import { wireAdmission } from '../generations/admission-wiring.js';
+import type { ProviderAvailability } from '../generations/provider-availability.js';
+import type { RouteDurations } from '../generations/route-durations.js';
+import type { Config } from '../config.js';
 import type { CreditBalance } from '../db/credits-repository.js';
 import type { GenerationRow } from '../db/generation-reads.js';
 import { InvalidatedCache } from '../invalidated-cache.js';
 import { NotificationListener } from '../db/notifications.js';
 import { createDatabasePool, type DatabasePool } from '../db/pool.js';
-import { openStorage } from '../storage/open-storage.js';
-import { temporalConnectionOptions } from '../temporal/connection-options.js';
-import { ApiGenerationMetrics, createMetricsRegistry } from '../observability/metrics.js';
+import { createMetricsRegistry } from '../observability/metrics.js';
 import { startMetricsServer, type MetricsServer } from '../observability/metrics-server.js';
 import { startTracing } from '../observability/tracing.js';
 import { buildApp } from './app.js';
 import { GenerationWaiters, maxWaitSeconds } from './generation-waiters.js';
 import { RequestLogWriter } from '../db/request-log-writer.js';
 import { authLimitsFor } from '../auth/auth-limits.js';
-import { generationTiming } from '../generations/generation-timing.js';
 import { openEventStreams } from './event-stream-wiring.js';
 
 export interface ApiService {
@@ -75,55 +70,30 @@ export async function createApiService(
     log: logger.child({ component: 'waiters' }),
   });
   const eventStreams = openEventStreams(config, pool, listener, logger);
-  const catalog = new CatalogCache(
-    pool,
-    logger.child({ component: 'catalog' }),
-    providersWithCredentials(config),
-  );
-  const reloadCatalog = () =>
-    void catalog.reload().catch((error: unknown) => logger.warn({ err: error }, 'catalog reload failed'));
-  const providers = new ProviderAvailability(pool, logger.child({ component: 'provider-health' }));
+  // Measured only when someone can read it: no metrics port, no per-request cost.
+  const registry = config.METRICS_PORT === undefined ? undefined : createMetricsRegistry();
+  const admission = wireAdmission(config, { pool, listener, logger, registry });
   listener
-    .on('provider_health_changed', () => providers.reloadInBackground())
     .on('auth_changed', () => authenticator.invalidateAll())
     .on('balance_changed', (accountId) => balances.invalidate(accountId))
     .on('generation_changed', (id) => generationCache.invalidate(id))
     // After the cache has dropped the row: the waiters' read sees the change.
     .on('generation_changed', (id) => waiters.changed(id))
-    .on('catalog_changed', reloadCatalog)
     .onReconnect(() => {
       authenticator.invalidateAll();
       balances.invalidateAll();
       generationCache.invalidateAll();
       waiters.recheckAll();
-      reloadCatalog();
-      providers.reloadInBackground();
     });
   await listener.start();
-  await catalog.start(config.CATALOG_REFRESH_MS);
-  await providers.start(config.CATALOG_REFRESH_MS);
-  const routeDurations = new RouteDurations(pool, logger.child({ component: 'route-durations' }), () =>
-    fastestModels(catalog),
-  );
-  await routeDurations.start();
-  // Lazy: the API starts, and reads work, while Temporal is away; POST answers 503 until it is back.
-  const temporalConnection = Connection.lazy(temporalConnectionOptions(config.TEMPORAL_ADDRESS, config));
-  const temporal = new Client({
-    connection: temporalConnection,
-    namespace: config.TEMPORAL_NAMESPACE,
-    // The POST's trace goes into the workflow's start and update headers (see src/workflows/tracing-interceptors.ts).
-    ...(tracing ? { interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] } } : {}),
-  });
+  await admission.start();
   const requestLog = new RequestLogWriter(config.DATABASE_URL, logger.child({ component: 'request-log' }));
-  // Measured only when someone can read it: no metrics port, no per-request cost.
-  const registry = config.METRICS_PORT === undefined ? undefined : createMetricsRegistry();
   const limits = await authLimitsFor(config, logger);
   const app = await buildApp({
     db: pool,
     logger,
     authenticator,
     balances,
-    catalog,
     requestLog,
     limits,
     failedAuth: {
@@ -147,21 +117,8 @@ export async function createApiService(
         waiters,
         maxSeconds: Math.max(1, Math.min(maxWaitSeconds, Math.floor(config.API_REQUEST_TIMEOUT_MS / 1000))),
       },
-      providerDownFor: (provider) => providers.retryAfterSeconds(provider),
-      routeP50Ms: (model, provider) => routeDurations.p50Ms(model, provider),
-      metrics: registry && new ApiGenerationMetrics(registry),
-      temporal,
-      taskQueue: config.TEMPORAL_TASK_QUEUE,
-      storage: openStorage(storageLocation(config), config.RESULT_BASE_URL),
-      admissionTimeoutMs: config.ADMISSION_TIMEOUT_MS,
-      timing: generationTiming(config),
-      webhooks: {
-        allowCidrs: config.WEBHOOK_ALLOW_CIDRS,
-        allowLoopbackHttp: config.WEBHOOK_ALLOW_LOOPBACK_HTTP,
-        resolver: webhookResolverOf(config),
-        retryDelaysMs: config.WEBHOOK_RETRY_DELAYS_MS,
-      },
     },
+    admission: admission.deps,
     configure,
   });
   const metrics =
@@ -176,8 +133,8 @@ export async function createApiService(
     app,
     pool,
     metrics: metrics ?? null,
-    providers,
-    routeDurations,
+    providers: admission.providers,
+    routeDurations: admission.routeDurations,
     waiting: () => waiters.size,
     streaming: () => eventStreams.size,
     async close() {
@@ -187,13 +144,10 @@ export async function createApiService(
       // Streams end now, so that their clients resume (Last-Event-ID) on another process.
       eventStreams.close();
       await app.close();
-      catalog.stop();
-      providers.stop();
-      routeDurations.stop();
+      await admission.close();
       await requestLog.close();
       await limits.close();
       await listener.close();
-      await temporalConnection.close();
       await pool.end();
       await tracing?.shutdown();
     },

@@ -18,7 +18,7 @@ export interface ConsoleRouteDeps {
   storage: Storage;
   /** For the progress query of a generation's workflow. */
   temporal: Client;
-  /** The API's admission path (admitGeneration), configured as the API's: its provider states too. */
+  /** Admission as the API has it (admitGeneration, quoteGeneration), wired alike by wireAdmission. */
   admission: AdmissionDeps;
   /** The API's request log: the playground's generations are requests made with the session's key. */
   requestLog: RequestLogWriter;

@@ -1,20 +1,14 @@
-import { Client, Connection } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { failedAuthSubject } from '../auth/failed-auth-subject.js';
 import { RequestLogWriter } from '../db/request-log-writer.js';
-import { ProviderAvailability } from '../generations/provider-availability.js';
-import { fastestModels, RouteDurations } from '../generations/route-durations.js';
+import { wireAdmission } from '../generations/admission-wiring.js';
 import { authLimitsFor } from '../auth/auth-limits.js';
-import { generationTiming } from '../generations/generation-timing.js';
 import { Authenticator } from '../auth/authenticator.js';
-import { CatalogCache } from '../catalog/catalog-cache.js';
 import { MAX_DATA_URI_BYTES } from '../catalog/image-input.js';
-import { providersWithCredentials, storageLocation, type Config } from '../config.js';
+import type { Config } from '../config.js';
 import { NotificationListener } from '../db/notifications.js';
 import { createDatabasePool, type DatabasePool } from '../db/pool.js';
-import { openStorage } from '../storage/open-storage.js';
-import { temporalConnectionOptions } from '../temporal/connection-options.js';
 import { buildConsoleApp } from './app.js';
 import { ConsoleSessions } from './sessions.js';
 
@@ -33,37 +27,18 @@ export async function createConsoleService(config: Config, logger: Logger): Prom
   const pool = await createDatabasePool(config.DATABASE_URL, {
     maximumPoolSize: Math.min(5, config.DATABASE_POOL_SIZE),
   });
-  const catalog = new CatalogCache(
-    pool,
-    logger.child({ component: 'catalog' }),
-    providersWithCredentials(config),
+  // The API's admission, wired alike: the same catalog, provider states, route durations (the
+  // playground refuses and plans routes as the API does), Temporal client, storage and webhook rules.
+  const listener = new NotificationListener(
+    config.DATABASE_URL,
+    logger.child({ component: 'notifications' }),
   );
-  // Which providers are down, as the API knows it: the playground refuses new generations for them alike.
-  const providers = new ProviderAvailability(pool, logger.child({ component: 'provider-health' }));
-  // The catalog and provider states as PostgreSQL announces their changes (the timers are the safety net).
-  const reloadCatalog = () =>
-    void catalog.reload().catch((error: unknown) => logger.warn({ err: error }, 'catalog reload failed'));
-  const listener = new NotificationListener(config.DATABASE_URL, logger.child({ component: 'notifications' }))
-    .on('provider_health_changed', () => providers.reloadInBackground())
-    .on('catalog_changed', reloadCatalog)
-    .onReconnect(() => {
-      reloadCatalog();
-      providers.reloadInBackground();
-    });
+  const admission = wireAdmission(config, { pool, listener, logger });
   await listener.start();
-  await catalog.start(config.CATALOG_REFRESH_MS);
-  await providers.start(config.CATALOG_REFRESH_MS);
-  // The `fastest` policy's measures, as the API holds them: the playground plans routes alike.
-  const routeDurations = new RouteDurations(pool, logger.child({ component: 'route-durations' }), () =>
-    fastestModels(catalog),
-  );
-  await routeDurations.start();
+  await admission.start();
   // No key cache: sign-ins are rare, and each is judged from PostgreSQL as it stands.
   const authenticator = new Authenticator(pool, { ttlMs: 0, cacheEnabled: () => false });
   const limits = await authLimitsFor(config, logger);
-  const temporalConnection = Connection.lazy(temporalConnectionOptions(config.TEMPORAL_ADDRESS, config));
-  const temporal = new Client({ connection: temporalConnection, namespace: config.TEMPORAL_NAMESPACE });
-  const storage = openStorage(storageLocation(config), config.RESULT_BASE_URL);
   const requestLog = new RequestLogWriter(config.DATABASE_URL, logger.child({ component: 'request-log' }));
   const app = await buildConsoleApp({
     logger,
@@ -72,9 +47,9 @@ export async function createConsoleService(config: Config, logger: Logger): Prom
     limits,
     clientSubject: (request) => failedAuthSubject(request.ip, config.FAILED_AUTH_IPV6_PREFIX),
     trustProxy: config.TRUST_PROXY,
-    catalog,
-    storage,
-    temporal,
+    catalog: admission.catalog,
+    storage: admission.deps.storage,
+    temporal: admission.temporal,
     requestLog,
     publicUrl: config.CONSOLE_PUBLIC_URL,
     resultBaseUrl: config.RESULT_BASE_URL,
@@ -87,30 +62,17 @@ export async function createConsoleService(config: Config, logger: Logger): Prom
       fields: 64,
       fieldBytes: 64 * 1024,
     },
-    admission: {
-      db: pool,
-      catalog,
-      providerDownFor: (provider) => providers.retryAfterSeconds(provider),
-      routeP50Ms: (model, provider) => routeDurations.p50Ms(model, provider),
-      temporal,
-      taskQueue: config.TEMPORAL_TASK_QUEUE,
-      storage,
-      admissionTimeoutMs: config.ADMISSION_TIMEOUT_MS,
-      timing: generationTiming(config),
-    },
+    admission: admission.deps,
   });
   return {
     app,
     pool,
     async close() {
       await app.close();
-      catalog.stop();
-      providers.stop();
-      routeDurations.stop();
+      await admission.close();
       await listener.close();
       await requestLog.close();
       await limits.close();
-      await temporalConnection.close();
       await pool.end();
     },
   };

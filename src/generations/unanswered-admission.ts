@@ -4,7 +4,7 @@ import { recordUnanswered } from '../db/admission-repository.js';
 import { getGeneration, type GenerationRow } from '../db/generation-reads.js';
 import type { ApiError } from '../errors.js';
 import type { GenerationStart } from '../workflows/generation-types.js';
-import type { StartOutcome } from './start-types.js';
+import type { StartOutcome } from './start-outcome.js';
 
 /**
  * What a request without an Idempotency-Key answers when its admission did not answer in time

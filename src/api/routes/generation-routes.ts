@@ -13,8 +13,10 @@ import { honourPreferWait } from '../prefer-wait.js';
 import { routeSchemas } from '../route-schemas.js';
 import type { ZodApp } from '../zod-type-provider.js';
 
-export interface GenerationRouteDeps extends AdmissionDeps {
+export interface GenerationRouteDeps {
   db: CommonQueryMethods;
+  /** Admission (wireAdmission): the POST is its HTTP front door. */
+  admission: AdmissionDeps;
   /** Generation records by id, dropped when PostgreSQL announces a change: polling costs no query. */
   cache: GenerationCache;
   /** Requests held by `Prefer: wait`, and the longest wait allowed in seconds (at most 60). */
@@ -34,7 +36,7 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
     async (request, reply) => {
       const principal = principalOf(request);
       const admitted = await admitGeneration(
-        deps,
+        deps.admission,
         {
           principal,
           idempotencyKey: request.headers['idempotency-key'],

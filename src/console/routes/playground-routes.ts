@@ -2,9 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { CompiledModel } from '../../catalog/catalog-cache.js';
 import { ApiError, ValidationError, errorCodes, type ErrorCode, type ValidationIssue } from '../../errors.js';
-import { admitGeneration, GenerationRefused } from '../../generations/admit-generation.js';
-import { checkBody } from '../../generations/generation-request.js';
-import { quoteOf } from '../../generations/quote.js';
+import { admitGeneration, GenerationRefused, quoteGeneration } from '../../generations/admit-generation.js';
 import { newId } from '../../ids.js';
 import { getBalance } from '../../db/credits-repository.js';
 import { bodyFromForm, formFields } from '../playground-form.js';
@@ -25,10 +23,14 @@ export function playgroundRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): 
     (typeof id === 'string' ? deps.catalog.get(id) : undefined) ?? deps.catalog.list()[0];
 
   /** The quote the API gives for these fields (null while they are not a valid request). */
-  const quote = (body: Record<string, unknown>): number | null => {
-    const checked = checkBody(deps.catalog, body);
-    return checked.ok ? quoteOf(checked) : null;
-  };
+  const quote = (body: Record<string, unknown>): Promise<number | null> =>
+    quoteGeneration(deps.admission, body).then(
+      (quoted) => quoted.credits,
+      (error: unknown) => {
+        if (error instanceof ValidationError) return null;
+        throw error;
+      },
+    );
 
   const show = async (
     request: FastifyRequest,
@@ -56,7 +58,7 @@ export function playgroundRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): 
         fields: formFields(model.publicView, values),
         prompt: typeof values.prompt === 'string' ? values.prompt : '',
         price:
-          quote({ model: model.entry.id, prompt: 'x', ...withoutImages(values) }) ??
+          (await quote({ model: model.entry.id, prompt: 'x', ...withoutImages(values) })) ??
           model.publicView.default_price,
         balance,
         idempotencyKey: `console-${randomUUID()}`,
@@ -81,7 +83,7 @@ export function playgroundRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): 
   });
 
   /** The price of the form as it stands (the page's script asks as options change). */
-  app.get<{ Querystring: Record<string, string> }>('/playground/quote', (request) => {
+  app.get<{ Querystring: Record<string, string> }>('/playground/quote', async (request) => {
     const model = modelNamed(request.query.model);
     if (!model) return { credits: null };
     const query = { ...request.query, prompt: 'x' } as Record<string, unknown>;
@@ -89,7 +91,7 @@ export function playgroundRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): 
       field: (name) => (typeof query[name] === 'string' ? query[name] : undefined),
       images: () => [],
     });
-    return { credits: quote(body) };
+    return { credits: await quote(body) };
   });
 
   /**
