@@ -1,11 +1,10 @@
 import { connect, createServer, type Socket } from 'node:net';
-import type http from 'node:http';
 import { Webhook } from 'standardwebhooks';
 import { describe, expect, it } from 'vitest';
 import { Client, type AccountEvent, type GenerationEvent } from '../../clients/typescript/src/index.js';
 import { bearer, createPaidAccount } from '../support/api.js';
 import { pairSockets } from '../support/tcp-relay.js';
-import { startTestServer } from '../support/test-servers.js';
+import { keepingRequests, startTestServer } from '../support/test-servers.js';
 import { useListeningStack } from './client-stack.js';
 import { useGen } from './gen-cli.js';
 
@@ -185,17 +184,9 @@ describe('the account event stream: client.events(), client.webhooks, gen listen
     const { account, client } = await ownClient();
     const received: { headers: Record<string, string>; body: string }[] = [];
     const answers = [500]; // the first delivery fails; the others are still forwarded
-    const receiver = await startTestServer((request: http.IncomingMessage, response: http.ServerResponse) => {
-      const chunks: Buffer[] = [];
-      request.on('data', (chunk: Buffer) => chunks.push(chunk));
-      request.on('end', () => {
-        received.push({
-          headers: request.headers as Record<string, string>,
-          body: Buffer.concat(chunks).toString('utf8'),
-        });
-        response.writeHead(answers.shift() ?? 204).end();
-      });
-    });
+    const receiver = await startTestServer(
+      keepingRequests(received, (response) => void response.writeHead(answers.shift() ?? 204).end()),
+    );
     try {
       // Refused before anything is sent.
       for (const [option, value] of [

@@ -8,6 +8,7 @@ import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/dev/free-port.js';
+import { keepingRequests } from '../support/test-servers.js';
 
 /**
  * `npm start` as a newcomer runs it: no DATABASE_URL, no TEMPORAL_ADDRESS.
@@ -108,17 +109,7 @@ describe('npm start on embedded defaults', () => {
     // A webhook to a plain-http receiver on this machine is taken, and its delivery verifies.
     expect(first.output()).toMatch(/Webhooks: +receivers on loopback are taken over plain http/);
     const deliveries: Array<{ headers: Record<string, string>; body: string }> = [];
-    const hookReceiver = http.createServer((request, response) => {
-      const chunks: Buffer[] = [];
-      request.on('data', (chunk: Buffer) => chunks.push(chunk));
-      request.on('end', () => {
-        deliveries.push({
-          headers: request.headers as Record<string, string>,
-          body: Buffer.concat(chunks).toString('utf8'),
-        });
-        response.writeHead(204).end();
-      });
-    });
+    const hookReceiver = http.createServer(keepingRequests(deliveries));
     await new Promise<void>((resolve) => hookReceiver.listen(0, '127.0.0.1', resolve));
     try {
       const hookUrl = `http://localhost:${(hookReceiver.address() as AddressInfo).port}/hook`;

@@ -24,6 +24,33 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
+/** A request as a receiver got it: its headers, and its body as text (the bytes a signature covers). */
+export interface ReceivedRequest {
+  headers: Record<string, string>;
+  body: string;
+}
+
+/**
+ * A handler that keeps each request, read to its end, in `received`, then answers it as `answer`
+ * says (204 by default): the webhook receivers' handler (a delivery verifies over `body`).
+ */
+export function keepingRequests(
+  received: ReceivedRequest[],
+  answer: (response: http.ServerResponse) => void = (response) => void response.writeHead(204).end(),
+): (request: http.IncomingMessage, response: http.ServerResponse) => void {
+  return (request, response) => {
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => chunks.push(chunk));
+    request.on('end', () => {
+      received.push({
+        headers: request.headers as Record<string, string>,
+        body: Buffer.concat(chunks).toString('utf8'),
+      });
+      answer(response);
+    });
+  };
+}
+
 /** An HTTP(S) server on a loopback address that records what reaches it. */
 export async function startTestServer(
   handler: (request: http.IncomingMessage, response: http.ServerResponse) => void,

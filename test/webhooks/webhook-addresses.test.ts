@@ -15,7 +15,7 @@ import { bearer, startTestApi } from '../support/api.js';
 import { createGeneration } from '../support/generations.js';
 import { startSilentNameServer, type TestNameServer } from '../support/silent-name-server.js';
 import { useGenerationStack } from '../support/stack.js';
-import { startTestServer, type TestServer } from '../support/test-servers.js';
+import { keepingRequests, startTestServer, type TestServer } from '../support/test-servers.js';
 
 /** The worker's webhook delivery settings as `npm run worker` builds them from `env`. */
 const workerWebhookDelivery = (env: Record<string, string>) =>
@@ -47,17 +47,7 @@ describe("webhook receivers: the public internet, or a developer's loopback", ()
     worker: { overrides: { webhookDelivery: workerWebhookDelivery(development) } },
   });
   beforeAll(async () => {
-    receiver = await startTestServer((request, response) => {
-      const chunks: Buffer[] = [];
-      request.on('data', (chunk: Buffer) => chunks.push(chunk));
-      request.on('end', () => {
-        received.push({
-          headers: request.headers as Record<string, string>,
-          body: Buffer.concat(chunks).toString('utf8'),
-        });
-        response.writeHead(204).end();
-      });
-    });
+    receiver = await startTestServer(keepingRequests(received));
     silent = await startSilentNameServer();
     production = await startTestApi(stack.db.url, {
       ...stack.worker.apiEnv,

@@ -9,7 +9,12 @@ import { randomBase62 } from '../../src/ids.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { createGeneration } from '../support/generations.js';
-import { selfSignedCertificate, startTestServer, type TestServer } from '../support/test-servers.js';
+import {
+  keepingRequests,
+  selfSignedCertificate,
+  startTestServer,
+  type TestServer,
+} from '../support/test-servers.js';
 import { crash, workerProcesses } from '../support/worker-process.js';
 
 interface Received {
@@ -48,19 +53,11 @@ describe('a worker killed mid-delivery', () => {
     const certificate = await selfSignedCertificate();
     await writeFile(caFile, certificate.cert);
     receiver = await startTestServer(
-      (request, response) => {
-        const chunks: Buffer[] = [];
-        request.on('data', (chunk: Buffer) => chunks.push(chunk));
-        request.on('end', () => {
-          received.push({
-            headers: request.headers as Record<string, string>,
-            body: Buffer.concat(chunks).toString('utf8'),
-          });
-          // The first delivery is held unanswered: the worker making it is killed meanwhile.
-          if (received.length === 1) held.push(response);
-          else response.writeHead(200).end();
-        });
-      },
+      keepingRequests(received, (response) => {
+        // The first delivery is held unanswered: the worker making it is killed meanwhile.
+        if (received.length === 1) held.push(response);
+        else response.writeHead(200).end();
+      }),
       { tls: certificate },
     );
     db = await createTestDatabase();
