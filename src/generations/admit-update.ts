@@ -22,63 +22,74 @@ export interface AdmitUpdateDeps {
 /**
  * Asks the generation's workflow to admit the request in one update-with-start, which answers once
  * admission is decided (and an accepted job handed over), or meets the running workflow of the
- * generation its key names. `failure`: why it did not answer (a 503 when not in time).
+ * generation its key names. With `meetOnly` (no new generation may start: its provider is down),
+ * only a running workflow of the generation the key names is asked, none started, and its answer
+ * counts only while that generation holds the key. `failure`: why it did not answer (a 503 when
+ * not in time; null when `meetOnly` found no generation holding the key).
+ *
+ * The first ask uses the workflow id's own update id, so that a retry meets the first request's
+ * answer. When that answer is an earlier generation's that no longer holds the key (it passed its
+ * horizon, or was rejected without claiming the key: the concurrency limit), the request is asked
+ * again with an update id of its own: Temporal answers a repeated update id with the old outcome
+ * even after its run closed, and a new update id starts a new run.
  */
 export async function askToAdmit(
   deps: AdmitUpdateDeps,
   start: GenerationStart,
   now: () => number,
+  meetOnly = false,
 ): Promise<{ admitted: AdmitResult } | { failure: unknown }> {
+  const ownUpdateId = `admit-${start.workflowId}-${start.generationId}`;
   try {
-    return { admitted: await admitAnew(deps, start, now) };
+    for (const updateId of [`admit-${start.workflowId}`, ownUpdateId]) {
+      const admitted = await admit(deps, start, updateId, !meetOnly);
+      const holdsKey =
+        admitted.generationId === start.generationId || Date.parse(admitted.keyHeldUntil) > now();
+      if (holdsKey || updateId === ownUpdateId) return { admitted };
+      if (meetOnly) break;
+    }
+    return { failure: null };
   } catch (failure) {
     return { failure };
   }
 }
 
 /**
- * Admits the request, asking again when the answer is an earlier generation's that no longer holds
- * the key: it passed its horizon, or was rejected without claiming the key (the concurrency limit).
- * Temporal answers a repeated update id with that old outcome even after its run closed, so the
- * second ask uses an update id of this request's own, which starts a new run.
+ * One ask: an update-with-start (the workflow is started unless it runs already, then asked to
+ * admit), or with `startIfNone` false the update alone, which only a running workflow answers.
  */
-async function admitAnew(
+function admit(
   deps: AdmitUpdateDeps,
   start: GenerationStart,
-  now: () => number,
+  updateId: string,
+  startIfNone: boolean,
 ): Promise<AdmitResult> {
-  const admitted = await admit(deps, start, `admit-${start.workflowId}`);
-  if (admitted.generationId === start.generationId || Date.parse(admitted.keyHeldUntil) > now())
-    return admitted;
-  return admit(deps, start, `admit-${start.workflowId}-${start.generationId}`);
-}
-
-/** One update-with-start: the workflow is started unless it runs already, then asked to admit. */
-function admit(deps: AdmitUpdateDeps, start: GenerationStart, updateId: string): Promise<AdmitResult> {
   return deps.temporal.connection
     .withDeadline(Date.now() + deps.admissionTimeoutMs, () =>
       // The run the update lands on may continue as new before it answers: the newest one answers.
       askNewestRun(() =>
-        deps.temporal.workflow.executeUpdateWithStart(admitUpdate, {
-          updateId,
-          startWorkflowOperation: new WithStartWorkflowOperation<typeof generationWorkflow>(
-            'generationWorkflow',
-            {
-              workflowId: start.workflowId,
-              taskQueue: deps.taskQueue,
-              args: [start],
-              workflowIdConflictPolicy: 'USE_EXISTING',
-              staticSummary: `${start.model} for ${start.accountId}: ${String(start.input.prompt).slice(0, 80)}`,
-              typedSearchAttributes: [
-                { key: GenerationStatusKey, value: 'queued' },
-                { key: AccountId, value: start.accountId },
-                { key: Model, value: start.model },
-                { key: NeedsReview, value: false },
-                { key: GenerationId, value: start.generationId },
-              ],
-            },
-          ),
-        }),
+        startIfNone
+          ? deps.temporal.workflow.executeUpdateWithStart(admitUpdate, {
+              updateId,
+              startWorkflowOperation: new WithStartWorkflowOperation<typeof generationWorkflow>(
+                'generationWorkflow',
+                {
+                  workflowId: start.workflowId,
+                  taskQueue: deps.taskQueue,
+                  args: [start],
+                  workflowIdConflictPolicy: 'USE_EXISTING',
+                  staticSummary: `${start.model} for ${start.accountId}: ${String(start.input.prompt).slice(0, 80)}`,
+                  typedSearchAttributes: [
+                    { key: GenerationStatusKey, value: 'queued' },
+                    { key: AccountId, value: start.accountId },
+                    { key: Model, value: start.model },
+                    { key: NeedsReview, value: false },
+                    { key: GenerationId, value: start.generationId },
+                  ],
+                },
+              ),
+            })
+          : deps.temporal.workflow.getHandle(start.workflowId).executeUpdate(admitUpdate, { updateId }),
       ),
     )
     .catch((error: unknown) => {

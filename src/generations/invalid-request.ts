@@ -1,4 +1,4 @@
-import { recordRejectedRequest } from '../db/admission-repository.js';
+import { recordRejectedRequest } from '../db/rejected-requests.js';
 import { ValidationError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { ApiGenerationMetrics } from '../observability/metrics.js';

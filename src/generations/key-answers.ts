@@ -1,13 +1,10 @@
 import type { KeyHolder } from '../db/idempotency-keys.js';
-import type { AdmitResult } from '../workflows/generation-types.js';
-import { admitUpdate } from '../workflows/generation-workflow.js';
-import type { AdmitUpdateDeps } from './admit-update.js';
-import { askNewestRun } from './newest-run.js';
 import type { StartOutcome } from './start-outcome.js';
 
 /*
  * How a request is answered when its Idempotency-Key is already held, before anything new starts:
- * from the key's record in PostgreSQL, or by the running workflow of the generation that holds it.
+ * from the key's record in PostgreSQL (a generation still running answers through its workflow:
+ * admit-update.ts).
  */
 
 /**
@@ -25,30 +22,4 @@ export function answerFromRecord(holder: KeyHolder, fingerprint: string): StartO
   if (row.status === 'succeeded' || row.status === 'failed')
     return { outcome: 'admitted', generationId, known: row };
   return null;
-}
-
-/**
- * The answer of the generation that holds the key in a workflow still running (its record may not
- * be written yet, or it is still queued), asked without starting one; null when none runs, or its
- * generation no longer holds the key. A Temporal that cannot be asked is as good as none: the
- * request is then refused (503) like a new one, which a retry with the same key puts right.
- */
-export async function meetRunning(
-  deps: Pick<AdmitUpdateDeps, 'temporal' | 'admissionTimeoutMs'>,
-  workflowId: string,
-  now: () => number,
-): Promise<AdmitResult | null> {
-  try {
-    const answer = await deps.temporal.connection.withDeadline(Date.now() + deps.admissionTimeoutMs, () =>
-      askNewestRun(() =>
-        deps.temporal.workflow
-          .getHandle(workflowId)
-          .executeUpdate(admitUpdate, { updateId: `admit-${workflowId}` }),
-      ),
-    );
-    return Date.parse(answer.keyHeldUntil) > now() ? answer : null;
-  } catch {
-    // No run (WorkflowNotFoundError: none, or it has closed), or Temporal did not answer in time.
-    return null;
-  }
 }

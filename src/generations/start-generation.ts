@@ -8,7 +8,7 @@ import { newId } from '../ids.js';
 import type { GenerationStart } from '../workflows/generation-types.js';
 import { askToAdmit, type AdmitUpdateDeps } from './admit-update.js';
 import { storeInlineImages } from './inline-images.js';
-import { answerFromRecord, meetRunning } from './key-answers.js';
+import { answerFromRecord } from './key-answers.js';
 import { asAdmitted, outcomeOf, type StartOutcome } from './start-outcome.js';
 import { answerUnanswered } from './unanswered-admission.js';
 
@@ -57,9 +57,9 @@ export function generationWorkflowId(keyId: string, key: string | null, generati
  * Starts the request's generation, or meets the one its Idempotency-Key names, in this order: a
  * key whose record (PostgreSQL) names a generation that has ended is answered from it, without
  * Temporal (key-answers.ts); while no new generation may start (refuseNew), the running workflow
- * of the generation the key names answers, if there is one; otherwise the request's inline images
- * are stored, then one update-with-start answers once admission is decided, and an accepted job
- * handed over (admit-update.ts); the outcome is read from that answer (start-outcome.ts), or, for
+ * of the generation the key names answers, if there is one, and nothing starts; otherwise the
+ * request's inline images are stored, then one update-with-start answers once admission is
+ * decided, and an accepted job handed over (admit-update.ts); the outcome is read from that answer (start-outcome.ts), or, for
  * a request without a key whose admission did not answer in time, settled as unanswered-admission.ts says.
  */
 export async function startGeneration(
@@ -71,7 +71,7 @@ export async function startGeneration(
      * request is known not to be a retry of one that was accepted: a retry is answered with that
      * generation (from the key's record, or from its running workflow) whatever the provider's state.
      */
-    refuseNew?: () => void;
+    refuseNew?: () => never;
   } = {},
 ): Promise<StartOutcome> {
   const now = deps.clock ?? Date.now;
@@ -81,10 +81,13 @@ export async function startGeneration(
   const holder = key === null ? null : await keyHolder(deps.db, request.apiKeyId, key, new Date(now()));
   const answer = holder && answerFromRecord(holder, request.fingerprint);
   if (answer) return answer;
-  const running = options.refuseNew && key !== null ? await meetRunning(deps, workflowId, now) : null;
-  if (!running) options.refuseNew?.();
+  // While no new generation may start, only the running workflow of the generation the key names
+  // answers (a retry of a request that was accepted), and nothing is stored for this one.
+  const { refuseNew } = options;
+  if (refuseNew && key === null) refuseNew();
+  const meetOnly = refuseNew !== undefined;
   const folderSeed = key ? `${workflowId}:${request.fingerprint}` : null;
-  const stored = running ? noImages : await storeInlineImages(deps.storage, request.input, folderSeed);
+  const stored = meetOnly ? noImages : await storeInlineImages(deps.storage, request.input, folderSeed);
   const start: GenerationStart = {
     generationId,
     workflowId,
@@ -101,8 +104,9 @@ export async function startGeneration(
     timing: deps.timing,
     ...(request.webhook ? { webhook: request.webhook } : {}),
   };
-  // The workflow of the generation the key names answered already, or this request's is asked.
-  const asked = running ? { admitted: running } : await askToAdmit(deps, start, now);
+  // One update-with-start answers once admission is decided (meetOnly: only a running workflow).
+  const asked = await askToAdmit(deps, start, now, meetOnly);
+  if (refuseNew && !('admitted' in asked)) refuseNew();
   if ('admitted' in asked)
     return outcomeOf(request, asked.admitted, holder?.row ?? null, stored, start.createdAt);
   // Without a key no retry can meet this generation: it must not be charged behind a 503.
@@ -113,5 +117,5 @@ export async function startGeneration(
   return answerUnanswered(deps.db, start, asked.failure, assumed);
 }
 
-/** What a request that met a running workflow stored: nothing. */
+/** What a request that may only meet a running workflow stores: nothing. */
 const noImages = { input: null, prefix: null };

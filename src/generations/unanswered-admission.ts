@@ -14,7 +14,7 @@ import type { StartOutcome } from './start-outcome.js';
  * and admission, finding that row, debits nothing and the run ends; or admission decided first, and
  * the request is answered with that decision after all: 202 with the debited generation (still
  * queued if its handover was slow), or admission's own refusal. When admission decided first but
- * its generation cannot be read in three tries, the request is answered 202 with what is known
+ * its generation cannot be read within the three asks, the request is answered 202 with what is known
  * (`assumed`: the generation exists, as admission makes it when it accepts), never a 503 a client
  * would answer by sending it again and paying twice; its GET tells how admission decided. When
  * PostgreSQL cannot be written in three tries, `failure` stands: the one case left where the request
@@ -43,12 +43,16 @@ export async function answerUnanswered(
     createdAt: start.createdAt,
   };
   // Asked a few times: while neither row is written, admission may still debit once PostgreSQL
-  // answers it again, and this request would then be charged behind its 503.
-  const gaveUp = await persistently(() => recordUnanswered(db, request, error));
+  // answers it again, and this request would then be charged behind its 503. Once one is written,
+  // the generation admission wrote is read back in the asks left.
+  let gaveUp: boolean | undefined;
+  const row = await persistently(async () => {
+    gaveUp ??= await recordUnanswered(db, request, error);
+    return gaveUp ? null : getGeneration(db, start.accountId, generationId);
+  });
   if (gaveUp === undefined) throw failure;
   // Its stored images (inputPrefix) are the caller's to delete: this request will never run.
   if (gaveUp) return { outcome: 'rejected', generationId, error, inputPrefix };
-  const row = await persistently(() => getGeneration(db, start.accountId, generationId));
   if (!row) return { outcome: 'admitted', generationId, known: assumed };
   if (row.status === 'rejected' && row.error)
     return { outcome: 'rejected', generationId, error: row.error, inputPrefix };

@@ -5,7 +5,7 @@ import { generationListSchema } from '../../src/api/schemas.js';
 import { useGenerationStack } from '../support/stack.js';
 import { bearer, createPaidAccount } from '../support/api.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
-import { recordRejectedRequest } from '../../src/db/admission-repository.js';
+import { recordRejectedRequest } from '../../src/db/rejected-requests.js';
 import { newId } from '../../src/ids.js';
 
 describe('reads: GET /v1/generations/{id} and the list', () => {
