@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
@@ -26,7 +27,8 @@ export interface McpRouteDeps {
 /**
  * POST /v1/mcp: the Model Context Protocol over Streamable HTTP, stateless. Each request gets a
  * fresh MCP server and transport (no session, no Mcp-Session-Id), so any API process answers any
- * request; what lasts (generations, which are the tasks) is in PostgreSQL. The request is an API
+ * request; what lasts (generations, which are the tasks) is in PostgreSQL. An initialize is answered
+ * with an Mcp-Session-Id that names no state (clients send it back; nothing checks it). The request is an API
  * request like any other: the API key authenticates it and its budget counts it once (a tool call
  * counts as the API call it makes), the body limit, the request log and the metrics apply. GET and
  * DELETE are 405 with Allow: POST (the app's unknown-method answer): a stateless server has no
@@ -106,6 +108,15 @@ export function mcpDepsOf(deps: {
   };
 }
 
+function isInitialize(body: unknown): boolean {
+  if (typeof body !== 'string' || !body.includes('initialize')) return false;
+  try {
+    return (JSON.parse(body) as { method?: unknown }).method === 'initialize';
+  } catch {
+    return false;
+  }
+}
+
 /** Whether a browser at `origin` may call: the API's own origin, loopback, or one configured. */
 function originAllowed(origin: string, allowed: Set<string>): boolean {
   let url: URL;
@@ -145,6 +156,10 @@ async function answer(mcp: McpDeps, request: FastifyRequest, reply: FastifyReply
   );
   reply.code(response.status);
   response.headers.forEach((value, name) => void reply.header(name, value));
+  // A session id that names no state: it lets clients that keep one (and their logs) tell their
+  // connection's requests apart, and any process accepts any id, because there is nothing to find.
+  if (response.status === 200 && isInitialize(request.body))
+    reply.header('mcp-session-id', `mcp-${randomUUID()}`);
   if (response.headers.get('content-type')?.startsWith('text/event-stream'))
     reply.header('cache-control', 'no-store').header('x-accel-buffering', 'no');
   if (!response.body) return reply.send();
