@@ -10,6 +10,8 @@
  *   admin       the support and operator CLI (`npm run admin`)
  *   console     the account console process: pages on the API's repositories and admission path
  *   api, worker, result-host   the processes: composition and HTTP
+ *   mcp         the MCP server the API serves at /v1/mcp: tools over admission and the reads, tasks
+ *               that are generations; the API's route hands it what it acts through
  *   generations admission as the API and the console share it: request checks, start, cancel,
  *               provider availability, quote, listing; one admitGeneration each front door wraps,
  *               wired once per process (wireAdmission)
@@ -50,6 +52,7 @@ const floors = [
   ],
   [{ name: 'runtime', path: '^src/((config|process|dev-state)\\.ts$|config/)' }],
   [{ name: 'generations', path: '^src/generations/' }],
+  [{ name: 'mcp', path: '^src/mcp/' }],
   [
     { name: 'api', path: '^src/api/' },
     { name: 'worker', path: '^src/worker/' },

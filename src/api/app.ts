@@ -29,6 +29,7 @@ import { eventRoutes } from './routes/event-routes.js';
 import { webhookRoutes } from './routes/webhook-routes.js';
 import { accountEventRoutes } from './routes/account-event-routes.js';
 import type { EventStreams } from './event-stream-wiring.js';
+import { mcpDepsOf, mcpRoutes } from './routes/mcp-routes.js';
 
 interface AppDeps {
   db: CommonQueryMethods;
@@ -48,6 +49,10 @@ interface AppDeps {
     /** Longest a client may take to send a whole request, and its headers (see API_REQUEST_TIMEOUT_MS). */
     requestTimeoutMs: number;
     headersTimeoutMs: number;
+    /** How long an MCP call waits for a generation (MCP_WAIT_SECONDS). */
+    mcpWaitSeconds: number;
+    /** Origins besides the API's own and loopback whose browsers may call /v1/mcp (MCP_ALLOWED_ORIGINS). */
+    mcpAllowedOrigins: readonly string[];
   };
   /** Admission as wireAdmission made it: the POST and the quote answer through it. */
   admission: AdmissionDeps;
@@ -123,6 +128,18 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     taskQueue: deps.admission.taskQueue,
   });
   openApiRoutes(routes, { catalog: deps.admission.catalog, publicUrl: deps.settings.publicUrl });
+  mcpRoutes(app, {
+    publicUrl: deps.settings.publicUrl,
+    allowedOrigins: deps.settings.mcpAllowedOrigins,
+    mcp: mcpDepsOf({
+      db: deps.db,
+      admission: deps.admission,
+      cache: deps.generations.cache,
+      balances: deps.balances,
+      waiting: deps.generations.waiting,
+      waitSeconds: deps.settings.mcpWaitSeconds,
+    }),
+  });
   deps.configure?.(app);
   await app.ready();
   return app;

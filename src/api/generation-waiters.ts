@@ -16,6 +16,8 @@ type Reader = () => Promise<GenerationRow | null>;
 interface Waiter {
   keyId: string;
   done: (row: GenerationRow | null) => void;
+  /** Told each read of the generation that found it not terminal yet (an MCP call's progress). */
+  seen?: (row: GenerationRow) => void;
 }
 
 /**
@@ -64,7 +66,9 @@ export class GenerationWaiters {
    * client goes away (`signal`) or the process shuts down (with null: the caller reads the
    * current state). Past a cap it returns null and nothing waits: the preference is not honoured
    * (RFC 7240 makes every preference optional), and the caller answers at once. A refusal here
-   * would come too late for a POST, whose generation is already started and charged.
+   * would come too late for a POST, whose generation is already started and charged. `seen` is
+   * told every read that finds the generation not terminal yet (its status moved), from the same
+   * shared read: following the progress costs no query of its own.
    */
   wait(
     id: string,
@@ -72,6 +76,7 @@ export class GenerationWaiters {
     timeoutMs: number,
     read: Reader,
     signal?: AbortSignal,
+    seen?: (row: GenerationRow) => void,
   ): Promise<GenerationRow | null> | null {
     if (this.closing) return Promise.resolve(null);
     const forKey = this.perKey.get(keyId) ?? 0;
@@ -85,6 +90,7 @@ export class GenerationWaiters {
       const onAbort = () => waiter.done(null);
       const waiter: Waiter = {
         keyId,
+        ...(seen && { seen }),
         done: (row) => {
           if (!waiters.delete(waiter)) return;
           clearTimeout(timer);
@@ -118,8 +124,9 @@ export class GenerationWaiters {
       .read()
       .then(
         (row) => {
-          if (row && isTerminal(row.status))
-            for (const w of [...(this.byGeneration.get(id)?.waiters ?? [])]) w.done(row);
+          const waiters = [...(this.byGeneration.get(id)?.waiters ?? [])];
+          if (row && isTerminal(row.status)) for (const w of waiters) w.done(row);
+          else if (row) for (const w of waiters) w.seen?.(row);
         },
         (error: unknown) =>
           this.options.log.warn({ err: error, generation_id: id }, 'a waited generation could not be read'),

@@ -108,6 +108,8 @@ export async function createApiService(
       trustProxy: config.TRUST_PROXY,
       requestTimeoutMs: config.API_REQUEST_TIMEOUT_MS,
       headersTimeoutMs: config.API_HEADERS_TIMEOUT_MS,
+      mcpWaitSeconds: config.MCP_WAIT_SECONDS,
+      mcpAllowedOrigins: config.MCP_ALLOWED_ORIGINS,
     },
     eventStreams,
     generations: {

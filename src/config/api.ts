@@ -68,6 +68,16 @@ export const apiSettings = settingGroup({
     EVENT_STREAMS_PER_ACCOUNT: int(1_000, 1),
     EVENT_STREAMS_PER_PROCESS: int(10_000, 1),
     EVENT_STREAM_KEEPALIVE_MS: int(15_000, 100),
+    MCP_WAIT_SECONDS: int(50, 0),
+    MCP_ALLOWED_ORIGINS: z
+      .string()
+      .default('')
+      .transform((raw) =>
+        raw
+          .split(',')
+          .map((origin) => origin.trim().toLowerCase().replace(/\/$/, ''))
+          .filter((origin) => origin !== ''),
+      ),
   },
   docs: {
     API_HOST: { readBy: ['api'], text: 'The address the API listens on.' },
@@ -132,6 +142,14 @@ export const apiSettings = settingGroup({
     EVENT_STREAM_KEEPALIVE_MS: {
       readBy: ['api'],
       text: 'How often an open event stream gets a keep-alive comment, so that proxies do not close it as idle.',
+    },
+    MCP_WAIT_SECONDS: {
+      readBy: ['api'],
+      text: 'How long an MCP `create_generation` or `get_generation` call without a task waits for the generation to finish (sending progress notifications) before it answers with the generation as it stands; 0 answers at once. Capped by `API_REQUEST_TIMEOUT_MS`. See [MCP](mcp.md).',
+    },
+    MCP_ALLOWED_ORIGINS: {
+      readBy: ['api'],
+      text: 'Comma-separated origins (`https://app.example.com`) whose browsers may call `/v1/mcp`, besides the API’s own origin and loopback; a request with any other `Origin` header is refused with 403 (DNS-rebinding protection). Requests without `Origin` (every non-browser client) are not affected.',
     },
     REDIS_URL: {
       readBy: ['api', 'console'],

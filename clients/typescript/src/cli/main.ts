@@ -8,6 +8,7 @@ import { exitCodeOf, UsageError } from './exit-codes.js';
 import { table } from './format.js';
 import { listenCommand } from './listen-command.js';
 import { login } from './login.js';
+import { mcpCommand } from './mcp-command.js';
 import { parseNumericOptions } from './options.js';
 import { runCommand, saveFiles, waitAndSave, type Io, type RunFlags } from './run-command.js';
 
@@ -23,6 +24,8 @@ export const usage = `gen: the Generation API from the command line
   gen listen [--forward-to URL] [--events TYPE[,TYPE]]
                                       follow the account's events; with --forward-to, POST each
                                       to URL signed as a webhook is (try a receiver locally)
+  gen mcp                             the service's MCP server over stdio, for an agent that starts
+                                      its tools as a command (calls {base URL}/mcp with your key)
   gen login                           store an API key (typed unseen, or piped in) in the config file
 
 Options: --json (automatic when stdout is not a terminal), --jsonl (a line per status change),
@@ -125,6 +128,9 @@ export async function main(argv: string[], io: Io, env: NodeJS.ProcessEnv = proc
       }
       case 'list':
         return await list(client, values, numbers.limit ?? 20, flags, io);
+      case 'mcp':
+        if (rest.length > 0) throw new UsageError('gen mcp takes no arguments');
+        return await mcpCommand({ apiKey, baseURL: client.baseURL }, io);
       case 'listen':
         if (rest.length > 0) throw new UsageError('gen listen [--forward-to URL] [--events TYPES]');
         return await listenCommand(client, { ...values, json: flags.json || flags.jsonl }, io);

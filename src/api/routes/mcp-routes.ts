@@ -1,0 +1,167 @@
+import { randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
+import type { ReadableStream as WebReadableStream } from 'node:stream/web';
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { CommonQueryMethods } from 'slonik';
+import { getBalance, type CreditBalance } from '../../db/credits-repository.js';
+import type { AdmissionDeps } from '../../generations/admit-generation.js';
+import type { InvalidatedCache } from '../../invalidated-cache.js';
+import { toJsonSchema } from '../../json-schema.js';
+import type { McpDeps } from '../../mcp/mcp-deps.js';
+import { buildMcpServer } from '../../mcp/mcp-server.js';
+import { principalOf } from '../auth-plugin.js';
+import { readOwnGeneration, type GenerationCache } from '../cached-generation.js';
+import type { GenerationWaiters } from '../generation-waiters.js';
+import { toGeneration } from '../generation-view.js';
+import { creditBalanceSchema, generationListSchema, generationSchema, quoteSchema } from '../schemas.js';
+
+export interface McpRouteDeps {
+  mcp: McpDeps;
+  /** The API's public URL (`…/v1`): the MCP endpoint is `{publicUrl}/mcp`. */
+  publicUrl: string;
+  /** Origins besides the API's own and loopback whose browsers may call (MCP_ALLOWED_ORIGINS). */
+  allowedOrigins: readonly string[];
+}
+
+/**
+ * POST /v1/mcp: the Model Context Protocol over Streamable HTTP, stateless. Each request gets a
+ * fresh MCP server and transport (no session, no Mcp-Session-Id), so any API process answers any
+ * request; what lasts (generations, which are the tasks) is in PostgreSQL. An initialize is answered
+ * with an Mcp-Session-Id that names no state (clients send it back; nothing checks it). The request is an API
+ * request like any other: the API key authenticates it and its budget counts it once (a tool call
+ * counts as the API call it makes), the body limit, the request log and the metrics apply. GET and
+ * DELETE are 405 with Allow: POST (the app's unknown-method answer): a stateless server has no
+ * stream to open and no session to end. A browser Origin other than the API's own, loopback or one
+ * configured is refused (DNS rebinding).
+ */
+export function mcpRoutes(app: FastifyInstance, deps: McpRouteDeps): void {
+  const endpoint = new URL(`${deps.publicUrl}/mcp`);
+  // RFC 9728's path form: the metadata of the resource `{origin}/v1/mcp`.
+  const resourceMetadata = `${endpoint.origin}/.well-known/oauth-protected-resource${endpoint.pathname}`;
+  const allowed = new Set([new URL(deps.publicUrl).origin.toLowerCase(), ...deps.allowedOrigins]);
+
+  void app.register((scope, _options, done) => {
+    // The JSON-RPC body is handed to the MCP transport as text: a body that is not JSON is the
+    // protocol's parse error (-32700), not the REST API's envelope.
+    scope.removeContentTypeParser('application/json');
+    scope.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, parsed) =>
+      parsed(null, body),
+    );
+    scope.post(
+      '/v1/mcp',
+      {
+        config: { checksOwnBody: true },
+        // A 401 names where to learn how to get a token (the MCP authorization spec, RFC 9728).
+        onSend: (_request, reply, payload, next) => {
+          if (reply.statusCode === 401)
+            reply.header('www-authenticate', `Bearer resource_metadata="${resourceMetadata}"`);
+          next(null, payload);
+        },
+        preHandler: (request, reply, next) => {
+          const origin = request.headers.origin;
+          if (origin === undefined || originAllowed(origin, allowed)) return next();
+          request.errorCode = 'forbidden_origin';
+          void reply
+            .code(403)
+            .type('application/json')
+            .send({
+              jsonrpc: '2.0',
+              error: { code: -32000, message: `Forbidden: requests from origin ${origin} are not accepted.` },
+              id: null,
+            });
+        },
+      },
+      (request, reply) => answer(deps.mcp, request, reply),
+    );
+    done();
+  });
+}
+
+/** The MCP server's view of the API: its admission, cached reads, waiters and response shapes. */
+export function mcpDepsOf(deps: {
+  db: CommonQueryMethods;
+  admission: AdmissionDeps;
+  cache: GenerationCache;
+  balances: InvalidatedCache<string, CreditBalance>;
+  waiting?: { waiters: GenerationWaiters; maxSeconds: number };
+  /** MCP_WAIT_SECONDS. */
+  waitSeconds: number;
+}): McpDeps {
+  const { db, balances, waiting } = deps;
+  return {
+    db,
+    admission: deps.admission,
+    readGeneration: (accountId, id) => readOwnGeneration({ db, cache: deps.cache }, accountId, id),
+    balance: async (accountId) =>
+      balances.peek(accountId) ?? balances.get(accountId, (id) => getBalance(db, id)),
+    waitFor: (...args) => waiting?.waiters.wait(...args) ?? null,
+    // Within the longest wait the API allows (the request timeout's, at most 60 s).
+    waitSeconds: Math.min(deps.waitSeconds, waiting?.maxSeconds ?? 0),
+    outputSchemas: {
+      generation: toJsonSchema(generationSchema),
+      generationList: toJsonSchema(generationListSchema),
+      quote: toJsonSchema(quoteSchema),
+      credits: toJsonSchema(creditBalanceSchema),
+    },
+    toGeneration,
+  };
+}
+
+function isInitialize(body: unknown): boolean {
+  if (typeof body !== 'string' || !body.includes('initialize')) return false;
+  try {
+    return (JSON.parse(body) as { method?: unknown }).method === 'initialize';
+  } catch {
+    return false;
+  }
+}
+
+/** Whether a browser at `origin` may call: the API's own origin, loopback, or one configured. */
+function originAllowed(origin: string, allowed: Set<string>): boolean {
+  let url: URL;
+  try {
+    url = new URL(origin);
+  } catch {
+    return false;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return false;
+  if (['localhost', '127.0.0.1', '[::1]'].includes(url.hostname)) return true;
+  return allowed.has(url.origin.toLowerCase());
+}
+
+async function answer(mcp: McpDeps, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const principal = principalOf(request);
+  const gone = new AbortController();
+  const server = buildMcpServer(
+    mcp,
+    { accountId: principal.accountId, keyId: principal.keyId, signal: gone.signal },
+    request.log,
+  );
+  const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+  reply.raw.once('close', () => {
+    gone.abort();
+    void server.close().catch(() => undefined);
+  });
+  await server.connect(transport);
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(request.headers))
+    for (const one of [value ?? []].flat()) headers.append(name, one);
+  const response = await transport.handleRequest(
+    new Request(`http://localhost${request.url}`, {
+      method: 'POST',
+      headers,
+      body: typeof request.body === 'string' ? request.body : '',
+    }),
+  );
+  reply.code(response.status);
+  response.headers.forEach((value, name) => void reply.header(name, value));
+  // A session id that names no state: it lets clients that keep one (and their logs) tell their
+  // connection's requests apart, and any process accepts any id, because there is nothing to find.
+  if (response.status === 200 && isInitialize(request.body))
+    reply.header('mcp-session-id', `mcp-${randomUUID()}`);
+  if (response.headers.get('content-type')?.startsWith('text/event-stream'))
+    reply.header('cache-control', 'no-store').header('x-accel-buffering', 'no');
+  if (!response.body) return reply.send();
+  return reply.send(Readable.fromWeb(response.body as WebReadableStream<Uint8Array>));
+}

@@ -1,0 +1,139 @@
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import { ApiError, ValidationError } from '../errors.js';
+import { cancelGeneration } from '../generations/cancel-generation.js';
+import { quoteGeneration } from '../generations/admit-generation.js';
+import { listGenerationsQuerySchema, pageOfGenerations } from '../generations/list-query.js';
+import { generationStatuses } from '../generation.js';
+import type { McpCaller, McpDeps } from './mcp-deps.js';
+import { parseArgs, toResultDeps } from './generation-tools.js';
+import { errorResult, generationResult } from './tool-results.js';
+
+/** A result whose structured content is `value`, and the same as JSON text. */
+function structured(value: Record<string, unknown>, words?: string): CallToolResult {
+  return {
+    content: [
+      ...(words ? [{ type: 'text' as const, text: words }] : []),
+      { type: 'text', text: JSON.stringify(value) },
+    ],
+    structuredContent: value,
+  };
+}
+
+const noArgs = z.object({}).strict();
+
+/** list_models: GET /v1/models' entries without their request schemas (describe_model has those). */
+export function listModels(deps: McpDeps, args: unknown): CallToolResult {
+  parseArgs(noArgs, args);
+  const models = deps.admission.catalog.list().map(({ publicView }) => {
+    const { request_schema: _schema, ...listed } = publicView;
+    return listed;
+  });
+  return structured(
+    { models },
+    `${models.length} models. Prices are in credits; describe_model gives a model's full request schema.`,
+  );
+}
+
+/** describe_model: one model as GET /v1/models gives it, with its request's JSON Schema. */
+export function describeModel(deps: McpDeps, args: unknown): CallToolResult {
+  const { model } = parseArgs(z.object({ model: z.string() }).strict(), args);
+  const found = deps.admission.catalog.list().find((m) => m.publicView.id === model);
+  if (!found)
+    return errorResult(
+      new ApiError('not_found', `No model ${JSON.stringify(model)}; list_models names every model.`),
+    );
+  return structured(found.publicView);
+}
+
+/** quote: POST /v1/generations/quote. */
+export async function quote(deps: McpDeps, caller: McpCaller, args: unknown): Promise<CallToolResult> {
+  const { request } = parseArgs(z.object({ request: z.unknown() }).strict(), args);
+  const priced = await quoteGeneration(deps.admission, request);
+  const balance = await deps.balance(caller.accountId);
+  const answer = {
+    ...priced,
+    balance: {
+      subscription: balance.subscription_credits,
+      one_time: balance.one_time_credits,
+      total: balance.credits,
+    },
+    affordable: balance.credits >= priced.credits,
+  };
+  return structured(
+    answer,
+    `${priced.model} costs ${priced.credits} credits; the balance is ${balance.credits}${answer.affordable ? '' : ', which does not cover it'}.`,
+  );
+}
+
+/** get_credits: GET /v1/credits. */
+export async function getCredits(deps: McpDeps, caller: McpCaller, args: unknown): Promise<CallToolResult> {
+  parseArgs(noArgs, args);
+  const balance = await deps.balance(caller.accountId);
+  return structured({ ...balance }, `The balance is ${balance.credits} credits.`);
+}
+
+const listArgs = z
+  .object({
+    limit: z.number().int().min(1).max(100).optional(),
+    status: z.array(z.enum(generationStatuses)).min(1).optional(),
+    model: z.string().optional(),
+    cursor: z.string().optional(),
+  })
+  .strict();
+
+/** list_generations: GET /v1/generations, its query checked by the API's own schema. */
+export async function listGenerations(
+  deps: McpDeps,
+  caller: McpCaller,
+  args: unknown,
+): Promise<CallToolResult> {
+  const parsed = parseArgs(listArgs, args);
+  const query = listGenerationsQuerySchema.safeParse({
+    ...(parsed.limit !== undefined && { limit: String(parsed.limit) }),
+    ...(parsed.status && { status: parsed.status.join(',') }),
+    ...(parsed.model !== undefined && { model: parsed.model }),
+    ...(parsed.cursor !== undefined && { cursor: parsed.cursor }),
+  });
+  if (!query.success)
+    throw new ValidationError(
+      query.error.issues.map((i) => ({ field: i.path.join('.'), code: 'invalid_value', message: i.message })),
+    );
+  const { rows, nextCursor } = await pageOfGenerations(deps.db, {
+    accountId: caller.accountId,
+    limit: query.data.limit ?? 20,
+    statuses: query.data.status ?? null,
+    model: query.data.model ?? null,
+    after: query.data.cursor ?? null,
+  });
+  const data = rows.map((row) => deps.toGeneration(row));
+  return structured(
+    { data, next_cursor: nextCursor },
+    `${data.length} generations${nextCursor ? '; pass next_cursor as cursor for more' : ''}.`,
+  );
+}
+
+/** cancel_generation: POST /v1/generations/{id}/cancel, its refund rules the workflow's. */
+export async function cancel(deps: McpDeps, caller: McpCaller, args: unknown): Promise<CallToolResult> {
+  const { id } = parseArgs(z.object({ id: z.string().min(1) }).strict(), args);
+  const result = await cancelGeneration(
+    { db: deps.db, temporal: deps.admission.temporal, timeoutMs: deps.admission.admissionTimeoutMs },
+    id,
+    caller.accountId,
+  );
+  if (!result) return errorResult(new ApiError('not_found', 'No generation with this id in this account.'));
+  if (result.canceled) return generationResult(toResultDeps(deps), result.generation);
+  return errorResult(notCancelable(result.generation.status), {
+    generation: deps.toGeneration(result.generation),
+  });
+}
+
+/** The API's 409 not_cancelable, in its words. */
+export function notCancelable(status: string): ApiError {
+  return new ApiError(
+    'not_cancelable',
+    status === 'queued'
+      ? 'The provider is running or has run this generation; it can no longer be canceled without charge. Nothing changed.'
+      : `This generation is ${status} already; nothing changed.`,
+  );
+}

@@ -1,0 +1,47 @@
+import type { CommonQueryMethods } from 'slonik';
+import type { CreditBalance } from '../db/credits-repository.js';
+import type { GenerationRow } from '../db/generation-reads.js';
+import type { AdmissionDeps } from '../generations/admit-generation.js';
+
+/** Waits for a generation to be terminal, woken by its change notification (the API's waiters of Prefer: wait). */
+export type WaitForGeneration = (
+  id: string,
+  keyId: string,
+  timeoutMs: number,
+  read: () => Promise<GenerationRow | null>,
+  signal?: AbortSignal,
+  seen?: (row: GenerationRow) => void,
+) => Promise<GenerationRow | null> | null;
+
+/**
+ * What the MCP server acts through, built once per API process and handed in by the API's route:
+ * admission (the same admitGeneration and quoteGeneration as POST /v1/generations), the cached
+ * reads, the waiters, and the API's own response schemas as JSON Schema (the tools' output schemas).
+ * Nothing here holds state of an MCP session: every request gets a fresh server over these.
+ */
+export interface McpDeps {
+  db: CommonQueryMethods;
+  admission: AdmissionDeps;
+  /** The account's generation through the API's invalidated cache (null: none in this account). */
+  readGeneration(accountId: string, id: string): Promise<GenerationRow | null>;
+  balance(accountId: string): Promise<CreditBalance>;
+  waitFor: WaitForGeneration;
+  /** The longest a call waits for a generation (MCP_WAIT_SECONDS, capped by the request timeout). */
+  waitSeconds: number;
+  /** The API's response shapes (src/api/schemas.ts) as JSON Schema. */
+  outputSchemas: {
+    generation: Record<string, unknown>;
+    generationList: Record<string, unknown>;
+    quote: Record<string, unknown>;
+    credits: Record<string, unknown>;
+  };
+  /** The API's Generation object of a row (src/api/generation-view.ts). */
+  toGeneration(row: GenerationRow): Record<string, unknown>;
+}
+
+/** Who calls: the API key's principal, and the request's life (aborted when the client goes away). */
+export interface McpCaller {
+  accountId: string;
+  keyId: string;
+  signal: AbortSignal;
+}

@@ -1,0 +1,109 @@
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import {
+  CallToolRequestSchema,
+  CancelTaskRequestSchema,
+  ErrorCode,
+  GetTaskPayloadRequestSchema,
+  GetTaskRequestSchema,
+  ListTasksRequestSchema,
+  ListToolsRequestSchema,
+  McpError,
+  type CallToolResult,
+} from '@modelcontextprotocol/sdk/types.js';
+import type { BaseLogger } from 'pino';
+import { describeModel, getCredits, listGenerations, listModels, cancel, quote } from './account-tools.js';
+import { createGenerationTask, cancelTask, getTask, listTasks, taskResult } from './generation-tasks.js';
+import { createGeneration, getGeneration, ProgressReporter } from './generation-tools.js';
+import type { McpCaller, McpDeps } from './mcp-deps.js';
+import { toolDefinitions, toolNames, type ToolName } from './tool-definitions.js';
+import { asApiError, errorResult } from './tool-results.js';
+
+export const serverInfo = {
+  name: 'generation-service',
+  title: 'Image and video generation',
+  version: '1.0.0',
+};
+
+const instructions =
+  'Generates images and videos from text prompts (and reference images), paid in credits. list_models to choose a model, describe_model for its options, quote to price a request, create_generation to make it (pass back the idempotency_key it returns when retrying), get_generation to wait for or fetch a result.';
+
+/**
+ * One MCP server for one HTTP request (stateless: nothing outlives the request, so any API process
+ * answers any request): tools over admission and the API's reads, and tasks that are generations.
+ * A tool's failure is its result (`isError`, the API's code and message); an unknown tool, an
+ * unknown task or a malformed request is a protocol error.
+ */
+export function buildMcpServer(
+  deps: McpDeps,
+  caller: McpCaller,
+  log: Pick<BaseLogger, 'warn' | 'error'>,
+): Server {
+  const server = new Server(serverInfo, {
+    instructions,
+    capabilities: {
+      tools: { listChanged: false },
+      tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } },
+    },
+  });
+  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: toolDefinitions(deps) }));
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+    const { name, arguments: args, task } = request.params;
+    if (!(toolNames as readonly string[]).includes(name))
+      throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}. tools/list names every tool.`);
+    if (task && name !== 'create_generation')
+      throw new McpError(
+        ErrorCode.InvalidParams,
+        `Tool ${name} cannot be called as a task; call it without "task".`,
+      );
+    const progress = new ProgressReporter(request.params._meta?.progressToken, (n) =>
+      extra.sendNotification(n),
+    );
+    try {
+      if (task) return await createGenerationTask(deps, caller, args, log);
+      return await callTool(deps, caller, name as ToolName, args, progress, log);
+    } catch (error) {
+      const apiError = asApiError(error);
+      if (apiError.status >= 500) log.error({ err: error, tool: name }, 'an MCP tool call failed');
+      return errorResult(apiError);
+    }
+  });
+  server.setRequestHandler(GetTaskRequestSchema, (request) => getTask(deps, caller, request.params.taskId));
+  server.setRequestHandler(GetTaskPayloadRequestSchema, (request) =>
+    taskResult(deps, caller, request.params.taskId),
+  );
+  server.setRequestHandler(ListTasksRequestSchema, (request) =>
+    listTasks(deps, caller, request.params?.cursor),
+  );
+  server.setRequestHandler(CancelTaskRequestSchema, async (request) => ({
+    ...(await cancelTask(deps, caller, request.params.taskId)),
+  }));
+  return server;
+}
+
+function callTool(
+  deps: McpDeps,
+  caller: McpCaller,
+  name: ToolName,
+  args: unknown,
+  progress: ProgressReporter,
+  log: Pick<BaseLogger, 'warn'>,
+): Promise<CallToolResult> | CallToolResult {
+  switch (name) {
+    case 'list_models':
+      return listModels(deps, args);
+    case 'describe_model':
+      return describeModel(deps, args);
+    case 'quote':
+      return quote(deps, caller, args);
+    case 'create_generation':
+      return createGeneration(deps, caller, args, progress, log);
+    case 'get_generation':
+      return getGeneration(deps, caller, args, progress);
+    case 'list_generations':
+      return listGenerations(deps, caller, args);
+    case 'cancel_generation':
+      return cancel(deps, caller, args);
+    case 'get_credits':
+      return getCredits(deps, caller, args);
+  }
+}
