@@ -18,6 +18,8 @@ import { GenerationWaiters, maxWaitSeconds } from './generation-waiters.js';
 import { RequestLogWriter } from '../db/request-log-writer.js';
 import { authLimitsFor } from '../auth/auth-limits.js';
 import { openEventStreams } from './event-stream-wiring.js';
+import { OAuthTokenAuthenticator } from '../auth/oauth-tokens.js';
+import { mcpResourceUrl } from '../auth/oauth-resource.js';
 
 export interface ApiService {
   app: FastifyInstance;
@@ -57,6 +59,12 @@ export async function createApiService(
     cacheEnabled,
     unknownKeyTtlMs: config.UNKNOWN_KEY_CACHE_MS,
   });
+  const resource = mcpResourceUrl(config.API_PUBLIC_URL);
+  const oauthTokens = new OAuthTokenAuthenticator(pool, {
+    resource,
+    ttlMs: config.CACHE_TTL_MS,
+    cacheEnabled,
+  });
   const balances = new InvalidatedCache<string, CreditBalance>({
     ttlMs: config.CACHE_TTL_MS,
     enabled: cacheEnabled,
@@ -74,13 +82,17 @@ export async function createApiService(
   const registry = config.METRICS_PORT === undefined ? undefined : createMetricsRegistry();
   const admission = wireAdmission(config, { pool, listener, logger, registry });
   listener
-    .on('auth_changed', () => authenticator.invalidateAll())
+    .on('auth_changed', () => {
+      authenticator.invalidateAll();
+      oauthTokens.invalidateAll();
+    })
     .on('balance_changed', (accountId) => balances.invalidate(accountId))
     .on('generation_changed', (id) => generationCache.invalidate(id))
     // After the cache has dropped the row: the waiters' read sees the change.
     .on('generation_changed', (id) => waiters.changed(id))
     .onReconnect(() => {
       authenticator.invalidateAll();
+      oauthTokens.invalidateAll();
       balances.invalidateAll();
       generationCache.invalidateAll();
       waiters.recheckAll();
@@ -119,6 +131,7 @@ export async function createApiService(
       },
     },
     admission: admission.deps,
+    oauth: { tokens: oauthTokens, resource, issuer: config.CONSOLE_PUBLIC_URL },
     configure,
   });
   const metrics =
