@@ -60,11 +60,8 @@ export async function createApiService(
     unknownKeyTtlMs: config.UNKNOWN_KEY_CACHE_MS,
   });
   const resource = mcpResourceUrl(config.API_PUBLIC_URL);
-  const oauthTokens = new OAuthTokenAuthenticator(pool, {
-    resource,
-    ttlMs: config.CACHE_TTL_MS,
-    cacheEnabled,
-  });
+  // Access tokens for the MCP endpoint: looked up every time (no cache), so a revocation is immediate.
+  const oauthTokens = new OAuthTokenAuthenticator(pool, resource);
   const balances = new InvalidatedCache<string, CreditBalance>({
     ttlMs: config.CACHE_TTL_MS,
     enabled: cacheEnabled,
@@ -82,17 +79,13 @@ export async function createApiService(
   const registry = config.METRICS_PORT === undefined ? undefined : createMetricsRegistry();
   const admission = wireAdmission(config, { pool, listener, logger, registry });
   listener
-    .on('auth_changed', () => {
-      authenticator.invalidateAll();
-      oauthTokens.invalidateAll();
-    })
+    .on('auth_changed', () => authenticator.invalidateAll())
     .on('balance_changed', (accountId) => balances.invalidate(accountId))
     .on('generation_changed', (id) => generationCache.invalidate(id))
     // After the cache has dropped the row: the waiters' read sees the change.
     .on('generation_changed', (id) => waiters.changed(id))
     .onReconnect(() => {
       authenticator.invalidateAll();
-      oauthTokens.invalidateAll();
       balances.invalidateAll();
       generationCache.invalidateAll();
       waiters.recheckAll();

@@ -117,7 +117,6 @@ const tokenPrincipalRow = z.object({
   revoked: z.boolean(),
   api_access_enabled: z.boolean(),
   paid: z.boolean(),
-  expires_in_ms: z.number(),
 });
 /** What authentication needs to know about a presented access token (see KeyPrincipal). */
 export type TokenPrincipal = z.infer<typeof tokenPrincipalRow>;
@@ -134,8 +133,7 @@ export async function findAccessTokenPrincipal(
   return db.maybeOne(sql.type(tokenPrincipalRow)`
     SELECT k.id AS key_id, k.account_id,
            (k.revoked_at IS NOT NULL OR g.revoked_at IS NOT NULL) AS revoked,
-           a.api_access_enabled, ${qualifyingPurchaseSql} AS paid,
-           (extract(epoch FROM t.expires_at - now()) * 1000)::float8 AS expires_in_ms
+           a.api_access_enabled, ${qualifyingPurchaseSql} AS paid
     FROM oauth_store t
     JOIN oauth_grants g ON g.grant_id = t.grant_id
     JOIN api_keys k ON k.id = g.api_key_id
