@@ -92,6 +92,13 @@ export async function findGrant(
     WHERE g.account_id = ${accountId} AND g.grant_id = ${grantId}`);
 }
 
+/** A grant by its id, whatever its account (support). */
+export async function grantById(db: CommonQueryMethods, grantId: string): Promise<OAuthGrantRecord | null> {
+  return db.maybeOne(
+    sql.type(grantRow)`SELECT ${grantColumns} FROM oauth_grants g WHERE g.grant_id = ${grantId}`,
+  );
+}
+
 /**
  * Ends a grant at once: its record and key row revoked (the key row's change is announced, so every
  * API process drops what it cached), and every token, code and the grant itself deleted from the

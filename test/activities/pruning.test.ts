@@ -144,7 +144,7 @@ describe('pruning', () => {
     expect(await prune()).toMatchObject({ requestLog: 1, rejectedGenerations: 1, simProviderJobs: 1 });
   });
 
-  it('deletes console sessions idle past 12 hours, expired sign-in links and day-old form marks', async () => {
+  it('deletes console sessions idle past 12 hours, expired sign-in links, day-old form marks and expired OAuth rows', async () => {
     const hours = (h: number) => new Date(Date.now() - h * 3600 * 1000).toISOString();
     const hex = (n: number) => n.toString(16).padStart(64, '0');
     for (const [i, idle] of [13, 11].entries())
@@ -159,7 +159,16 @@ describe('pruning', () => {
       await db.pool.query(sql.unsafe`
         INSERT INTO console_form_uses (form_sha256, account_id, used_at)
         VALUES (${hex(i + 21)}, ${account.accountId}, ${hours(age)})`);
-    expect(await prune()).toMatchObject({ consoleRecords: 3, unfinished: [] });
+    // The authorization server's rows: an expired token goes, a live one and one without expiry stay.
+    for (const [i, expiresIn] of [-1, 1, null].entries())
+      await db.pool.query(sql.unsafe`
+        INSERT INTO oauth_store (model, id_sha256, payload, expires_at)
+        VALUES ('AccessToken', ${hex(i + 31)}, '{}', ${expiresIn === null ? null : hours(-expiresIn)})`);
+    expect(await prune()).toMatchObject({ consoleRecords: 4, unfinished: [] });
+    expect(await ids(sql.unsafe`SELECT id_sha256 AS id FROM oauth_store ORDER BY id_sha256`)).toEqual([
+      hex(32),
+      hex(33),
+    ]);
     expect(await ids(sql.unsafe`SELECT id_sha256 AS id FROM console_sessions`)).toEqual([hex(2)]);
     expect(await ids(sql.unsafe`SELECT token_sha256 AS id FROM console_sign_in_links`)).toEqual([hex(12)]);
     expect(await ids(sql.unsafe`SELECT form_sha256 AS id FROM console_form_uses`)).toEqual([hex(22)]);

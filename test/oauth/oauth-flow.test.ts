@@ -22,6 +22,7 @@ import { createConsoleService, type ConsoleService } from '../../src/console/ser
 import { loadConfig } from '../../src/config.js';
 import { freePort } from '../../src/dev/free-port.js';
 import { createLogger } from '../../src/logger.js';
+import { runAdminCli } from '../support/admin.js';
 import { bearer } from '../support/api.js';
 import { cookiesOf, inputValue, signInOverHttp } from '../support/console-http.js';
 import { useGenerationStack } from '../support/stack.js';
@@ -313,6 +314,11 @@ describe('OAuth for chat apps: the console as authorization server, the API as r
     expect(app.info!.client_id).toBe(documentUrl);
     expect((await callMcp(tokens.access_token)).status).toBe(404);
     expect(documentRequests.some((r) => r.endsWith('/apps/metadata-app.json'))).toBe(true);
+    // Support disconnects it (admin revoke-app): the token stops at once.
+    const grant = (await grantsOf()).at(-1)!;
+    const support = await runAdminCli(['revoke-app', '--grant', grant.grant_id], stack.db.url);
+    expect(support.stdout).toContain(`Disconnected Metadata App (${grant.grant_id})`);
+    expect((await callMcp(tokens.access_token)).status).toBe(401);
 
     // The same server at 127.0.0.2, outside OAUTH_CLIENT_METADATA_ALLOW_CIDRS: refused without a request.
     const privateApp = new TestApp(
