@@ -346,6 +346,7 @@ CREATE TABLE oauth_store (
   user_code_sha256 text,
   consumed_at timestamp with time zone,
   expires_at timestamp with time zone,
+  created_at timestamp with time zone DEFAULT now() NOT NULL,
   CONSTRAINT oauth_store_pkey PRIMARY KEY (model, id_sha256),
   CONSTRAINT oauth_store_id_sha256_check CHECK (id_sha256 ~ '^[0-9a-f]{64}$'::text),
   CONSTRAINT oauth_store_uid_sha256_check CHECK (uid_sha256 ~ '^[0-9a-f]{64}$'::text),

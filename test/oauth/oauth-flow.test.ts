@@ -237,6 +237,8 @@ describe('OAuth for chat apps: the console as authorization server, the API as r
     const rows = await stack.db.pool.any(
       sql.type(storeRow)`SELECT model, id_sha256, payload::text AS payload FROM oauth_store`,
     );
+    // Bound to the grant and their own lifetimes, not to the 10-minute sign-in session.
+    expect(rows.filter((r) => /"expiresWithSession":\s*true/.test(r.payload))).toEqual([]);
     for (const secret of [tokens.access_token, tokens.refresh_token!]) {
       expect(rows.some((r) => r.id_sha256 === hash('sha256', secret, 'hex'))).toBe(true);
       expect(rows.some((r) => r.payload.includes(secret) || r.id_sha256 === secret)).toBe(false);

@@ -95,6 +95,9 @@ export async function createAuthorizationServer(options: AuthorizationServerOpti
       return grantId ? ctx.oidc.provider.Grant.find(grantId) : undefined;
     },
     issueRefreshToken: (_ctx, client) => client.grantTypeAllowed('refresh_token'),
+    // Tokens live by their own lifetimes and the grant, never by the short sign-in session below
+    // (oidc-provider would otherwise end them with it unless offline_access was asked for).
+    expiresWithSession: () => false,
     rotateRefreshToken: true,
     findAccount: (_ctx, sub) => ({ accountId: sub, claims: () => ({ sub }) }),
     interactions: { url: (_ctx, interaction) => interactionPath(interaction.uid) },

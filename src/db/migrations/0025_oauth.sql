@@ -5,7 +5,8 @@
 -- AuthorizationCode, Client, Grant, Interaction, Session, ...) and id. Ids are stored only as their
 -- SHA-256 (a token's id is the token itself), and the payload never holds the id in clear. grant_id,
 -- uid and user_code are the adapter's look-ups; consumed_at marks a used code or rotated refresh
--- token; expires_at is when the row may go (NULL: kept until destroyed).
+-- token; expires_at is when the row may go (NULL: kept until destroyed; a registered client no
+-- grant uses goes after a week, see pruning).
 CREATE TABLE oauth_store (
   model       text NOT NULL,
   id_sha256   text NOT NULL CHECK (id_sha256 ~ '^[0-9a-f]{64}$'),
@@ -15,6 +16,7 @@ CREATE TABLE oauth_store (
   user_code_sha256 text CHECK (user_code_sha256 ~ '^[0-9a-f]{64}$'),
   consumed_at timestamptz,
   expires_at  timestamptz,
+  created_at  timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (model, id_sha256)
 );
 CREATE INDEX oauth_store_grant ON oauth_store (grant_id) WHERE grant_id IS NOT NULL;
