@@ -9,7 +9,8 @@ export interface AuthPluginOptions {
   requestLog: RequestLogWriter;
   /**
    * OAuth access tokens from the console's authorization server, taken on `oauthPath` only (the
-   * MCP endpoint, the tokens' one resource); a token sent to any other route is an unknown key.
+   * MCP endpoint, the tokens' one resource) and in `Authorization: Bearer` only (RFC 6750, as the
+   * resource's metadata says); a token sent any other way or to any other route is an unknown key.
    */
   oauthTokens?: OAuthTokenAuthenticator;
   oauthPath?: string;
@@ -46,6 +47,7 @@ export const authPlugin = fp<AuthPluginOptions>(
         presented &&
         'key' in presented &&
         OAuthTokenAuthenticator.looksLikeToken(presented.key) &&
+        request.headers.authorization !== undefined &&
         request.url.split('?')[0] === options.oauthPath
           ? options.oauthTokens.authenticate(presented.key)
           : options.authenticator.authenticate(presented, app.callerLimits.lookupRefusal());

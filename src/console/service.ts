@@ -56,6 +56,7 @@ export async function createConsoleService(
     resource,
     accessTokenTtlSeconds: config.OAUTH_ACCESS_TOKEN_TTL_SECONDS,
     refreshTokenTtlSeconds: config.OAUTH_REFRESH_TOKEN_TTL_SECONDS,
+    logger: logger.child({ component: 'oauth' }),
     clientMetadata: {
       allowCidrs: config.OAUTH_CLIENT_METADATA_ALLOW_CIDRS,
       timeoutMs: config.OAUTH_CLIENT_METADATA_TIMEOUT_MS,

@@ -225,6 +225,13 @@ describe('OAuth for chat apps: the console as authorization server, the API as r
     expect((await callMcp('A'.repeat(43))).status).toBe(401);
     const rest = await callRest(tokens.access_token);
     expect(rest.status).toBe(401);
+    // In Authorization only, as the metadata says (bearer_methods_supported: header).
+    const asKeyHeader = await fetch(mcpUrl(), {
+      method: 'POST',
+      headers: { 'x-api-key': tokens.access_token },
+    });
+    expect(asKeyHeader.status).toBe(401);
+    await asKeyHeader.body?.cancel();
     // Its calls are the grant's key row's: in the account's request log.
     const [grant] = await grantsOf();
     await expect

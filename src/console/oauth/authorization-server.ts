@@ -1,5 +1,6 @@
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import Provider, { errors, type Configuration, type KoaContextWithOIDC } from 'oidc-provider';
+import type { Logger } from 'pino';
 import type { CommonQueryMethods } from 'slonik';
 import { MCP_SCOPE } from '../../auth/oauth-resource.js';
 import { oauthAdapterClass } from '../../db/oauth-store.js';
@@ -17,6 +18,7 @@ export interface AuthorizationServerOptions {
   refreshTokenTtlSeconds: number;
   /** How a Client ID Metadata Document (or any URL a client's metadata names) is fetched. */
   clientMetadata: { allowCidrs: readonly string[]; timeoutMs: number; extraCa?: readonly string[] };
+  logger: Logger;
 }
 
 /** The authorization server's paths on the console (all under /oauth but its metadata). */
@@ -127,6 +129,10 @@ export async function createAuthorizationServer(options: AuthorizationServerOpti
   };
   const provider = new Provider(options.issuer, configuration);
   provider.proxy = true;
+  // Its own failures (a 500 it answered) go to the console's log; refusals of clients are answers.
+  provider.on('server_error', (_ctx: unknown, error: Error) =>
+    options.logger.error({ err: error }, 'authorization server failed a request'),
+  );
   provider.use(async (ctx: KoaContextWithOIDC, next: () => Promise<unknown>) => {
     await next();
     ctx.set('x-content-type-options', 'nosniff');
