@@ -19,6 +19,7 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createConsoleService, type ConsoleService } from '../../src/console/service.js';
+import { setApiAccess } from '../../src/db/accounts-repository.js';
 import { loadConfig } from '../../src/config.js';
 import { freePort } from '../../src/dev/free-port.js';
 import { createLogger } from '../../src/logger.js';
@@ -344,6 +345,12 @@ describe('OAuth for chat apps: the console as authorization server, the API as r
   it('lists connected apps; revoking one ends its tokens at once', async () => {
     const app = new TestApp(appMetadata('Revoked App'));
     const tokens = await connect(app);
+    expect((await callMcp(tokens.access_token)).status).toBe(404);
+    // No more than the account's API access: disabled access stops the app as it stops keys.
+    await setApiAccess(stack.db.pool, stack.account.accountId, false);
+    const disabled = await callMcp(tokens.access_token);
+    expect([disabled.status, JSON.parse(disabled.body).error.code]).toEqual([403, 'api_access_disabled']);
+    await setApiAccess(stack.db.pool, stack.account.accountId, true);
     expect((await callMcp(tokens.access_token)).status).toBe(404);
     const page = await fetch(`${consoleUrl}/apps`, { headers: { cookie } });
     const html = await page.text();
