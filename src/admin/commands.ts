@@ -17,6 +17,7 @@ import { getBalance, grantCredits, type CreditPool } from '../db/credits-reposit
 import { listRequestLog } from '../db/request-log-repository.js';
 import { catalogCommands } from './catalog-commands.js';
 import { consoleCommands } from './console-commands.js';
+import { appCommands } from './app-commands.js';
 import { supportCommands } from './support-commands.js';
 import { webhookCommands } from './webhook-commands.js';
 import {
@@ -199,6 +200,7 @@ const commands: Record<string, Command> = {
   ...supportCommands,
   ...catalogCommands,
   ...consoleCommands,
+  ...appCommands,
   ...webhookCommands,
 };
 

@@ -30,6 +30,9 @@ import { webhookRoutes } from './routes/webhook-routes.js';
 import { accountEventRoutes } from './routes/account-event-routes.js';
 import type { EventStreams } from './event-stream-wiring.js';
 import { mcpDepsOf, mcpRoutes } from './routes/mcp-routes.js';
+import type { OAuthTokenAuthenticator } from '../auth/oauth-tokens.js';
+import { MCP_ROUTE } from '../auth/oauth-resource.js';
+import { oauthMetadataRoutes, type OAuthMetadataDeps } from './routes/oauth-metadata-routes.js';
 
 interface AppDeps {
   db: CommonQueryMethods;
@@ -63,6 +66,11 @@ interface AppDeps {
   metrics?: Registry;
   /** Each request gets a server span (a tracer provider is registered: see startTracing). */
   tracing?: boolean;
+  /**
+   * OAuth for the MCP endpoint: its access tokens (taken there only) and its protected-resource
+   * metadata naming the console as the authorization server.
+   */
+  oauth?: OAuthMetadataDeps & { tokens: OAuthTokenAuthenticator };
   /** Adds routes before the app is sealed (embedding; tests add probe routes). */
   configure?: (app: FastifyInstance) => void;
 }
@@ -104,7 +112,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // In this order, each using what the one before decorated the app with: the limits (callerLimits),
   // authentication (authenticate, logRequest), then the error envelope and unknown routes.
   await app.register(limitsPlugin, { limits: deps.limits, failedAuth: deps.failedAuth });
-  await app.register(authPlugin, { authenticator: deps.authenticator, requestLog: deps.requestLog });
+  await app.register(authPlugin, {
+    authenticator: deps.authenticator,
+    requestLog: deps.requestLog,
+    oauthTokens: deps.oauth?.tokens,
+    oauthPath: MCP_ROUTE,
+  });
   const observe = deps.metrics ? observeHttpRequests(app, deps.metrics) : undefined;
   await app.register(errorsPlugin);
   app.addHook('preValidation', refuseUnstorableText);
@@ -140,6 +153,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       waitSeconds: deps.settings.mcpWaitSeconds,
     }),
   });
+  if (deps.oauth) oauthMetadataRoutes(app, deps.oauth);
   deps.configure?.(app);
   await app.ready();
   return app;

@@ -1,11 +1,19 @@
 import type { FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import type { AuthOutcome, Authenticator, PresentedKey, Principal } from '../auth/authenticator.js';
+import { OAuthTokenAuthenticator } from '../auth/oauth-tokens.js';
 import type { RequestLogWriter } from '../db/request-log-writer.js';
 
 export interface AuthPluginOptions {
   authenticator: Authenticator;
   requestLog: RequestLogWriter;
+  /**
+   * OAuth access tokens from the console's authorization server, taken on `oauthPath` only (the
+   * MCP endpoint, the tokens' one resource) and in `Authorization: Bearer` only (RFC 6750, as the
+   * resource's metadata says); a token sent any other way or to any other route is an unknown key.
+   */
+  oauthTokens?: OAuthTokenAuthenticator;
+  oauthPath?: string;
 }
 
 /**
@@ -33,10 +41,16 @@ export const authPlugin = fp<AuthPluginOptions>(
     // Attached per route (all but `config.public` ones) when routes are declared, rather than tested on
     // every request.
     const authenticate: onRequestHookHandler = (request, reply, next) => {
-      const outcome = options.authenticator.authenticate(
-        presentedKey(request),
-        app.callerLimits.lookupRefusal(),
-      );
+      const presented = presentedKey(request);
+      const outcome =
+        options.oauthTokens &&
+        presented &&
+        'key' in presented &&
+        OAuthTokenAuthenticator.looksLikeToken(presented.key) &&
+        request.headers.authorization !== undefined &&
+        request.url.split('?')[0] === options.oauthPath
+          ? options.oauthTokens.authenticate(presented.key)
+          : options.authenticator.authenticate(presented, app.callerLimits.lookupRefusal());
       if (outcome instanceof Promise) {
         // A throw in judge must reach Fastify, not become an unhandled rejection (which ends the
         // process): a client that closed its connection during the lookup has no address any more.

@@ -18,6 +18,8 @@ import { GenerationWaiters, maxWaitSeconds } from './generation-waiters.js';
 import { RequestLogWriter } from '../db/request-log-writer.js';
 import { authLimitsFor } from '../auth/auth-limits.js';
 import { openEventStreams } from './event-stream-wiring.js';
+import { OAuthTokenAuthenticator } from '../auth/oauth-tokens.js';
+import { mcpResourceUrl } from '../auth/oauth-resource.js';
 
 export interface ApiService {
   app: FastifyInstance;
@@ -57,6 +59,9 @@ export async function createApiService(
     cacheEnabled,
     unknownKeyTtlMs: config.UNKNOWN_KEY_CACHE_MS,
   });
+  const resource = mcpResourceUrl(config.API_PUBLIC_URL);
+  // Access tokens for the MCP endpoint: looked up every time (no cache), so a revocation is immediate.
+  const oauthTokens = new OAuthTokenAuthenticator(pool, resource);
   const balances = new InvalidatedCache<string, CreditBalance>({
     ttlMs: config.CACHE_TTL_MS,
     enabled: cacheEnabled,
@@ -121,6 +126,7 @@ export async function createApiService(
       },
     },
     admission: admission.deps,
+    oauth: { tokens: oauthTokens, resource, issuer: config.CONSOLE_PUBLIC_URL },
     configure,
   });
   const metrics =

@@ -83,8 +83,8 @@ export const apiSettings = settingGroup({
     API_HOST: { readBy: ['api'], text: 'The address the API listens on.' },
     API_PORT: { readBy: ['api'], text: 'The port the API listens on.' },
     API_PUBLIC_URL: {
-      readBy: ['api'],
-      text: 'The spec’s `{base_url}`: what clients are told to call, ending in `/v1`.',
+      readBy: ['api', 'console'],
+      text: 'The spec’s `{base_url}`: what clients are told to call, ending in `/v1`. `{base_url}/mcp` is the MCP endpoint, the one resource the console issues OAuth tokens for.',
       default: '`http://API_HOST:API_PORT/v1`',
     },
     TRUST_PROXY: {

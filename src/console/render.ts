@@ -23,6 +23,7 @@ export const navigation = [
   { href: '/generations', label: 'Generations' },
   { href: '/playground', label: 'Playground' },
   { href: '/keys', label: 'API keys' },
+  { href: '/apps', label: 'Connected apps' },
   { href: '/requests', label: 'Request log' },
 ] as const;
 

@@ -9,6 +9,7 @@ import type { CatalogCache } from '../catalog/catalog-cache.js';
 import type { Storage } from '../storage/storage.js';
 import type { ConsoleSessions } from './sessions.js';
 import type { UploadLimits } from './uploads.js';
+import type Provider from 'oidc-provider';
 
 /** What the console's pages read and act through: the API's own repositories, catalog, storage and admission path. */
 export interface ConsoleRouteDeps {
@@ -32,4 +33,14 @@ export interface ConsoleRouteDeps {
   clientSubject: (request: FastifyRequest) => string;
   /** What one playground form may carry: the API's body limit and data-URI image size. */
   uploadLimits: UploadLimits;
+  /** The authorization server for chat apps (OAuth for the MCP endpoint), and the resource it serves. */
+  oauth?: OAuthConsoleDeps;
+}
+
+export interface OAuthConsoleDeps {
+  provider: Provider;
+  /** The console's public URL, the issuer. */
+  issuer: string;
+  /** The MCP URL: what an approved app may call. */
+  resource: string;
 }

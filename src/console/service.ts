@@ -11,6 +11,8 @@ import { NotificationListener } from '../db/notifications.js';
 import { createDatabasePool, type DatabasePool } from '../db/pool.js';
 import { buildConsoleApp } from './app.js';
 import { ConsoleSessions } from './sessions.js';
+import { mcpResourceUrl } from '../auth/oauth-resource.js';
+import { createAuthorizationServer } from './oauth/authorization-server.js';
 
 export interface ConsoleService {
   app: FastifyInstance;
@@ -23,7 +25,14 @@ export interface ConsoleService {
  * catalog, storage, Temporal task queue, request log and failed-authentication limits (shared
  * with the API through Redis when REDIS_URL is set), so that no rule has a second copy.
  */
-export async function createConsoleService(config: Config, logger: Logger): Promise<ConsoleService> {
+export async function createConsoleService(
+  config: Config,
+  logger: Logger,
+  options: {
+    /** Certificates trusted besides Node's roots when a client's metadata document is fetched (tests). */
+    outboundExtraCa?: readonly string[];
+  } = {},
+): Promise<ConsoleService> {
   const pool = await createDatabasePool(config.DATABASE_URL, {
     maximumPoolSize: Math.min(5, config.DATABASE_POOL_SIZE),
   });
@@ -39,6 +48,21 @@ export async function createConsoleService(config: Config, logger: Logger): Prom
   // No key cache: sign-ins are rare, and each is judged from PostgreSQL as it stands.
   const authenticator = new Authenticator(pool, { ttlMs: 0, cacheEnabled: () => false });
   const limits = await authLimitsFor(config, logger);
+  // The authorization server chat apps sign in through, for the API's MCP endpoint.
+  const resource = mcpResourceUrl(config.API_PUBLIC_URL);
+  const provider = await createAuthorizationServer({
+    db: pool,
+    issuer: config.CONSOLE_PUBLIC_URL,
+    resource,
+    accessTokenTtlSeconds: config.OAUTH_ACCESS_TOKEN_TTL_SECONDS,
+    refreshTokenTtlSeconds: config.OAUTH_REFRESH_TOKEN_TTL_SECONDS,
+    logger: logger.child({ component: 'oauth' }),
+    clientMetadata: {
+      allowCidrs: config.OAUTH_CLIENT_METADATA_ALLOW_CIDRS,
+      timeoutMs: config.OAUTH_CLIENT_METADATA_TIMEOUT_MS,
+      ...(options.outboundExtraCa ? { extraCa: options.outboundExtraCa } : {}),
+    },
+  });
   const requestLog = new RequestLogWriter(config.DATABASE_URL, logger.child({ component: 'request-log' }));
   const app = await buildConsoleApp({
     logger,
@@ -63,6 +87,7 @@ export async function createConsoleService(config: Config, logger: Logger): Prom
       fieldBytes: 64 * 1024,
     },
     admission: admission.deps,
+    oauth: { provider, resource, issuer: config.CONSOLE_PUBLIC_URL },
   });
   return {
     app,

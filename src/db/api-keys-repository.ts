@@ -46,7 +46,7 @@ export async function storeApiKey(
     const account = await tx.maybeOne(sql.type(storeApiKeyRow)`
       SELECT ${qualifyingPurchaseSql} AS paid,
              COALESCE(b.subscription_credits + b.one_time_credits, 0) AS credits,
-             (SELECT count(*) FROM api_keys k WHERE k.account_id = a.id AND k.revoked_at IS NULL)::int AS active_keys,
+             (SELECT count(*) FROM api_keys k WHERE k.account_id = a.id AND k.kind = 'key' AND k.revoked_at IS NULL)::int AS active_keys,
              a.api_access_enabled
       FROM accounts a LEFT JOIN credit_balances b ON b.account_id = a.id
       WHERE a.id = ${input.accountId}
@@ -82,13 +82,14 @@ export async function revokeApiKey(db: CommonQueryMethods, keyId: string): Promi
   return record;
 }
 
+/** The account's keys (an approved app's principal is not one: see oauth-grants-repository.ts). */
 export async function listApiKeys(
   db: CommonQueryMethods,
   accountId: string,
 ): Promise<readonly ApiKeyRecord[]> {
   return db.any(sql.type(apiKeyRow)`
     SELECT id, account_id, display_prefix, name, created_at, revoked_at
-    FROM api_keys WHERE account_id = ${accountId} ORDER BY created_at DESC, id`);
+    FROM api_keys WHERE account_id = ${accountId} AND kind = 'key' ORDER BY created_at DESC, id`);
 }
 
 const principalRow = z.object({
@@ -98,7 +99,7 @@ const principalRow = z.object({
   api_access_enabled: z.boolean(),
   paid: z.boolean(),
 });
-/** Everything authentication needs to know about a presented key, in one query. */
+/** Everything authentication needs to know about a presented key, in one query; only pasted keys are looked up by hash. */
 export type KeyPrincipal = z.infer<typeof principalRow>;
 
 export async function findKeyPrincipal(
@@ -109,7 +110,7 @@ export async function findKeyPrincipal(
     SELECT k.id AS key_id, k.account_id, k.revoked_at IS NOT NULL AS revoked, a.api_access_enabled,
            ${qualifyingPurchaseSql} AS paid
     FROM api_keys k JOIN accounts a ON a.id = k.account_id
-    WHERE k.key_sha256 = ${keySha256}`);
+    WHERE k.key_sha256 = ${keySha256} AND k.kind = 'key'`);
 }
 
 /** The same facts for keys named by id (the open event streams' keys, checked again after a change). */

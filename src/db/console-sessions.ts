@@ -128,8 +128,10 @@ export async function keyOfForm(
 const pruneConsoleRecordsRow = z.object({ n: z.number() });
 
 /**
- * Pruning: sessions idle past `idleMs`, sign-in links past their expiry and form uses older than a
- * day, at most `limit` rows of each; the number deleted.
+ * Pruning: sessions idle past `idleMs`, sign-in links past their expiry, form uses older than a
+ * day, the authorization server's expired rows (codes, tokens, interactions: oauth_store) and the
+ * clients registered (Dynamic Client Registration is open) over a week ago that no live grant uses,
+ * at most `limit` rows of each; the number deleted.
  */
 export async function pruneConsoleRecords(
   db: CommonQueryMethods,
@@ -152,6 +154,19 @@ export async function pruneConsoleRecords(
         SELECT form_sha256 FROM console_form_uses WHERE used_at < now() - interval '1 day'
         ORDER BY used_at LIMIT ${limit})
       RETURNING 1
+    ), oauth AS (
+      DELETE FROM oauth_store WHERE (model, id_sha256) IN (
+        SELECT model, id_sha256 FROM oauth_store WHERE expires_at < now() LIMIT ${limit})
+      RETURNING 1
+    ), clients AS (
+      DELETE FROM oauth_store WHERE (model, id_sha256) IN (
+        SELECT s.model, s.id_sha256 FROM oauth_store s
+        WHERE s.model = 'Client' AND s.created_at < now() - interval '7 days'
+          AND NOT EXISTS (SELECT 1 FROM oauth_grants g
+                          WHERE g.client_id = s.payload->>'client_id' AND g.revoked_at IS NULL)
+        LIMIT ${limit})
+      RETURNING 1
     )
-    SELECT ((SELECT count(*) FROM sessions) + (SELECT count(*) FROM links) + (SELECT count(*) FROM forms))::int AS n`);
+    SELECT ((SELECT count(*) FROM sessions) + (SELECT count(*) FROM links) + (SELECT count(*) FROM forms)
+            + (SELECT count(*) FROM oauth) + (SELECT count(*) FROM clients))::int AS n`);
 }

@@ -27,6 +27,7 @@
 -- 0022_webhook_gone_urls.sql
 -- 0023_account_events.sql
 -- 0024_webhook_delivery_turns.sql
+-- 0025_oauth.sql
 
 CREATE SEQUENCE webhook_delivery_attempts_id_seq AS bigint START 1 INCREMENT 1;
 
@@ -71,10 +72,12 @@ CREATE TABLE api_keys (
   name text,
   created_at timestamp with time zone DEFAULT now() NOT NULL,
   revoked_at timestamp with time zone,
+  kind text DEFAULT 'key'::text NOT NULL,
   CONSTRAINT api_keys_pkey PRIMARY KEY (id),
   CONSTRAINT api_keys_key_sha256_key UNIQUE (key_sha256),
   CONSTRAINT api_keys_id_check CHECK (id ~ '^key_[A-Za-z0-9]+$'::text),
   CONSTRAINT api_keys_key_sha256_check CHECK (key_sha256 ~ '^[0-9a-f]{64}$'::text),
+  CONSTRAINT api_keys_kind_check CHECK (kind = ANY (ARRAY['key'::text, 'oauth'::text])),
   CONSTRAINT api_keys_account_id_fkey FOREIGN KEY (account_id) REFERENCES accounts(id)
 );
 CREATE INDEX api_keys_account ON public.api_keys USING btree (account_id) WHERE (revoked_at IS NULL);
@@ -307,6 +310,52 @@ CREATE TABLE models (
   CONSTRAINT models_media_type_check CHECK (media_type = ANY (ARRAY['image'::text, 'video'::text]))
 );
 CREATE TRIGGER models_catalog_changed AFTER INSERT OR DELETE OR UPDATE ON models FOR EACH STATEMENT EXECUTE FUNCTION notify_catalog_changed();
+
+CREATE TABLE oauth_grants (
+  grant_id text NOT NULL,
+  account_id text NOT NULL,
+  api_key_id text NOT NULL,
+  client_id text NOT NULL,
+  client_name text,
+  resource text NOT NULL,
+  scope text NOT NULL,
+  created_at timestamp with time zone DEFAULT now() NOT NULL,
+  revoked_at timestamp with time zone,
+  CONSTRAINT oauth_grants_pkey PRIMARY KEY (grant_id),
+  CONSTRAINT oauth_grants_api_key_id_key UNIQUE (api_key_id),
+  CONSTRAINT oauth_grants_account_id_fkey FOREIGN KEY (account_id) REFERENCES accounts(id),
+  CONSTRAINT oauth_grants_api_key_id_fkey FOREIGN KEY (api_key_id) REFERENCES api_keys(id)
+);
+CREATE INDEX oauth_grants_account ON public.oauth_grants USING btree (account_id, created_at DESC);
+CREATE UNIQUE INDEX oauth_grants_live_client ON public.oauth_grants USING btree (account_id, client_id) WHERE (revoked_at IS NULL);
+
+CREATE TABLE oauth_server_secrets (
+  name text NOT NULL,
+  value jsonb NOT NULL,
+  created_at timestamp with time zone DEFAULT now() NOT NULL,
+  CONSTRAINT oauth_server_secrets_pkey PRIMARY KEY (name),
+  CONSTRAINT oauth_server_secrets_name_check CHECK (name = ANY (ARRAY['jwks'::text, 'cookie_keys'::text]))
+);
+
+CREATE TABLE oauth_store (
+  model text NOT NULL,
+  id_sha256 text NOT NULL,
+  payload jsonb NOT NULL,
+  grant_id text,
+  uid_sha256 text,
+  user_code_sha256 text,
+  consumed_at timestamp with time zone,
+  expires_at timestamp with time zone,
+  created_at timestamp with time zone DEFAULT now() NOT NULL,
+  CONSTRAINT oauth_store_pkey PRIMARY KEY (model, id_sha256),
+  CONSTRAINT oauth_store_id_sha256_check CHECK (id_sha256 ~ '^[0-9a-f]{64}$'::text),
+  CONSTRAINT oauth_store_uid_sha256_check CHECK (uid_sha256 ~ '^[0-9a-f]{64}$'::text),
+  CONSTRAINT oauth_store_user_code_sha256_check CHECK (user_code_sha256 ~ '^[0-9a-f]{64}$'::text)
+);
+CREATE INDEX oauth_store_expires ON public.oauth_store USING btree (expires_at) WHERE (expires_at IS NOT NULL);
+CREATE INDEX oauth_store_grant ON public.oauth_store USING btree (grant_id) WHERE (grant_id IS NOT NULL);
+CREATE INDEX oauth_store_uid ON public.oauth_store USING btree (model, uid_sha256) WHERE (uid_sha256 IS NOT NULL);
+CREATE INDEX oauth_store_user_code ON public.oauth_store USING btree (model, user_code_sha256) WHERE (user_code_sha256 IS NOT NULL);
 
 CREATE TABLE openai_image_calls (
   job_id text NOT NULL,
@@ -576,9 +625,13 @@ CREATE OR REPLACE FUNCTION public.api_keys_enforce_active_limit()
  LANGUAGE plpgsql
 AS $function$
 BEGIN
+  IF NEW.kind <> 'key' THEN
+    RETURN NEW;
+  END IF;
   PERFORM 1 FROM accounts WHERE id = NEW.account_id FOR UPDATE;
   IF NEW.revoked_at IS NULL AND
-     (SELECT count(*) FROM api_keys WHERE account_id = NEW.account_id AND revoked_at IS NULL AND id <> NEW.id) >= 5 THEN
+     (SELECT count(*) FROM api_keys WHERE account_id = NEW.account_id AND kind = 'key'
+        AND revoked_at IS NULL AND id <> NEW.id) >= 5 THEN
     RAISE EXCEPTION 'an account has at most 5 active API keys' USING ERRCODE = 'check_violation',
       CONSTRAINT = 'api_keys_active_limit';
   END IF;

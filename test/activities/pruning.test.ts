@@ -3,6 +3,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createPruningActivities } from '../../src/activities/pruning-activities.js';
+import { recordGrant } from '../../src/db/oauth-grants-repository.js';
 import { newId, randomBase62 } from '../../src/ids.js';
 import { ensurePruningSchedule, pruningScheduleId } from '../../src/temporal/pruning-schedule.js';
 import type { PruningOptions } from '../../src/workflows/pruning-workflow.js';
@@ -144,7 +145,7 @@ describe('pruning', () => {
     expect(await prune()).toMatchObject({ requestLog: 1, rejectedGenerations: 1, simProviderJobs: 1 });
   });
 
-  it('deletes console sessions idle past 12 hours, expired sign-in links and day-old form marks', async () => {
+  it('deletes console sessions idle past 12 hours, expired sign-in links, day-old form marks and expired OAuth rows', async () => {
     const hours = (h: number) => new Date(Date.now() - h * 3600 * 1000).toISOString();
     const hex = (n: number) => n.toString(16).padStart(64, '0');
     for (const [i, idle] of [13, 11].entries())
@@ -159,7 +160,32 @@ describe('pruning', () => {
       await db.pool.query(sql.unsafe`
         INSERT INTO console_form_uses (form_sha256, account_id, used_at)
         VALUES (${hex(i + 21)}, ${account.accountId}, ${hours(age)})`);
-    expect(await prune()).toMatchObject({ consoleRecords: 3, unfinished: [] });
+    // The authorization server's rows: an expired token goes, a live one and one without expiry stay.
+    for (const [i, expiresIn] of [-1, 1, null].entries())
+      await db.pool.query(sql.unsafe`
+        INSERT INTO oauth_store (model, id_sha256, payload, expires_at)
+        VALUES ('AccessToken', ${hex(i + 31)}, '{}', ${expiresIn === null ? null : hours(-expiresIn)})`);
+    // Registered clients: one a week old that no grant uses goes; a newer one, and one in use, stay.
+    for (const [i, age] of [24 * 8, 24 * 6, 24 * 8].entries())
+      await db.pool.query(sql.unsafe`
+        INSERT INTO oauth_store (model, id_sha256, payload, created_at)
+        VALUES ('Client', ${hex(i + 41)}, ${sql.jsonb({ client_id: `client-${i}` })}, ${hours(age)})`);
+    await recordGrant(db.pool, {
+      grantId: 'grant-in-use',
+      accountId: account.accountId,
+      clientId: 'client-2',
+      clientName: null,
+      displayName: 'In use',
+      resource: 'http://127.0.0.1:8080/v1/mcp',
+      scope: 'mcp',
+    });
+    expect(await prune()).toMatchObject({ consoleRecords: 5, unfinished: [] });
+    expect(await ids(sql.unsafe`SELECT id_sha256 AS id FROM oauth_store ORDER BY id_sha256`)).toEqual([
+      hex(32),
+      hex(33),
+      hex(42),
+      hex(43),
+    ]);
     expect(await ids(sql.unsafe`SELECT id_sha256 AS id FROM console_sessions`)).toEqual([hex(2)]);
     expect(await ids(sql.unsafe`SELECT token_sha256 AS id FROM console_sign_in_links`)).toEqual([hex(12)]);
     expect(await ids(sql.unsafe`SELECT form_sha256 AS id FROM console_form_uses`)).toEqual([hex(22)]);

@@ -3,6 +3,7 @@ import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { bearer } from '../support/api.js';
 import { expectAccessible, generateAndWait, signIn, useConsole } from '../support/console.js';
+import { registeredAppAuthorization } from '../support/oauth.js';
 import { useGenerationStack } from '../support/stack.js';
 import { thumbnailsWorkflow } from '../../src/workflows/thumbnails-workflow.js';
 
@@ -158,4 +159,36 @@ describe('console pages in Chromium against the real stack', () => {
     expect(new URL(page.url()).pathname).toBe('/sign-in');
     await context.close();
   }, 120_000);
+
+  it('an app connecting: sign-in, the consent page, approve, Connected apps, revoke', async () => {
+    const { context, page } = await consoleUi.newPage();
+    // No resource named: the MCP URL is the default (and only) one.
+    const { authorizationUrl } = await registeredAppAuthorization(consoleUi.url, null, {
+      name: 'Example Chat',
+      redirectUri: 'https://chat.example/callback',
+    });
+    let returned = '';
+    await page.route('https://chat.example/**', async (route) => {
+      returned = route.request().url();
+      await route.fulfill({ contentType: 'text/plain', body: 'back in the app' });
+    });
+    // Not signed in: the sign-in page, then back to the consent page.
+    await page.goto(authorizationUrl);
+    await page.waitForURL('**/sign-in?next=**');
+    await expectAccessible(page);
+    await page.getByLabel('API key').fill(stack.account.key);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.waitForURL('**/oauth/interaction/**');
+    expect(await page.getByRole('heading', { level: 1 }).textContent()).toBe('Connect Example Chat?');
+    await expectAccessible(page);
+    await page.getByRole('button', { name: 'Approve' }).click();
+    await page.waitForURL('https://chat.example/**');
+    expect(returned).toMatch(/^https:\/\/chat\.example\/callback\?code=/);
+    await page.goto('/apps');
+    await expectAccessible(page);
+    expect(await page.locator('[data-grant-id]').count()).toBe(1);
+    await page.getByRole('button', { name: 'Revoke Example Chat' }).click();
+    await expect.poll(() => page.getByText(/^revoked /).count()).toBe(1);
+    await context.close();
+  });
 });

@@ -3,6 +3,7 @@ import { mkdir } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { projectRoot } from '../../src/project-root.js';
 import { signIn, useConsole } from '../support/console.js';
+import { registeredAppAuthorization } from '../support/oauth.js';
 import { useGenerationStack } from '../support/stack.js';
 
 /** Screenshots of each console page for docs/console.md, on the real stack with a few generations. */
@@ -48,6 +49,21 @@ describe('console screenshots', () => {
     await shot('keys');
     await page.goto('/requests');
     await shot('request-log');
+    // A chat app connecting (OAuth for the MCP endpoint): the consent page, then Connected apps.
+    const { authorizationUrl } = await registeredAppAuthorization(consoleUi.url, null, {
+      name: 'Example Chat',
+      redirectUri: 'https://chat.example/callback',
+    });
+    await page.route('https://chat.example/**', (route) =>
+      route.fulfill({ contentType: 'text/plain', body: 'ok' }),
+    );
+    await page.goto(authorizationUrl);
+    await page.waitForURL('**/oauth/interaction/**');
+    await shot('consent');
+    await page.getByRole('button', { name: 'Approve' }).click();
+    await page.waitForURL('https://chat.example/**');
+    await page.goto('/apps');
+    await shot('connected-apps');
     await context.close();
   });
 });

@@ -9,6 +9,9 @@ import { playgroundRoutes } from './playground-routes.js';
 import { requestLogRoutes } from './request-log-routes.js';
 import { signInRoutes } from './sign-in-routes.js';
 import { webhookRoutes } from './webhook-routes.js';
+import { connectedAppsRoutes } from './connected-apps-routes.js';
+import { oauthRoutes } from './oauth-routes.js';
+import { mountAuthorizationServer } from '../oauth/mount.js';
 
 export function consoleRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): void {
   healthRoutes(app, deps);
@@ -20,4 +23,9 @@ export function consoleRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): voi
   playgroundRoutes(app, deps);
   requestLogRoutes(app, deps);
   webhookRoutes(app, deps);
+  connectedAppsRoutes(app, deps);
+  if (deps.oauth) {
+    oauthRoutes(app, { ...deps, oauth: deps.oauth });
+    mountAuthorizationServer(app, deps.oauth.provider, deps.oauth.issuer);
+  }
 }

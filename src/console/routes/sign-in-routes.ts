@@ -9,6 +9,16 @@ import { userOf } from '../request-fields.js';
 /** Before a session exists, forms are protected by a double-submit token: a cookie and the same value in the form. */
 const FORM_COOKIE = 'console_form';
 
+/**
+ * Where a sign-in goes on to: only a page of this console that asked for it (an app's sign-in,
+ * /oauth/interaction/…), never an address someone else chose.
+ */
+function nextPage(value: unknown): string | null {
+  return typeof value === 'string' && /^\/oauth\/interaction\/[A-Za-z0-9_-]{1,64}$/.test(value)
+    ? value
+    : null;
+}
+
 /** Sign-in with a pasted API key or a one-time link, and sign-out. */
 export function signInRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): void {
   const formToken = (request: FastifyRequest, reply: FastifyReply): string => {
@@ -22,10 +32,12 @@ export function signInRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): void
     const cookieToken = request.cookies[FORM_COOKIE];
     return cookieToken !== undefined && sameToken(cookieToken, formField(request.body, '_csrf'));
   };
-  const signedIn = (reply: FastifyReply, sessionId: string) =>
-    reply.setCookie(SESSION_COOKIE, sessionId, deps.cookie).redirect('/', 303);
+  const signedIn = (request: FastifyRequest, reply: FastifyReply, sessionId: string) =>
+    reply
+      .setCookie(SESSION_COOKIE, sessionId, deps.cookie)
+      .redirect(nextPage(formField(request.body, 'next')) ?? '/', 303);
 
-  app.get<{ Querystring: { ended?: string } }>(
+  app.get<{ Querystring: { ended?: string; next?: string } }>(
     '/sign-in',
     { config: { consolePublic: true } },
     async (request, reply) =>
@@ -33,6 +45,7 @@ export function signInRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): void
         title: 'Sign in',
         csrf: formToken(request, reply),
         message: typeof request.query.ended === 'string' ? request.query.ended.slice(0, 200) : null,
+        next: nextPage(request.query.next),
       }),
   );
 
@@ -42,7 +55,12 @@ export function signInRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): void
       request,
       reply,
       'sign-in',
-      { title: 'Sign in', csrf: formToken(request, reply), message },
+      {
+        title: 'Sign in',
+        csrf: formToken(request, reply),
+        message,
+        next: nextPage(formField(request.body, 'next')),
+      },
       status,
     );
   const signInWith =
@@ -50,7 +68,7 @@ export function signInRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): void
     async (request: FastifyRequest, reply: FastifyReply) => {
       if (!formIsOurs(request)) return refused(request, reply, 'The form expired; try again.', 403);
       const result = await attempt(request);
-      if (result.ok) return signedIn(reply, result.sessionId);
+      if (result.ok) return signedIn(request, reply, result.sessionId);
       if (result.retryAfterSeconds !== undefined)
         reply.header('retry-after', String(result.retryAfterSeconds));
       return refused(request, reply, result.message, result.status);

@@ -1,0 +1,172 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type Provider from 'oidc-provider';
+import { MCP_SCOPE } from '../../auth/oauth-resource.js';
+import { getBalance } from '../../db/credits-repository.js';
+import { liveGrantOf, recordGrant, revokeGrantRecord } from '../../db/oauth-grants-repository.js';
+import { interactionPath } from '../oauth/authorization-server.js';
+import { format, sendPage } from '../render.js';
+import { formField, SESSION_COOKIE } from '../request-fields.js';
+import type { ConsoleRouteDeps, OAuthConsoleDeps } from '../route-deps.js';
+import { csrfTokenFor, sameToken } from '../session-ids.js';
+import type { ConsoleUser } from '../sessions.js';
+import { formRedirectSource } from '../security.js';
+
+type Interaction = Awaited<ReturnType<Provider['interactionDetails']>>;
+
+/**
+ * The authorization server's interaction: a chat app sent the person here to connect. The person
+ * signs in to the console as usual (the sign-in page brings them back), then approves or denies on
+ * a consent page naming the app and what it can spend. Approving makes (or reuses) the account's
+ * grant for that app, which acts as a key row of its own (oauth-grants-repository.ts).
+ *
+ * These routes check the session and the form token themselves (consolePublic): the console's
+ * session cookie is SameSite=Strict, so the first arrival, a redirect started by the app's site,
+ * comes without it; the page then loads itself once more from this site, which sends it.
+ */
+export function oauthRoutes(
+  app: FastifyInstance,
+  deps: ConsoleRouteDeps & { oauth: OAuthConsoleDeps },
+): void {
+  const { provider, resource } = deps.oauth;
+
+  /** The interaction of this browser (its cookie), if it is the one in the path. */
+  const interactionOf = async (request: FastifyRequest<{ Params: { uid: string } }>, reply: FastifyReply) => {
+    const details = await provider.interactionDetails(request.raw, reply.raw).catch(() => null);
+    return details && details.uid === request.params.uid ? details : null;
+  };
+  const expired = (request: FastifyRequest, reply: FastifyReply) =>
+    sendPage(
+      request,
+      reply,
+      'error',
+      {
+        title: 'Sign-in expired',
+        message:
+          'This sign-in has expired or belongs to another browser. Go back to the app and connect again.',
+      },
+      400,
+    );
+  const signedInUser = async (request: FastifyRequest): Promise<ConsoleUser | null> => {
+    const resumed = await deps.sessions.resume(request.cookies[SESSION_COOKIE]);
+    if (!resumed.ok) return null;
+    request.consoleUser = resumed.user;
+    return resumed.user;
+  };
+
+  app.get<{ Params: { uid: string }; Querystring: { again?: string } }>(
+    '/oauth/interaction/:uid',
+    { config: { consolePublic: true } },
+    async (request, reply) => {
+      const details = await interactionOf(request, reply);
+      if (!details) return expired(request, reply);
+      const here = interactionPath(details.uid);
+      const user = await signedInUser(request);
+      if (!user) {
+        if (request.query.again === undefined) {
+          // Loaded again by this page (Refresh), the navigation is this site's own: the cookie comes.
+          reply.header('refresh', `0; url=${here}?again`);
+          return sendPage(request, reply, 'oauth-continue', {
+            title: 'Connecting an app',
+            next: `${here}?again`,
+          });
+        }
+        return reply.redirect(`/sign-in?next=${encodeURIComponent(here)}`, 303);
+      }
+      // Approving or denying ends in a redirect to the app, which the form's CSP must allow.
+      request.formRedirectsTo = formRedirectSource(String(details.params.redirect_uri));
+      return sendPage(request, reply, 'consent', await consentPage(details, user));
+    },
+  );
+
+  app.post<{ Params: { uid: string } }>(
+    '/oauth/interaction/:uid',
+    { config: { consolePublic: true } },
+    async (request, reply) => {
+      const user = await signedInUser(request);
+      if (!user)
+        return reply.redirect(
+          `/sign-in?next=${encodeURIComponent(interactionPath(request.params.uid))}`,
+          303,
+        );
+      if (!sameToken(csrfTokenFor(user.sessionId), formField(request.body, '_csrf')))
+        return reply
+          .code(403)
+          .type('text/plain')
+          .send('This form has expired or did not come from this site.');
+      const details = await interactionOf(request, reply);
+      if (!details) return expired(request, reply);
+      if (formField(request.body, 'decision') !== 'approve') {
+        const denied = { error: 'access_denied', error_description: 'The account holder declined.' };
+        reply.hijack();
+        return provider.interactionFinished(request.raw, reply.raw, denied, {
+          mergeWithLastSubmission: false,
+        });
+      }
+      const grantId = await approve(details, user.accountId);
+      reply.hijack();
+      return provider.interactionFinished(request.raw, reply.raw, {
+        login: { accountId: user.accountId },
+        consent: { grantId },
+      });
+    },
+  );
+
+  const consentPage = async (details: Interaction, user: ConsoleUser) => {
+    const client = await provider.Client.find(String(details.params.client_id));
+    const balance = await getBalance(deps.db, user.accountId);
+    return {
+      title: 'Connect an app',
+      uid: details.uid,
+      app: appIdentity(client, String(details.params.client_id)),
+      resource,
+      balance,
+      format,
+    };
+  };
+
+  /** The account's grant for this app: the live one, given this resource again, or a new one. */
+  const approve = async (details: Interaction, accountId: string): Promise<string> => {
+    const clientId = String(details.params.client_id);
+    const existingId = await liveGrantOf(deps.db, accountId, clientId);
+    const existing = existingId ? await provider.Grant.find(existingId) : undefined;
+    if (existingId && !existing) await revokeGrantRecord(deps.db, existingId);
+    const grant = existing ?? new provider.Grant({ accountId, clientId });
+    grant.addResourceScope(resource, MCP_SCOPE);
+    // 'mcp' is also a scope of the server's own (a client registers with it), so it is granted as both.
+    const scope = details.params.scope;
+    const asked = typeof scope === 'string' ? scope.split(' ') : [];
+    grant.addOIDCScope([MCP_SCOPE, ...asked.filter((s) => s === 'offline_access')].join(' '));
+    const grantId = await grant.save();
+    if (!existing) {
+      const client = await provider.Client.find(clientId);
+      const identity = appIdentity(client, clientId);
+      await recordGrant(deps.db, {
+        grantId,
+        accountId,
+        clientId,
+        clientName: client?.clientName ?? null,
+        displayName: identity.name,
+        resource,
+        scope: MCP_SCOPE,
+      });
+    }
+    return grantId;
+  };
+}
+
+/** How an app is named to the person: its registered name, else the host it is known by. */
+export function appIdentity(
+  client: { clientName?: string | undefined; redirectUris?: readonly string[] | undefined } | undefined,
+  clientId: string,
+): { name: string; clientId: string; host: string } {
+  const host = hostOf(clientId) ?? hostOf(client?.redirectUris?.[0] ?? '') ?? 'unknown';
+  return { name: client?.clientName?.trim() || host, clientId, host };
+}
+
+function hostOf(url: string): string | null {
+  try {
+    return new URL(url).host || null;
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,106 @@
+import { hash } from 'node:crypto';
+import { sql, type CommonQueryMethods } from 'slonik';
+import { z } from 'zod';
+import { revokeGrantRecord } from './oauth-grants-repository.js';
+
+/**
+ * oidc-provider's storage on PostgreSQL (its adapter interface; migration 0025): one row of
+ * `oauth_store` per model and id. Every id (a token's id is the token itself), uid and user code is
+ * stored only as its SHA-256, and the payload is stored without its `jti` (the id again), which
+ * `find` puts back from the id it was asked for: a copy of the table hands out no working token.
+ */
+
+/** A stored model's payload, as oidc-provider reads and writes it. */
+export type OAuthPayload = Record<string, unknown> & {
+  grantId?: string;
+  uid?: string;
+  userCode?: string;
+  consumed?: number;
+  jti?: string;
+};
+
+const storedRow = z.object({ payload: z.record(z.string(), z.unknown()), consumed: z.number().nullable() });
+
+export function oauthIdHash(id: string): string {
+  return hash('sha256', id, 'hex');
+}
+
+/** The adapter oidc-provider makes one of per model (`new Adapter('AccessToken')`). */
+export interface OAuthAdapter {
+  upsert(id: string, payload: OAuthPayload, expiresIn?: number): Promise<void>;
+  find(id: string): Promise<OAuthPayload | undefined>;
+  findByUid(uid: string): Promise<OAuthPayload | undefined>;
+  findByUserCode(userCode: string): Promise<OAuthPayload | undefined>;
+  consume(id: string): Promise<void>;
+  destroy(id: string): Promise<void>;
+  revokeByGrantId(grantId: string): Promise<void>;
+}
+
+/** The adapter class for oidc-provider's `adapter` option, on this pool. */
+export function oauthAdapterClass(db: CommonQueryMethods): new (model: string) => OAuthAdapter {
+  return class PostgresOAuthAdapter implements OAuthAdapter {
+    constructor(private readonly model: string) {}
+
+    async upsert(id: string, payload: OAuthPayload, expiresIn?: number): Promise<void> {
+      const { jti: _jti, consumed: _consumed, ...stored } = payload;
+      const expires =
+        typeof expiresIn === 'number' && expiresIn > 0
+          ? sql.fragment`now() + ${sql.interval({ seconds: expiresIn })}`
+          : sql.fragment`NULL`;
+      await db.query(sql.unsafe`
+        INSERT INTO oauth_store (model, id_sha256, payload, grant_id, uid_sha256, user_code_sha256, expires_at)
+        VALUES (${this.model}, ${oauthIdHash(id)}, ${sql.jsonb(stored as Parameters<typeof sql.jsonb>[0])},
+                ${payload.grantId ?? null}, ${payload.uid ? oauthIdHash(payload.uid) : null},
+                ${payload.userCode ? oauthIdHash(payload.userCode) : null}, ${expires})
+        ON CONFLICT (model, id_sha256) DO UPDATE SET
+          payload = EXCLUDED.payload, grant_id = EXCLUDED.grant_id, uid_sha256 = EXCLUDED.uid_sha256,
+          user_code_sha256 = EXCLUDED.user_code_sha256, expires_at = EXCLUDED.expires_at`);
+    }
+
+    async find(id: string): Promise<OAuthPayload | undefined> {
+      return this.findWhere(sql.fragment`id_sha256 = ${oauthIdHash(id)}`, id);
+    }
+
+    async findByUid(uid: string): Promise<OAuthPayload | undefined> {
+      // Sessions are looked up by uid; their id is the cookie's value, which the payload keeps as jti.
+      return this.findWhere(sql.fragment`uid_sha256 = ${oauthIdHash(uid)}`, null);
+    }
+
+    async findByUserCode(userCode: string): Promise<OAuthPayload | undefined> {
+      return this.findWhere(sql.fragment`user_code_sha256 = ${oauthIdHash(userCode)}`, null);
+    }
+
+    async consume(id: string): Promise<void> {
+      await db.query(sql.unsafe`
+        UPDATE oauth_store SET consumed_at = now()
+        WHERE model = ${this.model} AND id_sha256 = ${oauthIdHash(id)}`);
+    }
+
+    async destroy(id: string): Promise<void> {
+      await db.query(sql.unsafe`
+        DELETE FROM oauth_store WHERE model = ${this.model} AND id_sha256 = ${oauthIdHash(id)}`);
+      // A grant destroyed by oidc-provider (a reused refresh token, a revocation) ends its app's access.
+      if (this.model === 'Grant') await revokeGrantRecord(db, id);
+    }
+
+    async revokeByGrantId(grantId: string): Promise<void> {
+      await db.query(sql.unsafe`
+        DELETE FROM oauth_store WHERE model = ${this.model} AND grant_id = ${grantId}`);
+    }
+
+    private async findWhere(
+      where: ReturnType<typeof sql.fragment>,
+      id: string | null,
+    ): Promise<OAuthPayload | undefined> {
+      const row = await db.maybeOne(sql.type(storedRow)`
+        SELECT payload, extract(epoch FROM consumed_at)::float8 AS consumed
+        FROM oauth_store
+        WHERE model = ${this.model} AND ${where} AND (expires_at IS NULL OR expires_at > now())`);
+      if (!row) return undefined;
+      const payload: OAuthPayload = { ...row.payload };
+      if (id !== null) payload.jti = id;
+      if (row.consumed !== null) payload.consumed = Math.floor(row.consumed);
+      return payload;
+    }
+  };
+}
