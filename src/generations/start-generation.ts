@@ -40,6 +40,8 @@ interface CheckedRequest {
   routes?: GenerationStart['routes'];
   /** The price quoted now (what admission debits if it accepts), for an answer given without it. */
   credits?: number;
+  /** The batch line it is, if any (see GenerationStart's `batch`). */
+  batch?: GenerationStart['batch'];
 }
 
 /**
@@ -100,6 +102,7 @@ export async function startGeneration(
     ...(request.routes ? { routes: request.routes } : {}),
     timing: deps.timing,
     ...(request.webhook ? { webhook: request.webhook } : {}),
+    ...(request.batch ? { batch: request.batch } : {}),
   };
   // The workflow of the generation the key names answered already, or this request's is asked.
   const asked = running ? { admitted: running } : await askToAdmit(deps, start, now);
