@@ -119,6 +119,12 @@ export async function createApiService(
       },
     },
     admission: admission.deps,
+    batches: {
+      pool,
+      maxLines: config.BATCH_MAX_LINES,
+      linesInFlight: config.BATCH_LINES_IN_FLIGHT,
+      bodyLimitBytes: config.BATCH_BODY_LIMIT_BYTES,
+    },
     configure,
   });
   const metrics =
