@@ -85,11 +85,13 @@ export const generationSchema = z.object({
   batch_id: z
     .string()
     .nullable()
-    .describe('The batch this generation is a line of (POST /v1/batches); null for a generation created on its own.'),
+    .describe(
+      'The batch this generation is a line of (POST /v1/batches); null for a generation created on its own.',
+    ),
   custom_id: z
     .string()
     .nullable()
-    .describe("The `custom_id` of its batch line; null for a generation created on its own."),
+    .describe('The `custom_id` of its batch line; null for a generation created on its own.'),
 });
 
 export const generationListSchema = z.object({
