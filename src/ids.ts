@@ -26,7 +26,7 @@ export function randomBase62(length: number): string {
   return out;
 }
 
-type IdPrefix = 'acct' | 'pur' | 'key' | 'gen' | 'req';
+type IdPrefix = 'acct' | 'pur' | 'key' | 'gen' | 'req' | 'batch';
 
 /** A new opaque id such as `gen_4f9XkQ2mB7cR1tLpZ8vNa3`. */
 export function newId(prefix: IdPrefix): string {

@@ -7,6 +7,7 @@ import type { DownloadPolicy } from '../providers/provider-http.js';
 import type { Resolve } from '../net/pinned-connection.js';
 import type { WebhookTargetRules } from '../net/webhook-target.js';
 import type { Storage } from '../storage/storage.js';
+import type { BatchLineAdmission, BatchTiming } from './batch-line-admission.js';
 
 /** The worker's resources every activity factory is built from; each factory picks the ones it uses. */
 export interface ActivityDeps {
@@ -46,4 +47,8 @@ export interface ActivityDeps {
   webhookDeliveriesPerAccount?: number;
   /** Counts each generation's outcomes where they commit (absent: nothing is counted). */
   metrics?: GenerationMetrics;
+  /** How batches' lines are admitted and stopped (absent: this worker's batch activities fail, retried). */
+  batchLines?: BatchLineAdmission;
+  /** How often a batch's slice looks in PostgreSQL, and how long it runs (BATCH_POLL_INTERVAL_MS, BATCH_SLICE_MS). */
+  batchTiming?: BatchTiming;
 }

@@ -70,6 +70,8 @@ export async function settleAdmission(
     provider_token: `tok_${start.generationId}`,
     input_prefix: start.inputPrefix,
     created_at: start.createdAt,
+    batch_id: start.batch?.batchId ?? null,
+    custom_id: start.batch?.customId ?? null,
   };
   const unknown: QuotedEntry = { digest: null, entry: null };
   let quoted = lastQuoted.get(start.model) ?? unknown;

@@ -2,6 +2,7 @@ import type { StoredOutput } from '../db/generation-results.js';
 import type { ProviderResult } from '../providers/provider.js';
 import type { WorkflowActivities } from '../workflows/activity-contracts.js';
 import type { ActivityDeps } from './activity-deps.js';
+import { createBatchActivities } from './batch-activities.js';
 import { createCancelActivities } from './cancel-activities.js';
 import { createGenerationActivities } from './generation-activities.js';
 import { createPruningActivities } from './pruning-activities.js';
@@ -21,6 +22,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createPruningActivities(deps),
     ...createThumbnailActivities(deps),
     ...createWebhookActivities(deps),
+    ...createBatchActivities(deps),
   } satisfies WorkflowActivities<ProviderResult, StoredOutput>;
 }
 

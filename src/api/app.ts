@@ -28,6 +28,8 @@ import { openApiRoutes } from './routes/openapi-routes.js';
 import { eventRoutes } from './routes/event-routes.js';
 import { webhookRoutes } from './routes/webhook-routes.js';
 import { accountEventRoutes } from './routes/account-event-routes.js';
+import { batchRoutes } from './routes/batch-routes.js';
+import type { DatabasePool } from '../db/pool.js';
 import type { EventStreams } from './event-stream-wiring.js';
 import { mcpDepsOf, mcpRoutes } from './routes/mcp-routes.js';
 import type { OAuthTokenAuthenticator } from '../auth/oauth-tokens.js';
@@ -71,6 +73,8 @@ interface AppDeps {
    * metadata naming the console as the authorization server.
    */
   oauth?: OAuthMetadataDeps & { tokens: OAuthTokenAuthenticator };
+  /** Batches (POST /v1/batches and its reads): the pool their creation's transaction runs on, and their limits. */
+  batches?: { pool: DatabasePool; maxLines: number; linesInFlight: number; bodyLimitBytes: number };
   /** Adds routes before the app is sealed (embedding; tests add probe routes). */
   configure?: (app: FastifyInstance) => void;
 }
@@ -135,6 +139,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     temporal: deps.admission.temporal,
     admissionTimeoutMs: deps.admission.admissionTimeoutMs,
   });
+  if (deps.batches)
+    batchRoutes(app, {
+      ...deps.admission,
+      ...deps.batches,
+    });
   healthRoutes(app, {
     db: deps.db,
     temporal: deps.admission.temporal,

@@ -82,6 +82,16 @@ export const generationSchema = z.object({
     .describe(
       'The provider serving the generation (or that served it): the route a create was last sent to. Null before submission, and when every route refused. Also answered as the Generation-Provider header of GET.',
     ),
+  batch_id: z
+    .string()
+    .nullable()
+    .describe(
+      'The batch this generation is a line of (POST /v1/batches); null for a generation created on its own.',
+    ),
+  custom_id: z
+    .string()
+    .nullable()
+    .describe('The `custom_id` of its batch line; null for a generation created on its own.'),
 });
 
 export const generationListSchema = z.object({

@@ -127,6 +127,12 @@ export async function createApiService(
     },
     admission: admission.deps,
     oauth: { tokens: oauthTokens, resource, issuer: config.CONSOLE_PUBLIC_URL },
+    batches: {
+      pool,
+      maxLines: config.BATCH_MAX_LINES,
+      linesInFlight: config.BATCH_LINES_IN_FLIGHT,
+      bodyLimitBytes: config.BATCH_BODY_LIMIT_BYTES,
+    },
     configure,
   });
   const metrics =

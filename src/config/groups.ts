@@ -1,4 +1,5 @@
 import { apiSettings } from './api.js';
+import { batchSettings } from './batches.js';
 import { consoleSettings } from './console.js';
 import { databaseSettings } from './database.js';
 import { generationSettings, retentionSettings } from './generations.js';
@@ -17,6 +18,7 @@ export const serviceSettingGroups = [
   temporalSecuritySettings,
   apiSettings,
   generationSettings,
+  batchSettings,
   retentionSettings,
   workerSettings,
   providerSettings,
@@ -36,6 +38,7 @@ export const serviceShape = {
   ...temporalSecuritySettings.shape,
   ...apiSettings.shape,
   ...generationSettings.shape,
+  ...batchSettings.shape,
   ...retentionSettings.shape,
   ...workerSettings.shape,
   ...providerSettings.shape,

@@ -39,6 +39,9 @@ const resource = generationRow.extend({
   expires_at: timestamp.nullable(),
   // Events recorded before 0019 carry no `provider`: they show null.
   provider: z.string().nullable().default(null),
+  // Events recorded before 0026 carry no batch fields: ordinary generations, null.
+  batch_id: z.string().nullable().default(null),
+  custom_id: z.string().nullable().default(null),
 });
 /** An event row as selected (seq, type, created_at, resource): shared with the account log's reads. */
 export const generationEventRow = z.object({

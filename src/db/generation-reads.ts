@@ -26,13 +26,16 @@ export const generationRow = z.object({
   expires_at: z.string().nullable(),
   /** The provider of the route serving (or that served) it; null before a create left (0019). */
   provider: z.string().nullable(),
+  /** The batch it is a line of, and that line's `custom_id` (migration 0026); null for others. */
+  batch_id: z.string().nullable(),
+  custom_id: z.string().nullable(),
 });
 export type GenerationRow = z.infer<typeof generationRow>;
 
 // What reads show. The generations_changed trigger (migration 0006) announces a change to exactly these
 // columns, so API processes drop their cached copy: keep the two in step.
 export const generationColumns = sql.fragment`id, account_id, status, model, media_type, credits, credits_refunded, input, output, error,
-  needs_review, content_expired, created_at, completed_at, expires_at, provider`;
+  needs_review, content_expired, created_at, completed_at, expires_at, provider, batch_id, custom_id`;
 
 export async function getGeneration(
   db: CommonQueryMethods,

@@ -23,6 +23,8 @@ export function toGeneration(row: GenerationRow) {
     expires_at: row.expires_at,
     content_expired: row.content_expired,
     provider: row.provider,
+    batch_id: row.batch_id,
+    custom_id: row.custom_id,
   };
 }
 

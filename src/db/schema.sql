@@ -28,6 +28,7 @@
 -- 0023_account_events.sql
 -- 0024_webhook_delivery_turns.sql
 -- 0025_oauth.sql
+-- 0026_batches.sql
 
 CREATE SEQUENCE webhook_delivery_attempts_id_seq AS bigint START 1 INCREMENT 1;
 
@@ -44,11 +45,15 @@ CREATE TABLE account_events (
   "position" bigint NOT NULL,
   generation_id text,
   generation_seq integer,
+  batch_id text,
+  batch_seq integer,
   CONSTRAINT account_events_pkey PRIMARY KEY (account_id, "position"),
+  CONSTRAINT account_events_batch_event_key UNIQUE (batch_id, batch_seq),
   CONSTRAINT account_events_generation_id_generation_seq_key UNIQUE (generation_id, generation_seq),
-  CONSTRAINT account_events_one_subject CHECK (num_nonnulls(generation_id) = 1 AND (generation_id IS NULL) = (generation_seq IS NULL)),
+  CONSTRAINT account_events_one_subject CHECK (num_nonnulls(generation_id, batch_id) = 1 AND (generation_id IS NULL) = (generation_seq IS NULL) AND (batch_id IS NULL) = (batch_seq IS NULL)),
   CONSTRAINT account_events_position_check CHECK ("position" > 0),
   CONSTRAINT account_events_account_id_fkey FOREIGN KEY (account_id) REFERENCES accounts(id),
+  CONSTRAINT account_events_batch_event_fkey FOREIGN KEY (batch_id, batch_seq) REFERENCES batch_events(batch_id, seq) ON DELETE CASCADE,
   CONSTRAINT account_events_generation_id_generation_seq_fkey FOREIGN KEY (generation_id, generation_seq) REFERENCES generation_events(generation_id, seq) ON DELETE CASCADE
 );
 
@@ -100,6 +105,67 @@ CREATE TABLE api_request_log (
   CONSTRAINT api_request_log_pkey PRIMARY KEY (id)
 );
 CREATE INDEX api_request_log_account ON public.api_request_log USING btree (account_id, created_at DESC);
+
+CREATE TABLE batch_events (
+  batch_id text NOT NULL,
+  seq integer NOT NULL,
+  type text NOT NULL,
+  created_at timestamp with time zone DEFAULT now() NOT NULL,
+  resource jsonb NOT NULL,
+  CONSTRAINT batch_events_pkey PRIMARY KEY (batch_id, seq),
+  CONSTRAINT batch_events_seq_check CHECK (seq > 0),
+  CONSTRAINT batch_events_type_check CHECK (type ~ '^batch\.[a-z_]+$'::text),
+  CONSTRAINT batch_events_batch_id_fkey FOREIGN KEY (batch_id) REFERENCES batches(id) ON DELETE CASCADE
+);
+CREATE TRIGGER batch_events_append_account_event AFTER INSERT ON batch_events FOR EACH ROW EXECUTE FUNCTION append_batch_account_event();
+
+CREATE TABLE batch_lines (
+  batch_id text NOT NULL,
+  line integer NOT NULL,
+  custom_id text NOT NULL,
+  request jsonb NOT NULL,
+  state text DEFAULT 'pending'::text NOT NULL,
+  generation_id text,
+  error jsonb,
+  ended_at timestamp with time zone,
+  CONSTRAINT batch_lines_pkey PRIMARY KEY (batch_id, line),
+  CONSTRAINT batch_lines_batch_id_custom_id_key UNIQUE (batch_id, custom_id),
+  CONSTRAINT batch_lines_error CHECK ((state = 'refused'::text) = (error IS NOT NULL)),
+  CONSTRAINT batch_lines_generation CHECK ((state = 'started'::text) = (generation_id IS NOT NULL)),
+  CONSTRAINT batch_lines_line_check CHECK (line >= 0),
+  CONSTRAINT batch_lines_state_check CHECK (state = ANY (ARRAY['pending'::text, 'started'::text, 'refused'::text, 'canceled'::text, 'expired'::text])),
+  CONSTRAINT batch_lines_batch_id_fkey FOREIGN KEY (batch_id) REFERENCES batches(id) ON DELETE CASCADE
+);
+CREATE INDEX batch_lines_pending ON public.batch_lines USING btree (batch_id, line) WHERE (state = 'pending'::text);
+
+CREATE TABLE batches (
+  id text NOT NULL,
+  account_id text NOT NULL,
+  api_key_id text NOT NULL,
+  workflow_id text NOT NULL,
+  idempotency_key text,
+  fingerprint text NOT NULL,
+  status text DEFAULT 'validating'::text NOT NULL,
+  completion_window text NOT NULL,
+  line_count integer NOT NULL,
+  quoted_credits bigint NOT NULL,
+  webhook jsonb,
+  metadata jsonb,
+  created_at timestamp with time zone DEFAULT now() NOT NULL,
+  expires_at timestamp with time zone NOT NULL,
+  started_at timestamp with time zone,
+  completed_at timestamp with time zone,
+  cancel_requested_at timestamp with time zone,
+  CONSTRAINT batches_pkey PRIMARY KEY (id),
+  CONSTRAINT batches_api_key_id_idempotency_key_key UNIQUE (api_key_id, idempotency_key),
+  CONSTRAINT batches_id_check CHECK (id ~ '^batch_[A-Za-z0-9]+$'::text),
+  CONSTRAINT batches_line_count_check CHECK (line_count > 0),
+  CONSTRAINT batches_quoted_credits_check CHECK (quoted_credits >= 0),
+  CONSTRAINT batches_status_check CHECK (status = ANY (ARRAY['validating'::text, 'in_progress'::text, 'completed'::text, 'canceling'::text, 'canceled'::text, 'expired'::text])),
+  CONSTRAINT batches_account_id_fkey FOREIGN KEY (account_id) REFERENCES accounts(id),
+  CONSTRAINT batches_api_key_id_fkey FOREIGN KEY (api_key_id) REFERENCES api_keys(id)
+);
+CREATE INDEX batches_account_created ON public.batches USING btree (account_id, created_at DESC, id DESC);
 
 CREATE TABLE console_form_uses (
   form_sha256 text NOT NULL,
@@ -266,18 +332,22 @@ CREATE TABLE generations (
   submit_sent_at timestamp with time zone,
   provider text,
   route_position integer DEFAULT 0 NOT NULL,
+  batch_id text,
+  custom_id text,
   CONSTRAINT generations_pkey PRIMARY KEY (id),
   CONSTRAINT generations_credits_check CHECK (credits >= 0),
   CONSTRAINT generations_id_check CHECK (id ~ '^gen_[A-Za-z0-9]+$'::text),
   CONSTRAINT generations_route_position_check CHECK (route_position >= 0),
   CONSTRAINT generations_status_check CHECK (status = ANY (ARRAY['queued'::text, 'succeeded'::text, 'failed'::text, 'rejected'::text])),
   CONSTRAINT generations_account_id_fkey FOREIGN KEY (account_id) REFERENCES accounts(id),
-  CONSTRAINT generations_api_key_id_fkey FOREIGN KEY (api_key_id) REFERENCES api_keys(id)
+  CONSTRAINT generations_api_key_id_fkey FOREIGN KEY (api_key_id) REFERENCES api_keys(id),
+  CONSTRAINT generations_batch_id_fkey FOREIGN KEY (batch_id) REFERENCES batches(id)
 );
 CREATE INDEX generations_account_created ON public.generations USING btree (account_id, created_at DESC, id DESC);
 CREATE INDEX generations_account_model_created ON public.generations USING btree (account_id, model, created_at DESC, id DESC);
 CREATE INDEX generations_account_queued ON public.generations USING btree (account_id) WHERE (status = 'queued'::text);
 CREATE INDEX generations_account_status_created ON public.generations USING btree (account_id, status, created_at DESC, id DESC);
+CREATE INDEX generations_batch_status ON public.generations USING btree (batch_id, status) WHERE (batch_id IS NOT NULL);
 CREATE INDEX generations_needs_review ON public.generations USING btree (id) WHERE needs_review;
 CREATE INDEX generations_queued_since ON public.generations USING btree (updated_at) WHERE (status = 'queued'::text);
 CREATE INDEX generations_rejected_created ON public.generations USING btree (created_at) WHERE (status = 'rejected'::text);
@@ -575,10 +645,14 @@ BEGIN
     END IF;
   END IF;
 
-  SELECT count(*) INTO in_progress FROM generations g
-  WHERE g.account_id = generation.account_id AND g.status = 'queued';
-  IF in_progress >= p_concurrency_limit THEN
-    RETURN jsonb_build_object('outcome', 'concurrency_limit');
+  -- A batch's lines are held to the batch's own bound (BATCH_LINES_IN_FLIGHT), and never count
+  -- against the account's interactive limit: a batch running never makes a POST answer 429.
+  IF generation.batch_id IS NULL THEN
+    SELECT count(*) INTO in_progress FROM generations g
+    WHERE g.account_id = generation.account_id AND g.status = 'queued' AND g.batch_id IS NULL;
+    IF in_progress >= p_concurrency_limit THEN
+      RETURN jsonb_build_object('outcome', 'concurrency_limit');
+    END IF;
   END IF;
 
   SELECT m.definition, md5(m.definition::text) AS digest INTO model FROM models m
@@ -604,10 +678,11 @@ BEGIN
   VALUES (generation.account_id, 'debit', generation.id, -from_subscription, -(p_price - from_subscription),
           'generation ' || generation.model);
   INSERT INTO generations (id, account_id, api_key_id, workflow_id, status, model, media_type, credits, input,
-                           fingerprint, idempotency_key, provider_token, input_prefix, created_at)
+                           fingerprint, idempotency_key, provider_token, input_prefix, created_at, batch_id, custom_id)
   VALUES (generation.id, generation.account_id, generation.api_key_id, generation.workflow_id, 'queued',
           generation.model, generation.media_type, p_price, generation.input, generation.fingerprint,
-          generation.idempotency_key, generation.provider_token, generation.input_prefix, generation.created_at);
+          generation.idempotency_key, generation.provider_token, generation.input_prefix, generation.created_at,
+          generation.batch_id, generation.custom_id);
   IF claims_key THEN
     -- Any record left is past its horizon (checked above, under the lock): the key is new.
     INSERT INTO idempotency_keys (api_key_id, idempotency_key, generation_id, fingerprint, held_until)
@@ -652,6 +727,23 @@ BEGIN
   INSERT INTO account_events (account_id, position, generation_id, generation_seq)
   VALUES (account, next_position, NEW.generation_id, NEW.seq);
   -- Wakes the account's streams (GET /v1/events) on every API process.
+  PERFORM pg_notify('account_event', account);
+  RETURN NULL;
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.append_batch_account_event()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  account       text := NEW.resource->>'account_id';
+  next_position bigint;
+BEGIN
+  INSERT INTO account_event_heads AS h (account_id, last_position) VALUES (account, 1)
+  ON CONFLICT (account_id) DO UPDATE SET last_position = h.last_position + 1
+  RETURNING h.last_position INTO next_position;
+  INSERT INTO account_events (account_id, position, batch_id, batch_seq)
+  VALUES (account, next_position, NEW.batch_id, NEW.seq);
   PERFORM pg_notify('account_event', account);
   RETURN NULL;
 END $function$;
@@ -771,7 +863,8 @@ BEGIN
     'media_type', NEW.media_type, 'credits', NEW.credits, 'credits_refunded', NEW.credits_refunded,
     'input', NEW.input, 'output', NEW.output, 'error', NEW.error, 'needs_review', NEW.needs_review,
     'content_expired', NEW.content_expired, 'created_at', NEW.created_at, 'completed_at', NEW.completed_at,
-    'expires_at', NEW.expires_at, 'provider', NEW.provider));
+    'expires_at', NEW.expires_at, 'provider', NEW.provider, 'batch_id', NEW.batch_id,
+    'custom_id', NEW.custom_id));
   PERFORM pg_notify('generation_event', NEW.id);
   RETURN NULL;
 END $function$;

@@ -12,6 +12,8 @@ export interface AdmissionRequest {
    * and x-request-id names it), or only refused (the console re-renders its form with the issues).
    */
   recordInvalid: boolean;
+  /** The batch line this request is (the batch workflow's admissions); absent for others. */
+  batch?: { batchId: string; customId: string };
   /**
    * Images the transport received itself (the console's uploads, staged to files): its own issues
    * about them (each field named there is not reported again), the body the fingerprint is taken

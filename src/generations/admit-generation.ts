@@ -78,6 +78,7 @@ export async function admitGeneration(
       ...(webhook && { webhook: { ...webhook, retryDelaysMs: deps.webhooks?.retryDelaysMs ?? [] } }),
       routes: envelope.routes,
       credits: checked.credits,
+      ...(request.batch ? { batch: request.batch } : {}),
     },
     { refuseNew },
   );

@@ -10,7 +10,8 @@ export function fingerprint(body: unknown): string {
   return createHash('sha256').update(canonicalJson(body)).digest('hex');
 }
 
-function canonicalJson(value: unknown): string {
+/** The JSON the fingerprint is taken of: object keys sorted, nothing else changed. */
+export function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
   if (value && typeof value === 'object') {
     const entries = Object.keys(value)

@@ -40,6 +40,8 @@ interface CheckedRequest {
   routes?: GenerationStart['routes'];
   /** The price quoted now (what admission debits if it accepts), for an answer given without it. */
   credits?: number;
+  /** The batch line it is, if any (see GenerationStart's `batch`). */
+  batch?: GenerationStart['batch'];
 }
 
 /**
@@ -103,6 +105,7 @@ export async function startGeneration(
     ...(request.routes ? { routes: request.routes } : {}),
     timing: deps.timing,
     ...(request.webhook ? { webhook: request.webhook } : {}),
+    ...(request.batch ? { batch: request.batch } : {}),
   };
   // One update-with-start answers once admission is decided (meetOnly: only a running workflow).
   const asked = await askToAdmit(deps, start, now, meetOnly);

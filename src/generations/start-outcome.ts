@@ -29,6 +29,7 @@ export interface OutcomeRequest {
   accountId: string;
   model: Pick<CatalogEntry, 'id' | 'media_type'>;
   fingerprint: string;
+  batch?: { batchId: string; customId: string };
 }
 
 /**
@@ -82,5 +83,7 @@ export function asAdmitted(
     created_at: createdAt,
     completed_at: null,
     expires_at: null,
+    batch_id: request.batch?.batchId ?? null,
+    custom_id: request.batch?.customId ?? null,
   };
 }

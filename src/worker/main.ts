@@ -23,6 +23,7 @@ import { createWorkerMetrics } from './worker-metrics.js';
 import { startMetricsServer } from '../observability/metrics-server.js';
 import { startTracing } from '../observability/tracing.js';
 import { providersWithCredentials } from '../config.js';
+import { wireBatchAdmission } from './batch-admission.js';
 
 /** `npm run worker`: runs generation workflows and their activities. Configured by environment variables only. */
 // The workflow thread, which the SDK starts later, gets a young generation of 8 MB instead of Node
@@ -65,6 +66,13 @@ const { deps, providers } = activityDeps(
   { temporal: () => Promise.resolve(client) },
   metrics,
 );
+// Batches admit their lines here, through the admission a POST goes through (not on a thumbnail-only worker).
+const batches =
+  config.WORKER_TASK_QUEUES === 'thumbnails' ? null : await wireBatchAdmission(config, pool, logger);
+if (batches) {
+  deps.batchLines = batches.lines;
+  deps.batchTiming = { pollIntervalMs: config.BATCH_POLL_INTERVAL_MS, sliceMs: config.BATCH_SLICE_MS };
+}
 // A thumbnail-only worker (WORKER_TASK_QUEUES=thumbnails) never calls a provider: it does not probe them.
 const stopProbing =
   config.WORKER_TASK_QUEUES === 'thumbnails'
@@ -164,6 +172,7 @@ await running.catch((error: unknown) => {
 health?.close();
 await metricsServer?.close();
 stopProbing();
+await batches?.close();
 await connection.close();
 await clientConnection.close();
 await pool.end();

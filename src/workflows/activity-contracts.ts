@@ -1,3 +1,4 @@
+import type { BatchActivities } from './batch-workflow.js';
 import type { CancelActivities, GenerationActivities } from './generation-activity-contract.js';
 import type { PruningActivities } from './pruning-workflow.js';
 import type { ReconciliationActivities } from './reconciliation-workflow.js';
@@ -17,4 +18,5 @@ export type WorkflowActivities<Result = unknown, Output = unknown> = GenerationA
   WebhookActivities &
   PruningActivities &
   ReconciliationActivities &
-  ThumbnailActivities;
+  ThumbnailActivities &
+  BatchActivities;

@@ -4,3 +4,4 @@ export { reconciliationWorkflow } from './reconciliation-workflow.js';
 export { pruningWorkflow } from './pruning-workflow.js';
 export { thumbnailsWorkflow } from './thumbnails-workflow.js';
 export { webhookDeliveryWorkflow } from './webhook-delivery-workflow.js';
+export { batchWorkflow } from './batch-workflow.js';

@@ -152,6 +152,8 @@ describe('an unkeyed POST whose admission does not answer in time', () => {
         created_at: start.createdAt,
         completed_at: null,
         expires_at: null,
+        batch_id: null,
+        custom_id: null,
       };
       // The role can tell the row is there (a refusal is not written over it), and cannot read it.
       await expect(getGenerationRow(restricted, start.accountId, generationId)).rejects.toThrow(

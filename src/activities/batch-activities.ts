@@ -1,0 +1,128 @@
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { CommonQueryMethods } from 'slonik';
+import { recordBatchEvent } from '../db/batch-events.js';
+import {
+  endPendingLines,
+  lineStanding,
+  pendingLines,
+  queuedGenerationsOf,
+  settleLine,
+  type BatchLineInput,
+} from '../db/batch-lines.js';
+import { batchEventResource } from '../db/batch-view.js';
+import { batchCounts, getBatch, setBatchStatus, type BatchRow } from '../db/batches.js';
+import type { BatchActivities, BatchStanding } from '../workflows/batch-workflow.js';
+import type { ActivityDeps } from './activity-deps.js';
+import type { BatchLineAdmission, BatchTiming } from './batch-line-admission.js';
+
+export type { BatchLineAdmission, BatchTiming } from './batch-line-admission.js';
+
+const defaultTiming: BatchTiming = { pollIntervalMs: 1_000, sliceMs: 30_000 };
+
+export function createBatchActivities(
+  deps: Pick<ActivityDeps, 'db' | 'batchLines' | 'batchTiming'>,
+): BatchActivities {
+  const { db } = deps;
+  const admission = () => {
+    if (!deps.batchLines)
+      throw ApplicationFailure.retryable('this worker was not given batch admission', 'BatchesNotWired');
+    return deps.batchLines;
+  };
+  return {
+    async startBatch(batchId) {
+      await setBatchStatus(db, batchId, 'in_progress');
+    },
+
+    async runBatchSlice({ batchId, linesInFlight, cancelSent }) {
+      const lines = admission();
+      const timing = deps.batchTiming ?? defaultTiming;
+      const context = Context.current();
+      const until = Date.now() + timing.sliceMs;
+      let seen = '';
+      for (;;) {
+        context.heartbeat();
+        const batch = await readBatch(db, batchId);
+        const canceling = batch.status === 'canceling' || batch.status === 'canceled';
+        if (canceling) await endPendingLines(db, batchId, 'canceled');
+        else if (Date.now() >= Date.parse(batch.expires_at)) await endPendingLines(db, batchId, 'expired');
+        let standing = await lineStanding(db, batchId);
+        if (!canceling && standing.pending > 0 && standing.queued < linesInFlight) {
+          const next = await pendingLines(db, batchId, linesInFlight - standing.queued);
+          await Promise.all(next.map((line) => admitLine(db, lines, batch, line)));
+          standing = await lineStanding(db, batchId);
+        }
+        const now = `${standing.pending}/${standing.queued}`;
+        if (now !== seen) await recordProgress(db, batch);
+        seen = now;
+        const result: BatchStanding = { ...standing, canceling };
+        if (standing.pending === 0 && standing.queued === 0) return result;
+        if ((canceling && !cancelSent) || Date.now() + timing.pollIntervalMs >= until) return result;
+        await context.sleep(timing.pollIntervalMs);
+      }
+    },
+
+    async cancelBatchGenerations(batchId) {
+      const lines = admission();
+      const batch = await readBatch(db, batchId);
+      const running = await queuedGenerationsOf(db, batchId);
+      for (const id of running) {
+        context().heartbeat();
+        await lines.cancel(id, batch.account_id);
+      }
+      return running.length;
+    },
+
+    async finishBatch(batchId) {
+      const batch = await readBatch(db, batchId);
+      const counts = await batchCounts(db, batch);
+      const status =
+        batch.status === 'canceling' || batch.status === 'canceled'
+          ? 'canceled'
+          : batch.status === 'expired' || counts.expired > 0
+            ? 'expired'
+            : 'completed';
+      const ended = (await setBatchStatus(db, batchId, status))!;
+      await recordBatchEvent(db, batchId, `batch.${ended.status as typeof status}`, {
+        ...batchEventResource(ended, await batchCounts(db, ended)),
+      });
+      return ended.status;
+    },
+  };
+}
+
+const context = () => Context.current();
+
+async function readBatch(db: CommonQueryMethods, batchId: string): Promise<BatchRow> {
+  const batch = await getBatch(db, null, batchId);
+  if (!batch) throw ApplicationFailure.nonRetryable(`no batch ${batchId}`, 'BatchNotFound');
+  return batch;
+}
+
+/** One line through admission, its outcome written on the line (a `later` leaves it pending). */
+async function admitLine(
+  db: CommonQueryMethods,
+  lines: BatchLineAdmission,
+  batch: BatchRow,
+  line: BatchLineInput,
+): Promise<void> {
+  const admitted = await lines.admit({
+    accountId: batch.account_id,
+    apiKeyId: batch.api_key_id,
+    batchId: batch.id,
+    line,
+  });
+  if (admitted.outcome === 'started')
+    await settleLine(db, batch.id, line.line, { generationId: admitted.generationId });
+  else if (admitted.outcome === 'refused')
+    await settleLine(db, batch.id, line.line, { error: admitted.error });
+}
+
+/** A `batch.progress` event with the batch's counts (at most one a second: see recordBatchEvent). */
+async function recordProgress(db: CommonQueryMethods, batch: BatchRow): Promise<void> {
+  await recordBatchEvent(
+    db,
+    batch.id,
+    'batch.progress',
+    batchEventResource(batch, await batchCounts(db, batch)),
+  );
+}

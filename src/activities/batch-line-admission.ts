@@ -1,0 +1,33 @@
+import type { BatchLineInput } from '../db/batch-lines.js';
+
+/**
+ * How a batch's line is admitted and a running one stopped: through the admission every front door
+ * uses (admitGeneration) and the generation cancel rules. The worker builds it (it sits above
+ * admission on the layout), so these activities stay below it.
+ */
+export interface BatchLineAdmission {
+  /**
+   * Admits one line with the Idempotency-Key `<batch id>:<line>` (a second call meets the first's
+   * generation): `started` with its generation (accepted, or refused at admission and recorded,
+   * such as `insufficient_credits`), `refused` without one, or `later` (admission could not decide
+   * now: a provider down, Temporal slow), which leaves the line pending.
+   */
+  admit(line: {
+    accountId: string;
+    apiKeyId: string;
+    batchId: string;
+    line: BatchLineInput;
+  }): Promise<
+    | { outcome: 'started'; generationId: string }
+    | { outcome: 'refused'; error: { code: string; message: string } }
+    | { outcome: 'later' }
+  >;
+  /** Asks a running line's generation to stop under the generation cancel rules. */
+  cancel(generationId: string, accountId: string): Promise<void>;
+}
+
+/** How often a slice looks in PostgreSQL, and how long it runs before reporting. */
+export interface BatchTiming {
+  pollIntervalMs: number;
+  sliceMs: number;
+}

@@ -1,0 +1,221 @@
+import { createInterface } from 'node:readline';
+import { Readable, Transform } from 'node:stream';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { finishedLinesAfter, type BatchResultRow } from '../../db/batch-lines.js';
+import { toBatch } from '../../db/batch-view.js';
+import { batchCounts, getBatch, listBatches, setBatchStatus, type BatchRow } from '../../db/batches.js';
+import type { DatabasePool } from '../../db/pool.js';
+import { ApiError } from '../../errors.js';
+import {
+  createBatch,
+  NotJsonLine,
+  quoteBatch,
+  type BatchCreationDeps,
+} from '../../generations/batch-creation.js';
+import { getBalance } from '../../db/credits-repository.js';
+import { principalOf } from '../auth-plugin.js';
+import {
+  batchListSchema,
+  batchPathSchema,
+  batchQuoteSchema,
+  batchResultsQuerySchema,
+  batchSchema,
+  createBatchQuerySchema,
+  encodeBatchCursor,
+  listBatchesQuerySchema,
+} from '../batch-schemas.js';
+import { toGeneration } from '../generation-view.js';
+import type { ZodApp, ZodTypeProvider } from '../zod-type-provider.js';
+
+export interface BatchRouteDeps extends Omit<BatchCreationDeps, 'pool'> {
+  pool: DatabasePool;
+  /** Largest JSONL body, read line by line (BATCH_BODY_LIMIT_BYTES). */
+  bodyLimitBytes: number;
+}
+
+export const batchRouteSchemas = {
+  createBatch: { querystring: createBatchQuerySchema, response: { 200: batchSchema, 201: batchSchema } },
+  quoteBatch: { querystring: createBatchQuerySchema, response: { 200: batchQuoteSchema } },
+  getBatch: { params: batchPathSchema, response: { 200: batchSchema } },
+  cancelBatch: { params: batchPathSchema, response: { 200: batchSchema } },
+  listBatches: { querystring: listBatchesQuerySchema, response: { 200: batchListSchema } },
+  batchResults: { params: batchPathSchema, querystring: batchResultsQuerySchema },
+} as const;
+
+const pageSize = 500;
+
+/**
+ * POST /v1/batches (JSON `{"requests": […]}` up to the API's body limit, or JSONL lines,
+ * `application/x-ndjson`, read line by line up to BATCH_BODY_LIMIT_BYTES), GET /v1/batches/{id},
+ * GET /v1/batches, GET /v1/batches/{id}/results (JSONL, streamed page by page), and
+ * POST /v1/batches/{id}/cancel. In a scope of their own: the JSONL parser applies to them only.
+ */
+export function batchRoutes(root: FastifyInstance, deps: BatchRouteDeps): void {
+  void root.register((scope, _options, done) => {
+    // The body is handed over unread: the route reads it as it arrives.
+    scope.addContentTypeParser('application/x-ndjson', (_request, payload, parsed) => parsed(null, payload));
+    routes(scope.withTypeProvider<ZodTypeProvider>(), deps);
+    done();
+  });
+}
+
+function routes(typed: ZodApp, deps: BatchRouteDeps) {
+  const view = async (row: BatchRow) => toBatch(row, await batchCounts(deps.pool, row));
+
+  typed.post(
+    '/v1/batches',
+    { schema: batchRouteSchemas.createBatch, config: { checksOwnBody: true } },
+    async (request, reply) => {
+      const principal = principalOf(request);
+      const { batch, created } = await createBatch(deps, {
+        principal,
+        idempotencyKey: request.headers['idempotency-key'],
+        ...batchBody(request, deps.bodyLimitBytes),
+      });
+      reply.header('x-request-id', batch.id);
+      return reply.status(created ? 201 : 200).send(await view(batch));
+    },
+  );
+
+  typed.post(
+    '/v1/batches/quote',
+    { schema: batchRouteSchemas.quoteBatch, config: { checksOwnBody: true } },
+    async (request) => {
+      const quote = await quoteBatch(deps, batchBody(request, deps.bodyLimitBytes));
+      const balance = await getBalance(deps.pool, principalOf(request).accountId);
+      return {
+        ...quote,
+        balance: {
+          subscription: balance.subscription_credits,
+          one_time: balance.one_time_credits,
+          total: balance.credits,
+        },
+        affordable: balance.credits >= quote.credits,
+      };
+    },
+  );
+
+  typed.get('/v1/batches/:id', { schema: batchRouteSchemas.getBatch }, async (request) => {
+    return view(await ownBatch(request.params.id, principalOf(request).accountId));
+  });
+
+  typed.get('/v1/batches', { schema: batchRouteSchemas.listBatches }, async (request) => {
+    const limit = request.query.limit ?? 20;
+    const rows = await listBatches(deps.pool, {
+      accountId: principalOf(request).accountId,
+      limit: limit + 1,
+      after: request.query.cursor ?? null,
+    });
+    const page = rows.slice(0, limit);
+    return {
+      data: await Promise.all(page.map(view)),
+      next_cursor: rows.length > limit && page.length > 0 ? encodeBatchCursor(page.at(-1)!) : null,
+    };
+  });
+
+  typed.post('/v1/batches/:id/cancel', { schema: batchRouteSchemas.cancelBatch }, async (request) => {
+    const batch = await ownBatch(request.params.id, principalOf(request).accountId);
+    // The workflow sees it at its next look: lines not started end canceled, running ones are asked to stop.
+    return view((await setBatchStatus(deps.pool, batch.id, 'canceling')) ?? batch);
+  });
+
+  typed.get('/v1/batches/:id/results', { schema: batchRouteSchemas.batchResults }, async (request, reply) => {
+    const batch = await ownBatch(request.params.id, principalOf(request).accountId);
+    reply.header('content-type', 'application/x-ndjson; charset=utf-8');
+    return reply.send(Readable.from(resultLines(deps.pool, batch.id, request.query.after ?? -1)));
+  });
+
+  async function ownBatch(id: string, accountId: string): Promise<BatchRow> {
+    const row = id ? await getBatch(deps.pool, accountId, id) : null;
+    if (!row) throw new ApiError('not_found', 'No batch with this id in this account.');
+    return row;
+  }
+}
+
+/** The lines and envelope of a create or quote: the JSON form's body, or the JSONL body as it arrives and the query. */
+function batchBody(request: FastifyRequest, bodyLimitBytes: number) {
+  if (request.body instanceof Readable)
+    return {
+      envelope: envelopeFromQuery(request.query),
+      lines: jsonLines(request.body, bodyLimitBytes),
+      lineField: (index: number) => `line ${index}`,
+    };
+  const body = request.body as Record<string, unknown> | null;
+  if (typeof body !== 'object' || body === null || !Array.isArray(body.requests))
+    throw new ApiError('invalid_request', 'The body needs `requests`: an array of request lines.', {
+      issues: [{ field: 'requests', code: 'required', message: 'Expected an array of request lines.' }],
+    });
+  const { requests, ...envelope } = body;
+  return { envelope, lines: requests as unknown[], lineField: (index: number) => `requests[${index}]` };
+}
+
+/** The finished lines after `after`, page by page: never the whole file in memory. */
+async function* resultLines(pool: DatabasePool, batchId: string, after: number): AsyncGenerator<string> {
+  for (let last = after; ;) {
+    const rows = await finishedLinesAfter(pool, batchId, last, pageSize);
+    for (const row of rows) yield `${JSON.stringify(resultLine(row))}\n`;
+    if (rows.length < pageSize) return;
+    last = rows.at(-1)!.line;
+  }
+}
+
+const lineErrors = {
+  canceled: {
+    code: 'batch_canceled',
+    message: 'The batch was canceled before this line started; nothing was charged.',
+  },
+  expired: {
+    code: 'batch_expired',
+    message: 'The completion window passed before this line started; nothing was charged.',
+  },
+} as const;
+
+function resultLine(row: BatchResultRow) {
+  const error = row.state === 'canceled' || row.state === 'expired' ? lineErrors[row.state] : row.error;
+  return {
+    line: row.line,
+    custom_id: row.custom_id,
+    generation: row.generation ? toGeneration(row.generation) : null,
+    error: row.generation ? (row.generation.error ?? null) : error,
+  };
+}
+
+function envelopeFromQuery(query: unknown): Record<string, unknown> {
+  const { completion_window: window, metadata } = query as { completion_window?: string; metadata?: string };
+  let parsed: unknown = undefined;
+  if (metadata !== undefined) {
+    try {
+      parsed = JSON.parse(metadata);
+    } catch {
+      parsed = metadata; // refused by the envelope's check
+    }
+  }
+  return {
+    ...(window !== undefined && { completion_window: window }),
+    ...(parsed !== undefined && { metadata: parsed }),
+  };
+}
+
+/** Each non-blank line of a JSONL body, parsed; a line that is not JSON is handed on as a NotJsonLine (refused by its check). */
+async function* jsonLines(body: Readable, limitBytes: number): AsyncGenerator<unknown> {
+  let bytes = 0;
+  const counted = body.pipe(
+    new Transform({
+      transform(chunk: Buffer, _encoding, next) {
+        bytes += chunk.length;
+        if (bytes > limitBytes)
+          next(new ApiError('payload_too_large', `A JSONL batch body is at most ${limitBytes} bytes.`));
+        else next(null, chunk);
+      },
+    }),
+  );
+  body.once('error', (error) => counted.destroy(error));
+  for await (const line of createInterface({ input: counted, crlfDelay: Infinity })) {
+    if (line.trim() === '') continue;
+    try {
+      yield JSON.parse(line) as unknown;
+    } catch {
+      yield new NotJsonLine(line);
+    }
+  }
+}

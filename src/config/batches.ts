@@ -1,0 +1,32 @@
+import { int, settingGroup } from './setting.js';
+
+/** Batches (POST /v1/batches): what a batch may hold, and how its lines are started. */
+export const batchSettings = settingGroup({
+  title: 'Batches',
+  shape: {
+    BATCH_MAX_LINES: int(50_000, 1),
+    BATCH_BODY_LIMIT_BYTES: int(512 * 1024 * 1024, 1024),
+    BATCH_LINES_IN_FLIGHT: int(10, 1),
+    BATCH_POLL_INTERVAL_MS: int(1_000, 10),
+    BATCH_SLICE_MS: int(30_000, 100),
+  },
+  docs: {
+    BATCH_MAX_LINES: { readBy: ['api'], text: 'Most request lines one batch may hold.' },
+    BATCH_BODY_LIMIT_BYTES: {
+      readBy: ['api'],
+      text: 'Largest JSONL body (`application/x-ndjson`) `POST /v1/batches` takes; it is read line by line, never held whole. The JSON form is held to `BODY_LIMIT_BYTES`.',
+    },
+    BATCH_LINES_IN_FLIGHT: {
+      readBy: ['api'],
+      text: "Lines of one batch queued at once (admitted, not yet ended): the batch starts its next line when one ends. Batch lines do not count against `CONCURRENT_GENERATIONS_PER_ACCOUNT`. Read when the batch's workflow starts.",
+    },
+    BATCH_POLL_INTERVAL_MS: {
+      readBy: ['worker'],
+      text: "How often a batch's workflow looks in PostgreSQL for lines that ended, a cancel or its deadline.",
+    },
+    BATCH_SLICE_MS: {
+      readBy: ['worker'],
+      text: "Longest a batch's activity runs (admitting lines, waiting for their ends, heartbeating) before it reports to its workflow.",
+    },
+  },
+});

@@ -1,0 +1,167 @@
+import { sql, type CommonQueryMethods } from 'slonik';
+import { z } from 'zod';
+import {
+  generationColumns,
+  generationErrorColumn,
+  generationRow,
+  type GenerationRow,
+} from './generation-reads.js';
+
+/**
+ * A batch's lines (migration 0026), in input order: written at creation in chunks, read by the
+ * batch's workflow a few at a time as it admits them, and read back as the results file.
+ */
+
+/** One line as the request gave it: its index, custom_id and the generation's body. */
+export interface BatchLineInput {
+  line: number;
+  customId: string;
+  request: Record<string, unknown>;
+}
+
+/** Writes a chunk of lines in one statement. */
+export async function insertBatchLines(
+  db: CommonQueryMethods,
+  batchId: string,
+  lines: readonly BatchLineInput[],
+): Promise<void> {
+  if (lines.length === 0) return;
+  await db.query(sql.unsafe`
+    INSERT INTO batch_lines (batch_id, line, custom_id, request)
+    SELECT ${batchId}, t.line, t.custom_id, t.request::jsonb
+    FROM unnest(${sql.array(
+      lines.map((l) => l.line),
+      'int4',
+    )}, ${sql.array(
+      lines.map((l) => l.customId),
+      'text',
+    )}, ${sql.array(
+      lines.map((l) => JSON.stringify(l.request)),
+      'text',
+    )}) AS t(line, custom_id, request)`);
+}
+
+const pendingRow = z.object({
+  line: z.number(),
+  custom_id: z.string(),
+  request: z.record(z.string(), z.unknown()),
+});
+
+/** The next `limit` lines not admitted yet, in input order. */
+export async function pendingLines(
+  db: CommonQueryMethods,
+  batchId: string,
+  limit: number,
+): Promise<BatchLineInput[]> {
+  if (limit <= 0) return [];
+  const rows = await db.any(sql.type(pendingRow)`
+    SELECT line, custom_id, request FROM batch_lines
+    WHERE batch_id = ${batchId} AND state = 'pending' ORDER BY line LIMIT ${limit}`);
+  return rows.map((r) => ({ line: r.line, customId: r.custom_id, request: r.request }));
+}
+
+/** A line's admission decided: its generation (accepted or refused at admission), or a refusal without one. */
+export async function settleLine(
+  db: CommonQueryMethods,
+  batchId: string,
+  line: number,
+  outcome: { generationId: string } | { error: { code: string; message: string } },
+): Promise<void> {
+  if ('generationId' in outcome)
+    await db.query(sql.unsafe`
+      UPDATE batch_lines SET state = 'started', generation_id = ${outcome.generationId}
+      WHERE batch_id = ${batchId} AND line = ${line} AND state = 'pending'`);
+  else
+    await db.query(sql.unsafe`
+      UPDATE batch_lines SET state = 'refused', error = ${sql.jsonb(outcome.error)},
+                             ended_at = date_trunc('milliseconds', now())
+      WHERE batch_id = ${batchId} AND line = ${line} AND state = 'pending'`);
+}
+
+const endedRow = z.object({ ended: z.coerce.number() });
+
+/** Every line not admitted yet ends `state` (a cancel, the completion window): never charged. */
+export async function endPendingLines(
+  db: CommonQueryMethods,
+  batchId: string,
+  state: 'canceled' | 'expired',
+): Promise<number> {
+  return db.oneFirst(sql.type(endedRow)`
+    WITH ended AS (
+      UPDATE batch_lines SET state = ${state}, ended_at = date_trunc('milliseconds', now())
+      WHERE batch_id = ${batchId} AND state = 'pending' RETURNING 1)
+    SELECT count(*) AS ended FROM ended`);
+}
+
+const standingRow = z.object({ pending: z.coerce.number(), queued: z.coerce.number() });
+
+/** Lines not admitted yet, and the batch's generations still queued (in flight). */
+export async function lineStanding(
+  db: CommonQueryMethods,
+  batchId: string,
+): Promise<{ pending: number; queued: number }> {
+  return db.one(sql.type(standingRow)`
+    SELECT (SELECT count(*) FROM batch_lines WHERE batch_id = ${batchId} AND state = 'pending') AS pending,
+           (SELECT count(*) FROM generations WHERE batch_id = ${batchId} AND status = 'queued') AS queued`);
+}
+
+const queuedRow = z.object({ id: z.string() });
+
+/** The batch's generations still queued (a cancel asks each to stop). */
+export async function queuedGenerationsOf(db: CommonQueryMethods, batchId: string): Promise<string[]> {
+  const rows = await db.any(sql.type(queuedRow)`
+    SELECT id FROM generations WHERE batch_id = ${batchId} AND status = 'queued' ORDER BY id`);
+  return rows.map((r) => r.id);
+}
+
+/** One line of the results file: its index and custom_id, and its generation or why it has none. */
+export interface BatchResultRow {
+  line: number;
+  custom_id: string;
+  state: 'pending' | 'started' | 'refused' | 'canceled' | 'expired';
+  error: { code: string; message: string } | null;
+  generation: GenerationRow | null;
+}
+
+const resultRow = z.object({
+  line: z.number(),
+  custom_id: z.string(),
+  state: z.enum(['pending', 'started', 'refused', 'canceled', 'expired']),
+  line_error: generationErrorColumn.nullable(),
+  generation: generationRow.nullable(),
+});
+
+/**
+ * The batch's finished lines after `afterLine`, in input order, at most `limit`: lines whose
+ * generation has ended, and lines that ended without one (refused, canceled, expired).
+ */
+export async function finishedLinesAfter(
+  db: CommonQueryMethods,
+  batchId: string,
+  afterLine: number,
+  limit: number,
+): Promise<BatchResultRow[]> {
+  const rows = await db.any(sql.type(resultRow)`
+    SELECT l.line, l.custom_id, l.state, l.error AS line_error,
+           CASE WHEN g.id IS NULL THEN NULL ELSE to_jsonb(g) END AS generation
+    FROM batch_lines l
+    LEFT JOIN LATERAL (SELECT ${generationColumns} FROM generations WHERE id = l.generation_id) g ON true
+    WHERE l.batch_id = ${batchId} AND l.line > ${afterLine} AND l.state <> 'pending'
+      AND (g.id IS NULL OR g.status <> 'queued')
+    ORDER BY l.line LIMIT ${limit}`);
+  return rows.map((r) => ({
+    line: r.line,
+    custom_id: r.custom_id,
+    state: r.state,
+    error: r.line_error,
+    generation: r.generation && {
+      ...r.generation,
+      // to_jsonb() holds PostgreSQL's own timestamp text: shown the way columns are.
+      created_at: iso(r.generation.created_at)!,
+      completed_at: iso(r.generation.completed_at),
+      expires_at: iso(r.generation.expires_at),
+    },
+  }));
+}
+
+const iso = (value: string | null) => (value === null ? null : new Date(value).toISOString());

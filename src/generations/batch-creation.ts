@@ -1,0 +1,267 @@
+import { createHash } from 'node:crypto';
+import type { Client } from '@temporalio/client';
+import type { DatabasePool } from '../db/pool.js';
+import { recordBatchEvent } from '../db/batch-events.js';
+import { insertBatchLines, type BatchLineInput } from '../db/batch-lines.js';
+import { batchEventResource } from '../db/batch-view.js';
+import {
+  batchCounts,
+  batchOfKey,
+  deleteBatch,
+  finishInsert,
+  getBatch,
+  insertBatch,
+  type BatchRow,
+} from '../db/batches.js';
+import { getBalance } from '../db/credits-repository.js';
+import { ApiError, ValidationError, type ValidationIssue } from '../errors.js';
+import { newId } from '../ids.js';
+import { MAX_ISSUES } from '../storable-text.js';
+import type { BatchStart } from '../workflows/batch-workflow.js';
+import { checkEnvelope, customIdIssue, type BatchEnvelope } from './batch-envelope.js';
+import { canonicalJson } from './fingerprint.js';
+import { checkIdempotencyKey, checkRequest, type RequestCheckDeps } from './generation-request.js';
+
+/** What creating a batch reads and acts through (the API's admission deps and pool). */
+export interface BatchCreationDeps extends RequestCheckDeps {
+  pool: DatabasePool;
+  temporal: Client;
+  taskQueue: string;
+  maxLines: number;
+  linesInFlight: number;
+}
+
+/** A request for a batch as the route received it: the envelope's fields, and its lines as they arrive. */
+export interface BatchRequest {
+  principal: { accountId: string; keyId: string };
+  idempotencyKey: string | string[] | undefined;
+  envelope: Record<string, unknown>;
+  /** Each line as parsed (one JSON value each), in input order; read once, never held whole. */
+  lines: AsyncIterable<unknown> | Iterable<unknown>;
+  /** Where a line's fields are named in issues: `requests[3]` for the JSON form, `line 4` for JSONL. */
+  lineField: (index: number) => string;
+}
+
+const chunkSize = 500;
+
+/** A JSONL line that is not JSON, as the route hands it on: refused as such, named by its index. */
+export class NotJsonLine {
+  constructor(readonly text: string) {}
+}
+
+/** The batch's workflow: from the key and Idempotency-Key when there is one (a retry meets it), else its own. */
+export function batchWorkflowId(keyId: string, key: string | null, batchId: string): string {
+  if (key === null) return `batch-${batchId}`;
+  return `batch-${createHash('sha256').update(`${keyId}\u0000${key}`).digest('hex').slice(0, 40)}`;
+}
+
+/**
+ * Creates a batch: every line checked as admission checks a POST's body (checkRequest) while it is
+ * written to PostgreSQL in chunks, in one transaction that a bad line, a duplicate custom_id, a
+ * quoted total above the balance or too many lines rolls back whole; then its workflow is started.
+ * The same Idempotency-Key with the same lines answers the batch it made (`created` false); with
+ * others, 409. Nothing is charged: each line is, when its workflow admits it.
+ */
+export async function createBatch(
+  deps: BatchCreationDeps,
+  request: BatchRequest,
+): Promise<{ batch: BatchRow; created: boolean }> {
+  const keyCheck = checkIdempotencyKey(request.idempotencyKey);
+  const envelope = checkEnvelope(request.envelope);
+  const early = [...(keyCheck.ok ? [] : [keyCheck.issue]), ...(envelope.ok ? [] : envelope.issues)];
+  if (early.length > 0 || !keyCheck.ok || !envelope.ok) throw new ValidationError(early);
+  const key = keyCheck.key;
+  const { accountId, keyId } = request.principal;
+  const id = newId('batch');
+  const workflowId = batchWorkflowId(keyId, key, id);
+  const hash = createHash('sha256');
+  let existing = false;
+  await deps.pool.transaction(async (tx) => {
+    existing = !(await insertBatch(tx, {
+      id,
+      accountId,
+      apiKeyId: keyId,
+      workflowId,
+      idempotencyKey: key,
+      completionWindow: envelope.envelope.completionWindow,
+      expiresAt: new Date(Date.now() + envelope.envelope.windowMs),
+      webhook: null,
+      metadata: envelope.envelope.metadata,
+    }));
+    const read = await readLines(
+      deps,
+      request,
+      hash,
+      existing ? null : (chunk) => insertBatchLines(tx, id, chunk),
+    );
+    hash.update(canonicalJson(envelopeOf(envelope.envelope)));
+    if (existing) return;
+    if (read.issues.length > 0) throw new ValidationError(read.issues.slice(0, MAX_ISSUES));
+    const balance = await getBalance(tx, accountId);
+    if (read.credits > balance.credits)
+      throw new ApiError(
+        'insufficient_credits',
+        `The batch is quoted at ${read.credits} credits; the balance is ${balance.credits}.`,
+      );
+    await finishInsert(tx, id, {
+      fingerprint: hash.digest('hex'),
+      lineCount: read.count,
+      quotedCredits: read.credits,
+    });
+    const batch = (await getBatch(tx, accountId, id))!;
+    await recordBatchEvent(tx, id, 'batch.created', batchEventResource(batch, await batchCounts(tx, batch)));
+  });
+  if (existing) return answerExisting(deps, keyId, key!, hash.digest('hex'));
+  const batch = (await getBatch(deps.pool, accountId, id))!;
+  await startBatchWorkflow(deps, batch, key !== null);
+  return { batch, created: true };
+}
+
+/**
+ * A batch's quote: its lines checked exactly as a create checks them (the same 400), and their
+ * total at each line's price now. Nothing is written, started or charged.
+ */
+export async function quoteBatch(
+  deps: Omit<BatchCreationDeps, 'pool' | 'temporal' | 'taskQueue' | 'linesInFlight'>,
+  request: Omit<BatchRequest, 'principal' | 'idempotencyKey'>,
+): Promise<{ lines: number; credits: number }> {
+  const envelope = checkEnvelope(request.envelope);
+  if (!envelope.ok) throw new ValidationError(envelope.issues);
+  const read = await readLines(deps, request, createHash('sha256'), () => Promise.resolve());
+  if (read.issues.length > 0) throw new ValidationError(read.issues.slice(0, MAX_ISSUES));
+  return { lines: read.count, credits: read.credits };
+}
+
+/** The batch the key made, for a retry with the same lines; 409 for other lines. */
+async function answerExisting(
+  deps: BatchCreationDeps,
+  keyId: string,
+  key: string,
+  fingerprint: string,
+): Promise<{ batch: BatchRow; created: boolean }> {
+  const batch = await batchOfKey(deps.pool, keyId, key);
+  if (!batch) throw new ApiError('service_unavailable', 'The batch was not decided; send it again.');
+  if (batch.fingerprint !== fingerprint)
+    throw new ApiError(
+      'idempotency_conflict',
+      'This Idempotency-Key was used with a different batch. Use a new key for a new batch.',
+    );
+  // A first request whose workflow did not start (Temporal away) is started by its retry.
+  if (batch.status === 'validating') await startBatchWorkflow(deps, batch, true);
+  return { batch, created: false };
+}
+
+async function startBatchWorkflow(deps: BatchCreationDeps, batch: BatchRow, keyed: boolean): Promise<void> {
+  const start: BatchStart = { batchId: batch.id, linesInFlight: deps.linesInFlight };
+  try {
+    await deps.temporal.workflow.start('batchWorkflow', {
+      workflowId: batch.workflow_id,
+      taskQueue: deps.taskQueue,
+      args: [start],
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      staticSummary: `batch of ${batch.line_count} for ${batch.account_id}`,
+    });
+  } catch (error) {
+    // Without a key no retry can find it: it is taken back whole (nothing was charged).
+    if (!keyed) await deleteBatch(deps.pool, batch.id).catch(() => undefined);
+    throw new ApiError(
+      'service_unavailable',
+      'The batch could not be started; send it again with the same Idempotency-Key.',
+      {
+        cause: error,
+      },
+    );
+  }
+}
+
+interface LinesRead {
+  count: number;
+  credits: number;
+  issues: ValidationIssue[];
+}
+
+/** Reads, hashes and checks every line; writes the good ones in chunks while none has failed. */
+async function readLines(
+  deps: RequestCheckDeps & { maxLines: number },
+  request: Pick<BatchRequest, 'lines' | 'lineField'>,
+  hash: ReturnType<typeof createHash>,
+  write: ((chunk: BatchLineInput[]) => Promise<void>) | null,
+): Promise<LinesRead> {
+  const read: LinesRead = { count: 0, credits: 0, issues: [] };
+  const seen = new Set<string>();
+  let chunk: BatchLineInput[] = [];
+  for await (const value of request.lines) {
+    const index = read.count++;
+    hash.update(value instanceof NotJsonLine ? value.text : canonicalJson(value));
+    hash.update('\n');
+    if (write === null) continue;
+    const name = request.lineField(index);
+    if (value instanceof NotJsonLine) {
+      if (read.issues.length < MAX_ISSUES)
+        read.issues.push({ field: name, code: 'invalid_json', message: `Line ${index} is not JSON.` });
+      continue;
+    }
+    if (index === deps.maxLines)
+      read.issues.push({
+        field: name,
+        code: 'too_big',
+        message: `A batch holds at most ${deps.maxLines} lines.`,
+      });
+    if (index >= deps.maxLines) continue;
+    const checked = await checkLine(deps, value, seen);
+    if (!checked.ok) {
+      const label = checked.customId === null ? '' : ` (custom_id ${JSON.stringify(checked.customId)})`;
+      for (const issue of checked.issues)
+        if (read.issues.length < MAX_ISSUES)
+          read.issues.push({
+            ...issue,
+            field: issue.field ? `${name}.${issue.field}` : name,
+            message: `Line ${index}${label}: ${issue.message}`,
+          });
+      continue;
+    }
+    read.credits += checked.credits;
+    if (read.issues.length > 0) continue;
+    chunk.push({ line: index, customId: checked.customId, request: checked.body });
+    if (chunk.length >= chunkSize) {
+      await write(chunk);
+      chunk = [];
+    }
+  }
+  if (read.count === 0)
+    read.issues.push({ field: 'requests', code: 'too_small', message: 'A batch needs at least one line.' });
+  if (read.issues.length === 0 && write) await write(chunk);
+  return read;
+}
+
+type LineCheck =
+  | { ok: true; customId: string; body: Record<string, unknown>; credits: number }
+  | { ok: false; customId: string | null; issues: ValidationIssue[] };
+
+async function checkLine(deps: RequestCheckDeps, value: unknown, seen: Set<string>): Promise<LineCheck> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    return {
+      ok: false,
+      customId: null,
+      issues: [{ field: '', code: 'invalid_type', message: 'Expected an object.' }],
+    };
+  const { custom_id: customId, ...body } = value as Record<string, unknown>;
+  const idIssue = customIdIssue(customId);
+  const named = typeof customId === 'string' ? customId : null;
+  const issues = idIssue ? [idIssue] : [];
+  if (!idIssue && seen.has(customId as string))
+    issues.push({
+      field: 'custom_id',
+      code: 'duplicate',
+      message: 'Another line of this batch has this custom_id.',
+    });
+  else if (!idIssue) seen.add(customId as string);
+  const checked = await checkRequest(deps, body);
+  if (!checked.ok) issues.push(...checked.issues);
+  if (issues.length > 0 || !checked.ok) return { ok: false, customId: named, issues };
+  return { ok: true, customId: customId as string, body, credits: checked.credits };
+}
+
+function envelopeOf(envelope: BatchEnvelope) {
+  return { completion_window: envelope.completionWindow, metadata: envelope.metadata };
+}

@@ -1,0 +1,75 @@
+import type { ValidationIssue } from '../errors.js';
+
+/*
+ * What a batch is asked for beside its lines: its completion window and metadata, and the check of
+ * each line's own field, `custom_id`.
+ */
+
+/** A completion window: a whole number of seconds, minutes, hours or days, from 1 s to 7 days. */
+const windowPattern = /^([1-9][0-9]{0,6})(s|m|h|d)$/;
+const unitMs = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+const longestWindowMs = 7 * unitMs.d;
+
+/** The window's length in ms, or null when it is not one this API takes. */
+export function completionWindowMs(value: string): number | null {
+  const match = windowPattern.exec(value);
+  if (!match) return null;
+  const ms = Number(match[1]) * unitMs[match[2] as keyof typeof unitMs];
+  return ms <= longestWindowMs ? ms : null;
+}
+
+export interface BatchEnvelope {
+  completionWindow: string;
+  windowMs: number;
+  metadata: Record<string, string> | null;
+}
+
+/** `completion_window` (default 24h) and `metadata` (up to 16 string values), each issue named. */
+export function checkEnvelope(
+  body: Record<string, unknown>,
+): { ok: true; envelope: BatchEnvelope } | { ok: false; issues: ValidationIssue[] } {
+  const issues: ValidationIssue[] = [];
+  const window = body.completion_window ?? '24h';
+  const windowMs = typeof window === 'string' ? completionWindowMs(window) : null;
+  if (windowMs === null)
+    issues.push({
+      field: 'completion_window',
+      code: 'invalid_value',
+      message: 'Expected a duration such as 24h, 90m or 3600s, at most 7d.',
+    });
+  const { metadata } = body;
+  const metadataOk =
+    metadata === undefined ||
+    metadata === null ||
+    (typeof metadata === 'object' &&
+      !Array.isArray(metadata) &&
+      Object.keys(metadata).length <= 16 &&
+      Object.entries(metadata).every(([k, v]) => k.length <= 64 && typeof v === 'string' && v.length <= 512));
+  if (!metadataOk)
+    issues.push({
+      field: 'metadata',
+      code: 'invalid_type',
+      message: 'Expected an object of at most 16 string values (keys up to 64, values up to 512 characters).',
+    });
+  if (issues.length > 0) return { ok: false, issues };
+  return {
+    ok: true,
+    envelope: {
+      completionWindow: window as string,
+      windowMs: windowMs!,
+      metadata: (metadata as Record<string, string> | undefined) ?? null,
+    },
+  };
+}
+
+/** `custom_id`: 1 to 64 printable ASCII characters. */
+const customIdPattern = /^[\x20-\x7e]{1,64}$/;
+
+export function customIdIssue(value: unknown): ValidationIssue | null {
+  if (typeof value === 'string' && customIdPattern.test(value)) return null;
+  return {
+    field: 'custom_id',
+    code: value === undefined ? 'required' : 'invalid_value',
+    message: 'Each line needs a custom_id: 1 to 64 printable ASCII characters, unique in the batch.',
+  };
+}

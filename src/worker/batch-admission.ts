@@ -1,0 +1,82 @@
+import type { Logger } from 'pino';
+import type { BatchLineAdmission } from '../activities/batch-line-admission.js';
+import type { Config } from '../config.js';
+import { NotificationListener } from '../db/notifications.js';
+import type { DatabasePool } from '../db/pool.js';
+import { ApiError, ValidationError } from '../errors.js';
+import { admitGeneration, GenerationRefused, type AdmissionDeps } from '../generations/admit-generation.js';
+import { wireAdmission } from '../generations/admission-wiring.js';
+import { cancelGeneration } from '../generations/cancel-generation.js';
+
+/** The Idempotency-Key a batch's line is admitted with: a retried admission meets its generation. */
+export const batchLineKey = (batchId: string, line: number) => `${batchId}:${line}`;
+
+/**
+ * A batch's lines through admission (admitGeneration, as a POST's), and a running line stopped
+ * under the generation cancel rules (cancelGeneration). An invalid line (the catalog changed since
+ * the batch was checked) is refused without being recorded as a generation.
+ */
+export function batchLineAdmission(deps: AdmissionDeps, log: Pick<Logger, 'warn'>): BatchLineAdmission {
+  return {
+    async admit({ accountId, apiKeyId, batchId, line }) {
+      try {
+        const admitted = await admitGeneration(
+          deps,
+          {
+            principal: { accountId, keyId: apiKeyId },
+            idempotencyKey: batchLineKey(batchId, line.line),
+            body: line.request,
+            recordInvalid: false,
+            batch: { batchId, customId: line.customId },
+          },
+          log,
+        );
+        return { outcome: 'started', generationId: admitted.generationId };
+      } catch (error) {
+        // Refused at admission (credits, say): its generation is recorded, rejected, never charged.
+        if (error instanceof GenerationRefused && error.outcome === 'rejected')
+          return { outcome: 'started', generationId: error.generationId };
+        if (error instanceof ValidationError) {
+          const issues = (error.extra.issues ?? []).map((i) => `${i.field || 'body'}: ${i.message}`);
+          return { outcome: 'refused', error: { code: 'invalid_request', message: issues.join(' ') } };
+        }
+        if (error instanceof ApiError && error.code !== 'service_unavailable')
+          return { outcome: 'refused', error: { code: error.code, message: error.message } };
+        if (error instanceof ApiError) return { outcome: 'later' };
+        throw error;
+      }
+    },
+    async cancel(generationId, accountId) {
+      await cancelGeneration(
+        { db: deps.db, temporal: deps.temporal, timeoutMs: deps.admissionTimeoutMs },
+        generationId,
+        accountId,
+      );
+    },
+  };
+}
+
+/**
+ * Admission wired in the worker for its batch activities: the worker's own change feed (catalog,
+ * provider states), Temporal client and storage, as the API's.
+ */
+export async function wireBatchAdmission(
+  config: Config,
+  pool: DatabasePool,
+  logger: Logger,
+): Promise<{ lines: BatchLineAdmission; close(): Promise<void> }> {
+  const listener = new NotificationListener(
+    config.DATABASE_URL,
+    logger.child({ component: 'notifications' }),
+  );
+  const admission = wireAdmission(config, { pool, listener, logger });
+  await listener.start();
+  await admission.start();
+  return {
+    lines: batchLineAdmission(admission.deps, logger.child({ component: 'batches' })),
+    async close() {
+      await admission.close();
+      await listener.close();
+    },
+  };
+}

@@ -1,0 +1,85 @@
+import { continueAsNew, proxyActivities, setCurrentDetails, workflowInfo } from '@temporalio/workflow';
+
+/*
+ * One batch's workflow (issue 38): it keeps no lines in its history. Its activity reads the next
+ * lines from PostgreSQL and admits each through the same admission as a POST (an Idempotency-Key
+ * made of the batch's id and the line's index, so a retried or killed attempt never starts a line
+ * twice), keeps at most `linesInFlight` of them queued, and waits there, heartbeating, for lines to
+ * end, a cancel or the deadline. The workflow only loops over those slices, asks the running
+ * lines to stop on a cancel, and continues as new long before its history grows large.
+ */
+
+/** What a batch's workflow is started with (and continues as new with). */
+export interface BatchStart {
+  batchId: string;
+  /** Lines of this batch queued at once (BATCH_LINES_IN_FLIGHT when it was created). */
+  linesInFlight: number;
+  /** Whether the running lines were already asked to stop (a cancel seen by an earlier run). */
+  cancelSent?: boolean;
+}
+
+/** Where a batch stands after a slice. */
+export interface BatchStanding {
+  /** Lines not admitted yet. */
+  pending: number;
+  /** Lines admitted and not ended (their generations are queued). */
+  queued: number;
+  /** A cancel was asked (the batch is `canceling`). */
+  canceling: boolean;
+}
+
+/** The batch's activities; src/activities/batch-activities.ts implements them. */
+export interface BatchActivities {
+  /** The batch is `in_progress` (unless a cancel came first): its created event, its start time. */
+  startBatch(batchId: string): Promise<void>;
+  /**
+   * Ends the lines not admitted when a cancel or the deadline came, admits pending lines while
+   * fewer than `linesInFlight` are queued, and waits for lines to end (heartbeating), for at most
+   * the slice time; then reports.
+   */
+  runBatchSlice(input: {
+    batchId: string;
+    linesInFlight: number;
+    cancelSent: boolean;
+  }): Promise<BatchStanding>;
+  /** Asks each running line's generation to stop, under the generation cancel rules. */
+  cancelBatchGenerations(batchId: string): Promise<number>;
+  /** Sets the batch's end status (canceled, expired or completed) and records its end event. */
+  finishBatch(batchId: string): Promise<string>;
+}
+
+const { startBatch, cancelBatchGenerations, finishBatch } = proxyActivities<BatchActivities>({
+  startToCloseTimeout: '2 minutes',
+  retry: { initialInterval: '1 second', maximumInterval: '1 minute' },
+});
+
+// A slice admits lines (each up to the admission timeout) and waits up to BATCH_SLICE_MS.
+const { runBatchSlice } = proxyActivities<BatchActivities>({
+  startToCloseTimeout: '10 minutes',
+  heartbeatTimeout: '1 minute',
+  retry: { initialInterval: '1 second', maximumInterval: '1 minute' },
+});
+
+/** Each slice adds a handful of events: a run continues as new well before its history is large. */
+const historyEventsPerRun = 2_000;
+
+export async function batchWorkflow(start: BatchStart): Promise<string> {
+  const { batchId } = start;
+  let cancelSent = start.cancelSent ?? false;
+  if (!start.cancelSent && workflowInfo().continuedFromExecutionRunId === undefined)
+    await startBatch(batchId);
+  for (;;) {
+    const standing = await runBatchSlice({ batchId, linesInFlight: start.linesInFlight, cancelSent });
+    setCurrentDetails(
+      `pending ${standing.pending}, queued ${standing.queued}${standing.canceling ? ', canceling' : ''}`,
+    );
+    if (standing.canceling && !cancelSent) {
+      await cancelBatchGenerations(batchId);
+      cancelSent = true;
+    }
+    if (standing.pending === 0 && standing.queued === 0) break;
+    if (workflowInfo().historyLength > historyEventsPerRun || workflowInfo().continueAsNewSuggested)
+      await continueAsNew<typeof batchWorkflow>({ ...start, cancelSent });
+  }
+  return finishBatch(batchId);
+}

@@ -1,0 +1,83 @@
+import { describe, expect, it } from 'vitest';
+import { bearer, createPaidAccount } from '../support/api.js';
+import {
+  balanceOf,
+  batchCharges,
+  batchLines as lines,
+  postBatch,
+  useBatchStack,
+  waitForBatch,
+} from '../support/batches.js';
+
+describe('batch endings: cancel, the completion window, an empty balance', () => {
+  const stack = useBatchStack({
+    worker: { simDelayMs: 10 },
+    apiEnv: { BATCH_LINES_IN_FLIGHT: '20' },
+    account: { oneTime: 100_000 },
+  });
+
+  it('cancel mid-way: lines not started end canceled, never charged', async () => {
+    const { api, db } = stack;
+    const account = await createPaidAccount(db.pool, { oneTime: 10_000 });
+    const created = await postBatch(api, account.key, {
+      requests: lines(60, (i) => `slow ${i} [sim:slow=2]`),
+    });
+    const batch = created.json();
+    await waitForBatch(api, account.key, batch.id, (b) => b.request_counts.queued > 0, 60_000);
+    const canceled = await api.app.inject({
+      method: 'POST',
+      url: `/v1/batches/${batch.id}/cancel`,
+      headers: bearer(account.key),
+    });
+    expect(canceled.json().status).toBe('canceling');
+    const done = await waitForBatch(api, account.key, batch.id);
+    expect(done.status).toBe('canceled');
+    expect(done.request_counts.canceled).toBeGreaterThan(0);
+    const charges = await batchCharges(db.pool, batch.id);
+    expect(charges.generations).toBe(60 - done.request_counts.canceled);
+    expect(charges.debits).toBe(charges.generations);
+    expect(charges.most_per_line).toBe(1);
+    expect(10_000 - (await balanceOf(db.pool, account.accountId))).toBe(-charges.net);
+    expect(done.credits_spent).toBe(-charges.net);
+  }, 120_000);
+
+  it('the completion window expires lines not started, never charged', async () => {
+    const { api, db } = stack;
+    const account = await createPaidAccount(db.pool, { oneTime: 10_000 });
+    const created = await postBatch(api, account.key, {
+      requests: lines(60, (i) => `slow ${i} [sim:slow=2]`),
+      completion_window: '1s',
+    });
+    const batch = created.json();
+    const done = await waitForBatch(api, account.key, batch.id);
+    expect(done.status).toBe('expired');
+    expect(done.request_counts.expired).toBeGreaterThan(0);
+    const charges = await batchCharges(db.pool, batch.id);
+    expect(charges.generations + done.request_counts.expired).toBe(60);
+    expect(charges.debits).toBe(charges.generations);
+    expect(10_000 - (await balanceOf(db.pool, account.accountId))).toBe(-charges.net);
+  }, 120_000);
+
+  it('credits for half the lines: the other half end rejected (insufficient_credits), nothing else charged', async () => {
+    const { api, db } = stack;
+    const quote = (await postBatch(api, stack.account.key, { requests: lines(1) })).json();
+    const price = quote.credits_quoted as number;
+    await waitForBatch(api, stack.account.key, quote.id);
+    // Two batches of 20, each quoted within the balance: together they need twice what there is.
+    const account = await createPaidAccount(db.pool, { oneTime: 20 * price });
+    const first = (await postBatch(api, account.key, { requests: lines(20) })).json();
+    const second = (await postBatch(api, account.key, { requests: lines(20) })).json();
+    const ends = [
+      await waitForBatch(api, account.key, first.id),
+      await waitForBatch(api, account.key, second.id),
+    ];
+    const sum = (key: string) => ends.reduce((n, b) => n + (b.request_counts[key] as number), 0);
+    expect(ends.map((b) => b.status)).toEqual(['completed', 'completed']);
+    expect(sum('succeeded')).toBe(20);
+    expect(sum('rejected')).toBe(20);
+    const charges = [await batchCharges(db.pool, first.id), await batchCharges(db.pool, second.id)];
+    expect(charges.reduce((n, c) => n + c.debits, 0)).toBe(20);
+    expect(charges.reduce((n, c) => n + c.generations, 0)).toBe(40);
+    expect(await balanceOf(db.pool, account.accountId)).toBe(0);
+  }, 120_000);
+});
