@@ -34,6 +34,12 @@ export interface GenerationStart {
    * accept the job (`RouteNotAccepted`).
    */
   routes?: PlannedRoute[];
+  /**
+   * The batch line this generation is (POST /v1/batches), absent for a generation created on its
+   * own: admission writes both on its row, holds it to the batch's bound rather than the account's
+   * concurrency limit, and its start may carry a task priority of its own.
+   */
+  batch?: BatchLineRef;
   timing: {
     /** Each of the two submission attempts made while the POST waits. */
     submitTimeoutMs: number;
@@ -45,6 +51,12 @@ export interface GenerationStart {
     /** How long each step is retried before the workflow gives up on it (absent from older APIs: the defaults). */
     horizons?: Partial<StepHorizons>;
   };
+}
+
+/** A batch's line: the batch's id and the line's `custom_id`. */
+export interface BatchLineRef {
+  batchId: string;
+  customId: string;
 }
 
 /** One route of a generation's plan: its position in the model's routes, and its provider. */
