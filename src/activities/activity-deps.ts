@@ -17,6 +17,8 @@ export interface ActivityDeps {
   storage: Storage;
   /** Jobs a provider account may have in flight (0 or absent: no cap); more wait in our queue. */
   inFlightCap?: (name: ProviderName) => number;
+  /** The share of a provider's cap that batch lines may hold together (absent: 1, all of it). */
+  batchProviderShare?: number;
   /** Generations an account may have in flight at once. */
   concurrencyLimit: number;
   /** A Temporal client (connected on first use), for the reconciliation sweep. */

@@ -11,7 +11,7 @@ import { submitHolding } from './submit-holding.js';
 
 type SubmitDeps = Pick<
   ActivityDeps,
-  'db' | 'providerFor' | 'inFlightCap' | 'submitClaimWindowMs' | 'metrics'
+  'db' | 'providerFor' | 'inFlightCap' | 'batchProviderShare' | 'submitClaimWindowMs' | 'metrics'
 >;
 
 /**

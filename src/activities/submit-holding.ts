@@ -6,7 +6,7 @@ import {
   releaseSubmitClaim,
   submissionState,
 } from '../db/provider-submissions.js';
-import { takeProviderSlot } from '../db/provider-slots.js';
+import { releaseProviderSlot, takeProviderSlot, type PlaceClaim } from '../db/provider-slots.js';
 import { endRoute, providerIsDown } from '../db/route-attempts.js';
 import { entryToSubmit, type lastQuotedEntry } from './admission.js';
 import {
@@ -35,7 +35,9 @@ import { plannedRoute, providerJob } from './submit-job.js';
 
 /** What a submit attempt holding the generation's submit claim works with (see createSubmitActivities). */
 export interface HeldSubmit {
-  deps: Pick<ActivityDeps, 'db' | 'providerFor' | 'inFlightCap'> & { metrics: GenerationMetrics };
+  deps: Pick<ActivityDeps, 'db' | 'providerFor' | 'inFlightCap' | 'batchProviderShare'> & {
+    metrics: GenerationMetrics;
+  };
   /** The claim's window (see defaultClaimWindowMs). */
   windowMs: number;
   start: GenerationStart;
@@ -158,7 +160,7 @@ async function sendCreate(
   let sent = false;
   try {
     const job = providerJob(start, token, entry, route);
-    await takeInFlightPlace(deps, generationId, providerName, hasNext ? moveOn : undefined);
+    await takeInFlightPlace(deps, start, providerName, hasNext ? moveOn : undefined);
     // Reference images read and inlined before the create is marked sent: a holder that dies or
     // is taken over while preparing has sent nothing, and the next attempt sends as a first one
     // (not a possible create to ask the provider about, which a provider that cannot tell would
@@ -202,17 +204,28 @@ async function sendCreate(
 /**
  * One of the provider account's in-flight places, or a ProviderBusy failure: the job then waits
  * in our queue (the submit is retried in the background) instead of collecting the provider's 429s.
+ * Places go in the fair order (takeProviderSlot): interactive generations first, batch lines
+ * round-robin between accounts, within their share of the cap.
  */
 async function takeInFlightPlace(
   deps: HeldSubmit['deps'],
-  generationId: string,
+  start: GenerationStart,
   provider: ProviderName,
   /** With a next route: a full cap moves on to it rather than wait here. */
   moveOn?: (reason: string) => Promise<never>,
 ): Promise<void> {
   const cap = deps.inFlightCap?.(provider) ?? 0;
-  if (cap <= 0 || (await takeProviderSlot(deps.db, generationId, provider, cap))) return;
-  if (moveOn) await moveOn(`its ${cap} in-flight places are taken`);
+  if (cap <= 0) return;
+  const claim: PlaceClaim = start.batch
+    ? { lane: 'batch', accountId: start.accountId, batchId: start.batch.batchId }
+    : { lane: 'interactive', accountId: start.accountId };
+  const rules = { cap, batchShare: deps.batchProviderShare ?? 1 };
+  if (await takeProviderSlot(deps.db, start.generationId, provider, claim, rules)) return;
+  if (moveOn) {
+    // It will not wait here: its turn is given up, so that it holds no one back.
+    await releaseProviderSlot(deps.db, start.generationId);
+    await moveOn(`its ${cap} in-flight places are taken`);
+  }
   throw providerBusy(
     `provider ${provider} has ${cap} jobs in flight, its cap; this one waits for a place`,
     '2 seconds',

@@ -20,6 +20,7 @@ export const providerSettings = settingGroup({
     REPLICATE_MAX_IN_FLIGHT: int(20),
     OPENAI_MAX_IN_FLIGHT: int(5),
     SIM_PROVIDER_MAX_IN_FLIGHT: int(0),
+    BATCH_PROVIDER_SHARE: z.coerce.number().gt(0).max(1).default(0.8),
     PROVIDER_DOWN_AFTER_FAILURES: int(5, 1),
     PROVIDER_PROBE_INTERVAL_MS: int(30_000, 100),
     SIM_PROVIDER_DELAY_MS: int(3_000),
@@ -67,6 +68,10 @@ export const providerSettings = settingGroup({
     SIM_PROVIDER_MAX_IN_FLIGHT: {
       readBy: ['worker'],
       text: 'The same for the simulated provider (0: no cap).',
+    },
+    BATCH_PROVIDER_SHARE: {
+      readBy: ['worker'],
+      text: "The share (0 to 1) of a capped provider's in-flight places that batch lines may hold together; the rest are kept for generations created on their own, which also go first for any place that frees. At least one place is always open to batch lines.",
     },
     PROVIDER_DOWN_AFTER_FAILURES: {
       readBy: ['worker'],

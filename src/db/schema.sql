@@ -29,6 +29,7 @@
 -- 0024_webhook_delivery_turns.sql
 -- 0025_oauth.sql
 -- 0026_batches.sql
+-- 0027_provider_place_lanes.sql
 
 CREATE SEQUENCE webhook_delivery_attempts_id_seq AS bigint START 1 INCREMENT 1;
 
@@ -472,11 +473,29 @@ CREATE TABLE provider_health (
 );
 CREATE TRIGGER provider_health_changed AFTER INSERT OR UPDATE OF state, probe_at ON provider_health FOR EACH ROW EXECUTE FUNCTION notify_provider_health_changed();
 
+CREATE TABLE provider_place_waiters (
+  generation_id text NOT NULL,
+  provider text NOT NULL,
+  lane text NOT NULL,
+  account_id text NOT NULL,
+  batch_id text,
+  waiting_since timestamp with time zone DEFAULT now() NOT NULL,
+  tried_at timestamp with time zone DEFAULT now() NOT NULL,
+  CONSTRAINT provider_place_waiters_pkey PRIMARY KEY (generation_id),
+  CONSTRAINT provider_place_waiters_lane_check CHECK (lane = ANY (ARRAY['interactive'::text, 'batch'::text])),
+  CONSTRAINT provider_place_waiters_generation_id_fkey FOREIGN KEY (generation_id) REFERENCES generations(id)
+);
+CREATE INDEX provider_place_waiters_by_provider ON public.provider_place_waiters USING btree (provider, tried_at);
+
 CREATE TABLE provider_slots (
   generation_id text NOT NULL,
   provider text NOT NULL,
   taken_at timestamp with time zone DEFAULT now() NOT NULL,
+  lane text DEFAULT 'interactive'::text NOT NULL,
+  account_id text,
+  batch_id text,
   CONSTRAINT provider_slots_pkey PRIMARY KEY (generation_id),
+  CONSTRAINT provider_slots_lane_check CHECK (lane = ANY (ARRAY['interactive'::text, 'batch'::text])),
   CONSTRAINT provider_slots_generation_id_fkey FOREIGN KEY (generation_id) REFERENCES generations(id)
 );
 CREATE INDEX provider_slots_by_provider ON public.provider_slots USING btree (provider);

@@ -40,7 +40,10 @@ export async function startTemporalDevServer(options: DevServerOptions): Promise
   ];
   args.push('--log-level', 'warn', '--log-format', 'pretty');
   if (options.dbFile) args.push('--db-filename', options.dbFile);
-  for (const [key, value] of Object.entries(options.dynamicConfig ?? {}))
+  // Fairness keys (a batch line's account, see admit-update.ts) are honoured only where the
+  // server enables them; priority keys need nothing.
+  const dynamicConfig = { 'matching.enableFairness': true, ...options.dynamicConfig };
+  for (const [key, value] of Object.entries(dynamicConfig))
     args.push('--dynamic-config-value', `${key}=${JSON.stringify(value)}`);
   if (options.uiPort === null) args.push('--headless');
   else args.push('--ui-port', String(options.uiPort), '--ui-ip', '127.0.0.1');

@@ -78,6 +78,8 @@ function admit(
                   taskQueue: deps.taskQueue,
                   args: [start],
                   workflowIdConflictPolicy: 'USE_EXISTING',
+                  // A batch's line runs behind generations created on their own (see batchLinePriority).
+                  ...(start.batch ? { priority: batchLinePriority(start.accountId) } : {}),
                   staticSummary: `${start.model} for ${start.accountId}: ${String(start.input.prompt).slice(0, 80)}`,
                   typedSearchAttributes: [
                     { key: GenerationStatusKey, value: 'queued' },
@@ -99,4 +101,15 @@ function admit(
         { requestId: start.idempotencyKey ? undefined : start.generationId, cause: error },
       );
     });
+}
+
+/**
+ * The task priority of a batch's line: one below the default (3), so that on a contended task
+ * queue its workflow and activity tasks (activities inherit their workflow's priority) wait behind
+ * generations created on their own, and fair between accounts (the account is the fairness key),
+ * so that one account's many lines do not hold back another's. Provider places, which the service
+ * allocates itself, follow the same rule (db/provider-slots.ts).
+ */
+export function batchLinePriority(accountId: string): { priorityKey: number; fairnessKey: string } {
+  return { priorityKey: 4, fairnessKey: accountId };
 }

@@ -92,6 +92,7 @@ export function activityDeps(
       providerFor,
       storage,
       inFlightCap: (name) => caps[name],
+      batchProviderShare: config.BATCH_PROVIDER_SHARE,
       submitClaimWindowMs: config.SUBMIT_CLAIM_WINDOW_MS,
       concurrencyLimit: config.CONCURRENT_GENERATIONS_PER_ACCOUNT,
       webhookDeliveriesPerAccount: config.WEBHOOK_DELIVERIES_PER_ACCOUNT,
