@@ -14,6 +14,8 @@ import type {
   OAuthClientMetadata,
   OAuthTokens,
 } from '@modelcontextprotocol/sdk/shared/auth.js';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { InvalidGrantError, InvalidTargetError } from '@modelcontextprotocol/sdk/server/auth/errors.js';
 import { sql } from 'slonik';
 import { z } from 'zod';
@@ -25,6 +27,7 @@ import { freePort } from '../../src/dev/free-port.js';
 import { createLogger } from '../../src/logger.js';
 import { runAdminCli } from '../support/admin.js';
 import { bearer } from '../support/api.js';
+import { chargesOf } from '../support/ledger.js';
 import { cookiesOf, inputValue, signInOverHttp } from '../support/console-http.js';
 import { useGenerationStack } from '../support/stack.js';
 import { createTestCertificates } from '../support/test-certificates.js';
@@ -74,6 +77,7 @@ const appMetadata = (name: string): OAuthClientMetadata => ({
   token_endpoint_auth_method: 'none',
 });
 const storeRow = z.object({ model: z.string(), id_sha256: z.string(), payload: z.string() });
+const madeByRow = z.object({ account_id: z.string(), api_key_id: z.string().nullable() });
 const grantRow = z.object({
   grant_id: z.string(),
   api_key_id: z.string(),
@@ -221,8 +225,8 @@ describe('OAuth for chat apps: the console as authorization server, the API as r
     const tokens = await connect(app);
     expect(tokens.refresh_token).toBeTruthy();
     expect(tokens.expires_in).toBeLessThanOrEqual(3600);
-    // Accepted on the MCP route (it does not exist on this branch: 404 after authentication), refused elsewhere.
-    expect((await callMcp(tokens.access_token)).status).toBe(404);
+    // Accepted on the MCP route (a ping answered), refused elsewhere.
+    expect((await callMcp(tokens.access_token)).status).toBe(200);
     expect((await callMcp('A'.repeat(43))).status).toBe(401);
     const rest = await callRest(tokens.access_token);
     expect(rest.status).toBe(401);
@@ -240,7 +244,7 @@ describe('OAuth for chat apps: the console as authorization server, the API as r
         stack.db.pool.any(sql.type(logRow)`
           SELECT path, status_code FROM api_request_log WHERE api_key_id = ${grant!.api_key_id}`),
       )
-      .toEqual([{ path: '/v1/mcp', status_code: 404 }]);
+      .toEqual([{ path: '/v1/mcp', status_code: 200 }]);
     // Stored only as hashes: no row, id or payload holds a token in clear.
     const rows = await stack.db.pool.any(
       sql.type(storeRow)`SELECT model, id_sha256, payload::text AS payload FROM oauth_store`,
@@ -257,7 +261,7 @@ describe('OAuth for chat apps: the console as authorization server, the API as r
     const refreshed = app.saved!;
     expect(refreshed.access_token).not.toBe(tokens.access_token);
     expect(refreshed.refresh_token).not.toBe(tokens.refresh_token);
-    expect((await callMcp(refreshed.access_token)).status).toBe(404);
+    expect((await callMcp(refreshed.access_token)).status).toBe(200);
     // The old one sent again: refused, and the whole grant with it (OAuth 2.1 §4.3.1).
     const metadata = await discoverAuthorizationServerMetadata(consoleUrl);
     await expect(
@@ -322,7 +326,7 @@ describe('OAuth for chat apps: the console as authorization server, the API as r
     const app = new TestApp(appMetadata('Metadata App'), documentUrl);
     const tokens = await connect(app);
     expect(app.info!.client_id).toBe(documentUrl);
-    expect((await callMcp(tokens.access_token)).status).toBe(404);
+    expect((await callMcp(tokens.access_token)).status).toBe(200);
     expect(documentRequests.some((r) => r.endsWith('/apps/metadata-app.json'))).toBe(true);
     // Support disconnects it (admin revoke-app): the token stops at once.
     const grant = (await grantsOf()).at(-1)!;
@@ -342,16 +346,47 @@ describe('OAuth for chat apps: the console as authorization server, the API as r
     expect(documentRequests.filter((r) => r.includes('private.json'))).toEqual([]);
   });
 
+  it('an app spends the account’s credits through the tools: one debit in the same ledger, under its grant', async () => {
+    const app = new TestApp(appMetadata('Spending App'));
+    const tokens = await connect(app);
+    const client = new Client({ name: 'oauth-app', version: '1.0.0' });
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(mcpUrl()), {
+        requestInit: { headers: bearer(tokens.access_token) },
+      }),
+    );
+    try {
+      const result = await client.callTool({
+        name: 'create_generation',
+        arguments: { request: { model: 'lumen-lite', prompt: 'from a chat app' }, idempotency_key: 'app-1' },
+      });
+      expect(result.isError ?? false).toBe(false);
+      const generation = result.structuredContent as { id: string; credits: number };
+      expect(await chargesOf(stack.db.pool, generation.id)).toMatchObject({
+        debits: 1,
+        refunds: 0,
+        net: -generation.credits,
+      });
+      const grant = (await grantsOf()).at(-1)!;
+      expect(
+        await stack.db.pool.one(sql.type(madeByRow)`
+          SELECT account_id, api_key_id FROM generations WHERE id = ${generation.id}`),
+      ).toEqual({ account_id: stack.account.accountId, api_key_id: grant.api_key_id });
+    } finally {
+      await client.close();
+    }
+  });
+
   it('lists connected apps; revoking one ends its tokens at once', async () => {
     const app = new TestApp(appMetadata('Revoked App'));
     const tokens = await connect(app);
-    expect((await callMcp(tokens.access_token)).status).toBe(404);
+    expect((await callMcp(tokens.access_token)).status).toBe(200);
     // No more than the account's API access: disabled access stops the app as it stops keys.
     await setApiAccess(stack.db.pool, stack.account.accountId, false);
     const disabled = await callMcp(tokens.access_token);
     expect([disabled.status, JSON.parse(disabled.body).error.code]).toEqual([403, 'api_access_disabled']);
     await setApiAccess(stack.db.pool, stack.account.accountId, true);
-    expect((await callMcp(tokens.access_token)).status).toBe(404);
+    expect((await callMcp(tokens.access_token)).status).toBe(200);
     const page = await fetch(`${consoleUrl}/apps`, { headers: { cookie } });
     const html = await page.text();
     expect(html).toContain('Revoked App');
