@@ -17,6 +17,7 @@ import { createGeneration, getGeneration, ProgressReporter } from './generation-
 import type { McpCaller, McpDeps } from './mcp-deps.js';
 import { toolDefinitions, toolNames, type ToolName } from './tool-definitions.js';
 import { asApiError, errorResult } from './tool-results.js';
+import type { ApiError } from '../errors.js';
 
 export const serverInfo = {
   name: 'generation-service',
@@ -37,6 +38,11 @@ export function buildMcpServer(
   deps: McpDeps,
   caller: McpCaller,
   log: Pick<BaseLogger, 'warn' | 'error'>,
+  /**
+   * Why the key's account may not act (the paid-purchase rule's 403, access disabled): the server
+   * still answers the protocol and lists its tools, and every tool call is that error in words.
+   */
+  refusal?: ApiError,
 ): Server {
   const server = new Server(serverInfo, {
     instructions,
@@ -55,6 +61,7 @@ export function buildMcpServer(
         ErrorCode.InvalidParams,
         `Tool ${name} cannot be called as a task; call it without "task".`,
       );
+    if (refusal) return errorResult(refusal);
     const progress = new ProgressReporter(request.params._meta?.progressToken, (n) =>
       extra.sendNotification(n),
     );
@@ -67,6 +74,19 @@ export function buildMcpServer(
       return errorResult(apiError);
     }
   });
+  if (refusal) {
+    const refuse = () => {
+      throw new McpError(ErrorCode.InvalidRequest, `${refusal.code}: ${refusal.message}`);
+    };
+    for (const schema of [
+      GetTaskRequestSchema,
+      GetTaskPayloadRequestSchema,
+      ListTasksRequestSchema,
+      CancelTaskRequestSchema,
+    ])
+      server.setRequestHandler(schema, refuse);
+    return server;
+  }
   server.setRequestHandler(GetTaskRequestSchema, (request) => getTask(deps, caller, request.params.taskId));
   server.setRequestHandler(GetTaskPayloadRequestSchema, (request) =>
     taskResult(deps, caller, request.params.taskId),

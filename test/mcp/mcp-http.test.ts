@@ -6,8 +6,12 @@ import {
   type CallToolResult,
 } from '@modelcontextprotocol/sdk/types.js';
 import sharp from 'sharp';
+import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generationSchema } from '../../src/api/schemas.js';
+import { createApiKey } from '../../src/auth/api-key-issuer.js';
+import { createAccount, recordPurchase } from '../../src/db/accounts-repository.js';
+import { grantCredits } from '../../src/db/credits-repository.js';
 import { createPaidAccount, type TestAccount } from '../support/api.js';
 import { startApiProcess, type ApiProcess } from '../support/api-process.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
@@ -234,6 +238,22 @@ describe('MCP over Streamable HTTP', () => {
     expect(invalid.isError).toBe(true);
     expect(textOf(invalid)).toMatch(/invalid_request/);
     await expect(client.callTool({ name: 'paint', arguments: {} })).rejects.toThrow(/Unknown tool/);
+
+    // An account without a paid purchase (a gift only) connects and lists the tools; each call is
+    // the paid-purchase rule's 403 in words.
+    const free = await createAccount(db.pool, { email: `free-${Date.now()}@example.test` });
+    await recordPurchase(db.pool, { accountId: free.id, kind: 'credit_pack', status: 'completed' });
+    await grantCredits(db.pool, { accountId: free.id, pool: 'one_time', amount: 5, reason: 'test' });
+    const { key } = await createApiKey(db.pool, { accountId: free.id });
+    await db.pool.query(sql.unsafe`UPDATE purchases SET status = 'refunded' WHERE account_id = ${free.id}`);
+    await recordPurchase(db.pool, { accountId: free.id, kind: 'gift', status: 'completed', credits: 100 });
+    const freeClient = await connect(key);
+    expect((await freeClient.listTools()).tools.length).toBe(8);
+    const refused = (await freeClient.callTool({ name: 'get_credits', arguments: {} })) as CallToolResult;
+    expect(refused.isError).toBe(true);
+    expect(textOf(refused)).toMatch(
+      /^payment_required: API access needs a completed credit-pack or subscription purchase\./,
+    );
   });
 
   it('401 names the protected-resource metadata; GET is 405; a foreign Origin is refused', async () => {
