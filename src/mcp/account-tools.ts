@@ -121,6 +121,7 @@ export async function cancel(deps: McpDeps, caller: McpCaller, args: unknown): P
     id,
     caller.accountId,
   );
+  deps.forget(id);
   if (!result) return errorResult(new ApiError('not_found', 'No generation with this id in this account.'));
   if (result.canceled) return generationResult(toResultDeps(deps), result.generation);
   return errorResult(notCancelable(result.generation.status), {

@@ -120,6 +120,7 @@ export async function cancelTask(deps: McpDeps, caller: McpCaller, taskId: strin
     taskId,
     caller.accountId,
   );
+  deps.forget(taskId);
   if (!result) throw new McpError(ErrorCode.InvalidParams, `Task not found: ${taskId}`);
   if (!result.canceled)
     throw new McpError(ErrorCode.InvalidParams, notCancelable(result.generation.status).message);

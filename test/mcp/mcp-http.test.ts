@@ -147,6 +147,36 @@ describe('MCP over Streamable HTTP', () => {
     expect(await balance()).toBe(before - generation.credits);
   });
 
+  it('a video: a link to the file and a poster frame; an input image sent as base64', async () => {
+    const client = await connect();
+    const video = (await client.callTool({
+      name: 'create_generation',
+      arguments: { request: { model: 'motion-1', prompt: 'waves on a shore' } },
+    })) as CallToolResult;
+    expect(video.structuredContent).toMatchObject({ status: 'succeeded', media_type: 'video' });
+    const link = video.content.find((c) => c.type === 'resource_link')!;
+    expect(link).toMatchObject({ mimeType: 'video/mp4' });
+    const poster = video.content.find((c) => c.type === 'image') as { data: string } | undefined;
+    expect(poster).toBeDefined();
+    expect((await sharp(Buffer.from(poster!.data, 'base64')).metadata()).width).toBeGreaterThan(0);
+
+    const png = await sharp({ create: { width: 64, height: 64, channels: 3, background: '#3366aa' } })
+      .png()
+      .toBuffer();
+    const edited = (await client.callTool({
+      name: 'create_generation',
+      arguments: {
+        request: {
+          model: 'lumen-pro',
+          prompt: 'the same in red',
+          images: [`data:image/png;base64,${png.toString('base64')}`],
+        },
+      },
+    })) as CallToolResult;
+    expect(edited.isError).toBeFalsy();
+    expect(edited.structuredContent).toMatchObject({ status: 'succeeded' });
+  });
+
   const createTask = (client: Client, prompt: string) =>
     client.request(
       {

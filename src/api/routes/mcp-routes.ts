@@ -116,6 +116,7 @@ export function mcpDepsOf(deps: {
     db,
     admission: deps.admission,
     readGeneration: (accountId, id) => readOwnGeneration({ db, cache: deps.cache }, accountId, id),
+    forget: (id) => deps.cache.invalidate(id),
     balance: async (accountId) =>
       balances.peek(accountId) ?? balances.get(accountId, (id) => getBalance(db, id)),
     waitFor: (...args) => waiting?.waiters.wait(...args) ?? null,
