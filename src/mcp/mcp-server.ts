@@ -1,4 +1,5 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import {
   CallToolRequestSchema,
   CancelTaskRequestSchema,
@@ -25,6 +26,9 @@ export const serverInfo = {
   version: '1.0.0',
 };
 
+/** One for every server of the process: made per server, it cost 0.6 ms of each request. */
+const jsonSchemaValidator = new AjvJsonSchemaValidator();
+
 const instructions =
   'Generates images and videos from text prompts (and reference images), paid in credits. list_models to choose a model, describe_model for its options, quote to price a request, create_generation to make it (pass back the idempotency_key it returns when retrying), get_generation to wait for or fetch a result.';
 
@@ -46,6 +50,7 @@ export function buildMcpServer(
 ): Server {
   const server = new Server(serverInfo, {
     instructions,
+    jsonSchemaValidator,
     capabilities: {
       tools: { listChanged: false },
       tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } },
