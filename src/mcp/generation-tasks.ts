@@ -61,9 +61,8 @@ export async function createGenerationTask(
   caller: McpCaller,
   args: unknown,
   log: Pick<BaseLogger, 'warn'>,
-): Promise<CreateTaskResult | CallToolResult> {
+): Promise<CreateTaskResult> {
   const admitted = await admitFromArgs(deps, caller, args, log);
-  if (!admitted.ok) return admitted.refusal;
   return { task: taskOf(admitted.row), _meta: { idempotency_key: admitted.key } };
 }
 

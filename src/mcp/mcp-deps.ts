@@ -49,4 +49,6 @@ export interface McpCaller {
   accountId: string;
   keyId: string;
   signal: AbortSignal;
+  /** A tool call answered with the API's error `code` (the request log records it). */
+  noteError?(code: string): void;
 }

@@ -10,15 +10,24 @@ import {
   ListToolsRequestSchema,
   McpError,
   type CallToolResult,
+  type CreateTaskResult,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { BaseLogger } from 'pino';
 import { describeModel, getCredits, listGenerations, listModels, cancel, quote } from './account-tools.js';
-import { createGenerationTask, cancelTask, getTask, listTasks, taskResult } from './generation-tasks.js';
+import {
+  createGenerationTask,
+  cancelTask,
+  getTask,
+  listTasks,
+  taskOf,
+  taskResult,
+} from './generation-tasks.js';
 import { createGeneration, getGeneration, ProgressReporter } from './generation-tools.js';
 import type { McpCaller, McpDeps } from './mcp-deps.js';
 import { toolDefinitions, toolNames, type ToolName } from './tool-definitions.js';
 import { asApiError, errorResult } from './tool-results.js';
 import type { ApiError } from '../errors.js';
+import { GenerationRefused } from '../generations/admit-generation.js';
 
 export const serverInfo = {
   name: 'generation-service',
@@ -66,7 +75,10 @@ export function buildMcpServer(
         ErrorCode.InvalidParams,
         `Tool ${name} cannot be called as a task; call it without "task".`,
       );
-    if (refusal) return errorResult(refusal);
+    if (refusal) {
+      if (task) throw new McpError(ErrorCode.InvalidRequest, `${refusal.code}: ${refusal.message}`);
+      return errorResult(refusal);
+    }
     const progress = new ProgressReporter(request.params._meta?.progressToken, (n) =>
       extra.sendNotification(n),
     );
@@ -76,7 +88,13 @@ export function buildMcpServer(
     } catch (error) {
       const apiError = asApiError(error);
       if (apiError.status >= 500) log.error({ err: error, tool: name }, 'an MCP tool call failed');
-      return errorResult(apiError);
+      caller.noteError?.(apiError.code);
+      if (task) return refusedTask(deps, caller, error, apiError);
+      // A refused create names the generation its refusal was recorded as.
+      return errorResult(
+        apiError,
+        error instanceof GenerationRefused ? { generation: { id: error.generationId } } : {},
+      );
     }
   });
   if (refusal) {
@@ -103,6 +121,29 @@ export function buildMcpServer(
     ...(await cancelTask(deps, caller, request.params.taskId)),
   }));
   return server;
+}
+
+/**
+ * A create called as a task that admission refused: admission recorded the refusal as a rejected
+ * generation (402, 429 concurrency), so the task is that generation, failed, its statusMessage the
+ * API's code and message, and tasks/result its tool error. Anything else (an invalid request, a
+ * conflicting key, an outage) made no task: a protocol error with the API's code and message.
+ */
+async function refusedTask(
+  deps: McpDeps,
+  caller: McpCaller,
+  error: unknown,
+  apiError: ApiError,
+): Promise<CreateTaskResult> {
+  const row =
+    error instanceof GenerationRefused && error.outcome === 'rejected'
+      ? await deps.readGeneration(caller.accountId, error.generationId)
+      : null;
+  if (row) return { task: taskOf(row) };
+  throw new McpError(ErrorCode.InvalidParams, `${apiError.code}: ${apiError.message}`, {
+    error: { code: apiError.code, message: apiError.message },
+    ...(apiError.extra.issues && { issues: apiError.extra.issues }),
+  });
 }
 
 function callTool(

@@ -7,6 +7,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import sharp from 'sharp';
 import { sql } from 'slonik';
+import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generationSchema } from '../../src/api/schemas.js';
 import { createApiKey } from '../../src/auth/api-key-issuer.js';
@@ -177,13 +178,13 @@ describe('MCP over Streamable HTTP', () => {
     expect(edited.structuredContent).toMatchObject({ status: 'succeeded' });
   });
 
-  const createTask = (client: Client, prompt: string) =>
+  const createTask = (client: Client, prompt: string, model = 'lumen-lite') =>
     client.request(
       {
         method: 'tools/call',
         params: {
           name: 'create_generation',
-          arguments: { request: { model: 'lumen-lite', prompt } },
+          arguments: { request: { model, prompt } },
           task: {},
         },
       },
@@ -268,6 +269,20 @@ describe('MCP over Streamable HTTP', () => {
     expect(invalid.isError).toBe(true);
     expect(textOf(invalid)).toMatch(/invalid_request/);
     await expect(client.callTool({ name: 'paint', arguments: {} })).rejects.toThrow(/Unknown tool/);
+
+    // As a task: the refusal was recorded as a rejected generation, and the task is that generation.
+    const { task } = await createTask(client, 'an expensive heron', 'lumen-pro');
+    expect(task).toMatchObject({
+      status: 'failed',
+      statusMessage: expect.stringMatching(/costs 4 credits; the balance is 1/),
+    });
+    const refusedResult = await client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema);
+    expect(refusedResult).toMatchObject({ isError: true, structuredContent: { status: 'rejected' } });
+    // The request log records each refused call's code, though the HTTP answer is a 200.
+    const logged = () =>
+      db.pool.anyFirst(sql.type(z.object({ error_code: z.string().nullable() }))`
+        SELECT error_code FROM api_request_log WHERE account_id = ${poor.accountId} AND path = '/v1/mcp'`);
+    await expect.poll(logged, { timeout: 10_000 }).toContain('insufficient_credits');
 
     // An account without a paid purchase (a gift only) connects and lists the tools; each call is
     // the paid-purchase rule's 403 in words.

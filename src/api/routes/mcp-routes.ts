@@ -179,7 +179,13 @@ async function answer(
   const gone = new AbortController();
   const server = buildMcpServer(
     mcp,
-    { accountId: caller.accountId, keyId: caller.keyId, signal: gone.signal },
+    {
+      accountId: caller.accountId,
+      keyId: caller.keyId,
+      signal: gone.signal,
+      // The request log's error code: the last tool error of the request (the answer is a 200).
+      noteError: (code) => (request.errorCode = code),
+    },
     request.log,
     caller.refusal,
   );
