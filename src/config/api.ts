@@ -145,7 +145,7 @@ export const apiSettings = settingGroup({
     },
     MCP_WAIT_SECONDS: {
       readBy: ['api'],
-      text: 'How long an MCP `create_generation` or `get_generation` call without a task waits for the generation to finish (sending progress notifications) before it answers with the generation as it stands; 0 answers at once. Capped by `API_REQUEST_TIMEOUT_MS`. See [MCP](mcp.md).',
+      text: 'How long an MCP `create_generation` or `get_generation` call without a task waits for the generation to finish (sending progress notifications) before it answers with the generation as it stands; 0 answers at once. At most 60 s and within `API_REQUEST_TIMEOUT_MS`. See [MCP](mcp.md).',
     },
     MCP_ALLOWED_ORIGINS: {
       readBy: ['api'],

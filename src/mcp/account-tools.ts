@@ -7,7 +7,7 @@ import { listGenerationsQuerySchema, pageOfGenerations } from '../generations/li
 import { generationStatuses } from '../generation.js';
 import type { McpCaller, McpDeps } from './mcp-deps.js';
 import { parseArgs, toResultDeps } from './generation-tools.js';
-import { errorResult, generationResult } from './tool-results.js';
+import { generationResult } from './tool-results.js';
 
 /** A result whose structured content is `value`, and the same as JSON text. */
 function structured(value: Record<string, unknown>, words?: string): CallToolResult {
@@ -40,9 +40,7 @@ export function describeModel(deps: McpDeps, args: unknown): CallToolResult {
   const { model } = parseArgs(z.object({ model: z.string() }).strict(), args);
   const found = deps.admission.catalog.list().find((m) => m.publicView.id === model);
   if (!found)
-    return errorResult(
-      new ApiError('not_found', `No model ${JSON.stringify(model)}; list_models names every model.`),
-    );
+    throw new ApiError('not_found', `No model ${JSON.stringify(model)}; list_models names every model.`);
   return structured(found.publicView);
 }
 
@@ -121,19 +119,19 @@ export async function cancel(deps: McpDeps, caller: McpCaller, args: unknown): P
     id,
     caller.accountId,
   );
-  if (!result) return errorResult(new ApiError('not_found', 'No generation with this id in this account.'));
+  deps.forget(id);
+  if (!result) throw new ApiError('not_found', 'No generation with this id in this account.');
   if (result.canceled) return generationResult(toResultDeps(deps), result.generation);
-  return errorResult(notCancelable(result.generation.status), {
-    generation: deps.toGeneration(result.generation),
-  });
+  throw notCancelable(result.generation.status, deps.toGeneration(result.generation));
 }
 
-/** The API's 409 not_cancelable, in its words. */
-export function notCancelable(status: string): ApiError {
+/** The API's 409 not_cancelable, in its words, with the generation as it stands. */
+export function notCancelable(status: string, generation?: unknown): ApiError {
   return new ApiError(
     'not_cancelable',
     status === 'queued'
       ? 'The provider is running or has run this generation; it can no longer be canceled without charge. Nothing changed.'
       : `This generation is ${status} already; nothing changed.`,
+    generation === undefined ? {} : { generation },
   );
 }

@@ -61,9 +61,8 @@ export async function createGenerationTask(
   caller: McpCaller,
   args: unknown,
   log: Pick<BaseLogger, 'warn'>,
-): Promise<CreateTaskResult | CallToolResult> {
+): Promise<CreateTaskResult> {
   const admitted = await admitFromArgs(deps, caller, args, log);
-  if (!admitted.ok) return admitted.refusal;
   return { task: taskOf(admitted.row), _meta: { idempotency_key: admitted.key } };
 }
 
@@ -120,6 +119,7 @@ export async function cancelTask(deps: McpDeps, caller: McpCaller, taskId: strin
     taskId,
     caller.accountId,
   );
+  deps.forget(taskId);
   if (!result) throw new McpError(ErrorCode.InvalidParams, `Task not found: ${taskId}`);
   if (!result.canceled)
     throw new McpError(ErrorCode.InvalidParams, notCancelable(result.generation.status).message);

@@ -4,9 +4,9 @@ import type { BaseLogger } from 'pino';
 import { z } from 'zod';
 import type { GenerationRow } from '../db/generation-reads.js';
 import { ApiError, ValidationError } from '../errors.js';
-import { admitGeneration, GenerationRefused } from '../generations/admit-generation.js';
+import { admitGeneration } from '../generations/admit-generation.js';
 import type { McpCaller, McpDeps } from './mcp-deps.js';
-import { errorResult, generationResult } from './tool-results.js';
+import { generationResult } from './tool-results.js';
 
 /** Whether a generation has ended (every status but queued is final). */
 export const isTerminal = (status: GenerationRow['status']) => status !== 'queued';
@@ -86,9 +86,7 @@ export async function createGeneration(
   progress: ProgressReporter,
   log: Pick<BaseLogger, 'warn'>,
 ): Promise<CallToolResult> {
-  const admitted = await admitFromArgs(deps, caller, args, log);
-  if (!admitted.ok) return admitted.refusal;
-  const { row, key, generated } = admitted;
+  const { row, key, generated } = await admitFromArgs(deps, caller, args, log);
   progress.queued();
   const wait = Math.min(parseArgs(createArgs, args).wait_seconds ?? deps.waitSeconds, deps.waitSeconds);
   const now = await waitForEnd(deps, caller, row, wait, progress);
@@ -102,35 +100,30 @@ export async function createGeneration(
   return withMeta(await generationResult(toResultDeps(deps), now, notes), { idempotency_key: key });
 }
 
-/** Admits create_generation's request: the generation as it now stands, or the refusal as a tool error. */
+/**
+ * Admits create_generation's request: the generation as it now stands. A refusal throws admission's
+ * GenerationRefused (the API's 402, 409, 429…), which the call answers as a tool error.
+ */
 export async function admitFromArgs(
   deps: McpDeps,
   caller: McpCaller,
   args: unknown,
   log: Pick<BaseLogger, 'warn'>,
-): Promise<
-  { ok: true; row: GenerationRow; key: string; generated: boolean } | { ok: false; refusal: CallToolResult }
-> {
+): Promise<{ row: GenerationRow; key: string; generated: boolean }> {
   const parsed = parseArgs(createArgs, args);
   const key = parsed.idempotency_key ?? `mcp-${randomUUID()}`;
-  try {
-    const admitted = await admitGeneration(
-      deps.admission,
-      {
-        principal: { accountId: caller.accountId, keyId: caller.keyId },
-        idempotencyKey: key,
-        body: parsed.request,
-        recordInvalid: true,
-      },
-      log,
-    );
-    const row = (await deps.readGeneration(caller.accountId, admitted.generationId)) ?? admitted.known;
-    return { ok: true, row, key, generated: parsed.idempotency_key === undefined };
-  } catch (error) {
-    if (error instanceof GenerationRefused)
-      return { ok: false, refusal: errorResult(error, { generation: { id: error.generationId } }) };
-    throw error;
-  }
+  const admitted = await admitGeneration(
+    deps.admission,
+    {
+      principal: { accountId: caller.accountId, keyId: caller.keyId },
+      idempotencyKey: key,
+      body: parsed.request,
+      recordInvalid: true,
+    },
+    log,
+  );
+  const row = (await deps.readGeneration(caller.accountId, admitted.generationId)) ?? admitted.known;
+  return { row, key, generated: parsed.idempotency_key === undefined };
 }
 
 /** get_generation: the account's generation, once finished or after the wait. */
@@ -142,7 +135,7 @@ export async function getGeneration(
 ): Promise<CallToolResult> {
   const parsed = parseArgs(getArgs, args);
   const row = await deps.readGeneration(caller.accountId, parsed.id);
-  if (!row) return errorResult(new ApiError('not_found', 'No generation with this id in this account.'));
+  if (!row) throw new ApiError('not_found', 'No generation with this id in this account.');
   const wait = Math.min(parsed.wait_seconds ?? deps.waitSeconds, deps.waitSeconds);
   const now = await waitForEnd(deps, caller, row, wait, progress);
   const notes = isTerminal(now.status)

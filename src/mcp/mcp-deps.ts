@@ -24,6 +24,11 @@ export interface McpDeps {
   admission: AdmissionDeps;
   /** The account's generation through the API's invalidated cache (null: none in this account). */
   readGeneration(accountId: string, id: string): Promise<GenerationRow | null>;
+  /**
+   * Drops this process's cached copy of a generation this call just changed (a cancel), so that
+   * the caller's next read sees the change without waiting for its notification.
+   */
+  forget(id: string): void;
   balance(accountId: string): Promise<CreditBalance>;
   waitFor: WaitForGeneration;
   /** The longest a call waits for a generation (MCP_WAIT_SECONDS, capped by the request timeout). */
@@ -44,4 +49,6 @@ export interface McpCaller {
   accountId: string;
   keyId: string;
   signal: AbortSignal;
+  /** A tool call answered with the API's error `code` (the request log records it). */
+  noteError?(code: string): void;
 }

@@ -1,4 +1,5 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import {
   CallToolRequestSchema,
   CancelTaskRequestSchema,
@@ -9,20 +10,33 @@ import {
   ListToolsRequestSchema,
   McpError,
   type CallToolResult,
+  type CreateTaskResult,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { BaseLogger } from 'pino';
 import { describeModel, getCredits, listGenerations, listModels, cancel, quote } from './account-tools.js';
-import { createGenerationTask, cancelTask, getTask, listTasks, taskResult } from './generation-tasks.js';
+import {
+  createGenerationTask,
+  cancelTask,
+  getTask,
+  listTasks,
+  taskOf,
+  taskResult,
+} from './generation-tasks.js';
 import { createGeneration, getGeneration, ProgressReporter } from './generation-tools.js';
 import type { McpCaller, McpDeps } from './mcp-deps.js';
 import { toolDefinitions, toolNames, type ToolName } from './tool-definitions.js';
 import { asApiError, errorResult } from './tool-results.js';
+import type { ApiError } from '../errors.js';
+import { GenerationRefused } from '../generations/admit-generation.js';
 
 export const serverInfo = {
   name: 'generation-service',
   title: 'Image and video generation',
   version: '1.0.0',
 };
+
+/** One for every server of the process: made per server, it cost 0.6 ms of each request. */
+const jsonSchemaValidator = new AjvJsonSchemaValidator();
 
 const instructions =
   'Generates images and videos from text prompts (and reference images), paid in credits. list_models to choose a model, describe_model for its options, quote to price a request, create_generation to make it (pass back the idempotency_key it returns when retrying), get_generation to wait for or fetch a result.';
@@ -37,9 +51,15 @@ export function buildMcpServer(
   deps: McpDeps,
   caller: McpCaller,
   log: Pick<BaseLogger, 'warn' | 'error'>,
+  /**
+   * Why the key's account may not act (the paid-purchase rule's 403, access disabled): the server
+   * still answers the protocol and lists its tools, and every tool call is that error in words.
+   */
+  refusal?: ApiError,
 ): Server {
   const server = new Server(serverInfo, {
     instructions,
+    jsonSchemaValidator,
     capabilities: {
       tools: { listChanged: false },
       tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } },
@@ -55,6 +75,10 @@ export function buildMcpServer(
         ErrorCode.InvalidParams,
         `Tool ${name} cannot be called as a task; call it without "task".`,
       );
+    if (refusal) {
+      if (task) throw new McpError(ErrorCode.InvalidRequest, `${refusal.code}: ${refusal.message}`);
+      return errorResult(refusal);
+    }
     const progress = new ProgressReporter(request.params._meta?.progressToken, (n) =>
       extra.sendNotification(n),
     );
@@ -64,9 +88,28 @@ export function buildMcpServer(
     } catch (error) {
       const apiError = asApiError(error);
       if (apiError.status >= 500) log.error({ err: error, tool: name }, 'an MCP tool call failed');
-      return errorResult(apiError);
+      caller.noteError?.(apiError.code);
+      if (task) return refusedTask(deps, caller, error, apiError);
+      // A refused create names the generation its refusal was recorded as.
+      return errorResult(
+        apiError,
+        error instanceof GenerationRefused ? { generation: { id: error.generationId } } : {},
+      );
     }
   });
+  if (refusal) {
+    const refuse = () => {
+      throw new McpError(ErrorCode.InvalidRequest, `${refusal.code}: ${refusal.message}`);
+    };
+    for (const schema of [
+      GetTaskRequestSchema,
+      GetTaskPayloadRequestSchema,
+      ListTasksRequestSchema,
+      CancelTaskRequestSchema,
+    ])
+      server.setRequestHandler(schema, refuse);
+    return server;
+  }
   server.setRequestHandler(GetTaskRequestSchema, (request) => getTask(deps, caller, request.params.taskId));
   server.setRequestHandler(GetTaskPayloadRequestSchema, (request) =>
     taskResult(deps, caller, request.params.taskId),
@@ -78,6 +121,29 @@ export function buildMcpServer(
     ...(await cancelTask(deps, caller, request.params.taskId)),
   }));
   return server;
+}
+
+/**
+ * A create called as a task that admission refused: admission recorded the refusal as a rejected
+ * generation (402, 429 concurrency), so the task is that generation, failed, its statusMessage the
+ * API's code and message, and tasks/result its tool error. Anything else (an invalid request, a
+ * conflicting key, an outage) made no task: a protocol error with the API's code and message.
+ */
+async function refusedTask(
+  deps: McpDeps,
+  caller: McpCaller,
+  error: unknown,
+  apiError: ApiError,
+): Promise<CreateTaskResult> {
+  const row =
+    error instanceof GenerationRefused && error.outcome === 'rejected'
+      ? await deps.readGeneration(caller.accountId, error.generationId)
+      : null;
+  if (row) return { task: taskOf(row) };
+  throw new McpError(ErrorCode.InvalidParams, `${apiError.code}: ${apiError.message}`, {
+    error: { code: apiError.code, message: apiError.message },
+    ...(apiError.extra.issues && { issues: apiError.extra.issues }),
+  });
 }
 
 function callTool(

@@ -6,8 +6,13 @@ import {
   type CallToolResult,
 } from '@modelcontextprotocol/sdk/types.js';
 import sharp from 'sharp';
+import { sql } from 'slonik';
+import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generationSchema } from '../../src/api/schemas.js';
+import { createApiKey } from '../../src/auth/api-key-issuer.js';
+import { createAccount, recordPurchase } from '../../src/db/accounts-repository.js';
+import { grantCredits } from '../../src/db/credits-repository.js';
 import { createPaidAccount, type TestAccount } from '../support/api.js';
 import { startApiProcess, type ApiProcess } from '../support/api-process.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
@@ -143,13 +148,43 @@ describe('MCP over Streamable HTTP', () => {
     expect(await balance()).toBe(before - generation.credits);
   });
 
-  const createTask = (client: Client, prompt: string) =>
+  it('a video: a link to the file and a poster frame; an input image sent as base64', async () => {
+    const client = await connect();
+    const video = (await client.callTool({
+      name: 'create_generation',
+      arguments: { request: { model: 'motion-1', prompt: 'waves on a shore' } },
+    })) as CallToolResult;
+    expect(video.structuredContent).toMatchObject({ status: 'succeeded', media_type: 'video' });
+    const link = video.content.find((c) => c.type === 'resource_link')!;
+    expect(link).toMatchObject({ mimeType: 'video/mp4' });
+    const poster = video.content.find((c) => c.type === 'image') as { data: string } | undefined;
+    expect(poster).toBeDefined();
+    expect((await sharp(Buffer.from(poster!.data, 'base64')).metadata()).width).toBeGreaterThan(0);
+
+    const png = await sharp({ create: { width: 64, height: 64, channels: 3, background: '#3366aa' } })
+      .png()
+      .toBuffer();
+    const edited = (await client.callTool({
+      name: 'create_generation',
+      arguments: {
+        request: {
+          model: 'lumen-pro',
+          prompt: 'the same in red',
+          images: [`data:image/png;base64,${png.toString('base64')}`],
+        },
+      },
+    })) as CallToolResult;
+    expect(edited.isError).toBeFalsy();
+    expect(edited.structuredContent).toMatchObject({ status: 'succeeded' });
+  });
+
+  const createTask = (client: Client, prompt: string, model = 'lumen-lite') =>
     client.request(
       {
         method: 'tools/call',
         params: {
           name: 'create_generation',
-          arguments: { request: { model: 'lumen-lite', prompt } },
+          arguments: { request: { model, prompt } },
           task: {},
         },
       },
@@ -234,6 +269,36 @@ describe('MCP over Streamable HTTP', () => {
     expect(invalid.isError).toBe(true);
     expect(textOf(invalid)).toMatch(/invalid_request/);
     await expect(client.callTool({ name: 'paint', arguments: {} })).rejects.toThrow(/Unknown tool/);
+
+    // As a task: the refusal was recorded as a rejected generation, and the task is that generation.
+    const { task } = await createTask(client, 'an expensive heron', 'lumen-pro');
+    expect(task).toMatchObject({
+      status: 'failed',
+      statusMessage: expect.stringMatching(/costs 4 credits; the balance is 1/),
+    });
+    const refusedResult = await client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema);
+    expect(refusedResult).toMatchObject({ isError: true, structuredContent: { status: 'rejected' } });
+    // The request log records each refused call's code, though the HTTP answer is a 200.
+    const logged = () =>
+      db.pool.anyFirst(sql.type(z.object({ error_code: z.string().nullable() }))`
+        SELECT error_code FROM api_request_log WHERE account_id = ${poor.accountId} AND path = '/v1/mcp'`);
+    await expect.poll(logged, { timeout: 10_000 }).toContain('insufficient_credits');
+
+    // An account without a paid purchase (a gift only) connects and lists the tools; each call is
+    // the paid-purchase rule's 403 in words.
+    const free = await createAccount(db.pool, { email: `free-${Date.now()}@example.test` });
+    await recordPurchase(db.pool, { accountId: free.id, kind: 'credit_pack', status: 'completed' });
+    await grantCredits(db.pool, { accountId: free.id, pool: 'one_time', amount: 5, reason: 'test' });
+    const { key } = await createApiKey(db.pool, { accountId: free.id });
+    await db.pool.query(sql.unsafe`UPDATE purchases SET status = 'refunded' WHERE account_id = ${free.id}`);
+    await recordPurchase(db.pool, { accountId: free.id, kind: 'gift', status: 'completed', credits: 100 });
+    const freeClient = await connect(key);
+    expect((await freeClient.listTools()).tools.length).toBe(8);
+    const refused = (await freeClient.callTool({ name: 'get_credits', arguments: {} })) as CallToolResult;
+    expect(refused.isError).toBe(true);
+    expect(textOf(refused)).toMatch(
+      /^payment_required: API access needs a completed credit-pack or subscription purchase\./,
+    );
   });
 
   it('401 names the protected-resource metadata; GET is 405; a foreign Origin is refused', async () => {

@@ -5,6 +5,7 @@ import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
 import { getBalance, type CreditBalance } from '../../db/credits-repository.js';
+import { ApiError } from '../../errors.js';
 import type { AdmissionDeps } from '../../generations/admit-generation.js';
 import type { InvalidatedCache } from '../../invalidated-cache.js';
 import { toJsonSchema } from '../../json-schema.js';
@@ -42,6 +43,28 @@ export function mcpRoutes(app: FastifyInstance, deps: McpRouteDeps): void {
   const allowed = new Set([new URL(deps.publicUrl).origin.toLowerCase(), ...deps.allowedOrigins]);
 
   void app.register((scope, _options, done) => {
+    // An account the paid-purchase rule (or disabled access) refuses still gets the protocol: its
+    // key is recognised, and each tool call answers the 403 in words, as the issue asks. Every
+    // other error is the app's.
+    const appErrors = scope.errorHandler;
+    scope.setErrorHandler((error, request, reply) => {
+      const key = request.recognisedKey;
+      if (
+        error instanceof ApiError &&
+        error.status === 403 &&
+        key &&
+        request.method === 'POST' &&
+        (request.headers.origin === undefined || originAllowed(request.headers.origin, allowed))
+      ) {
+        request.errorCode = error.code;
+        // Refused before its body was read: read here, within the app's body limit.
+        return readBody(request, scope.initialConfig.bodyLimit ?? 1024 * 1024).then(
+          (body) => answer(deps.mcp, request, reply, { ...key, refusal: error }, body),
+          () => appErrors.call(scope, error, request, reply),
+        );
+      }
+      return appErrors.call(scope, error, request, reply);
+    });
     // The JSON-RPC body is handed to the MCP transport as text: a body that is not JSON is the
     // protocol's parse error (-32700), not the REST API's envelope.
     scope.removeContentTypeParser('application/json');
@@ -72,7 +95,7 @@ export function mcpRoutes(app: FastifyInstance, deps: McpRouteDeps): void {
             });
         },
       },
-      (request, reply) => answer(deps.mcp, request, reply),
+      (request, reply) => answer(deps.mcp, request, reply, principalOf(request)),
     );
     done();
   });
@@ -93,6 +116,7 @@ export function mcpDepsOf(deps: {
     db,
     admission: deps.admission,
     readGeneration: (accountId, id) => readOwnGeneration({ db, cache: deps.cache }, accountId, id),
+    forget: (id) => deps.cache.invalidate(id),
     balance: async (accountId) =>
       balances.peek(accountId) ?? balances.get(accountId, (id) => getBalance(db, id)),
     waitFor: (...args) => waiting?.waiters.wait(...args) ?? null,
@@ -106,6 +130,21 @@ export function mcpDepsOf(deps: {
     },
     toGeneration,
   };
+}
+
+/** A request's body as text, read from the socket (at most `limit` bytes, else it rejects). */
+function readBody(request: FastifyRequest, limit: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    request.raw.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) return request.raw.destroy(new Error('body too large'));
+      chunks.push(chunk);
+    });
+    request.raw.once('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    request.raw.once('error', reject);
+  });
 }
 
 function isInitialize(body: unknown): boolean {
@@ -130,13 +169,25 @@ function originAllowed(origin: string, allowed: Set<string>): boolean {
   return allowed.has(url.origin.toLowerCase());
 }
 
-async function answer(mcp: McpDeps, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
-  const principal = principalOf(request);
+async function answer(
+  mcp: McpDeps,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  caller: { accountId: string; keyId: string; refusal?: ApiError },
+  body: unknown = request.body,
+): Promise<FastifyReply> {
   const gone = new AbortController();
   const server = buildMcpServer(
     mcp,
-    { accountId: principal.accountId, keyId: principal.keyId, signal: gone.signal },
+    {
+      accountId: caller.accountId,
+      keyId: caller.keyId,
+      signal: gone.signal,
+      // The request log's error code: the last tool error of the request (the answer is a 200).
+      noteError: (code) => (request.errorCode = code),
+    },
     request.log,
+    caller.refusal,
   );
   const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined });
   reply.raw.once('close', () => {
@@ -151,15 +202,14 @@ async function answer(mcp: McpDeps, request: FastifyRequest, reply: FastifyReply
     new Request(`http://localhost${request.url}`, {
       method: 'POST',
       headers,
-      body: typeof request.body === 'string' ? request.body : '',
+      body: typeof body === 'string' ? body : '',
     }),
   );
   reply.code(response.status);
   response.headers.forEach((value, name) => void reply.header(name, value));
   // A session id that names no state: it lets clients that keep one (and their logs) tell their
   // connection's requests apart, and any process accepts any id, because there is nothing to find.
-  if (response.status === 200 && isInitialize(request.body))
-    reply.header('mcp-session-id', `mcp-${randomUUID()}`);
+  if (response.status === 200 && isInitialize(body)) reply.header('mcp-session-id', `mcp-${randomUUID()}`);
   if (response.headers.get('content-type')?.startsWith('text/event-stream'))
     reply.header('cache-control', 'no-store').header('x-accel-buffering', 'no');
   if (!response.body) return reply.send();
