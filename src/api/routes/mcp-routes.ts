@@ -27,10 +27,10 @@ export interface McpRouteDeps {
 
 /**
  * POST /v1/mcp: the Model Context Protocol over Streamable HTTP, stateless. Each request gets a
- * fresh MCP server and transport (no session, no Mcp-Session-Id), so any API process answers any
- * request; what lasts (generations, which are the tasks) is in PostgreSQL. An initialize is answered
- * with an Mcp-Session-Id that names no state (clients send it back; nothing checks it). The request is an API
- * request like any other: the API key authenticates it and its budget counts it once (a tool call
+ * fresh MCP server and transport (no session state), so any API process answers any request; what
+ * lasts (generations, which are the tasks) is in PostgreSQL. An initialize is answered with an
+ * Mcp-Session-Id that names no state (clients send it back; nothing checks it). The request is an
+ * API request like any other: the API key authenticates it and its budget counts it once (a tool call
  * counts as the API call it makes), the body limit, the request log and the metrics apply. GET and
  * DELETE are 405 with Allow: POST (the app's unknown-method answer): a stateless server has no
  * stream to open and no session to end. A browser Origin other than the API's own, loopback or one
@@ -44,8 +44,7 @@ export function mcpRoutes(app: FastifyInstance, deps: McpRouteDeps): void {
 
   void app.register((scope, _options, done) => {
     // An account the paid-purchase rule (or disabled access) refuses still gets the protocol: its
-    // key is recognised, and each tool call answers the 403 in words, as the issue asks. Every
-    // other error is the app's.
+    // key is recognised, and each tool call answers the 403 in words. Every other error is the app's.
     const appErrors = scope.errorHandler;
     scope.setErrorHandler((error, request, reply) => {
       const key = request.recognisedKey;
