@@ -383,8 +383,19 @@ describe('OAuth for chat apps: the console as authorization server, the API as r
     expect((await callMcp(tokens.access_token)).status).toBe(200);
     // No more than the account's API access: disabled access stops the app as it stops keys.
     await setApiAccess(stack.db.pool, stack.account.accountId, false);
-    const disabled = await callMcp(tokens.access_token);
-    expect([disabled.status, JSON.parse(disabled.body).error.code]).toEqual([403, 'api_access_disabled']);
+    const client = new Client({ name: 'oauth-app', version: '1.0.0' });
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(mcpUrl()), {
+        requestInit: { headers: bearer(tokens.access_token) },
+      }),
+    );
+    // The MCP answer to a refused account: each tool call is its 403 in words (docs/mcp.md).
+    const refused = await client
+      .callTool({ name: 'get_credits', arguments: {} })
+      .finally(() => client.close())
+      .finally(() => setApiAccess(stack.db.pool, stack.account.accountId, true));
+    expect(refused.isError).toBe(true);
+    expect(JSON.stringify(refused.content)).toMatch(/api_access_disabled/);
     await setApiAccess(stack.db.pool, stack.account.accountId, true);
     expect((await callMcp(tokens.access_token)).status).toBe(200);
     const page = await fetch(`${consoleUrl}/apps`, { headers: { cookie } });
