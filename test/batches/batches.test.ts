@@ -179,5 +179,17 @@ describe('batches', () => {
     expect(bad.statusCode).toBe(400);
     expect(bad.json().issues).toEqual([expect.objectContaining({ field: 'line 3' })]);
     await waitForBatch(api, account.key, created.json().id);
+    // Its events are in the account's log, beside its lines' generations' events.
+    const events = await api.app.inject({
+      method: 'GET',
+      url: '/v1/events?after=0',
+      headers: bearer(account.key),
+    });
+    const own = (events.json().data as Array<{ event: { type: string; data: { id: string } } }>)
+      .map((e) => e.event)
+      .filter((e) => e.data.id === created.json().id);
+    expect(own[0]).toMatchObject({ type: 'batch.created', data: { request_counts: { total: 3 } } });
+    expect(own.at(-1)).toMatchObject({ type: 'batch.completed', data: { status: 'completed' } });
+    expect(own.map((e) => e.type)).toContain('batch.progress');
   });
 });
