@@ -6,7 +6,6 @@ export { batchSchema } from './batch-resource.js';
 
 /** What the batch routes validate and answer with (their OpenAPI description is built from them). */
 
-
 export const batchIdPattern = /^batch_[A-Za-z0-9]{1,64}$/;
 
 /** The answer of POST /v1/batches/quote. */
