@@ -140,7 +140,9 @@ describe('batches', () => {
   });
 
   it('takes the same lines as JSONL (the same fingerprint as JSON), and quotes a batch without starting it', async () => {
-    const { api, account } = stack;
+    const { api } = stack;
+    // An account of its own: its event log holds this batch's events only.
+    const account = await createPaidAccount(stack.db.pool, { oneTime: 1000 });
     const jsonl = lines(3)
       .map((line) => JSON.stringify(line))
       .join('\n');
