@@ -24,87 +24,97 @@ describe('batches', () => {
     account: { oneTime: 100_000 },
   });
 
-  it(`runs a ${bigBatch}-line batch: one generation and one debit per line, results in input order`, async () => {
-    const { api, account, db } = stack;
-    const before = await balanceOf(db.pool, account.accountId);
-    const created = await postBatch(
-      api,
-      account.key,
-      { requests: lines(bigBatch), metadata: { run: 'big' } },
-      'big-1',
-    );
-    expect(created.statusCode, created.body).toBe(201);
-    const batch = created.json();
-    expect(batch).toMatchObject({
-      status: expect.any(String),
-      request_counts: { total: bigBatch },
-      metadata: { run: 'big' },
-    });
-    // The same key and lines: the same batch; other lines: a conflict.
-    const again = await postBatch(
-      api,
-      account.key,
-      { requests: lines(bigBatch), metadata: { run: 'big' } },
-      'big-1',
-    );
-    expect(again.statusCode).toBe(200);
-    expect(again.json().id).toBe(batch.id);
-    const other = await postBatch(api, account.key, { requests: lines(bigBatch - 1) }, 'big-1');
-    expect(other.statusCode).toBe(409);
+  it(
+    `runs a ${bigBatch}-line batch: one generation and one debit per line, results in input order`,
+    async () => {
+      const { api, account, db } = stack;
+      const before = await balanceOf(db.pool, account.accountId);
+      const created = await postBatch(
+        api,
+        account.key,
+        { requests: lines(bigBatch), metadata: { run: 'big' } },
+        'big-1',
+      );
+      expect(created.statusCode, created.body).toBe(201);
+      const batch = created.json();
+      expect(batch).toMatchObject({
+        status: expect.any(String),
+        request_counts: { total: bigBatch },
+        metadata: { run: 'big' },
+      });
+      // The same key and lines: the same batch; other lines: a conflict.
+      const again = await postBatch(
+        api,
+        account.key,
+        { requests: lines(bigBatch), metadata: { run: 'big' } },
+        'big-1',
+      );
+      expect(again.statusCode).toBe(200);
+      expect(again.json().id).toBe(batch.id);
+      const other = await postBatch(api, account.key, { requests: lines(bigBatch - 1) }, 'big-1');
+      expect(other.statusCode).toBe(409);
 
-    const done = await waitForBatch(api, account.key, batch.id);
-    expect(done.status).toBe('completed');
-    expect(done.request_counts).toMatchObject({
-      total: bigBatch,
-      succeeded: bigBatch,
-      pending: 0,
-      queued: 0,
-    });
-    const charges = await batchCharges(db.pool, batch.id);
-    expect(charges).toMatchObject({
-      generations: bigBatch,
-      lines_with_generation: bigBatch,
-      debits: bigBatch,
-      refunds: 0,
-      most_per_line: 1,
-    });
-    expect(-charges.net).toBe(batch.credits_quoted);
-    expect(done.credits_spent).toBe(batch.credits_quoted);
-    expect(before - (await balanceOf(db.pool, account.accountId))).toBe(batch.credits_quoted);
+      const done = await waitForBatch(
+        api,
+        account.key,
+        batch.id,
+        undefined,
+        Math.max(120_000, bigBatch * 400),
+      );
+      expect(done.status).toBe('completed');
+      expect(done.request_counts).toMatchObject({
+        total: bigBatch,
+        succeeded: bigBatch,
+        pending: 0,
+        queued: 0,
+      });
+      const charges = await batchCharges(db.pool, batch.id);
+      expect(charges).toMatchObject({
+        generations: bigBatch,
+        lines_with_generation: bigBatch,
+        debits: bigBatch,
+        refunds: 0,
+        most_per_line: 1,
+      });
+      expect(-charges.net).toBe(batch.credits_quoted);
+      expect(done.credits_spent).toBe(batch.credits_quoted);
+      expect(before - (await balanceOf(db.pool, account.accountId))).toBe(batch.credits_quoted);
 
-    const results = await api.app.inject({
-      method: 'GET',
-      url: `/v1/batches/${batch.id}/results`,
-      headers: bearer(account.key),
-    });
-    const rows = results.body
-      .trim()
-      .split('\n')
-      .map((l) => JSON.parse(l));
-    expect(rows.map((r) => r.custom_id)).toEqual(lines(bigBatch).map((l) => l.custom_id));
-    expect(rows[7].generation).toMatchObject({
-      status: 'succeeded',
-      batch_id: batch.id,
-      custom_id: 'line-7',
-    });
-    const resumed = await api.app.inject({
-      method: 'GET',
-      url: `/v1/batches/${batch.id}/results?after=${bigBatch - 3}`,
-      headers: bearer(account.key),
-    });
-    expect(
-      resumed.body
+      const results = await api.app.inject({
+        method: 'GET',
+        url: `/v1/batches/${batch.id}/results`,
+        headers: bearer(account.key),
+      });
+      const rows = results.body
         .trim()
         .split('\n')
-        .map((l) => JSON.parse(l).line),
-    ).toEqual([bigBatch - 2, bigBatch - 1]);
-    const generation = await api.app.inject({
-      method: 'GET',
-      url: `/v1/generations/${rows[0].generation.id}`,
-      headers: bearer(account.key),
-    });
-    expect(generation.json()).toMatchObject({ batch_id: batch.id, custom_id: 'line-0' });
-  }, 180_000);
+        .map((l) => JSON.parse(l));
+      expect(rows.map((r) => r.custom_id)).toEqual(lines(bigBatch).map((l) => l.custom_id));
+      expect(rows[7].generation).toMatchObject({
+        status: 'succeeded',
+        batch_id: batch.id,
+        custom_id: 'line-7',
+      });
+      const resumed = await api.app.inject({
+        method: 'GET',
+        url: `/v1/batches/${batch.id}/results?after=${bigBatch - 3}`,
+        headers: bearer(account.key),
+      });
+      expect(
+        resumed.body
+          .trim()
+          .split('\n')
+          .map((l) => JSON.parse(l).line),
+      ).toEqual([bigBatch - 2, bigBatch - 1]);
+      const generation = await api.app.inject({
+        method: 'GET',
+        url: `/v1/generations/${rows[0].generation.id}`,
+        headers: bearer(account.key),
+      });
+      expect(generation.json()).toMatchObject({ batch_id: batch.id, custom_id: 'line-0' });
+    },
+    Math.max(180_000, bigBatch * 500),
+  );
 
   it('refuses a batch with bad lines as one 400 naming each line, and writes nothing', async () => {
     const { api, account, db } = stack;
@@ -140,7 +150,9 @@ describe('batches', () => {
   });
 
   it('takes the same lines as JSONL (the same fingerprint as JSON), and quotes a batch without starting it', async () => {
-    const { api, account } = stack;
+    const { api } = stack;
+    // An account of its own: its event log holds this batch's events only.
+    const account = await createPaidAccount(stack.db.pool, { oneTime: 1000 });
     const jsonl = lines(3)
       .map((line) => JSON.stringify(line))
       .join('\n');
@@ -179,5 +191,17 @@ describe('batches', () => {
     expect(bad.statusCode).toBe(400);
     expect(bad.json().issues).toEqual([expect.objectContaining({ field: 'line 3' })]);
     await waitForBatch(api, account.key, created.json().id);
+    // Its events are in the account's log, beside its lines' generations' events.
+    const events = await api.app.inject({
+      method: 'GET',
+      url: '/v1/events?after=0',
+      headers: bearer(account.key),
+    });
+    const own = (events.json().data as Array<{ event: { type: string; data: { id: string } } }>)
+      .map((e) => e.event)
+      .filter((e) => e.data.id === created.json().id);
+    expect(own[0]).toMatchObject({ type: 'batch.created', data: { request_counts: { total: 3 } } });
+    expect(own.at(-1)).toMatchObject({ type: 'batch.completed', data: { status: 'completed' } });
+    expect(own.map((e) => e.type)).toContain('batch.progress');
   });
 });
