@@ -40,3 +40,63 @@ export interface Quote {
 export const terminalStatuses: ReadonlySet<string> = new Set(['succeeded', 'failed', 'rejected']);
 export const isTerminal = (generation: Pick<Generation, 'status'>): boolean =>
   terminalStatuses.has(generation.status);
+
+/** A batch's status: `validating` and `in_progress` until it ends `completed`, `canceled` or `expired`. */
+export type BatchStatus = 'validating' | 'in_progress' | 'completed' | 'canceling' | 'canceled' | 'expired';
+
+/** GET /v1/batches/{id}: a batch, its lines counted by where they stand, and the credits it spent. */
+export interface Batch {
+  id: string;
+  status: BatchStatus;
+  completion_window: string;
+  request_counts: {
+    total: number;
+    /** Not started yet. */
+    pending: number;
+    /** Started, their generation not ended yet. */
+    queued: number;
+    succeeded: number;
+    failed: number;
+    /** Refused at admission (insufficient_credits, say): never charged. */
+    rejected: number;
+    /** Refused when started, with no generation (the model was withdrawn, say). */
+    refused: number;
+    /** Never started: the batch was canceled first. Never charged. */
+    canceled: number;
+    /** Never started: the completion window passed first. Never charged. */
+    expired: number;
+  };
+  credits_quoted: number;
+  credits_spent: number;
+  metadata: Record<string, string> | null;
+  created_at: string;
+  started_at: string | null;
+  completed_at: string | null;
+  expires_at: string;
+}
+
+/** One page of GET /v1/batches, newest first. */
+export interface BatchListPage {
+  data: Batch[];
+  next_cursor: string | null;
+}
+
+/** One line of a batch: its `custom_id` (unique in the batch) and a generation's body. */
+export interface BatchRequestLine extends GenerationRequest {
+  custom_id: string;
+}
+
+/**
+ * One line of GET /v1/batches/{id}/results (JSONL, input order): its index and custom_id, and its
+ * generation, or the error it ended with without one (canceled or expired before it started, refused).
+ */
+export interface BatchResultLine {
+  line: number;
+  custom_id: string;
+  generation: Generation | null;
+  error: { code: string; message: string } | null;
+}
+
+export const batchTerminalStatuses: ReadonlySet<string> = new Set(['completed', 'canceled', 'expired']);
+export const isBatchTerminal = (batch: Pick<Batch, 'status'>): boolean =>
+  batchTerminalStatuses.has(batch.status);

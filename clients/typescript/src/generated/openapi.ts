@@ -1910,6 +1910,8 @@ export interface components {
                 created_at: string;
                 /** @description The generation as it was right after the change. */
                 data: {
+                    /** @description The batch this generation is a line of (POST /v1/batches); null for a generation created on its own. */
+                    batch_id: string | null;
                     /** @description UTC, ISO 8601 with milliseconds and Z. */
                     completed_at: string | null;
                     content_expired: boolean;
@@ -1920,6 +1922,8 @@ export interface components {
                     created_at: string;
                     credits: number;
                     credits_refunded: boolean;
+                    /** @description The `custom_id` of its batch line; null for a generation created on its own. */
+                    custom_id: string | null;
                     error: {
                         code: string;
                         message: string;
@@ -1973,6 +1977,8 @@ export interface components {
                     created_at: string;
                     /** @description The generation as it was right after the change. */
                     data: {
+                        /** @description The batch this generation is a line of (POST /v1/batches); null for a generation created on its own. */
+                        batch_id: string | null;
                         /** @description UTC, ISO 8601 with milliseconds and Z. */
                         completed_at: string | null;
                         content_expired: boolean;
@@ -1983,6 +1989,8 @@ export interface components {
                         created_at: string;
                         credits: number;
                         credits_refunded: boolean;
+                        /** @description The `custom_id` of its batch line; null for a generation created on its own. */
+                        custom_id: string | null;
                         error: {
                             code: string;
                             message: string;
@@ -2050,6 +2058,8 @@ export interface components {
             }[];
         };
         Generation: {
+            /** @description The batch this generation is a line of (POST /v1/batches); null for a generation created on its own. */
+            batch_id: string | null;
             /** @description UTC, ISO 8601 with milliseconds and Z. */
             completed_at: string | null;
             content_expired: boolean;
@@ -2060,6 +2070,8 @@ export interface components {
             created_at: string;
             credits: number;
             credits_refunded: boolean;
+            /** @description The `custom_id` of its batch line; null for a generation created on its own. */
+            custom_id: string | null;
             error: {
                 code: string;
                 message: string;
@@ -2102,6 +2114,8 @@ export interface components {
             created_at: string;
             /** @description The generation as it was right after the change. */
             data: {
+                /** @description The batch this generation is a line of (POST /v1/batches); null for a generation created on its own. */
+                batch_id: string | null;
                 /** @description UTC, ISO 8601 with milliseconds and Z. */
                 completed_at: string | null;
                 content_expired: boolean;
@@ -2112,6 +2126,8 @@ export interface components {
                 created_at: string;
                 credits: number;
                 credits_refunded: boolean;
+                /** @description The `custom_id` of its batch line; null for a generation created on its own. */
+                custom_id: string | null;
                 error: {
                     code: string;
                     message: string;
@@ -2160,6 +2176,8 @@ export interface components {
                 created_at: string;
                 /** @description The generation as it was right after the change. */
                 data: {
+                    /** @description The batch this generation is a line of (POST /v1/batches); null for a generation created on its own. */
+                    batch_id: string | null;
                     /** @description UTC, ISO 8601 with milliseconds and Z. */
                     completed_at: string | null;
                     content_expired: boolean;
@@ -2170,6 +2188,8 @@ export interface components {
                     created_at: string;
                     credits: number;
                     credits_refunded: boolean;
+                    /** @description The `custom_id` of its batch line; null for a generation created on its own. */
+                    custom_id: string | null;
                     error: {
                         code: string;
                         message: string;
@@ -2212,6 +2232,8 @@ export interface components {
         };
         GenerationList: {
             data: {
+                /** @description The batch this generation is a line of (POST /v1/batches); null for a generation created on its own. */
+                batch_id: string | null;
                 /** @description UTC, ISO 8601 with milliseconds and Z. */
                 completed_at: string | null;
                 content_expired: boolean;
@@ -2222,6 +2244,8 @@ export interface components {
                 created_at: string;
                 credits: number;
                 credits_refunded: boolean;
+                /** @description The `custom_id` of its batch line; null for a generation created on its own. */
+                custom_id: string | null;
                 error: {
                     code: string;
                     message: string;
@@ -2331,6 +2355,8 @@ export interface components {
                 message: string;
             };
             generation: {
+                /** @description The batch this generation is a line of (POST /v1/batches); null for a generation created on its own. */
+                batch_id: string | null;
                 /** @description UTC, ISO 8601 with milliseconds and Z. */
                 completed_at: string | null;
                 content_expired: boolean;
@@ -2341,6 +2367,8 @@ export interface components {
                 created_at: string;
                 credits: number;
                 credits_refunded: boolean;
+                /** @description The `custom_id` of its batch line; null for a generation created on its own. */
+                custom_id: string | null;
                 error: {
                     code: string;
                     message: string;
