@@ -38,6 +38,7 @@ describe('gen batch (real stack)', () => {
     expect(output.code, output.stdout).toBe(0);
     expect(output.stdout).toMatch(/batch_\w+: 5 lines, \d+ credits at most/);
     // The bar, redrawn in place: counts per status, then the rate and the time left once lines end.
+    // eslint-disable-next-line no-control-regex -- the terminal's erase-line sequence is what is checked
     expect(output.stdout).toMatch(/\r\u001b\[2Kbatch_\w+ \[[█░]{24}\] \d\/5 · /);
     expect(output.stdout).toMatch(
       /\[█{24}\] 5\/5 · 5 succeeded · 0 pending · [\d.]+ lines\/s · done · 5 files/,
