@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { batchStatuses } from '../db/batches.js';
+import { generationSchema } from './schemas.js';
 
 /** What the batch routes validate and answer with (their OpenAPI description is built from them). */
 
@@ -39,9 +40,36 @@ export const batchSchema = z.object({
   expires_at: timestamp.describe('The end of the completion window: lines not started by then expire.'),
 });
 
+/** The answer of POST /v1/batches/quote. */
+export const batchQuoteSchema = z.object({
+  lines: z.number().int().positive(),
+  credits: z
+    .number()
+    .int()
+    .nonnegative()
+    .describe('Every line at its price now; each is charged only when it starts.'),
+  balance: z.object({ subscription: z.number().int(), one_time: z.number().int(), total: z.number().int() }),
+  affordable: z
+    .boolean()
+    .describe('Whether the balance covers the total now (a create refuses it with 402 otherwise).'),
+});
+
 export const batchListSchema = z.object({
   data: z.array(batchSchema),
   next_cursor: z.string().nullable(),
+});
+
+/** One line of the results file. */
+export const batchLineSchema = z.object({
+  line: z.number().int().nonnegative().describe('The index of the request line, from 0.'),
+  custom_id: z.string(),
+  generation: generationSchema.nullable().describe('Its generation; null when it never started.'),
+  error: z
+    .object({ code: z.string(), message: z.string() })
+    .nullable()
+    .describe(
+      "Its generation's error, or why it never started (batch_canceled, batch_expired, invalid_request).",
+    ),
 });
 
 export const batchPathSchema = z.object({

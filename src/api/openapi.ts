@@ -4,6 +4,8 @@ import type { CatalogCache } from '../catalog/catalog-cache.js';
 import { errorCodes, type ErrorCode } from '../errors.js';
 import * as described from './openapi-headers.js';
 import * as events from './openapi-events.js';
+import { batchPaths, batchRequestLineSchema } from './openapi-batches.js';
+import { batchListSchema, batchQuoteSchema, batchSchema } from './batch-schemas.js';
 import { pathParameters, queryParameters } from './openapi-parameters.js';
 import { routeSchemas } from './route-schemas.js';
 import {
@@ -43,6 +45,9 @@ const components = new Map<ZodType, string>([
   [accountEventListSchema, 'AccountEventList'],
   [webhookSecretSchema, 'WebhookSecret'],
   [webhookSubscriptionSchema, 'WebhookSubscription'],
+  [batchSchema, 'Batch'],
+  [batchListSchema, 'BatchList'],
+  [batchQuoteSchema, 'BatchQuote'],
 ]);
 
 /** A reference to the component of a route's response schema. */
@@ -124,6 +129,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
       schemas: {
         ...Object.fromEntries([...components].map(([schema, name]) => [name, toSchema(schema)])),
         ...requestSchemas,
+        BatchRequestLine: batchRequestLineSchema,
       },
     },
     paths: {
@@ -239,6 +245,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
         },
       },
       ...events.webhookSecretPaths(errorResponses(...everyOperation)),
+      ...batchPaths(ref, errorResponses, everyOperation),
       '/credits': {
         get: {
           summary: 'Credit balance',

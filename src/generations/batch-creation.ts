@@ -44,6 +44,11 @@ export interface BatchRequest {
 
 const chunkSize = 500;
 
+/** A JSONL line that is not JSON, as the route hands it on: refused as such, named by its index. */
+export class NotJsonLine {
+  constructor(readonly text: string) {}
+}
+
 /** The batch's workflow: from the key and Idempotency-Key when there is one (a retry meets it), else its own. */
 export function batchWorkflowId(keyId: string, key: string | null, batchId: string): string {
   if (key === null) return `batch-${batchId}`;
@@ -112,6 +117,21 @@ export async function createBatch(
   return { batch, created: true };
 }
 
+/**
+ * A batch's quote: its lines checked exactly as a create checks them (the same 400), and their
+ * total at each line's price now. Nothing is written, started or charged.
+ */
+export async function quoteBatch(
+  deps: Omit<BatchCreationDeps, 'pool' | 'temporal' | 'taskQueue' | 'linesInFlight'>,
+  request: Omit<BatchRequest, 'principal' | 'idempotencyKey'>,
+): Promise<{ lines: number; credits: number }> {
+  const envelope = checkEnvelope(request.envelope);
+  if (!envelope.ok) throw new ValidationError(envelope.issues);
+  const read = await readLines(deps, request, createHash('sha256'), () => Promise.resolve());
+  if (read.issues.length > 0) throw new ValidationError(read.issues.slice(0, MAX_ISSUES));
+  return { lines: read.count, credits: read.credits };
+}
+
 /** The batch the key made, for a retry with the same lines; 409 for other lines. */
 async function answerExisting(
   deps: BatchCreationDeps,
@@ -162,8 +182,8 @@ interface LinesRead {
 
 /** Reads, hashes and checks every line; writes the good ones in chunks while none has failed. */
 async function readLines(
-  deps: BatchCreationDeps,
-  request: BatchRequest,
+  deps: RequestCheckDeps & { maxLines: number },
+  request: Pick<BatchRequest, 'lines' | 'lineField'>,
   hash: ReturnType<typeof createHash>,
   write: ((chunk: BatchLineInput[]) => Promise<void>) | null,
 ): Promise<LinesRead> {
@@ -172,10 +192,15 @@ async function readLines(
   let chunk: BatchLineInput[] = [];
   for await (const value of request.lines) {
     const index = read.count++;
-    hash.update(canonicalJson(value));
+    hash.update(value instanceof NotJsonLine ? value.text : canonicalJson(value));
     hash.update('\n');
     if (write === null) continue;
     const name = request.lineField(index);
+    if (value instanceof NotJsonLine) {
+      if (read.issues.length < MAX_ISSUES)
+        read.issues.push({ field: name, code: 'invalid_json', message: `Line ${index} is not JSON.` });
+      continue;
+    }
     if (index === deps.maxLines)
       read.issues.push({
         field: name,

@@ -125,6 +125,11 @@ describe('GET /v1/models, GET /v1/credits and GET /v1/openapi.json', () => {
     const doc = response.json();
     expect(doc.openapi).toBe('3.1.0');
     expect(Object.keys(doc.paths).sort()).toEqual([
+      '/batches',
+      '/batches/quote',
+      '/batches/{id}',
+      '/batches/{id}/cancel',
+      '/batches/{id}/results',
       '/credits',
       '/events',
       '/generations',

@@ -138,4 +138,46 @@ describe('batches', () => {
     expect(response.statusCode).toBe(402);
     expect(response.json().error.message).toMatch(/quoted at \d+ credits; the balance is 5/);
   });
+
+  it('takes the same lines as JSONL (the same fingerprint as JSON), and quotes a batch without starting it', async () => {
+    const { api, account } = stack;
+    const jsonl = lines(3)
+      .map((line) => JSON.stringify(line))
+      .join('\n');
+    const quote = await api.app.inject({
+      method: 'POST',
+      url: '/v1/batches/quote',
+      headers: { ...bearer(account.key), 'content-type': 'application/x-ndjson' },
+      payload: jsonl,
+    });
+    expect(quote.statusCode, quote.body).toBe(200);
+    expect(quote.json()).toMatchObject({ lines: 3, credits: expect.any(Number), affordable: true });
+    const post = (payload: string, type: string, url = '/v1/batches?completion_window=1h') =>
+      api.app.inject({
+        method: 'POST',
+        url,
+        headers: { ...bearer(account.key), 'content-type': type, 'idempotency-key': 'jsonl-1' },
+        payload,
+      });
+    const created = await post(jsonl, 'application/x-ndjson');
+    expect(created.statusCode, created.body).toBe(201);
+    expect(created.json()).toMatchObject({ completion_window: '1h', credits_quoted: quote.json().credits });
+    // The same lines as JSON, with the same envelope: the same batch.
+    const same = await post(
+      JSON.stringify({ requests: lines(3), completion_window: '1h' }),
+      'application/json',
+      '/v1/batches',
+    );
+    expect(same.statusCode, same.body).toBe(200);
+    expect(same.json().id).toBe(created.json().id);
+    const bad = await api.app.inject({
+      method: 'POST',
+      url: '/v1/batches',
+      headers: { ...bearer(account.key), 'content-type': 'application/x-ndjson' },
+      payload: `${jsonl}\nnot json\n`,
+    });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().issues).toEqual([expect.objectContaining({ field: 'line 3' })]);
+    await waitForBatch(api, account.key, created.json().id);
+  });
 });

@@ -1,16 +1,23 @@
 import { createInterface } from 'node:readline';
 import { Readable, Transform } from 'node:stream';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { finishedLinesAfter, type BatchResultRow } from '../../db/batch-lines.js';
 import { toBatch } from '../../db/batch-view.js';
 import { batchCounts, getBatch, listBatches, setBatchStatus, type BatchRow } from '../../db/batches.js';
 import type { DatabasePool } from '../../db/pool.js';
 import { ApiError } from '../../errors.js';
-import { createBatch, type BatchCreationDeps } from '../../generations/batch-creation.js';
+import {
+  createBatch,
+  NotJsonLine,
+  quoteBatch,
+  type BatchCreationDeps,
+} from '../../generations/batch-creation.js';
+import { getBalance } from '../../db/credits-repository.js';
 import { principalOf } from '../auth-plugin.js';
 import {
   batchListSchema,
   batchPathSchema,
+  batchQuoteSchema,
   batchResultsQuerySchema,
   batchSchema,
   createBatchQuerySchema,
@@ -28,6 +35,7 @@ export interface BatchRouteDeps extends Omit<BatchCreationDeps, 'pool'> {
 
 export const batchRouteSchemas = {
   createBatch: { querystring: createBatchQuerySchema, response: { 200: batchSchema, 201: batchSchema } },
+  quoteBatch: { querystring: createBatchQuerySchema, response: { 200: batchQuoteSchema } },
   getBatch: { params: batchPathSchema, response: { 200: batchSchema } },
   cancelBatch: { params: batchPathSchema, response: { 200: batchSchema } },
   listBatches: { querystring: listBatchesQuerySchema, response: { 200: batchListSchema } },
@@ -59,23 +67,31 @@ function routes(typed: ZodApp, deps: BatchRouteDeps) {
     { schema: batchRouteSchemas.createBatch, config: { checksOwnBody: true } },
     async (request, reply) => {
       const principal = principalOf(request);
-      const jsonl = request.body instanceof Readable;
-      const body = jsonl ? {} : (request.body as Record<string, unknown> | null);
-      if (!jsonl && (typeof body !== 'object' || body === null || !Array.isArray(body.requests)))
-        throw new ApiError('invalid_request', 'The body needs `requests`: an array of request lines.', {
-          issues: [{ field: 'requests', code: 'required', message: 'Expected an array of request lines.' }],
-        });
       const { batch, created } = await createBatch(deps, {
         principal,
         idempotencyKey: request.headers['idempotency-key'],
-        envelope: jsonl ? envelopeFromQuery(request.query) : body!,
-        lines: jsonl
-          ? jsonLines(request.body as Readable, deps.bodyLimitBytes)
-          : (body!.requests as unknown[]),
-        lineField: jsonl ? (index) => `line ${index}` : (index) => `requests[${index}]`,
+        ...batchBody(request, deps.bodyLimitBytes),
       });
       reply.header('x-request-id', batch.id);
       return reply.status(created ? 201 : 200).send(await view(batch));
+    },
+  );
+
+  typed.post(
+    '/v1/batches/quote',
+    { schema: batchRouteSchemas.quoteBatch, config: { checksOwnBody: true } },
+    async (request) => {
+      const quote = await quoteBatch(deps, batchBody(request, deps.bodyLimitBytes));
+      const balance = await getBalance(deps.pool, principalOf(request).accountId);
+      return {
+        ...quote,
+        balance: {
+          subscription: balance.subscription_credits,
+          one_time: balance.one_time_credits,
+          total: balance.credits,
+        },
+        affordable: balance.credits >= quote.credits,
+      };
     },
   );
 
@@ -114,6 +130,23 @@ function routes(typed: ZodApp, deps: BatchRouteDeps) {
     if (!row) throw new ApiError('not_found', 'No batch with this id in this account.');
     return row;
   }
+}
+
+/** The lines and envelope of a create or quote: the JSON form's body, or the JSONL body as it arrives and the query. */
+function batchBody(request: FastifyRequest, bodyLimitBytes: number) {
+  if (request.body instanceof Readable)
+    return {
+      envelope: envelopeFromQuery(request.query),
+      lines: jsonLines(request.body, bodyLimitBytes),
+      lineField: (index: number) => `line ${index}`,
+    };
+  const body = request.body as Record<string, unknown> | null;
+  if (typeof body !== 'object' || body === null || !Array.isArray(body.requests))
+    throw new ApiError('invalid_request', 'The body needs `requests`: an array of request lines.', {
+      issues: [{ field: 'requests', code: 'required', message: 'Expected an array of request lines.' }],
+    });
+  const { requests, ...envelope } = body;
+  return { envelope, lines: requests as unknown[], lineField: (index: number) => `requests[${index}]` };
 }
 
 /** The finished lines after `after`, page by page: never the whole file in memory. */
@@ -163,7 +196,7 @@ function envelopeFromQuery(query: unknown): Record<string, unknown> {
   };
 }
 
-/** Each non-blank line of a JSONL body, parsed; a line that is no JSON is handed on as such (refused by its check). */
+/** Each non-blank line of a JSONL body, parsed; a line that is not JSON is handed on as a NotJsonLine (refused by its check). */
 async function* jsonLines(body: Readable, limitBytes: number): AsyncGenerator<unknown> {
   let bytes = 0;
   const counted = body.pipe(
@@ -182,10 +215,7 @@ async function* jsonLines(body: Readable, limitBytes: number): AsyncGenerator<un
     try {
       yield JSON.parse(line) as unknown;
     } catch {
-      yield notJson;
+      yield new NotJsonLine(line);
     }
   }
 }
-
-/** A line that is not JSON: refused as a line that is no object. */
-const notJson = Symbol('not JSON');

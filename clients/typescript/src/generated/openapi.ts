@@ -5,6 +5,825 @@
  */
 
 export interface paths {
+    "/batches": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List batches, newest first */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description The next_cursor of the previous page, as it was given. */
+                    cursor?: string;
+                    /** @description Page size, 1 to 100; 20 when absent. */
+                    limit?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["BatchList"];
+                    };
+                };
+                /** @description `invalid_request`: The request failed validation; `issues` names each field. */
+                400: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description `unauthorized`: Missing, malformed, unknown or revoked API key. */
+                401: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. */
+                403: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `rate_limited`: A rate limit was exceeded; see Retry-After. */
+                429: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `internal_error`: Unexpected failure. Retry with the same Idempotency-Key. */
+                500: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `service_unavailable`: A dependency is unreachable. Retry with the same Idempotency-Key and body. */
+                503: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /** Create a batch: many generations, each started (and charged) in turn */
+        post: {
+            parameters: {
+                query?: {
+                    /** @description JSONL form: the completion window (default 24h). */
+                    completion_window?: string;
+                    /** @description JSONL form: the metadata object as JSON text. */
+                    metadata?: string;
+                };
+                header?: {
+                    /** @description As for a generation: the same key and lines answer the same batch (200); other lines, 409. */
+                    "Idempotency-Key"?: string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            /** @description JSON: `{"requests": [lines], "completion_window", "metadata"}` within the API body limit. JSONL (`application/x-ndjson`): one line per request, read as it arrives (up to BATCH_BODY_LIMIT_BYTES); its completion_window and metadata in the query. Each line is a generation request (the body of POST /v1/generations) with a `custom_id`, unique in the batch. */
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description Lines not started by then expire, uncharged (default 24h, at most 7d). */
+                        completion_window?: string;
+                        metadata?: {
+                            [key: string]: string;
+                        } | null;
+                        requests: components["schemas"]["BatchRequestLine"][];
+                    };
+                    "application/x-ndjson": string;
+                };
+            };
+            responses: {
+                /** @description A retry with the same Idempotency-Key and lines. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Batch"];
+                    };
+                };
+                /** @description Created. */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Batch"];
+                    };
+                };
+                /** @description `invalid_request`: The request failed validation; `issues` names each field. `invalid_request`: The request failed validation; `issues` names each field. */
+                400: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description `unauthorized`: Missing, malformed, unknown or revoked API key. */
+                401: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `insufficient_credits`: The balance is below the full quoted price. */
+                402: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. */
+                403: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `idempotency_conflict`: The Idempotency-Key was used with a different body. */
+                409: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `payload_too_large`: The request body is larger than the service accepts. */
+                413: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `unsupported_media_type`: The body is not application/json. */
+                415: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `rate_limited`: A rate limit was exceeded; see Retry-After. */
+                429: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `internal_error`: Unexpected failure. Retry with the same Idempotency-Key. */
+                500: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `service_unavailable`: A dependency is unreachable. Retry with the same Idempotency-Key and body. */
+                503: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/batches/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get a batch: its status, counts and credits spent */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description A batch id; anything else is 404 like an unknown one. */
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The batch. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Batch"];
+                    };
+                };
+                /** @description `invalid_request`: The request failed validation; `issues` names each field. */
+                400: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description `unauthorized`: Missing, malformed, unknown or revoked API key. */
+                401: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. */
+                403: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `not_found`: No such route, or no such generation in this account. */
+                404: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `rate_limited`: A rate limit was exceeded; see Retry-After. */
+                429: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `internal_error`: Unexpected failure. Retry with the same Idempotency-Key. */
+                500: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `service_unavailable`: A dependency is unreachable. Retry with the same Idempotency-Key and body. */
+                503: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/batches/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Cancel a batch: lines not started end canceled (uncharged), running ones as a cancel of each */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description A batch id; anything else is 404 like an unknown one. */
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The batch, canceling (or as it ended). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Batch"];
+                    };
+                };
+                /** @description `invalid_request`: The request failed validation; `issues` names each field. */
+                400: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description `unauthorized`: Missing, malformed, unknown or revoked API key. */
+                401: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. */
+                403: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `not_found`: No such route, or no such generation in this account. */
+                404: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `rate_limited`: A rate limit was exceeded; see Retry-After. */
+                429: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `internal_error`: Unexpected failure. Retry with the same Idempotency-Key. */
+                500: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `service_unavailable`: A dependency is unreachable. Retry with the same Idempotency-Key and body. */
+                503: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/batches/{id}/results": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The results file: one JSON line per finished line, in input order */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description Only lines after this index: the last index read, to resume. */
+                    after?: number;
+                };
+                header?: never;
+                path: {
+                    /** @description A batch id; anything else is 404 like an unknown one. */
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description JSONL (application/x-ndjson): each finished line (its generation ended, or it ended without one) with `line`, `custom_id`, its generation or null, and its error or null. Lines still running are left out: read again, with `after`, for more. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/x-ndjson": {
+                            custom_id: string;
+                            /** @description Its generation's error, or why it never started (batch_canceled, batch_expired, invalid_request). */
+                            error: {
+                                code: string;
+                                message: string;
+                            } | null;
+                            /** @description Its generation; null when it never started. */
+                            generation: {
+                                /** @description The batch this generation is a line of (POST /v1/batches); null for a generation created on its own. */
+                                batch_id: string | null;
+                                /** @description UTC, ISO 8601 with milliseconds and Z. */
+                                completed_at: string | null;
+                                content_expired: boolean;
+                                /**
+                                 * Format: date-time
+                                 * @description UTC, ISO 8601 with milliseconds and Z.
+                                 */
+                                created_at: string;
+                                credits: number;
+                                credits_refunded: boolean;
+                                /** @description The `custom_id` of its batch line; null for a generation created on its own. */
+                                custom_id: string | null;
+                                error: {
+                                    code: string;
+                                    message: string;
+                                } | null;
+                                /** @description UTC, ISO 8601 with milliseconds and Z. */
+                                expires_at: string | null;
+                                id: string;
+                                input: {
+                                    [key: string]: unknown;
+                                } | null;
+                                media_type: string;
+                                model: string;
+                                output: {
+                                    images?: {
+                                        height: number;
+                                        /** Format: uri */
+                                        url: string;
+                                        width: number;
+                                    }[];
+                                    videos?: {
+                                        content_type: string;
+                                        duration_seconds: number;
+                                        has_audio: boolean;
+                                        height: number;
+                                        /** Format: uri */
+                                        url: string;
+                                        width: number;
+                                    }[];
+                                } | null;
+                                /** @description The provider serving the generation (or that served it): the route a create was last sent to. Null before submission, and when every route refused. Also answered as the Generation-Provider header of GET. */
+                                provider: string | null;
+                                /** @enum {string} */
+                                status: "queued" | "succeeded" | "failed" | "rejected";
+                            } | null;
+                            /** @description The index of the request line, from 0. */
+                            line: number;
+                        };
+                    };
+                };
+                /** @description `invalid_request`: The request failed validation; `issues` names each field. */
+                400: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description `unauthorized`: Missing, malformed, unknown or revoked API key. */
+                401: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. */
+                403: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `not_found`: No such route, or no such generation in this account. */
+                404: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `rate_limited`: A rate limit was exceeded; see Retry-After. */
+                429: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `internal_error`: Unexpected failure. Retry with the same Idempotency-Key. */
+                500: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `service_unavailable`: A dependency is unreachable. Retry with the same Idempotency-Key and body. */
+                503: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/batches/quote": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Quote a batch: its lines checked as a create's, their total now */
+        post: {
+            parameters: {
+                query?: {
+                    /** @description JSONL form: the completion window (default 24h). */
+                    completion_window?: string;
+                    /** @description JSONL form: the metadata object as JSON text. */
+                    metadata?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            /** @description JSON: `{"requests": [lines], "completion_window", "metadata"}` within the API body limit. JSONL (`application/x-ndjson`): one line per request, read as it arrives (up to BATCH_BODY_LIMIT_BYTES); its completion_window and metadata in the query. Each line is a generation request (the body of POST /v1/generations) with a `custom_id`, unique in the batch. */
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description Lines not started by then expire, uncharged (default 24h, at most 7d). */
+                        completion_window?: string;
+                        metadata?: {
+                            [key: string]: string;
+                        } | null;
+                        requests: components["schemas"]["BatchRequestLine"][];
+                    };
+                    "application/x-ndjson": string;
+                };
+            };
+            responses: {
+                /** @description The quote. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["BatchQuote"];
+                    };
+                };
+                /** @description `invalid_request`: The request failed validation; `issues` names each field. */
+                400: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description `unauthorized`: Missing, malformed, unknown or revoked API key. */
+                401: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. */
+                403: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `payload_too_large`: The request body is larger than the service accepts. */
+                413: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `unsupported_media_type`: The body is not application/json. */
+                415: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `rate_limited`: A rate limit was exceeded; see Retry-After. */
+                429: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `internal_error`: Unexpected failure. Retry with the same Idempotency-Key. */
+                500: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `service_unavailable`: A dependency is unreachable. Retry with the same Idempotency-Key and body. */
+                503: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/credits": {
         parameters: {
             query?: never;
@@ -2035,6 +2854,119 @@ export interface components {
             has_more: boolean;
             /** @description Where the next page starts: send it as `after` (or as Last-Event-ID to a stream) for the events after this page. Never null; with no events it is the cursor given, or the account log’s newest one. */
             next_cursor: string;
+        };
+        Batch: {
+            /** @description UTC, ISO 8601 with milliseconds and Z. */
+            completed_at: string | null;
+            completion_window: string;
+            /**
+             * Format: date-time
+             * @description UTC, ISO 8601 with milliseconds and Z.
+             */
+            created_at: string;
+            /** @description Every line at its price when the batch was created. */
+            credits_quoted: number;
+            /** @description Debited for its lines so far, refunds taken off. */
+            credits_spent: number;
+            /**
+             * Format: date-time
+             * @description The end of the completion window: lines not started by then expire.
+             */
+            expires_at: string;
+            id: string;
+            metadata: {
+                [key: string]: string;
+            } | null;
+            /** @description The batch's lines by where they stand: the generation statuses for lines started. */
+            request_counts: {
+                /** @description Never started: the batch was canceled first. Never charged. */
+                canceled: number;
+                /** @description Never started: the completion window passed first. Never charged. */
+                expired: number;
+                failed: number;
+                /** @description Not started yet. */
+                pending: number;
+                /** @description Started, their generation not ended yet. */
+                queued: number;
+                /** @description Refused when started, with no generation (the model was withdrawn, say). */
+                refused: number;
+                /** @description Refused at admission (insufficient_credits, say): never charged. */
+                rejected: number;
+                succeeded: number;
+                total: number;
+            };
+            /** @description UTC, ISO 8601 with milliseconds and Z. */
+            started_at: string | null;
+            /** @enum {string} */
+            status: "validating" | "in_progress" | "completed" | "canceling" | "canceled" | "expired";
+        };
+        BatchList: {
+            data: {
+                /** @description UTC, ISO 8601 with milliseconds and Z. */
+                completed_at: string | null;
+                completion_window: string;
+                /**
+                 * Format: date-time
+                 * @description UTC, ISO 8601 with milliseconds and Z.
+                 */
+                created_at: string;
+                /** @description Every line at its price when the batch was created. */
+                credits_quoted: number;
+                /** @description Debited for its lines so far, refunds taken off. */
+                credits_spent: number;
+                /**
+                 * Format: date-time
+                 * @description The end of the completion window: lines not started by then expire.
+                 */
+                expires_at: string;
+                id: string;
+                metadata: {
+                    [key: string]: string;
+                } | null;
+                /** @description The batch's lines by where they stand: the generation statuses for lines started. */
+                request_counts: {
+                    /** @description Never started: the batch was canceled first. Never charged. */
+                    canceled: number;
+                    /** @description Never started: the completion window passed first. Never charged. */
+                    expired: number;
+                    failed: number;
+                    /** @description Not started yet. */
+                    pending: number;
+                    /** @description Started, their generation not ended yet. */
+                    queued: number;
+                    /** @description Refused when started, with no generation (the model was withdrawn, say). */
+                    refused: number;
+                    /** @description Refused at admission (insufficient_credits, say): never charged. */
+                    rejected: number;
+                    succeeded: number;
+                    total: number;
+                };
+                /** @description UTC, ISO 8601 with milliseconds and Z. */
+                started_at: string | null;
+                /** @enum {string} */
+                status: "validating" | "in_progress" | "completed" | "canceling" | "canceled" | "expired";
+            }[];
+            next_cursor: string | null;
+        };
+        BatchQuote: {
+            /** @description Whether the balance covers the total now (a create refuses it with 402 otherwise). */
+            affordable: boolean;
+            balance: {
+                one_time: number;
+                subscription: number;
+                total: number;
+            };
+            /** @description Every line at its price now; each is charged only when it starts. */
+            credits: number;
+            lines: number;
+        };
+        BatchRequestLine: {
+            /** @description Names the line in the results and on its generation; unique in the batch. */
+            custom_id: string;
+            /** @description A model id; the other fields are that model’s (see GenerationRequest_*). */
+            model: string;
+        } & {
+            [key: string]: unknown;
         };
         CreditBalance: {
             /** @description Total balance the API draws from. */

@@ -1,0 +1,150 @@
+import type { ErrorCode } from '../errors.js';
+import { toJsonSchema } from '../json-schema.js';
+import { batchLineSchema } from './batch-schemas.js';
+import { pathParameters, queryParameters } from './openapi-parameters.js';
+import { batchRouteSchemas as routes } from './routes/batch-routes.js';
+
+/** The batch operations of the OpenAPI document (POST /v1/batches and its reads, quote and cancel). */
+
+type Responses = Record<string, unknown>;
+
+/**
+ * Their paths. `ref` names a component; `errors` builds the error responses of a list of codes
+ * (openapi.ts's errorResponses), `every` the codes any operation can answer.
+ */
+export function batchPaths(
+  ref: (name: string) => unknown,
+  errors: (...codes: ErrorCode[]) => Responses,
+  every: ErrorCode[],
+) {
+  const json = (schema: unknown) => ({ 'application/json': { schema } });
+  const body = {
+    required: true,
+    description:
+      'JSON: `{"requests": [lines], "completion_window", "metadata"}` within the API body limit. JSONL (`application/x-ndjson`): one line per request, read as it arrives (up to BATCH_BODY_LIMIT_BYTES); its completion_window and metadata in the query. Each line is a generation request (the body of POST /v1/generations) with a `custom_id`, unique in the batch.',
+    content: {
+      'application/json': {
+        schema: {
+          type: 'object',
+          required: ['requests'],
+          properties: {
+            requests: { type: 'array', minItems: 1, items: ref('BatchRequestLine') },
+            completion_window: {
+              type: 'string',
+              pattern: '^[1-9][0-9]{0,6}[smhd]$',
+              description: 'Lines not started by then expire, uncharged (default 24h, at most 7d).',
+            },
+            metadata: { type: ['object', 'null'], additionalProperties: { type: 'string' } },
+          },
+        },
+      },
+      'application/x-ndjson': { schema: { type: 'string' } },
+    },
+  };
+  const keyHeader = {
+    name: 'Idempotency-Key',
+    in: 'header',
+    required: false,
+    description: 'As for a generation: the same key and lines answer the same batch (200); other lines, 409.',
+    schema: { type: 'string', minLength: 1, maxLength: 128, pattern: '^[\\x21-\\x7E]+$' },
+  };
+  return {
+    '/batches': {
+      post: {
+        summary: 'Create a batch: many generations, each started (and charged) in turn',
+        parameters: [keyHeader, ...queryParameters(routes.createBatch.querystring)],
+        requestBody: body,
+        responses: {
+          '201': { description: 'Created.', content: json(ref('Batch')) },
+          '200': {
+            description: 'A retry with the same Idempotency-Key and lines.',
+            content: json(ref('Batch')),
+          },
+          ...errors(
+            'invalid_request',
+            'insufficient_credits',
+            'idempotency_conflict',
+            'payload_too_large',
+            'unsupported_media_type',
+            ...every,
+          ),
+        },
+      },
+      get: {
+        summary: 'List batches, newest first',
+        parameters: queryParameters(routes.listBatches.querystring),
+        responses: {
+          '200': { description: 'A page.', content: json(ref('BatchList')) },
+          ...errors(...every),
+        },
+      },
+    },
+    '/batches/quote': {
+      post: {
+        summary: "Quote a batch: its lines checked as a create's, their total now",
+        parameters: queryParameters(routes.quoteBatch.querystring),
+        requestBody: body,
+        responses: {
+          '200': { description: 'The quote.', content: json(ref('BatchQuote')) },
+          ...errors('payload_too_large', 'unsupported_media_type', ...every),
+        },
+      },
+    },
+    '/batches/{id}': {
+      get: {
+        summary: 'Get a batch: its status, counts and credits spent',
+        parameters: pathParameters(routes.getBatch.params),
+        responses: {
+          '200': { description: 'The batch.', content: json(ref('Batch')) },
+          ...errors('not_found', ...every),
+        },
+      },
+    },
+    '/batches/{id}/results': {
+      get: {
+        summary: 'The results file: one JSON line per finished line, in input order',
+        parameters: [
+          ...pathParameters(routes.batchResults.params),
+          ...queryParameters(routes.batchResults.querystring),
+        ],
+        responses: {
+          '200': {
+            description:
+              'JSONL (application/x-ndjson): each finished line (its generation ended, or it ended without one) with `line`, `custom_id`, its generation or null, and its error or null. Lines still running are left out: read again, with `after`, for more.',
+            content: { 'application/x-ndjson': { schema: toJsonSchema(batchLineSchema, 'input') } },
+          },
+          ...errors('not_found', ...every),
+        },
+      },
+    },
+    '/batches/{id}/cancel': {
+      post: {
+        summary:
+          'Cancel a batch: lines not started end canceled (uncharged), running ones as a cancel of each',
+        parameters: pathParameters(routes.cancelBatch.params),
+        responses: {
+          '200': { description: 'The batch, canceling (or as it ended).', content: json(ref('Batch')) },
+          ...errors('not_found', ...every),
+        },
+      },
+    },
+  };
+}
+
+/** A request line as the document shows it: a generation request (POST /v1/generations) and its `custom_id`. */
+export const batchRequestLineSchema = {
+  type: 'object',
+  required: ['custom_id', 'model'],
+  properties: {
+    custom_id: {
+      type: 'string',
+      pattern: '^[\\x20-\\x7E]{1,64}$',
+      description: 'Names the line in the results and on its generation; unique in the batch.',
+    },
+    model: {
+      type: 'string',
+      description: 'A model id; the other fields are that model’s (see GenerationRequest_*).',
+    },
+  },
+  additionalProperties: true,
+};
