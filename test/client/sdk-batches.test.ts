@@ -78,6 +78,12 @@ describe('batches with the TypeScript client (real stack)', () => {
         .map((l) => JSON.stringify(l))
         .join('\n') + '\n',
     );
+    // Quoted first: the same lines, checked the same way, nothing made.
+    expect(await client().batches.quote({ jsonl: jsonlFile(file) })).toMatchObject({
+      lines: 3,
+      credits: expect.any(Number),
+      affordable: true,
+    });
     const created = await client().batches.create(
       { jsonl: jsonlFile(file), completion_window: '1h', metadata: { run: 'file' } },
       { idempotencyKey: 'sdk-batch-file' },

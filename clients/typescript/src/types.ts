@@ -1,4 +1,4 @@
-import type { components } from './generated/openapi.js';
+import type { components, paths } from './generated/openapi.js';
 
 /** A generation, the same shape at every stage (create, get, list item, replay). */
 export type Generation = components['schemas']['Generation'];
@@ -41,61 +41,22 @@ export const terminalStatuses: ReadonlySet<string> = new Set(['succeeded', 'fail
 export const isTerminal = (generation: Pick<Generation, 'status'>): boolean =>
   terminalStatuses.has(generation.status);
 
-/** A batch's status: `validating` and `in_progress` until it ends `completed`, `canceled` or `expired`. */
-export type BatchStatus = 'validating' | 'in_progress' | 'completed' | 'canceling' | 'canceled' | 'expired';
-
 /** GET /v1/batches/{id}: a batch, its lines counted by where they stand, and the credits it spent. */
-export interface Batch {
-  id: string;
-  status: BatchStatus;
-  completion_window: string;
-  request_counts: {
-    total: number;
-    /** Not started yet. */
-    pending: number;
-    /** Started, their generation not ended yet. */
-    queued: number;
-    succeeded: number;
-    failed: number;
-    /** Refused at admission (insufficient_credits, say): never charged. */
-    rejected: number;
-    /** Refused when started, with no generation (the model was withdrawn, say). */
-    refused: number;
-    /** Never started: the batch was canceled first. Never charged. */
-    canceled: number;
-    /** Never started: the completion window passed first. Never charged. */
-    expired: number;
-  };
-  credits_quoted: number;
-  credits_spent: number;
-  metadata: Record<string, string> | null;
-  created_at: string;
-  started_at: string | null;
-  completed_at: string | null;
-  expires_at: string;
-}
-
+export type Batch = components['schemas']['Batch'];
+/** `validating` and `in_progress` until it ends `completed`, `canceled` or `expired`. */
+export type BatchStatus = Batch['status'];
 /** One page of GET /v1/batches, newest first. */
-export interface BatchListPage {
-  data: Batch[];
-  next_cursor: string | null;
-}
-
+export type BatchListPage = components['schemas']['BatchList'];
+/** POST /v1/batches/quote: the lines checked as a create's, their total now, the balance. */
+export type BatchQuote = components['schemas']['BatchQuote'];
 /** One line of a batch: its `custom_id` (unique in the batch) and a generation's body. */
-export interface BatchRequestLine extends GenerationRequest {
-  custom_id: string;
-}
-
+export type BatchRequestLine = components['schemas']['BatchRequestLine'];
 /**
  * One line of GET /v1/batches/{id}/results (JSONL, input order): its index and custom_id, and its
  * generation, or the error it ended with without one (canceled or expired before it started, refused).
  */
-export interface BatchResultLine {
-  line: number;
-  custom_id: string;
-  generation: Generation | null;
-  error: { code: string; message: string } | null;
-}
+export type BatchResultLine =
+  paths['/batches/{id}/results']['get']['responses'][200]['content']['application/x-ndjson'];
 
 export const batchTerminalStatuses: ReadonlySet<string> = new Set(['completed', 'canceled', 'expired']);
 export const isBatchTerminal = (batch: Pick<Batch, 'status'>): boolean =>

@@ -7,6 +7,7 @@ import {
   isBatchTerminal,
   type Batch,
   type BatchListPage,
+  type BatchQuote,
   type BatchRequestLine,
   type BatchResultLine,
 } from '../types.js';
@@ -64,7 +65,7 @@ export interface BatchPage extends BatchListPage {
 
 const longestPauseMs = 30_000;
 
-/** client.batches: create, get, list, cancel, results, wait. (Downloads: `downloadBatch` in /node.) */
+/** client.batches: create, quote, get, list, cancel, results, wait. (Downloads: `downloadBatch` in /node.) */
 export class Batches {
   constructor(private readonly http: HttpCore) {}
 
@@ -76,27 +77,35 @@ export class Batches {
    */
   async create(params: BatchCreateParams, options: BatchCreateOptions = {}): Promise<Batch> {
     const idempotencyKey = options.idempotencyKey ?? newIdempotencyKey();
-    const { requests, jsonl, completion_window, metadata } = params;
-    if ((requests === undefined) === (jsonl === undefined))
-      throw new TypeError('batches.create: pass either `requests` or `jsonl`.');
-    const request =
-      jsonl === undefined
-        ? { body: { requests, completion_window, metadata } }
-        : {
-            upload: uploadOf(jsonl),
-            query: {
-              completion_window,
-              metadata: metadata === undefined ? undefined : JSON.stringify(metadata),
-            },
-          };
     const response = await this.http.request<Batch>({
       method: 'POST',
-      path: '/batches',
       idempotencyKey,
       signal: options.signal,
-      ...request,
+      ...this.requestOf(params),
     });
     return response.data;
+  }
+
+  /** The body of a create or a quote: JSON `requests`, or JSONL with the envelope in the query. */
+  private requestOf(params: BatchCreateParams) {
+    const { requests, jsonl, completion_window, metadata } = params;
+    if ((requests === undefined) === (jsonl === undefined))
+      throw new TypeError('batches: pass either `requests` or `jsonl`.');
+    if (jsonl === undefined) return { path: '/batches', body: { requests, completion_window, metadata } };
+    return {
+      path: '/batches',
+      upload: uploadOf(jsonl),
+      query: { completion_window, metadata: metadata === undefined ? undefined : JSON.stringify(metadata) },
+    };
+  }
+
+  /**
+   * POST /v1/batches/quote: the lines checked exactly as a create checks them (the same
+   * InvalidRequestError), their total at each line's price now, and whether the balance covers it.
+   */
+  async quote(params: BatchCreateParams): Promise<BatchQuote> {
+    const { path: _path, ...request } = this.requestOf(params);
+    return (await this.http.request<BatchQuote>({ method: 'POST', path: '/batches/quote', ...request })).data;
   }
 
   /** GET /v1/batches/{id}. */
