@@ -1,13 +1,30 @@
-import type { AccountEventRow } from '../db/account-events.js';
+import type { z } from 'zod';
+import type { batchSchema } from './batch-resource.js';
+import { isBatchEvent, type AccountEventRow } from '../db/account-events.js';
 import { EventStreamHub, type EventStreamHubOptions } from './event-stream-hub.js';
 import { toGenerationEvent } from './generation-event-view.js';
+
+/**
+ * An account log's event as clients read it: a generation's as GET /v1/generations/{id}/events
+ * gives it, a batch's with the Batch as `data` (its account_id, the log's own, left out).
+ */
+export function toAccountEvent(event: AccountEventRow['event']) {
+  if (!isBatchEvent(event)) return toGenerationEvent(event);
+  const { account_id: _account, ...batch } = event.batch;
+  return {
+    id: event.seq,
+    type: event.type,
+    created_at: event.created_at,
+    data: batch as z.infer<typeof batchSchema>,
+  };
+}
 
 /**
  * One Server-Sent Events message of the account stream: the same event object as the generation's
  * own stream sends, under the account log's position (what Last-Event-ID names on GET /v1/events).
  */
 export function accountSseMessage(row: AccountEventRow): string {
-  return `id: ${row.position}\nevent: ${row.event.type}\ndata: ${JSON.stringify(toGenerationEvent(row.event))}\n\n`;
+  return `id: ${row.position}\nevent: ${row.event.type}\ndata: ${JSON.stringify(toAccountEvent(row.event))}\n\n`;
 }
 
 /**

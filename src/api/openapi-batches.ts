@@ -27,6 +27,7 @@ export function batchPaths(
         schema: {
           type: 'object',
           required: ['requests'],
+          additionalProperties: false,
           properties: {
             requests: { type: 'array', minItems: 1, items: ref('BatchRequestLine') },
             completion_window: {

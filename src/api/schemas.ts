@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { batchEventSchema } from './batch-resource.js';
 import { publicModelSchema } from '../catalog/public-model.js';
 import { errorCodes } from '../errors.js';
 import { generationEventTypes } from '../db/generation-events.js';
@@ -159,9 +160,11 @@ export const accountEventSchema = z.object({
     .describe(
       "The event's place in the account's log, in commit order: the SSE id, what Last-Event-ID and `after` name. Opaque: compare it with nothing, send it back as it is.",
     ),
-  event: generationEventSchema.describe(
-    'The event, as GET /v1/generations/{id}/events gives it (its `id` is its number within its generation; `data.id` names the generation).',
-  ),
+  event: z
+    .union([generationEventSchema, batchEventSchema])
+    .describe(
+      "The event: a generation's as GET /v1/generations/{id}/events gives it (its `id` is its number within its generation; `data.id` names the generation), or a batch's (`batch.*`: `data` is the Batch).",
+    ),
 });
 
 /** GET /v1/events without `Accept: text/event-stream`: a page of the account's events, oldest first. */

@@ -1,27 +1,60 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
+import { batchEventTypes, type BatchEventType } from './batch-events.js';
 import { generationEventRow, toGenerationEventRow, type GenerationEventRow } from './generation-events.js';
 
 /**
- * An account's event log (migration 0023): every event of the account's generations, numbered by
- * `position` in the order they committed (1, 2, 3… per account). A reader that has seen position n
- * resumes after n and misses nothing: positions are taken under the account's head row lock,
- * held until commit, so none below a visible one can still appear.
+ * An account's event log (migration 0023): every event of the account's generations and batches
+ * (0026), numbered by `position` in the order they committed (1, 2, 3… per account). A reader that
+ * has seen position n resumes after n and misses nothing: positions are taken under the account's
+ * head row lock, held until commit, so none below a visible one can still appear.
  */
 export interface AccountEventRow {
   position: number;
-  /** The event it orders (a generation's; batches' later). */
-  event: GenerationEventRow;
+  /** The event it orders: a generation's, or a batch's. */
+  event: GenerationEventRow | BatchEventRow;
 }
 
-const accountEventRow = generationEventRow.extend({ position: z.coerce.number() });
+/** A batch's event (migration 0026): the Batch object as it was, and the account it belongs to. */
+export interface BatchEventRow {
+  seq: number;
+  type: BatchEventType;
+  created_at: string;
+  batch: Record<string, unknown>;
+}
 
-const columns = sql.fragment`a.position, e.seq, e.type, e.created_at, e.resource`;
+export const isBatchEvent = (event: GenerationEventRow | BatchEventRow): event is BatchEventRow =>
+  'batch' in event;
+
+const accountEventRow = z.object({
+  position: z.coerce.number(),
+  subject: z.enum(['generation', 'batch']),
+  seq: z.number(),
+  type: z.string(),
+  created_at: z.string(),
+  resource: z.unknown(),
+});
+const batchEventRow = z.object({
+  seq: z.number(),
+  type: z.enum(batchEventTypes),
+  created_at: z.string(),
+  resource: z.record(z.string(), z.unknown()),
+});
+
+const columns = sql.fragment`a.position,
+  CASE WHEN a.batch_id IS NULL THEN 'generation' ELSE 'batch' END AS subject,
+  coalesce(e.seq, b.seq) AS seq, coalesce(e.type, b.type) AS type,
+  coalesce(e.created_at, b.created_at) AS created_at, coalesce(e.resource, b.resource) AS resource`;
 const joined = sql.fragment`account_events a
-  JOIN generation_events e ON e.generation_id = a.generation_id AND e.seq = a.generation_seq`;
+  LEFT JOIN generation_events e ON e.generation_id = a.generation_id AND e.seq = a.generation_seq
+  LEFT JOIN batch_events b ON b.batch_id = a.batch_id AND b.seq = a.batch_seq`;
 
 function toRow(row: z.infer<typeof accountEventRow>): AccountEventRow {
-  return { position: row.position, event: toGenerationEventRow(row) };
+  const { position, subject, ...event } = row;
+  if (subject === 'generation')
+    return { position, event: toGenerationEventRow(generationEventRow.parse(event)) };
+  const { resource, ...batchEvent } = batchEventRow.parse(event);
+  return { position, event: { ...batchEvent, batch: resource } };
 }
 
 /** The account's events after `afterPosition`, oldest first, at most `limit`. */

@@ -28,7 +28,16 @@ export interface BatchEnvelope {
 export function checkEnvelope(
   body: Record<string, unknown>,
 ): { ok: true; envelope: BatchEnvelope } | { ok: false; issues: ValidationIssue[] } {
-  const issues: ValidationIssue[] = [];
+  const issues: ValidationIssue[] = Object.keys(body)
+    .filter((key) => !['completion_window', 'metadata'].includes(key))
+    .map((key) => ({
+      field: key,
+      code: 'unrecognized_keys',
+      message:
+        key === 'webhook'
+          ? "A batch's own webhook is not taken yet: give each line a webhook for its generation's events."
+          : 'Unknown field.',
+    }));
   const window = body.completion_window ?? '24h';
   const windowMs = typeof window === 'string' ? completionWindowMs(window) : null;
   if (windowMs === null)

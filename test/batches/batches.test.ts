@@ -140,7 +140,9 @@ describe('batches', () => {
   });
 
   it('takes the same lines as JSONL (the same fingerprint as JSON), and quotes a batch without starting it', async () => {
-    const { api, account } = stack;
+    const { api } = stack;
+    // An account of its own: its event log holds this batch's events only.
+    const account = await createPaidAccount(stack.db.pool, { oneTime: 1000 });
     const jsonl = lines(3)
       .map((line) => JSON.stringify(line))
       .join('\n');
@@ -179,5 +181,17 @@ describe('batches', () => {
     expect(bad.statusCode).toBe(400);
     expect(bad.json().issues).toEqual([expect.objectContaining({ field: 'line 3' })]);
     await waitForBatch(api, account.key, created.json().id);
+    // Its events are in the account's log, beside its lines' generations' events.
+    const events = await api.app.inject({
+      method: 'GET',
+      url: '/v1/events?after=0',
+      headers: bearer(account.key),
+    });
+    const own = (events.json().data as Array<{ event: { type: string; data: { id: string } } }>)
+      .map((e) => e.event)
+      .filter((e) => e.data.id === created.json().id);
+    expect(own[0]).toMatchObject({ type: 'batch.created', data: { request_counts: { total: 3 } } });
+    expect(own.at(-1)).toMatchObject({ type: 'batch.completed', data: { status: 'completed' } });
+    expect(own.map((e) => e.type)).toContain('batch.progress');
   });
 });

@@ -19,6 +19,7 @@ import { runAdminCli } from '../support/admin.js';
 import { createGeneration, generationStart, pollGeneration } from '../support/generations.js';
 import { providerJobIdOf, workflowIdOf } from '../support/ledger.js';
 import { testDeployment } from '../support/worker.js';
+import { tellBatchStory } from './batch-stories.js';
 import { tellProviderCancelStories, useProviderStandIns } from './provider-cancel-stories.js';
 import { generationStories } from './stories.js';
 import { useHistoryRecorder } from './history-recorder.js';
@@ -165,6 +166,11 @@ describe('record generation histories', () => {
     });
     expect(cli.code, cli.stderr).toBe(0);
     await record(client, handle.workflowId, story('support reset of a generation'));
+  }, 120_000);
+
+  it('records the batch story', async () => {
+    const name = 'a batch: its lines admitted in turn through admission, the batch completed';
+    await tellBatchStory(stack, (workflowId) => record(stack.client, workflowId, story(name)));
   }, 120_000);
 
   it('records the cancel stories told against the provider stand-ins', async () => {

@@ -66,4 +66,5 @@ export const generationStories: Record<string, readonly string[]> = {
   'webhook delivery: a generation in review, resumed by support: its later events delivered': [
     'webhook-review-resumed',
   ],
+  'a batch: its lines admitted in turn through admission, the batch completed': ['batch-completed'],
 };

@@ -2,9 +2,8 @@ import type { FastifyReply } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
 import { accountEventHead, accountEventsAfter, latestAccountEvents } from '../../db/account-events.js';
 import { ValidationError } from '../../errors.js';
-import type { AccountEventStreams } from '../account-event-streams.js';
+import { toAccountEvent, type AccountEventStreams } from '../account-event-streams.js';
 import { principalOf } from '../auth-plugin.js';
-import { toGenerationEvent } from '../generation-event-view.js';
 import { routeSchemas } from '../route-schemas.js';
 import { accountCursorPattern } from '../schemas.js';
 import { eventStreamBody, wantsEventStream, watchConnection } from '../sse-response.js';
@@ -70,7 +69,7 @@ export function accountEventRoutes(app: ZodApp, deps: AccountEventRouteDeps): vo
           : await accountEventsAfter(deps.db, principal.accountId, after, limit + 1);
       const page = rows.slice(0, limit);
       return {
-        data: page.map((row) => ({ cursor: String(row.position), event: toGenerationEvent(row.event) })),
+        data: page.map((row) => ({ cursor: String(row.position), event: toAccountEvent(row.event) })),
         next_cursor: String(page.at(-1)?.position ?? after ?? head),
         has_more: rows.length > limit,
       };

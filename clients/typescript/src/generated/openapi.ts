@@ -2720,7 +2720,7 @@ export interface components {
         AccountEvent: {
             /** @description The event's place in the account's log, in commit order: the SSE id, what Last-Event-ID and `after` name. Opaque: compare it with nothing, send it back as it is. */
             cursor: string;
-            /** @description The event, as GET /v1/generations/{id}/events gives it (its `id` is its number within its generation; `data.id` names the generation). */
+            /** @description The event: a generation's as GET /v1/generations/{id}/events gives it (its `id` is its number within its generation; `data.id` names the generation), or a batch's (`batch.*`: `data` is the Batch). */
             event: {
                 /**
                  * Format: date-time
@@ -2781,13 +2781,69 @@ export interface components {
                 id: number;
                 /** @enum {string} */
                 type: "generation.created" | "generation.processing" | "generation.succeeded" | "generation.failed" | "generation.rejected" | "generation.refunded" | "generation.requeued" | "generation.updated" | "generation.content_expired";
+            } | {
+                /**
+                 * Format: date-time
+                 * @description When it was committed.
+                 */
+                created_at: string;
+                /** @description The batch as it was then (batch.progress: at most one a second). */
+                data: {
+                    /** @description UTC, ISO 8601 with milliseconds and Z. */
+                    completed_at: string | null;
+                    completion_window: string;
+                    /**
+                     * Format: date-time
+                     * @description UTC, ISO 8601 with milliseconds and Z.
+                     */
+                    created_at: string;
+                    /** @description Every line at its price when the batch was created. */
+                    credits_quoted: number;
+                    /** @description Debited for its lines so far, refunds taken off. */
+                    credits_spent: number;
+                    /**
+                     * Format: date-time
+                     * @description The end of the completion window: lines not started by then expire.
+                     */
+                    expires_at: string;
+                    id: string;
+                    metadata: {
+                        [key: string]: string;
+                    } | null;
+                    /** @description The batch's lines by where they stand: the generation statuses for lines started. */
+                    request_counts: {
+                        /** @description Never started: the batch was canceled first. Never charged. */
+                        canceled: number;
+                        /** @description Never started: the completion window passed first. Never charged. */
+                        expired: number;
+                        failed: number;
+                        /** @description Not started yet. */
+                        pending: number;
+                        /** @description Started, their generation not ended yet. */
+                        queued: number;
+                        /** @description Refused when started, with no generation (the model was withdrawn, say). */
+                        refused: number;
+                        /** @description Refused at admission (insufficient_credits, say): never charged. */
+                        rejected: number;
+                        succeeded: number;
+                        total: number;
+                    };
+                    /** @description UTC, ISO 8601 with milliseconds and Z. */
+                    started_at: string | null;
+                    /** @enum {string} */
+                    status: "validating" | "in_progress" | "completed" | "canceling" | "canceled" | "expired";
+                };
+                /** @description Unique within the batch and increasing (1, 2, 3…). */
+                id: number;
+                /** @enum {string} */
+                type: "batch.created" | "batch.progress" | "batch.completed" | "batch.canceled" | "batch.expired";
             };
         };
         AccountEventList: {
             data: {
                 /** @description The event's place in the account's log, in commit order: the SSE id, what Last-Event-ID and `after` name. Opaque: compare it with nothing, send it back as it is. */
                 cursor: string;
-                /** @description The event, as GET /v1/generations/{id}/events gives it (its `id` is its number within its generation; `data.id` names the generation). */
+                /** @description The event: a generation's as GET /v1/generations/{id}/events gives it (its `id` is its number within its generation; `data.id` names the generation), or a batch's (`batch.*`: `data` is the Batch). */
                 event: {
                     /**
                      * Format: date-time
@@ -2848,6 +2904,62 @@ export interface components {
                     id: number;
                     /** @enum {string} */
                     type: "generation.created" | "generation.processing" | "generation.succeeded" | "generation.failed" | "generation.rejected" | "generation.refunded" | "generation.requeued" | "generation.updated" | "generation.content_expired";
+                } | {
+                    /**
+                     * Format: date-time
+                     * @description When it was committed.
+                     */
+                    created_at: string;
+                    /** @description The batch as it was then (batch.progress: at most one a second). */
+                    data: {
+                        /** @description UTC, ISO 8601 with milliseconds and Z. */
+                        completed_at: string | null;
+                        completion_window: string;
+                        /**
+                         * Format: date-time
+                         * @description UTC, ISO 8601 with milliseconds and Z.
+                         */
+                        created_at: string;
+                        /** @description Every line at its price when the batch was created. */
+                        credits_quoted: number;
+                        /** @description Debited for its lines so far, refunds taken off. */
+                        credits_spent: number;
+                        /**
+                         * Format: date-time
+                         * @description The end of the completion window: lines not started by then expire.
+                         */
+                        expires_at: string;
+                        id: string;
+                        metadata: {
+                            [key: string]: string;
+                        } | null;
+                        /** @description The batch's lines by where they stand: the generation statuses for lines started. */
+                        request_counts: {
+                            /** @description Never started: the batch was canceled first. Never charged. */
+                            canceled: number;
+                            /** @description Never started: the completion window passed first. Never charged. */
+                            expired: number;
+                            failed: number;
+                            /** @description Not started yet. */
+                            pending: number;
+                            /** @description Started, their generation not ended yet. */
+                            queued: number;
+                            /** @description Refused when started, with no generation (the model was withdrawn, say). */
+                            refused: number;
+                            /** @description Refused at admission (insufficient_credits, say): never charged. */
+                            rejected: number;
+                            succeeded: number;
+                            total: number;
+                        };
+                        /** @description UTC, ISO 8601 with milliseconds and Z. */
+                        started_at: string | null;
+                        /** @enum {string} */
+                        status: "validating" | "in_progress" | "completed" | "canceling" | "canceled" | "expired";
+                    };
+                    /** @description Unique within the batch and increasing (1, 2, 3…). */
+                    id: number;
+                    /** @enum {string} */
+                    type: "batch.created" | "batch.progress" | "batch.completed" | "batch.canceled" | "batch.expired";
                 };
             }[];
             /** @description Whether events after `next_cursor` were already there when this page was read. */
