@@ -90,6 +90,9 @@ class Generation(ApiModel):
     content_expired: bool
     # The provider serving it, or that served it; None before submission.
     provider: str | None
+    # The batch this generation is a line of, and that line's custom_id; None for one made on its own.
+    batch_id: str | None
+    custom_id: str | None
 
     @property
     def is_terminal(self) -> bool:
@@ -320,6 +323,81 @@ class GenerationRequest(ApiModel):
 
 #: The document's component schemas and the model for each (the per-model request schemas,
 #: ``GenerationRequest_<model>``, belong to one deployment's catalog: GenerationRequest takes any).
+BatchStatus = Literal["validating", "in_progress", "completed", "canceling", "canceled", "expired"]
+BATCH_TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "canceled", "expired"})
+
+
+class BatchRequestCounts(ApiModel):
+    """A batch's lines by where they stand: ``pending`` (not started), ``queued`` (running), then how
+    each ended: a generation status, ``refused`` (no generation), ``canceled`` or ``expired`` (never
+    started, never charged)."""
+
+    total: int
+    pending: int
+    queued: int
+    succeeded: int
+    failed: int
+    rejected: int
+    refused: int
+    canceled: int
+    expired: int
+
+
+class Batch(ApiModel):
+    """GET /v1/batches/{id}: a batch, its lines counted, and the credits it spent so far."""
+
+    id: str
+    status: BatchStatus
+    completion_window: str
+    request_counts: BatchRequestCounts
+    credits_quoted: int
+    credits_spent: int
+    metadata: dict[str, str] | None
+    created_at: datetime
+    started_at: datetime | None
+    completed_at: datetime | None
+    expires_at: datetime
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in BATCH_TERMINAL_STATUSES
+
+
+class BatchList(ApiModel):
+    """One page of GET /v1/batches, newest first; ``next_cursor`` is None on the last page."""
+
+    data: list[Batch]
+    next_cursor: str | None
+
+
+class BatchQuote(ApiModel):
+    """POST /v1/batches/quote: the lines checked as a create checks them, their total at each line's
+    price now, and whether the balance covers it."""
+
+    lines: int
+    credits: int
+    balance: QuoteBalance
+    affordable: bool
+
+
+class BatchRequestLine(ApiModel):
+    """One line of a batch: its ``custom_id`` (unique in the batch) and a generation's body (extra
+    fields are the model's)."""
+
+    custom_id: str
+    model: str
+
+
+class BatchResultLine(ApiModel):
+    """One line of GET /v1/batches/{id}/results (JSONL, input order): its index and custom_id, and its
+    generation, or the error it ended with without one (canceled or expired first, refused)."""
+
+    line: int
+    custom_id: str
+    generation: Generation | None
+    error: GenerationError | None
+
+
 OPENAPI_COMPONENTS: dict[str, type[ApiModel]] = {
     "Error": ErrorBody,
     "ValidationError": ValidationErrorBody,
@@ -335,4 +413,8 @@ OPENAPI_COMPONENTS: dict[str, type[ApiModel]] = {
     "AccountEventList": AccountEventList,
     "WebhookSecret": WebhookSecret,
     "WebhookSubscription": WebhookSubscription,
+    "Batch": Batch,
+    "BatchList": BatchList,
+    "BatchQuote": BatchQuote,
+    "BatchRequestLine": BatchRequestLine,
 }
