@@ -12,6 +12,7 @@ import {
 } from '../../clients/typescript/src/index.js';
 import { downloadBatch, folderOf, jsonlFile } from '../../clients/typescript/src/node/index.js';
 import { balanceOf, batchCharges, batchLines } from '../support/batches.js';
+import { startFaultyFront } from '../support/faulty-front.js';
 import { useListeningBatchStack } from './client-stack.js';
 
 describe('batches with the TypeScript client (real stack)', () => {
@@ -139,5 +140,40 @@ describe('batches with the TypeScript client (real stack)', () => {
     expect(lines.filter((l) => l.error?.code === 'batch_canceled')).toHaveLength(
       done.request_counts.canceled,
     );
+  });
+
+  it('a create whose answer is lost is retried with the same key and the file read again; results retried after a 503', async () => {
+    const file = path.join(dir, 'dropped.jsonl');
+    await writeFile(
+      file,
+      batchLines(3)
+        .map((l) => JSON.stringify(l))
+        .join('\n') + '\n',
+    );
+    const front = await startFaultyFront({ host: '127.0.0.1', port: stack.listening.port }, [
+      { requestLine: 'POST /v1/batches?', fault: { kind: 'drop-answer' } },
+      { requestLine: 'GET /v1/batches/batch_', fault: { kind: 'answer', status: 503 } },
+    ]);
+    try {
+      const viaFront = new Client({ apiKey: stack.account.key, baseURL: `${front.origin}/v1` });
+      const created = await viaFront.batches.create({ jsonl: jsonlFile(file), metadata: { run: 'dropped' } });
+      const posts = front.requests.filter((r) => r.line.startsWith('POST /v1/batches?'));
+      expect(posts).toHaveLength(2);
+      const keys = posts.map((p) => /idempotency-key: (\S+)/.exec(p.head)?.[1]);
+      expect(keys[0]).toBeDefined();
+      expect(keys[1]).toBe(keys[0]);
+      // One batch made, the first attempt's.
+      const dropped: string[] = [];
+      for await (const batch of client().batches.list())
+        if (batch.metadata?.run === 'dropped') dropped.push(batch.id);
+      expect(dropped).toEqual([created.id]);
+      await client().batches.wait(created.id, { pollIntervalMs: 100 });
+      const lines: number[] = [];
+      for await (const line of viaFront.batches.results(created.id)) lines.push(line.line);
+      expect(lines).toEqual([0, 1, 2]);
+      expect(front.remaining()).toEqual([0, 0]);
+    } finally {
+      await front.close();
+    }
   });
 });
