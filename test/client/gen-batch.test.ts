@@ -16,7 +16,7 @@ async function folders(dir: string): Promise<Record<string, string[]>> {
 describe('gen batch (real stack)', () => {
   const stack = useListeningBatchStack({
     worker: { simDelayMs: 20 },
-    apiEnv: { BATCH_LINES_IN_FLIGHT: '4' },
+    apiEnv: { BATCH_LINES_IN_FLIGHT: '8' },
     account: { oneTime: 10_000 },
   });
   const cli = useGen(stack, { tmpPrefix: 'gen-batch-', killAfterMs: 90_000 });

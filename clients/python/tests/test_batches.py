@@ -67,8 +67,11 @@ async def test_a_jsonl_file_is_quoted_and_created_once_per_key_and_listed(
     assert replay.id == created.id
     assert created.completion_window == "2h"
     listed = await collect(client.batches.list(limit=1))
-    assert created.id in [b.id for b in listed]
-    assert len(listed) >= 1
+    assert listed[0].id == created.id  # newest first
+    assert len(listed) >= 2  # every page walked, one batch a page
+    first = await resolve(client.batches.list(limit=1).first_page())
+    assert [b.id for b in first.data] == [created.id]
+    assert first.has_next_page()
     with pytest.raises(InvalidRequestError) as refused:
         await resolve(client.batches.create(jsonl=b'{"custom_id":"x","model":"lumen-pro"}\n'))
     assert "line 0" in json.dumps([i.model_dump() for i in refused.value.issues or []])

@@ -9,6 +9,7 @@ for file in client.download(generation, "out"):
 """
 
 from . import webhooks
+from ._batch_pager import AsyncBatchPage, AsyncBatchPager, BatchPage, BatchPager
 from ._batches import BatchDownload, Batches, folder_of
 from ._batches_async import AsyncBatches
 from ._catalog import AsyncCredits, AsyncModels, Credits, Models, price_of
@@ -62,6 +63,7 @@ from .types import (
     AccountEvent,
     AccountEventList,
     Batch,
+    BatchEvent,
     BatchList,
     BatchQuote,
     BatchRequestLine,
@@ -89,6 +91,8 @@ __all__ = [
     "AccountEventList",
     "ApiAccessDisabledError",
     "ApiError",
+    "AsyncBatchPage",
+    "AsyncBatchPager",
     "AsyncBatches",
     "AsyncClient",
     "AsyncCredits",
@@ -100,7 +104,10 @@ __all__ = [
     "BadRequestError",
     "Batch",
     "BatchDownload",
+    "BatchEvent",
     "BatchList",
+    "BatchPage",
+    "BatchPager",
     "BatchQuote",
     "BatchRequestLine",
     "BatchResultLine",

@@ -12,12 +12,13 @@ import httpx
 
 from . import _batch_requests as b
 from . import _requests as r
+from ._batch_pager import BatchPager
 from ._core import Request, outcome, prepare
 from ._download import SavedFile, download_sync
 from ._http import SyncHttp
 from .errors import ApiError, BatchWaitTimeoutError, ConnectionError
 from .retry_policy import backoff, is_retryable_status
-from .types import Batch, BatchList, BatchQuote, BatchResultLine
+from .types import Batch, BatchQuote, BatchResultLine
 
 BatchDownload = b.BatchDownload
 folder_of = b.folder_of
@@ -56,15 +57,10 @@ class Batches:
     def get(self, batch_id: str) -> Batch:
         return Batch.model_validate(self._http.request(Request("GET", b.batch_path(batch_id))).data)
 
-    def list(self, *, limit: int | None = None, cursor: str | None = None) -> Iterator[Batch]:
-        """GET /v1/batches, newest first: iterating walks every page, each fetched when needed."""
-        while True:
-            query: Mapping[str, str | int | None] = {"limit": limit, "cursor": cursor}
-            page = BatchList.model_validate(self._http.request(Request("GET", "/batches", query=query)).data)
-            yield from page.data
-            if page.next_cursor is None:
-                return
-            cursor = page.next_cursor
+    def list(self, *, limit: int | None = None, cursor: str | None = None) -> BatchPager:
+        """GET /v1/batches, newest first: iterating walks every page, each fetched when needed;
+        ``first_page()`` and ``pages()`` give the pages."""
+        return BatchPager(self._http, limit, cursor)
 
     def cancel(self, batch_id: str) -> Batch:
         """POST /v1/batches/{id}/cancel: lines not started end canceled, never charged."""

@@ -13,13 +13,14 @@ import httpx
 
 from . import _batch_requests as b
 from . import _requests as r
+from ._batch_pager import AsyncBatchPager
 from ._batches import DEFAULT_WAIT, OnBatch, OnLine, record_line
 from ._core import Request, outcome, prepare
 from ._download import SavedFile, download_async
 from ._http import AsyncHttp
 from .errors import ApiError, BatchWaitTimeoutError, ConnectionError
 from .retry_policy import backoff, is_retryable_status
-from .types import Batch, BatchList, BatchQuote, BatchResultLine
+from .types import Batch, BatchQuote, BatchResultLine
 
 
 class AsyncBatches:
@@ -50,17 +51,9 @@ class AsyncBatches:
         answer = await self._http.request(Request("GET", b.batch_path(batch_id)))
         return Batch.model_validate(answer.data)
 
-    async def list(self, *, limit: int | None = None, cursor: str | None = None) -> AsyncIterator[Batch]:
+    def list(self, *, limit: int | None = None, cursor: str | None = None) -> AsyncBatchPager:
         """``async for batch in client.batches.list()``: every page, each fetched when needed."""
-        while True:
-            query: Mapping[str, str | int | None] = {"limit": limit, "cursor": cursor}
-            answer = await self._http.request(Request("GET", "/batches", query=query))
-            page = BatchList.model_validate(answer.data)
-            for batch in page.data:
-                yield batch
-            if page.next_cursor is None:
-                return
-            cursor = page.next_cursor
+        return AsyncBatchPager(self._http, limit, cursor)
 
     async def cancel(self, batch_id: str) -> Batch:
         answer = await self._http.request(Request("POST", f"{b.batch_path(batch_id)}/cancel"))

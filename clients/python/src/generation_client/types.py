@@ -7,8 +7,9 @@ added, removed, retyped or made optional there fails the test until the models f
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
@@ -154,7 +155,8 @@ class AccountEvent(ApiModel):
     model's JSON (``model_dump`` gives the API's fields only)."""
 
     cursor: str
-    event: GenerationEvent
+    #: A generation's event, or a batch's (``batch.created``, ``batch.progress``, ``batch.completed``…).
+    event: GenerationEvent | BatchEvent
     _raw: str = PrivateAttr(default="")
 
     @property
@@ -163,7 +165,9 @@ class AccountEvent(ApiModel):
 
     @classmethod
     def streamed(cls, cursor: str, raw: str) -> AccountEvent:
-        item = cls(cursor=cursor, event=GenerationEvent.model_validate_json(raw))
+        parsed = cast("dict[str, Any]", json.loads(raw))
+        kind = BatchEvent if str(parsed.get("type", "")).startswith("batch.") else GenerationEvent
+        item = cls(cursor=cursor, event=kind.model_validate(parsed))
         item._raw = raw
         return item
 
@@ -397,6 +401,25 @@ class BatchResultLine(ApiModel):
     generation: Generation | None
     error: GenerationError | None
 
+
+BatchEventType = Literal[
+    "batch.created", "batch.progress", "batch.completed", "batch.canceled", "batch.expired"
+]
+
+
+class BatchEvent(ApiModel):
+    """A batch's event in the account's stream: ``batch.created``, ``batch.progress`` (at most one a
+    second), then one of ``batch.completed``, ``batch.canceled``, ``batch.expired``; ``data`` is the
+    batch as it was then."""
+
+    id: int
+    type: BatchEventType
+    created_at: datetime
+    data: Batch
+
+
+AccountEvent.model_rebuild()
+AccountEventList.model_rebuild()
 
 OPENAPI_COMPONENTS: dict[str, type[ApiModel]] = {
     "Error": ErrorBody,
