@@ -146,8 +146,10 @@ async function answerExisting(
       'idempotency_conflict',
       'This Idempotency-Key was used with a different batch. Use a new key for a new batch.',
     );
-  // A first request whose workflow did not start (Temporal away) is started by its retry.
-  if (batch.status === 'validating') await startBatchWorkflow(deps, batch, true);
+  // A first request whose workflow did not start (Temporal away) is started by its retry, canceled
+  // meanwhile or not (a start that did happen is met: the workflow id is the key's).
+  if (batch.started_at === null && (batch.status === 'validating' || batch.status === 'canceling'))
+    await startBatchWorkflow(deps, batch, true);
   return { batch, created: false };
 }
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { bearer, createPaidAccount } from '../support/api.js';
+import { createGeneration, pollGeneration } from '../support/generations.js';
 import {
   balanceOf,
   batchCharges,
@@ -23,7 +24,11 @@ describe('batch endings: cancel, the completion window, an empty balance', () =>
       requests: lines(60, (i) => `slow ${i} [sim:slow=2]`),
     });
     const batch = created.json();
-    await waitForBatch(api, account.key, batch.id, (b) => b.request_counts.queued > 0, 60_000);
+    // More lines in flight than the account's concurrency limit (the test worker's 10): they do not
+    // count against it, and an interactive POST is still accepted.
+    await waitForBatch(api, account.key, batch.id, (b) => b.request_counts.queued > 10, 60_000);
+    const interactive = await createGeneration(api, account.key, { model: 'lumen-pro', prompt: 'now' });
+    expect(interactive.statusCode, interactive.body).toBe(202);
     const canceled = await api.app.inject({
       method: 'POST',
       url: `/v1/batches/${batch.id}/cancel`,
@@ -37,7 +42,9 @@ describe('batch endings: cancel, the completion window, an empty balance', () =>
     expect(charges.generations).toBe(60 - done.request_counts.canceled);
     expect(charges.debits).toBe(charges.generations);
     expect(charges.most_per_line).toBe(1);
-    expect(10_000 - (await balanceOf(db.pool, account.accountId))).toBe(-charges.net);
+    const own = await pollGeneration(api, account.key, interactive.json().id as string);
+    const interactiveCost = own.credits_refunded ? 0 : (own.credits as number);
+    expect(10_000 - (await balanceOf(db.pool, account.accountId))).toBe(-charges.net + interactiveCost);
     expect(done.credits_spent).toBe(-charges.net);
   }, 120_000);
 

@@ -95,7 +95,12 @@ function routes(typed: ZodApp, deps: BatchRouteDeps) {
     },
   );
 
-  typed.get('/v1/batches/:id', { schema: batchRouteSchemas.getBatch }, async (request) => {
+  typed.get('/v1/batches/:id', { schema: batchRouteSchemas.getBatch }, async (request, reply) => {
+    // `/v1/batches/quote` is a path of its own (POST only): not a batch named "quote".
+    if (request.url.split('?')[0] === '/v1/batches/quote') {
+      reply.header('allow', 'POST');
+      throw new ApiError('method_not_allowed', '/v1/batches/quote does not accept GET; it accepts POST.');
+    }
     return view(await ownBatch(request.params.id, principalOf(request).accountId));
   });
 
