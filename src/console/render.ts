@@ -21,6 +21,7 @@ export const navigation = [
   { href: '/', label: 'Overview' },
   { href: '/gallery', label: 'Gallery' },
   { href: '/generations', label: 'Generations' },
+  { href: '/batches', label: 'Batches' },
   { href: '/playground', label: 'Playground' },
   { href: '/keys', label: 'API keys' },
   { href: '/apps', label: 'Connected apps' },

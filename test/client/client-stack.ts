@@ -8,6 +8,7 @@ import { beforeAll } from 'vitest';
 import { fetchOnce } from '../../src/dev/fetch-once.js';
 import type { DatabasePool } from '../../src/db/pool.js';
 import { projectRoot } from '../../src/project-root.js';
+import { useBatchStack } from '../support/batches.js';
 import { useGenerationStack, type GenerationStackOptions } from '../support/stack.js';
 
 /** The generation stack with the API listening on loopback: what the client and gen talk to. */
@@ -57,4 +58,18 @@ export async function ensureClientBuilt(): Promise<void> {
     },
     120_000,
   );
+}
+
+/** The batch stack (batches wired in its worker) with the API listening on loopback. */
+export function useListeningBatchStack(options: Parameters<typeof useBatchStack>[0] = {}) {
+  const stack = useBatchStack(options);
+  const listening = { origin: '', port: 0, baseURL: '' };
+  beforeAll(async () => {
+    await stack.api.app.listen({ host: '127.0.0.1', port: 0 });
+    const address = stack.api.app.server.address() as { port: number };
+    listening.port = address.port;
+    listening.origin = `http://127.0.0.1:${address.port}`;
+    listening.baseURL = `${listening.origin}/v1`;
+  });
+  return Object.assign(stack, { listening });
 }

@@ -24,17 +24,25 @@ const operations: Record<string, Coverage> = {
   'POST /webhooks/secret/rotate': { typescript: 'webhooks.rotateSecret', python: 'webhooks.rotate_secret' },
   'GET /credits': { typescript: 'credits.get', python: 'credits.get' },
   'GET /models': { typescript: 'models.list', python: 'models.list' },
+  'POST /batches': { typescript: 'batches.create', python: 'batches.create' },
+  'POST /batches/quote': { typescript: 'batches.quote', python: 'batches.quote' },
+  'GET /batches': { typescript: 'batches.list', python: 'batches.list' },
+  'GET /batches/{id}': { typescript: 'batches.get', python: 'batches.get' },
+  'POST /batches/{id}/cancel': { typescript: 'batches.cancel', python: 'batches.cancel' },
+  'GET /batches/{id}/results': { typescript: 'batches.results', python: 'batches.results' },
   'GET /openapi.json': { neither: 'the document itself: both clients are checked against it instead' },
 };
 
 /** The Python classes behind `client.<resource>` (sync and async), and the file each is in. */
-const pythonClasses: Record<string, { file: string; classes: string[] }> = {
-  '': { file: '_client.py', classes: ['Client', 'AsyncClient'] },
-  generations: { file: '_generations.py', classes: ['Generations', 'AsyncGenerations'] },
-  webhooks: { file: '_webhooks_resource.py', classes: ['Webhooks', 'AsyncWebhooks'] },
-  credits: { file: '_catalog.py', classes: ['Credits', 'AsyncCredits'] },
-  models: { file: '_catalog.py', classes: ['Models', 'AsyncModels'] },
-};
+const pythonClasses: Record<string, { file: string; classes: string[] } | { files: Record<string, string> }> =
+  {
+    '': { file: '_client.py', classes: ['Client', 'AsyncClient'] },
+    generations: { file: '_generations.py', classes: ['Generations', 'AsyncGenerations'] },
+    webhooks: { file: '_webhooks_resource.py', classes: ['Webhooks', 'AsyncWebhooks'] },
+    credits: { file: '_catalog.py', classes: ['Credits', 'AsyncCredits'] },
+    models: { file: '_catalog.py', classes: ['Models', 'AsyncModels'] },
+    batches: { files: { Batches: '_batches.py', AsyncBatches: '_batches_async.py' } },
+  };
 
 /** The methods a Python class defines (its body: from `class Name` to the next top-level line). */
 function pythonMethods(source: string, className: string): string[] {
@@ -74,9 +82,15 @@ describe('the OpenAPI operations each client covers', () => {
         ? (coverage.python.split('.') as [string, string])
         : ['', coverage.python];
       const where = pythonClasses[resource]!;
-      const source = await readFile(path.join(pythonClientDir, 'src/generation_client', where.file), 'utf8');
-      for (const className of where.classes)
-        if (!pythonMethods(source, className).includes(method))
+      const files =
+        'files' in where ? where.files : Object.fromEntries(where.classes.map((c) => [c, where.file]));
+      for (const [className, file] of Object.entries(files))
+        if (
+          !pythonMethods(
+            await readFile(path.join(pythonClientDir, 'src/generation_client', file), 'utf8'),
+            className,
+          ).includes(method)
+        )
           missing.push(`Python ${className}.${method} (client.${coverage.python})`);
       table.push(
         `${operation.padEnd(30)} client.${coverage.typescript.padEnd(22)} client.${coverage.python}`,

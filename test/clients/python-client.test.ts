@@ -3,7 +3,7 @@ import path from 'node:path';
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPaidAccount } from '../support/api.js';
-import { useListeningStack } from '../client/client-stack.js';
+import { useListeningBatchStack } from '../client/client-stack.js';
 import { newWebhookSecret, signWebhook } from '../../src/webhook-signing.js';
 import {
   installBuiltWheel,
@@ -22,12 +22,14 @@ const openApiCopy = path.join(pythonClientDir, 'openapi.json');
 const seeded = 250;
 
 describe('the Python client, built and installed as a wheel, against the real stack', () => {
-  const stack = useListeningStack({
+  // Batches wired in the worker: tests/test_batches.py drives them.
+  const stack = useListeningBatchStack({
     account: { oneTime: 1000 },
     worker: { simDelayMs: 300 },
     // Keep-alives within a second, as within a long wait's last 15 s: a wait on the stream must end
     // at its deadline although each keep-alive starts its next read afresh (test_wait_events.py).
-    apiEnv: { EVENT_STREAM_KEEPALIVE_MS: '250' },
+    // Two lines of a batch in flight: a cancel meets lines not started (tests/test_batches.py).
+    apiEnv: { EVENT_STREAM_KEEPALIVE_MS: '250', BATCH_LINES_IN_FLIGHT: '2' },
   });
   let installed: Awaited<ReturnType<typeof installBuiltWheel>> | undefined;
   let pagingKey = '';

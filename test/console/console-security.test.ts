@@ -14,7 +14,7 @@ describe('console: sign-in, sessions and the page defences', () => {
 
   it('shows no page without a session, and refuses a wrong key in words', async () => {
     const { context, page } = await consoleUi.newPage();
-    for (const path of ['/', '/gallery', '/generations', '/playground', '/keys', '/requests']) {
+    for (const path of ['/', '/gallery', '/generations', '/batches', '/playground', '/keys', '/requests']) {
       await page.goto(path);
       expect(new URL(page.url()).pathname, path).toBe('/sign-in');
     }

@@ -69,7 +69,9 @@ async def test_the_account_stream_gives_each_generation_in_order_resumes_after_a
 
     # The account may have other generations still running: only these two are checked.
     for generation_id in ids:
-        mine = [e.event for e in seen if e.event.data.id == generation_id]
+        mine = [
+            e.event for e in seen if isinstance(e.event, GenerationEvent) and e.event.data.id == generation_id
+        ]
         assert [(e.id, e.type) for e in mine] == [
             (1, "generation.created"),
             (2, "generation.processing"),

@@ -122,6 +122,12 @@ def test_the_client_covers_every_operation_and_list_filter() -> None:
         ("GET", "/credits"),  # credits.get
         ("GET", "/models"),  # models.list / get
         ("GET", "/openapi.json"),  # the document itself
+        ("POST", "/batches"),  # batches.create
+        ("GET", "/batches"),  # batches.list
+        ("POST", "/batches/quote"),  # batches.quote
+        ("GET", "/batches/{id}"),  # batches.get / wait / download
+        ("POST", "/batches/{id}/cancel"),  # batches.cancel
+        ("GET", "/batches/{id}/results"),  # batches.results / download
     }
     filters = {p["name"] for p in DOCUMENT["paths"]["/generations"]["get"]["parameters"]}
     assert filters == {"limit", "cursor", "status", "model", "idempotency_key"}

@@ -2,6 +2,7 @@ import { BrowserNotSupportedError, MissingApiKeyError } from './core/errors.js';
 import { HttpCore, type FetchFunction } from './core/http.js';
 import type { RetryEvent } from './core/retry-policy.js';
 import { accountEvents, type AccountEvent, type AccountEventsOptions } from './resources/account-events.js';
+import { Batches } from './resources/batches.js';
 import { Generations } from './resources/generations.js';
 import { Credits, Models } from './resources/models.js';
 import { Webhooks } from './resources/webhooks.js';
@@ -47,9 +48,11 @@ const inBrowser = () =>
   typeof (globalThis as { window?: unknown }).window !== 'undefined' &&
   typeof (globalThis as { document?: unknown }).document !== 'undefined';
 
-/** The Generation API: `client.generations`, `client.models`, `client.credits`, `client.webhooks`, `client.events()`. */
+/** The Generation API: `client.generations`, `client.batches`, `client.models`, `client.credits`, `client.webhooks`, `client.events()`. */
 export class Client {
   readonly generations: Generations;
+  /** Many generations from one request or JSONL file: create, get, list, cancel, results, wait. */
+  readonly batches: Batches;
   readonly models: Models;
   readonly credits: Credits;
   /** The signing secret (`secret()`, `rotateSecret()`); verifying deliveries (`verify`, `unwrap`). */
@@ -83,6 +86,7 @@ export class Client {
     });
     this.#http = http;
     this.generations = new Generations(http);
+    this.batches = new Batches(http);
     this.models = new Models(http);
     this.credits = new Credits(http);
     this.webhooks = new Webhooks(http);

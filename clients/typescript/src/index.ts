@@ -11,6 +11,18 @@ export { backoffMs, parseRetryAfter, retryableStatuses } from './core/retry-poli
 export type { FetchFunction } from './core/http.js';
 export type { CreateOptions, RunOptions } from './resources/generations.js';
 export type { WaitOptions } from './resources/waiter.js';
+export type {
+  Batches,
+  BatchCreateOptions,
+  BatchCreateParams,
+  BatchListFilters,
+  BatchPage,
+  BatchPager,
+  BatchResultsOptions,
+  BatchWaitOptions,
+  JsonlBody,
+  JsonlSource,
+} from './resources/batches.js';
 export type { EventsOptions } from './resources/events.js';
 export type { AccountEvent, AccountEventsOptions } from './resources/account-events.js';
 export type { Webhooks } from './resources/webhooks.js';

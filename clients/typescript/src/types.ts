@@ -1,4 +1,4 @@
-import type { components } from './generated/openapi.js';
+import type { components, paths } from './generated/openapi.js';
 
 /** A generation, the same shape at every stage (create, get, list item, replay). */
 export type Generation = components['schemas']['Generation'];
@@ -40,3 +40,24 @@ export interface Quote {
 export const terminalStatuses: ReadonlySet<string> = new Set(['succeeded', 'failed', 'rejected']);
 export const isTerminal = (generation: Pick<Generation, 'status'>): boolean =>
   terminalStatuses.has(generation.status);
+
+/** GET /v1/batches/{id}: a batch, its lines counted by where they stand, and the credits it spent. */
+export type Batch = components['schemas']['Batch'];
+/** `validating` and `in_progress` until it ends `completed`, `canceled` or `expired`. */
+export type BatchStatus = Batch['status'];
+/** One page of GET /v1/batches, newest first. */
+export type BatchListPage = components['schemas']['BatchList'];
+/** POST /v1/batches/quote: the lines checked as a create's, their total now, the balance. */
+export type BatchQuote = components['schemas']['BatchQuote'];
+/** One line of a batch: its `custom_id` (unique in the batch) and a generation's body. */
+export type BatchRequestLine = components['schemas']['BatchRequestLine'];
+/**
+ * One line of GET /v1/batches/{id}/results (JSONL, input order): its index and custom_id, and its
+ * generation, or the error it ended with without one (canceled or expired before it started, refused).
+ */
+export type BatchResultLine =
+  paths['/batches/{id}/results']['get']['responses'][200]['content']['application/x-ndjson'];
+
+export const batchTerminalStatuses: ReadonlySet<string> = new Set(['completed', 'canceled', 'expired']);
+export const isBatchTerminal = (batch: Pick<Batch, 'status'>): boolean =>
+  batchTerminalStatuses.has(batch.status);

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { ConsoleRouteDeps } from '../route-deps.js';
+import { batchRoutes } from './batch-routes.js';
 import { galleryRoutes } from './gallery-routes.js';
 import { generationRoutes } from './generation-routes.js';
 import { healthRoutes } from './health-routes.js';
@@ -19,6 +20,7 @@ export function consoleRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): voi
   overviewRoutes(app, deps);
   keyRoutes(app, deps);
   generationRoutes(app, deps);
+  batchRoutes(app, deps);
   galleryRoutes(app, deps);
   playgroundRoutes(app, deps);
   requestLogRoutes(app, deps);

@@ -9,6 +9,9 @@ for file in client.download(generation, "out"):
 """
 
 from . import webhooks
+from ._batch_pager import AsyncBatchPage, AsyncBatchPager, BatchPage, BatchPager
+from ._batches import BatchDownload, Batches, folder_of
+from ._batches_async import AsyncBatches
 from ._catalog import AsyncCredits, AsyncModels, Credits, Models, price_of
 from ._client import DEFAULT_BASE_URL, AsyncClient, Client
 from ._download import SavedFile
@@ -21,6 +24,7 @@ from .errors import (
     ApiError,
     AuthenticationError,
     BadRequestError,
+    BatchWaitTimeoutError,
     ConcurrencyLimitError,
     ConflictError,
     ConnectionError,
@@ -58,6 +62,13 @@ from .retry_policy import RETRYABLE_STATUSES, RetryEvent, backoff, parse_retry_a
 from .types import (
     AccountEvent,
     AccountEventList,
+    Batch,
+    BatchEvent,
+    BatchList,
+    BatchQuote,
+    BatchRequestLine,
+    BatchResultLine,
+    BatchStatus,
     CreditBalance,
     Generation,
     GenerationEvent,
@@ -80,6 +91,9 @@ __all__ = [
     "AccountEventList",
     "ApiAccessDisabledError",
     "ApiError",
+    "AsyncBatchPage",
+    "AsyncBatchPager",
+    "AsyncBatches",
     "AsyncClient",
     "AsyncCredits",
     "AsyncGenerationPager",
@@ -88,6 +102,18 @@ __all__ = [
     "AsyncPage",
     "AuthenticationError",
     "BadRequestError",
+    "Batch",
+    "BatchDownload",
+    "BatchEvent",
+    "BatchList",
+    "BatchPage",
+    "BatchPager",
+    "BatchQuote",
+    "BatchRequestLine",
+    "BatchResultLine",
+    "BatchStatus",
+    "BatchWaitTimeoutError",
+    "Batches",
     "Client",
     "ConcurrencyLimitError",
     "ConflictError",
@@ -142,6 +168,7 @@ __all__ = [
     "WebhookVerificationError",
     "__version__",
     "backoff",
+    "folder_of",
     "parse_retry_after",
     "price_of",
     "webhooks",

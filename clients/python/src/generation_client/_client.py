@@ -1,4 +1,5 @@
-"""The Generation API: ``client.generations`` (with a generation's event stream, ``events``),
+"""The Generation API: ``client.batches`` (many generations from one list or JSONL file),
+``client.generations`` (with a generation's event stream, ``events``),
 ``client.events()`` (the account's event stream), ``client.models``, ``client.credits``,
 ``client.webhooks`` (the signing secret; ``verify`` / ``unwrap``, also ``generation_client.webhooks``
 without a client) and ``client.download``.
@@ -12,6 +13,8 @@ from types import TracebackType
 
 import httpx
 
+from ._batches import Batches
+from ._batches_async import AsyncBatches
 from ._catalog import AsyncCredits, AsyncModels, Credits, Models
 from ._core import Settings
 from ._download import SavedFile, download_async, download_sync
@@ -64,6 +67,7 @@ class Client:
         http = SyncHttp(self._settings, self._client, on_retry)
         self._http = http
         self.generations = Generations(http)
+        self.batches = Batches(http)
         self.models = Models(http)
         self.credits = Credits(http)
         self.webhooks = Webhooks(http)
@@ -121,6 +125,7 @@ class AsyncClient:
         http = AsyncHttp(self._settings, self._client, on_retry)
         self._http = http
         self.generations = AsyncGenerations(http)
+        self.batches = AsyncBatches(http)
         self.models = AsyncModels(http)
         self.credits = AsyncCredits(http)
         self.webhooks = AsyncWebhooks(http)

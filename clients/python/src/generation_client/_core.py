@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -38,6 +38,10 @@ class Request:
     timeout: float | None = None
     #: Statuses answered as they are rather than raised (304 for a conditional GET).
     pass_statuses: tuple[int, ...] = ()
+    #: A body sent as it is (a JSONL file) instead of ``body``: called for each attempt, it gives the
+    #: bytes or an iterator of them (an async iterator for the async client), read as they are sent.
+    upload: Callable[[], Any] | None = None
+    upload_type: str = "application/x-ndjson"
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,8 @@ def prepare(settings: Settings, request: Request) -> Prepared:
     }
     if content is not None:
         headers["content-type"] = "application/json"
+    if request.upload is not None:
+        headers["content-type"] = request.upload_type
     if request.idempotency_key:
         headers["idempotency-key"] = request.idempotency_key
     headers.update(request.headers)

@@ -59,14 +59,30 @@ def _failed(url: str, response: httpx.Response) -> DownloadError:
     return DownloadError(f"GET {url}: {response.status_code} {response.reason_phrase}")
 
 
+def _already_there(folder: Path, output: _Output) -> SavedFile | None:
+    """A file a resumed download keeps: the URL names it (with its extension) and it is there."""
+    target = _target(folder, output.url, None)
+    if not target.suffix or not target.is_file():
+        return None
+    return SavedFile(target, target.stat().st_size, output.width, output.height, output.url)
+
+
 def download_sync(
-    client: httpx.Client, generation: Generation, directory: str | os.PathLike[str]
+    client: httpx.Client,
+    generation: Generation,
+    directory: str | os.PathLike[str],
+    skip_existing: bool = False,
 ) -> list[SavedFile]:
-    """Every image and video of a generation into ``directory``, one file at a time, streamed."""
+    """Every image and video of a generation into ``directory``, one file at a time, streamed.
+    ``skip_existing``: a file already there is kept and returned (a resumed download)."""
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     saved: list[SavedFile] = []
     for output in _outputs(generation):
+        kept = _already_there(folder, output) if skip_existing else None
+        if kept:
+            saved.append(kept)
+            continue
         with client.stream("GET", output.url) as response:
             if not response.is_success:
                 raise _failed(output.url, response)
@@ -88,12 +104,19 @@ def download_sync(
 
 
 async def download_async(
-    client: httpx.AsyncClient, generation: Generation, directory: str | os.PathLike[str]
+    client: httpx.AsyncClient,
+    generation: Generation,
+    directory: str | os.PathLike[str],
+    skip_existing: bool = False,
 ) -> list[SavedFile]:
     folder = Path(directory)
     await anyio.Path(folder).mkdir(parents=True, exist_ok=True)
     saved: list[SavedFile] = []
     for output in _outputs(generation):
+        kept = _already_there(folder, output) if skip_existing else None
+        if kept:
+            saved.append(kept)
+            continue
         async with client.stream("GET", output.url) as response:
             if not response.is_success:
                 raise _failed(output.url, response)

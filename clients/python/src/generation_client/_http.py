@@ -46,7 +46,7 @@ class SyncHttp:
                     prepared.url,
                     params=prepared.params,
                     headers=prepared.headers,
-                    content=prepared.content,
+                    content=request.upload() if request.upload else prepared.content,
                     timeout=prepared.timeout,
                 )
                 result = outcome(request, answer)
@@ -79,7 +79,7 @@ class AsyncHttp:
                     prepared.url,
                     params=prepared.params,
                     headers=prepared.headers,
-                    content=prepared.content,
+                    content=request.upload() if request.upload else prepared.content,
                     timeout=prepared.timeout,
                 )
                 result = outcome(request, answer)

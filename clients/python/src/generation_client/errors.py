@@ -191,6 +191,19 @@ class WaitTimeoutError(GenerationClientError, builtins.TimeoutError):
         self.generation = generation
 
 
+class BatchWaitTimeoutError(GenerationClientError, builtins.TimeoutError):
+    """A batch wait that reached its deadline: the batch goes on (wait for it again with its id)."""
+
+    def __init__(self, batch_id: str, batch: object, timeout: float) -> None:
+        super().__init__(
+            f"Batch {batch_id} is still running after {round(timeout)} s; it goes on: "
+            "wait for it again with its id."
+        )
+        self.batch_id = batch_id
+        #: The last state seen.
+        self.batch = batch
+
+
 class GenerationEndedError(GenerationClientError):
     """run(): the generation ended failed or rejected; the record's error and refund state."""
 

@@ -7,8 +7,9 @@ added, removed, retyped or made optional there fails the test until the models f
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
@@ -90,6 +91,9 @@ class Generation(ApiModel):
     content_expired: bool
     # The provider serving it, or that served it; None before submission.
     provider: str | None
+    # The batch this generation is a line of, and that line's custom_id; None for one made on its own.
+    batch_id: str | None
+    custom_id: str | None
 
     @property
     def is_terminal(self) -> bool:
@@ -151,7 +155,8 @@ class AccountEvent(ApiModel):
     model's JSON (``model_dump`` gives the API's fields only)."""
 
     cursor: str
-    event: GenerationEvent
+    #: A generation's event, or a batch's (``batch.created``, ``batch.progress``, ``batch.completed``…).
+    event: GenerationEvent | BatchEvent
     _raw: str = PrivateAttr(default="")
 
     @property
@@ -160,7 +165,9 @@ class AccountEvent(ApiModel):
 
     @classmethod
     def streamed(cls, cursor: str, raw: str) -> AccountEvent:
-        item = cls(cursor=cursor, event=GenerationEvent.model_validate_json(raw))
+        parsed = cast("dict[str, Any]", json.loads(raw))
+        kind = BatchEvent if str(parsed.get("type", "")).startswith("batch.") else GenerationEvent
+        item = cls(cursor=cursor, event=kind.model_validate(parsed))
         item._raw = raw
         return item
 
@@ -320,6 +327,100 @@ class GenerationRequest(ApiModel):
 
 #: The document's component schemas and the model for each (the per-model request schemas,
 #: ``GenerationRequest_<model>``, belong to one deployment's catalog: GenerationRequest takes any).
+BatchStatus = Literal["validating", "in_progress", "completed", "canceling", "canceled", "expired"]
+BATCH_TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "canceled", "expired"})
+
+
+class BatchRequestCounts(ApiModel):
+    """A batch's lines by where they stand: ``pending`` (not started), ``queued`` (running), then how
+    each ended: a generation status, ``refused`` (no generation), ``canceled`` or ``expired`` (never
+    started, never charged)."""
+
+    total: int
+    pending: int
+    queued: int
+    succeeded: int
+    failed: int
+    rejected: int
+    refused: int
+    canceled: int
+    expired: int
+
+
+class Batch(ApiModel):
+    """GET /v1/batches/{id}: a batch, its lines counted, and the credits it spent so far."""
+
+    id: str
+    status: BatchStatus
+    completion_window: str
+    request_counts: BatchRequestCounts
+    credits_quoted: int
+    credits_spent: int
+    metadata: dict[str, str] | None
+    created_at: datetime
+    started_at: datetime | None
+    completed_at: datetime | None
+    expires_at: datetime
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in BATCH_TERMINAL_STATUSES
+
+
+class BatchList(ApiModel):
+    """One page of GET /v1/batches, newest first; ``next_cursor`` is None on the last page."""
+
+    data: list[Batch]
+    next_cursor: str | None
+
+
+class BatchQuote(ApiModel):
+    """POST /v1/batches/quote: the lines checked as a create checks them, their total at each line's
+    price now, and whether the balance covers it."""
+
+    lines: int
+    credits: int
+    balance: QuoteBalance
+    affordable: bool
+
+
+class BatchRequestLine(ApiModel):
+    """One line of a batch: its ``custom_id`` (unique in the batch) and a generation's body (extra
+    fields are the model's)."""
+
+    custom_id: str
+    model: str
+
+
+class BatchResultLine(ApiModel):
+    """One line of GET /v1/batches/{id}/results (JSONL, input order): its index and custom_id, and its
+    generation, or the error it ended with without one (canceled or expired first, refused)."""
+
+    line: int
+    custom_id: str
+    generation: Generation | None
+    error: GenerationError | None
+
+
+BatchEventType = Literal[
+    "batch.created", "batch.progress", "batch.completed", "batch.canceled", "batch.expired"
+]
+
+
+class BatchEvent(ApiModel):
+    """A batch's event in the account's stream: ``batch.created``, ``batch.progress`` (at most one a
+    second), then one of ``batch.completed``, ``batch.canceled``, ``batch.expired``; ``data`` is the
+    batch as it was then."""
+
+    id: int
+    type: BatchEventType
+    created_at: datetime
+    data: Batch
+
+
+AccountEvent.model_rebuild()
+AccountEventList.model_rebuild()
+
 OPENAPI_COMPONENTS: dict[str, type[ApiModel]] = {
     "Error": ErrorBody,
     "ValidationError": ValidationErrorBody,
@@ -335,4 +436,8 @@ OPENAPI_COMPONENTS: dict[str, type[ApiModel]] = {
     "AccountEventList": AccountEventList,
     "WebhookSecret": WebhookSecret,
     "WebhookSubscription": WebhookSubscription,
+    "Batch": Batch,
+    "BatchList": BatchList,
+    "BatchQuote": BatchQuote,
+    "BatchRequestLine": BatchRequestLine,
 }

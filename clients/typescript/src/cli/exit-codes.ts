@@ -1,6 +1,7 @@
 import {
   AbortedError,
   AuthenticationError,
+  BatchWaitTimeoutError,
   ConnectionError,
   GenerationFailedError,
   GenerationRejectedError,
@@ -33,6 +34,11 @@ export class TooDearError extends Error {
   override name = 'TooDearError';
 }
 
+/** A batch still running when gen batch's --timeout passed (exit 7, like a generation's wait). */
+export class BatchStillRunningError extends Error {
+  override name = 'BatchStillRunningError';
+}
+
 export function exitCodeOf(error: unknown): number {
   if (error instanceof UsageError) return exitCodes.usage;
   if (
@@ -47,7 +53,12 @@ export function exitCodeOf(error: unknown): number {
   // The provider refused the job (it ran nothing, and it was refunded): rejected, though its status is failed.
   if (error instanceof GenerationFailedError)
     return error.code === 'provider_rejected' ? exitCodes.rejected : exitCodes.failed;
-  if (error instanceof WaitTimeoutError) return exitCodes.stillRunning;
+  if (
+    error instanceof WaitTimeoutError ||
+    error instanceof BatchWaitTimeoutError ||
+    error instanceof BatchStillRunningError
+  )
+    return exitCodes.stillRunning;
   if (error instanceof AbortedError) return exitCodes.interrupted;
   if (error instanceof ConnectionError) return exitCodes.error;
   return exitCodes.error;

@@ -3,6 +3,7 @@ import { Client } from '../client.js';
 import { ApiError, GenerationClientError, MissingApiKeyError } from '../core/errors.js';
 import { priceRange } from '../pricing.js';
 import type { Generation, GenerationStatus } from '../types.js';
+import { batchCommand } from './batch-command.js';
 import { chooseApiKey, chooseBaseURL, readConfig } from './config-file.js';
 import { exitCodeOf, UsageError } from './exit-codes.js';
 import { table } from './format.js';
@@ -21,6 +22,11 @@ export const usage = `gen: the Generation API from the command line
   gen get ID | gen wait ID | gen download ID [-o DIR] | gen cancel ID
   gen list [--status S[,S]] [--model M] [--limit N]
   gen credits
+  gen batch FILE.jsonl [--out DIR] [--window 24h] [--idempotency-key KEY] [--timeout 1h]
+  gen batch --resume ID [--out DIR]   a batch from a JSONL file (one request a line, each with its
+                                      custom_id): a progress bar while it runs, each line's files
+                                      into DIR/<custom_id>/ as it finishes (default batches/<id>);
+                                      Ctrl-C leaves it running, --resume downloads what is missing
   gen listen [--forward-to URL] [--events TYPE[,TYPE]]
                                       follow the account's events; with --forward-to, POST each
                                       to URL signed as a webhook is (try a receiver locally)
@@ -32,7 +38,8 @@ Options: --json (automatic when stdout is not a terminal), --jsonl (a line per s
   --api-key KEY, --base-url URL (they win over GENERATION_API_KEY, GENERATION_BASE_URL).
 Durations: 30 (seconds), 30s, 5m, 1h.
 Exit codes: 0 done, 1 other error, 2 usage, 3 auth, 4 credits, 5 failed, 6 rejected,
-  7 still running at timeout, 130 interrupted.
+  7 still running at timeout, 130 interrupted (gen batch: the worst of its lines; canceled and
+  expired lines count as failed).
 `;
 
 const options = {
@@ -43,6 +50,9 @@ const options = {
   'no-wait': { type: 'boolean' },
   'no-download': { type: 'boolean' },
   output: { type: 'string', short: 'o' },
+  out: { type: 'string' },
+  resume: { type: 'string' },
+  window: { type: 'string' },
   timeout: { type: 'string' },
   json: { type: 'boolean' },
   jsonl: { type: 'boolean' },
@@ -73,7 +83,15 @@ export async function main(argv: string[], io: Io, env: NodeJS.ProcessEnv = proc
     }
     // Before anything else (the config file, any request): a bad number is a usage error, exit 2.
     const numbers = parseNumericOptions(values);
-    const { timeout: _timeout, 'max-credits': _maxCredits, limit: _limit, ...others } = values;
+    const {
+      timeout: _timeout,
+      'max-credits': _maxCredits,
+      limit: _limit,
+      out: _out,
+      resume: _resume,
+      window: _window,
+      ...others
+    } = values;
     const flags: RunFlags = {
       ...others,
       ...numbers,
@@ -126,6 +144,22 @@ export async function main(argv: string[], io: Io, env: NodeJS.ProcessEnv = proc
           );
         return 0;
       }
+      case 'batch':
+        if (rest.length > 1)
+          throw new UsageError('gen batch FILE --out DIR, or gen batch --resume ID --out DIR');
+        return await batchCommand(
+          client,
+          rest[0],
+          {
+            resume: values.resume,
+            out: values.out ?? values.output,
+            window: values.window,
+            'idempotency-key': values['idempotency-key'],
+            timeoutMs: numbers.timeoutMs,
+            json: flags.json,
+          },
+          io,
+        );
       case 'list':
         return await list(client, values, numbers.limit ?? 20, flags, io);
       case 'mcp':

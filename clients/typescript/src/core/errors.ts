@@ -236,3 +236,17 @@ export function apiErrorFor(init: ApiErrorInit): ApiError {
     : byStatus(init.status);
   return new Class(init);
 }
+
+/** A batch wait that reached its deadline: the batch goes on (wait for it again with its id). */
+export class BatchWaitTimeoutError extends GenerationClientError {
+  readonly batchId: string;
+  /** The last state seen. */
+  readonly batch: unknown;
+  constructor(batchId: string, batch: unknown, timeoutMs: number) {
+    super(
+      `Batch ${batchId} is still running after ${Math.round(timeoutMs / 1000)} s; it goes on: wait for it again with its id.`,
+    );
+    this.batchId = batchId;
+    this.batch = batch;
+  }
+}

@@ -35,6 +35,11 @@ export interface HttpRequest {
   query?: Record<string, string | number | undefined> | undefined;
   /** Serialized once, so that every attempt sends the same bytes (the key's fingerprint). */
   body?: unknown;
+  /**
+   * A body sent as it is (a JSONL file), instead of `body`: `open()` gives it for each attempt. A
+   * body that cannot be given twice (a stream handed over once) is not retried after it was sent.
+   */
+  upload?: Upload | undefined;
   headers?: Record<string, string> | undefined;
   idempotencyKey?: string | undefined;
   signal?: AbortSignal | undefined;
@@ -42,6 +47,12 @@ export interface HttpRequest {
   timeoutMs?: number | undefined;
   /** Statuses answered as they are rather than thrown (304 for a conditional GET). */
   passStatuses?: readonly number[];
+}
+
+export interface Upload {
+  contentType: string;
+  open(): string | Uint8Array | Blob | ReadableStream<Uint8Array>;
+  replayable: boolean;
 }
 
 export interface HttpResponse<T> {
@@ -91,18 +102,19 @@ export class HttpCore {
   async request<T>(request: HttpRequest): Promise<HttpResponse<T>> {
     const url = this.url(request.path, request.query);
     const body = request.body === undefined ? undefined : JSON.stringify(request.body);
+    const contentType = request.upload?.contentType ?? (body === undefined ? undefined : 'application/json');
     const headers: Record<string, string> = {
       accept: 'application/json',
       authorization: `Bearer ${this.#apiKey}`,
       'user-agent': this.settings.userAgent,
-      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      ...(contentType === undefined ? {} : { 'content-type': contentType }),
       ...(request.idempotencyKey ? { 'idempotency-key': request.idempotencyKey } : {}),
       ...request.headers,
     };
     for (let attempt = 0; ; attempt++) {
-      const failure = await this.attempt<T>(request, url, headers, body);
+      const failure = await this.attempt<T>(request, url, headers, request.upload?.open() ?? body);
       if (!(failure instanceof Error)) return failure;
-      const retry = this.retryDelay(failure, attempt);
+      const retry = request.upload && !request.upload.replayable ? null : this.retryDelay(failure, attempt);
       if (retry === null) throw failure;
       this.settings.onRetry?.({
         method: request.method,
@@ -154,7 +166,7 @@ export class HttpCore {
     request: HttpRequest,
     url: string,
     headers: Record<string, string>,
-    body: string | undefined,
+    body: string | Uint8Array | Blob | ReadableStream<Uint8Array> | undefined,
   ): Promise<HttpResponse<T> | Error> {
     if (request.signal?.aborted) throw this.aborted(request);
     const timeout = AbortSignal.timeout(request.timeoutMs ?? this.settings.timeoutMs);
@@ -163,7 +175,9 @@ export class HttpCore {
       const response = await this.settings.fetch(url, {
         method: request.method,
         headers,
-        ...(body === undefined ? {} : { body }),
+        // A stream is sent as it is read (fetch asks for half-duplex to say so).
+        ...(body === undefined ? {} : { body: body as NonNullable<RequestInit['body']> }),
+        ...(body instanceof ReadableStream ? { duplex: 'half' } : {}),
         signal,
         ...noStore(),
       });

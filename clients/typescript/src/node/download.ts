@@ -36,6 +36,8 @@ export interface DownloadOptions {
   /** Gives up (DownloadError) when no byte arrives for this long, headers included. Default 30 000. */
   idleTimeoutMs?: number;
   fetch?: (url: string, init: RequestInit) => Promise<Response>;
+  /** A file already at the target is kept and returned as saved (a resumed download), not an error. */
+  skipExisting?: boolean;
 }
 
 /** A download that did not land: the result host's answer, or the file being there already. */
@@ -62,6 +64,8 @@ export async function download(file: OutputFile, options: DownloadOptions): Prom
     warn(`This result expired at ${options.expiresAt}; it may be gone.`);
   const idleMs = options.idleTimeoutMs ?? defaultIdleTimeoutMs;
   if (!(idleMs > 0)) throw new RangeError(`idleTimeoutMs must be a positive number, not ${idleMs}`);
+  const named = path.extname(new URL(file.url).pathname) ? targetPath(options.to, file.url, null) : undefined;
+  if (options.skipExisting && named && (await exists(named))) return existing(named, file);
   // Re-armed by every chunk: a slow download goes on, a silent one stops.
   const idle = new AbortController();
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -86,6 +90,10 @@ export async function download(file: OutputFile, options: DownloadOptions): Prom
     if (!response.ok || !response.body)
       throw new DownloadError(`GET ${file.url}: ${response.status} ${response.statusText}`);
     const target = targetPath(options.to, file.url, response.headers.get('content-type'));
+    if (options.skipExisting && (await exists(target))) {
+      await response.body.cancel().catch(() => undefined);
+      return await existing(target, file);
+    }
     if (await exists(target)) throw new DownloadError(`${target} exists; not overwritten.`);
     await mkdir(path.dirname(target), { recursive: true });
     partial = `${target}.${randomBytes(4).toString('hex')}.part`;
@@ -120,6 +128,14 @@ function targetPath(to: string, url: string, contentType: string | null): string
   const name = path.basename(new URL(url).pathname) || 'output';
   return path.join(to, path.extname(name) ? name : name + extensionOf(contentType));
 }
+
+const existing = async (target: string, file: OutputFile): Promise<SavedFile> => ({
+  path: target,
+  size: (await stat(target)).size,
+  width: file.width,
+  height: file.height,
+  url: file.url,
+});
 
 const exists = (file: string) =>
   stat(file).then(

@@ -8,3 +8,10 @@ export {
   type OutputFile,
   type SavedFile,
 } from './download.js';
+export {
+  downloadBatch,
+  folderOf,
+  jsonlFile,
+  type BatchDownload,
+  type BatchDownloadOptions,
+} from './batch-download.js';

@@ -1,0 +1,179 @@
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import sharp from 'sharp';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  BatchWaitTimeoutError,
+  Client,
+  InvalidRequestError,
+  type Batch,
+  type BatchResultLine,
+} from '../../clients/typescript/src/index.js';
+import { downloadBatch, folderOf, jsonlFile } from '../../clients/typescript/src/node/index.js';
+import { balanceOf, batchCharges, batchLines } from '../support/batches.js';
+import { startFaultyFront } from '../support/faulty-front.js';
+import { useListeningBatchStack } from './client-stack.js';
+
+describe('batches with the TypeScript client (real stack)', () => {
+  const stack = useListeningBatchStack({
+    worker: { simDelayMs: 20 },
+    apiEnv: { BATCH_LINES_IN_FLIGHT: '4' },
+    account: { oneTime: 10_000 },
+  });
+  const client = () => new Client({ apiKey: stack.account.key, baseURL: stack.listening.baseURL });
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'client-batches-'));
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('create from a list, wait, results in input order, download into custom_id folders (resumable)', async () => {
+    const requests = batchLines(4).map((line, i) => ({
+      ...line,
+      custom_id: ['a/b', '..', 'plain', 'c d'][i]!,
+    }));
+    const updates: Batch[] = [];
+    const created = await client().batches.create({ requests, metadata: { run: 'list' } });
+    expect(created).toMatchObject({ id: expect.stringMatching(/^batch_/), request_counts: { total: 4 } });
+    const done = await client().batches.wait(created.id, {
+      pollIntervalMs: 100,
+      onUpdate: (b) => updates.push(b),
+    });
+    expect(done).toMatchObject({ status: 'completed', request_counts: { succeeded: 4, pending: 0 } });
+    expect(updates.at(-1)).toEqual(done);
+
+    const lines: BatchResultLine[] = [];
+    for await (const line of client().batches.results(created.id)) lines.push(line);
+    expect(lines.map((l) => [l.line, l.custom_id, l.generation?.status])).toEqual(
+      requests.map((r, i) => [i, r.custom_id, 'succeeded']),
+    );
+    // Resumed after line 1: only the lines after it.
+    const rest: number[] = [];
+    for await (const line of client().batches.results(created.id, { after: 1 })) rest.push(line.line);
+    expect(rest).toEqual([2, 3]);
+
+    const out = path.join(dir, 'list');
+    const seen: string[] = [];
+    const first = await downloadBatch(client(), created.id, out, { onLine: (l) => seen.push(l.custom_id) });
+    expect(seen).toEqual(requests.map((r) => r.custom_id));
+    expect(first.files).toHaveLength(4);
+    // Every custom_id is one folder inside `out`, none outside it.
+    expect((await readdir(out)).sort()).toEqual(['%2E%2E', 'a%2Fb', 'c d', 'plain']);
+    expect(folderOf('a/b')).toBe('a%2Fb');
+    const image = first.files.find((f) => f.path.includes(`${path.sep}plain${path.sep}`))!;
+    expect(await sharp(image.path).metadata()).toMatchObject({ width: 1024, height: 1024 });
+    // Again: nothing fetched twice, nothing overwritten, the same files.
+    await rm(first.files[0]!.path);
+    const again = await downloadBatch(client(), created.id, out);
+    expect(again.files.map((f) => f.path).sort()).toEqual(first.files.map((f) => f.path).sort());
+  });
+
+  it('create from a JSONL file (streamed), listed with the cursor pager, a bad line refused whole', async () => {
+    const file = path.join(dir, 'requests.jsonl');
+    await writeFile(
+      file,
+      batchLines(3)
+        .map((l) => JSON.stringify(l))
+        .join('\n') + '\n',
+    );
+    // Quoted first: the same lines, checked the same way, nothing made.
+    expect(await client().batches.quote({ jsonl: jsonlFile(file) })).toMatchObject({
+      lines: 3,
+      credits: expect.any(Number),
+      affordable: true,
+    });
+    const created = await client().batches.create(
+      { jsonl: jsonlFile(file), completion_window: '1h', metadata: { run: 'file' } },
+      { idempotencyKey: 'sdk-batch-file' },
+    );
+    expect(created).toMatchObject({
+      completion_window: '1h',
+      metadata: { run: 'file' },
+      request_counts: { total: 3 },
+    });
+    // The same key and file: the same batch.
+    const replay = await client().batches.create(
+      { jsonl: jsonlFile(file), completion_window: '1h', metadata: { run: 'file' } },
+      { idempotencyKey: 'sdk-batch-file' },
+    );
+    expect(replay.id).toBe(created.id);
+    const done = await client().batches.wait(created, { pollIntervalMs: 100 });
+    expect(done.request_counts.succeeded).toBe(3);
+
+    const ids: string[] = [];
+    for await (const batch of client().batches.list({ limit: 1 })) ids.push(batch.id);
+    expect(ids.slice(0, 1)).toEqual([created.id]);
+    expect(ids.length).toBeGreaterThanOrEqual(2);
+
+    const bad = await client()
+      .batches.create({
+        jsonl: `${JSON.stringify(batchLines(1)[0])}\n{"custom_id":"x","model":"lumen-pro"}\n`,
+      })
+      .catch((e: unknown) => e);
+    expect(bad).toBeInstanceOf(InvalidRequestError);
+    expect(JSON.stringify((bad as InvalidRequestError).issues)).toContain('line 1');
+  });
+
+  it('cancel: lines not started end canceled and uncharged; wait times out cheaply while it runs', async () => {
+    const before = await balanceOf(stack.db.pool, stack.account.accountId);
+    const requests = batchLines(8, (i) => `slow ${i} [sim:slow=2]`);
+    const created = await client().batches.create({ requests });
+    const timeout = await client()
+      .batches.wait(created.id, { timeoutMs: 200, pollIntervalMs: 50 })
+      .catch((e: unknown) => e);
+    expect(timeout).toBeInstanceOf(BatchWaitTimeoutError);
+    const canceling = await client().batches.cancel(created.id);
+    expect(['canceling', 'canceled']).toContain(canceling.status);
+    const done = await client().batches.wait(created.id, { pollIntervalMs: 100 });
+    expect(done.status).toBe('canceled');
+    expect(done.request_counts.canceled).toBeGreaterThan(0);
+    const charges = await batchCharges(stack.db.pool, created.id);
+    expect(charges.generations).toBe(8 - done.request_counts.canceled);
+    // Only lines that started were charged, each once; canceled ones never.
+    expect(await balanceOf(stack.db.pool, stack.account.accountId)).toBe(before + charges.net);
+    const lines: BatchResultLine[] = [];
+    for await (const line of client().batches.results(created.id)) lines.push(line);
+    expect(lines).toHaveLength(8);
+    expect(lines.filter((l) => l.error?.code === 'batch_canceled')).toHaveLength(
+      done.request_counts.canceled,
+    );
+  });
+
+  it('a create whose answer is lost is retried with the same key and the file read again; results retried after a 503', async () => {
+    const file = path.join(dir, 'dropped.jsonl');
+    await writeFile(
+      file,
+      batchLines(3)
+        .map((l) => JSON.stringify(l))
+        .join('\n') + '\n',
+    );
+    const front = await startFaultyFront({ host: '127.0.0.1', port: stack.listening.port }, [
+      { requestLine: 'POST /v1/batches?', fault: { kind: 'drop-answer' } },
+      { requestLine: 'GET /v1/batches/batch_', fault: { kind: 'answer', status: 503 } },
+    ]);
+    try {
+      const viaFront = new Client({ apiKey: stack.account.key, baseURL: `${front.origin}/v1` });
+      const created = await viaFront.batches.create({ jsonl: jsonlFile(file), metadata: { run: 'dropped' } });
+      const posts = front.requests.filter((r) => r.line.startsWith('POST /v1/batches?'));
+      expect(posts).toHaveLength(2);
+      const keys = posts.map((p) => /idempotency-key: (\S+)/.exec(p.head)?.[1]);
+      expect(keys[0]).toBeDefined();
+      expect(keys[1]).toBe(keys[0]);
+      // One batch made, the first attempt's.
+      const dropped: string[] = [];
+      for await (const batch of client().batches.list())
+        if (batch.metadata?.run === 'dropped') dropped.push(batch.id);
+      expect(dropped).toEqual([created.id]);
+      await client().batches.wait(created.id, { pollIntervalMs: 100 });
+      const lines: number[] = [];
+      for await (const line of viaFront.batches.results(created.id)) lines.push(line.line);
+      expect(lines).toEqual([0, 1, 2]);
+      expect(front.remaining()).toEqual([0, 0]);
+    } finally {
+      await front.close();
+    }
+  });
+});
