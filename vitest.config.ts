@@ -13,8 +13,10 @@ export default defineConfig({
     setupFiles: ['test/setup-file.ts'],
     reporters: ['default', './test/support/summary-reporter.ts'],
     pool: 'forks',
-    // Two cores: a couple of files at a time keeps Temporal and PostgreSQL responsive.
-    maxWorkers: 2,
+    // Two cores, three files at a time: most files spend their time waiting on timers, processes
+    // and the providers' simulated jobs, so a third file fills the cores' idle time (the suite in
+    // 14–15 minutes with two would not fit its budget once the MCP and batch tests came).
+    maxWorkers: 3,
     testTimeout: 30_000,
     hookTimeout: 120_000,
     // expect.poll waits 1 s by default: on two shared cores a page's render or the request log's
