@@ -41,7 +41,10 @@ describe('/v1/mcp from the official Python MCP client', () => {
         env: { ...uvEnv(), MCP_URL: `${stack.listening.baseURL}/mcp`, GENERATION_API_KEY: account.key },
       },
     );
-    const run = JSON.parse(output.trim().split('\n').at(-1)!) as PythonRun;
+    // The script's one JSON line; uv's own lines ("Installed 28 packages…" on a first run) come after it.
+    const line = output.split('\n').find((l) => l.startsWith('{"protocolVersion"'));
+    expect(line, output).toBeDefined();
+    const run = JSON.parse(line!) as PythonRun;
     expect(run.protocolVersion).toMatch(/^\d{4}-\d{2}-\d{2}$/);
     expect(run.tools).toEqual(expect.arrayContaining(['create_generation', 'get_generation', 'quote']));
     const { generation, blocks } = run.created;
