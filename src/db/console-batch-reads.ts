@@ -1,7 +1,5 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import type { BatchResultRow } from './batch-lines.js';
-import { toGeneration } from './generation-view.js';
 
 /**
  * What the console shows of a batch's lines: each line's status (its generation's once started,
@@ -46,26 +44,4 @@ export async function batchLinesPage(
       WHERE l.batch_id = ${batchId} AND l.line > ${page.afterLine}) lines
     WHERE true ${byStatus}
     ORDER BY line LIMIT ${page.limit}`);
-}
-
-const lineErrors = {
-  canceled: {
-    code: 'batch_canceled',
-    message: 'The batch was canceled before this line started; nothing was charged.',
-  },
-  expired: {
-    code: 'batch_expired',
-    message: 'The completion window passed before this line started; nothing was charged.',
-  },
-} as const;
-
-/** One line of the results file, as GET /v1/batches/{id}/results writes it. */
-export function batchResultLine(row: BatchResultRow) {
-  const error = row.state === 'canceled' || row.state === 'expired' ? lineErrors[row.state] : row.error;
-  return {
-    line: row.line,
-    custom_id: row.custom_id,
-    generation: row.generation ? toGeneration(row.generation) : null,
-    error: row.generation ? (row.generation.error ?? null) : error,
-  };
 }

@@ -1,8 +1,8 @@
 import { createInterface } from 'node:readline';
 import { Readable, Transform } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { finishedLinesAfter, type BatchResultRow } from '../../db/batch-lines.js';
-import { toBatch } from '../../db/batch-view.js';
+import { finishedLinesAfter } from '../../db/batch-lines.js';
+import { batchResultLine, toBatch } from '../../db/batch-view.js';
 import { batchCounts, getBatch, listBatches, setBatchStatus, type BatchRow } from '../../db/batches.js';
 import type { DatabasePool } from '../../db/pool.js';
 import { ApiError } from '../../errors.js';
@@ -24,7 +24,6 @@ import {
   encodeBatchCursor,
   listBatchesQuerySchema,
 } from '../batch-schemas.js';
-import { toGeneration } from '../generation-view.js';
 import type { ZodApp, ZodTypeProvider } from '../zod-type-provider.js';
 
 export interface BatchRouteDeps extends Omit<BatchCreationDeps, 'pool'> {
@@ -158,31 +157,10 @@ function batchBody(request: FastifyRequest, bodyLimitBytes: number) {
 async function* resultLines(pool: DatabasePool, batchId: string, after: number): AsyncGenerator<string> {
   for (let last = after; ;) {
     const rows = await finishedLinesAfter(pool, batchId, last, pageSize);
-    for (const row of rows) yield `${JSON.stringify(resultLine(row))}\n`;
+    for (const row of rows) yield `${JSON.stringify(batchResultLine(row))}\n`;
     if (rows.length < pageSize) return;
     last = rows.at(-1)!.line;
   }
-}
-
-const lineErrors = {
-  canceled: {
-    code: 'batch_canceled',
-    message: 'The batch was canceled before this line started; nothing was charged.',
-  },
-  expired: {
-    code: 'batch_expired',
-    message: 'The completion window passed before this line started; nothing was charged.',
-  },
-} as const;
-
-function resultLine(row: BatchResultRow) {
-  const error = row.state === 'canceled' || row.state === 'expired' ? lineErrors[row.state] : row.error;
-  return {
-    line: row.line,
-    custom_id: row.custom_id,
-    generation: row.generation ? toGeneration(row.generation) : null,
-    error: row.generation ? (row.generation.error ?? null) : error,
-  };
 }
 
 function envelopeFromQuery(query: unknown): Record<string, unknown> {

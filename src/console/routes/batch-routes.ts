@@ -2,12 +2,8 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { finishedLinesAfter } from '../../db/batch-lines.js';
 import { batchCounts, getBatch, listBatches, setBatchStatus, type BatchRow } from '../../db/batches.js';
-import {
-  batchLineStatuses,
-  batchLinesPage,
-  batchResultLine,
-  type BatchLineStatus,
-} from '../../db/console-batch-reads.js';
+import { batchResultLine } from '../../db/batch-view.js';
+import { batchLineStatuses, batchLinesPage, type BatchLineStatus } from '../../db/console-batch-reads.js';
 import type { CommonQueryMethods } from 'slonik';
 import { format, sendPage } from '../render.js';
 import type { ConsoleRouteDeps } from '../route-deps.js';
