@@ -159,8 +159,10 @@ describe('console uploads: nothing is held before a session, and the API limits 
       expect(answer.text).toContain('Nothing was charged');
     }
     // Each form had up to 10 MiB staged on disk, none of it in memory: what grows is the churn of
-    // six streams read at full speed (the unread rest of each is discarded as it arrives).
-    expect(growth).toBeLessThan(100 * MiB);
+    // six streams read at full speed (the unread rest of each is discarded as it arrives), 56–64 MiB
+    // in most runs and 100 MiB once, when the collector ran late. Holding what each upload had sent
+    // by its answer (37 MiB or more, six times) would be over 220 MiB.
+    expect(growth).toBeLessThan(160 * MiB);
 
     // Files each within 10 MiB, 36 MiB together: past the API's 32 MiB body, counted as it streams.
     const nine = (i: number): Part => ({
