@@ -117,7 +117,7 @@ describe('webhook delivery capacity', () => {
     // Its looks done (the one that delivered it, and the one after), it waits: on a timer.
     const lastEvent = async () => (await handle.fetchHistory()).events?.at(-1)?.eventType;
     await expect
-      .poll(lastEvent, { timeout: 5_000 })
+      .poll(lastEvent, { timeout: 15_000 })
       .toBe(temporal.api.enums.v1.EventType.EVENT_TYPE_TIMER_STARTED);
     const samples: number[] = [];
     for (let i = 0; i < 10; i++) {

@@ -7,12 +7,12 @@ import { freePort } from '../../src/dev/free-port.js';
 import { createLogger } from '../../src/logger.js';
 import type { Resolve } from '../../src/net/pinned-connection.js';
 import type { Provider } from '../../src/providers/provider.js';
-import { webhookDeliveryWorkflowId } from '../../src/workflows/webhook-delivery-types.js';
 import { trackHealth } from '../../src/worker/provider-health-tracker.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { useGenerationStack } from '../support/stack.js';
 import { selfSignedCertificate, startTestServer, type TestServer } from '../support/test-servers.js';
 import { waitFor } from '../support/wait.js';
+import { deliveriesEnded as deliveriesEndedOf } from './deliveries-ended.js';
 import { useWebhookReceiver } from './webhook-receiver.js';
 
 /**
@@ -82,9 +82,7 @@ describe('webhook deliveries under the outbound rules and apart from provider he
     expect(response.statusCode, response.body).toBe(202);
     return z.object({ id: z.string() }).parse(response.json()).id;
   };
-  /** The generation's delivery workflow, run to its end (its retry schedule spent, or delivered). */
-  const deliveriesEnded = (id: string) =>
-    stack.client.workflow.getHandle(webhookDeliveryWorkflowId(id)).result();
+  const deliveriesEnded = (id: string) => deliveriesEndedOf(stack.client, id);
   const attemptsOf = async (id: string) =>
     (await deliveryAttemptsOf(stack.db.pool, id)).map((a) => [a.event_type, a.attempt, a.status, a.outcome]);
 

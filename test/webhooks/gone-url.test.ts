@@ -4,9 +4,9 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { deliveryAttemptsOf, webhookDeliveriesOf } from '../../src/db/webhook-delivery-reads.js';
 import { redeliverWebhook } from '../../src/generations/redeliver-webhook.js';
-import { webhookDeliveryWorkflowId } from '../../src/workflows/webhook-delivery-types.js';
 import { createGeneration, getGeneration } from '../support/generations.js';
 import { useGenerationStack } from '../support/stack.js';
+import { deliveriesEnded as deliveriesEndedOf } from './deliveries-ended.js';
 import { useWebhookReceiver } from './webhook-receiver.js';
 
 /**
@@ -52,8 +52,7 @@ describe('410 Gone stops deliveries to that URL', () => {
   const typesOf = (id: string) => deliveriesOf(id).map((d) => (JSON.parse(d.body) as { type: string }).type);
   const attemptsOf = async (id: string) =>
     (await deliveryAttemptsOf(stack.db.pool, id)).map((a) => [a.event_type, a.attempt, a.status, a.outcome]);
-  const deliveriesEnded = (id: string) =>
-    stack.client.workflow.getHandle(webhookDeliveryWorkflowId(id)).result();
+  const deliveriesEnded = (id: string) => deliveriesEndedOf(stack.client, id);
   const goneAtOf = async (id: string) => (await webhookDeliveriesOf(stack.db.pool, id)).subscription?.gone_at;
 
   it("stops the account's earlier subscriptions to the URL (pending retries, later events); a later one is delivered", async () => {
