@@ -72,6 +72,7 @@ export async function settleAdmission(
     created_at: start.createdAt,
     batch_id: start.batch?.batchId ?? null,
     custom_id: start.batch?.customId ?? null,
+    cancel_after: start.cancelAfter ?? null,
   };
   const unknown: QuotedEntry = { digest: null, entry: null };
   let quoted = lastQuoted.get(start.model) ?? unknown;

@@ -43,6 +43,17 @@ export function providerUncertain(
     : ApplicationFailure.nonRetryable(message, errorTypes.providerUncertain);
 }
 
+/**
+ * The generation's Cancel-After deadline (`start.cancelAfter`) passed before any provider was sent
+ * its job: nothing is sent, not retried; the workflow refunds it as canceled.
+ */
+export function cancelAfterPassed(deadline: string): ApplicationFailure {
+  return ApplicationFailure.nonRetryable(
+    `the Cancel-After deadline ${deadline} passed before the job was handed to a provider`,
+    errorTypes.cancelAfterPassed,
+  );
+}
+
 /** The provider refused the job (nothing ran): not retried, refunded. */
 export function providerRejected(message: string): ApplicationFailure {
   return ApplicationFailure.nonRetryable(message, errorTypes.providerRejection);

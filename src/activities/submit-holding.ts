@@ -25,6 +25,7 @@ import type { GenerationMetrics } from '../observability/metrics.js';
 import type { GenerationStart } from '../workflows/generation-types.js';
 import type { ActivityDeps } from './activity-deps.js';
 import {
+  cancelAfterPassed,
   isRouteNotAccepted,
   providerBusy,
   providerRejected,
@@ -160,12 +161,16 @@ async function sendCreate(
   let sent = false;
   try {
     const job = providerJob(start, token, entry, route);
+    // Past its Cancel-After nothing leaves: neither a wait for a place nor a create (checked again
+    // once the create is prepared, before it is marked sent).
+    checkDeadline(start);
     await takeInFlightPlace(deps, start, providerName, hasNext ? moveOn : undefined);
     // Reference images read and inlined before the create is marked sent: a holder that dies or
     // is taken over while preparing has sent nothing, and the next attempt sends as a first one
     // (not a possible create to ask the provider about, which a provider that cannot tell would
     // send to review). The mark's window then covers the create alone.
     const prepared = provider.prepare ? await provider.prepare(job) : { send: () => provider.submit(job) };
+    checkDeadline(start);
     // Taken over (this attempt was too slow to send), or no longer waiting for a job: nothing leaves.
     if (!(await markCreateSent(db, generationId, attempt, windowMs, providerName))) throw claimLost;
     sent = true;
@@ -230,6 +235,16 @@ async function takeInFlightPlace(
     `provider ${provider} has ${cap} jobs in flight, its cap; this one waits for a place`,
     '2 seconds',
   );
+}
+
+/**
+ * A generation past its Cancel-After deadline is not sent (CancelAfterPassed): checked under the
+ * claim, after an earlier attempt's possible create was looked up, so a job a provider may have is
+ * never abandoned for it. Then the claim and the place are released as for any create not sent.
+ */
+function checkDeadline(start: GenerationStart): void {
+  if (start.cancelAfter !== undefined && Date.now() >= Date.parse(start.cancelAfter))
+    throw cancelAfterPassed(start.cancelAfter);
 }
 
 /** Thrown inside submit when its claim was taken over before the create could leave. */

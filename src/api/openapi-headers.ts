@@ -43,6 +43,16 @@ export const preferWaitParameter = {
   schema: { type: 'string', examples: ['wait=30'] },
 };
 
+/** POST /generations: the deadline for reaching a provider (the header Replicate's users know). */
+export const cancelAfterParameter = {
+  name: 'Cancel-After',
+  in: 'header',
+  required: false,
+  description:
+    'A duration from the generation’s creation: whole hours, minutes and seconds (30s, 5m, 1h30m, 2h) or plain seconds; 5s to 24h. A generation not yet handed to a provider by then is canceled and refunded (failed, error.code canceled, credits_refunded true); one the provider already has runs on. Shown as the generation’s cancel_after. Part of the request: the same Idempotency-Key with another Cancel-After is a conflict. Any other value is a 400 invalid_request naming Cancel-After.',
+  schema: { type: 'string', pattern: '^(\\d+|(\\d+h)?(\\d+m)?(\\d+s)?)$', examples: ['30s', '1h30m'] },
+};
+
 /** GET /generations/{id}: the conditional poll. */
 export const ifNoneMatchParameter = {
   name: 'If-None-Match',

@@ -93,6 +93,11 @@ export const generationSchema = z.object({
     .string()
     .nullable()
     .describe('The `custom_id` of its batch line; null for a generation created on its own.'),
+  cancel_after: timestamp
+    .nullable()
+    .describe(
+      'The deadline the create’s Cancel-After header set (its creation time plus the duration); null without one. Not yet handed to a provider by then, the generation is canceled and refunded (failed, error.code canceled); a job the provider already has runs on.',
+    ),
 });
 
 export const generationListSchema = z.object({

@@ -7,6 +7,7 @@ export const generationSettings = settingGroup({
   title: 'Generations: admission, step horizons, reconciliation',
   shape: {
     CONCURRENT_GENERATIONS_PER_ACCOUNT: int(10, 1),
+    CANCEL_AFTER_MIN_SECONDS: int(5, 1),
     ADMISSION_TIMEOUT_MS: int(10_000, 100),
     // Keep 2 × this under ADMISSION_TIMEOUT_MS.
     PROVIDER_SUBMIT_TIMEOUT_MS: int(3_000, 10),
@@ -26,6 +27,10 @@ export const generationSettings = settingGroup({
     CONCURRENT_GENERATIONS_PER_ACCOUNT: {
       readBy: ['worker'],
       text: 'Generations `queued` at once per account; more get `429 concurrency_limit_exceeded`, nothing charged.',
+    },
+    CANCEL_AFTER_MIN_SECONDS: {
+      readBy: ['api'],
+      text: 'The shortest `Cancel-After` a POST may send (Replicate’s minimum, 5 s); up to 24 h is accepted. The tests shorten it.',
     },
     ADMISSION_TIMEOUT_MS: {
       readBy: ['api'],

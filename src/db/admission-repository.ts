@@ -24,6 +24,8 @@ export interface AdmissionRecord {
   /** A batch line's batch and custom_id (migration 0026); null otherwise. */
   batch_id: string | null;
   custom_id: string | null;
+  /** Its Cancel-After deadline, ISO (migration 0028); null without one. */
+  cancel_after: string | null;
 }
 
 const admissionDecision = z.discriminatedUnion('outcome', [
@@ -87,10 +89,11 @@ export async function recordRefusal(
   const id = await db.maybeOneFirst(sql.type(recordRefusalRow)`
     WITH refused AS (
       INSERT INTO generations (id, account_id, api_key_id, workflow_id, status, model, media_type, credits, input, error,
-                               fingerprint, idempotency_key, provider_token, input_prefix, created_at, batch_id, custom_id)
+                               fingerprint, idempotency_key, provider_token, input_prefix, created_at, batch_id, custom_id,
+                               cancel_after)
       SELECT r.id, r.account_id, r.api_key_id, r.workflow_id, 'rejected', r.model, r.media_type, 0, r.input,
              ${sql.jsonb(error as never)}, r.fingerprint, r.idempotency_key, r.provider_token, r.input_prefix, r.created_at,
-             r.batch_id, r.custom_id
+             r.batch_id, r.custom_id, r.cancel_after
       FROM jsonb_populate_record(NULL::generations, ${jsonbOf(record)}) r
       ON CONFLICT (id) DO NOTHING RETURNING id, api_key_id, idempotency_key, fingerprint
     ), claimed AS (

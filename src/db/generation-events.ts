@@ -42,6 +42,8 @@ const resource = generationRow.extend({
   // Events recorded before 0026 carry no batch fields: ordinary generations, null.
   batch_id: z.string().nullable().default(null),
   custom_id: z.string().nullable().default(null),
+  // Events recorded before 0028 carry no deadline: null.
+  cancel_after: timestamp.nullable().default(null),
 });
 /** An event row as selected (seq, type, created_at, resource): shared with the account log's reads. */
 export const generationEventRow = z.object({

@@ -29,13 +29,15 @@ export const generationRow = z.object({
   /** The batch it is a line of, and that line's `custom_id` (migration 0026); null for others. */
   batch_id: z.string().nullable(),
   custom_id: z.string().nullable(),
+  /** Its Cancel-After deadline (migration 0028): ISO time, or null without one. */
+  cancel_after: z.string().nullable(),
 });
 export type GenerationRow = z.infer<typeof generationRow>;
 
 // What reads show. The generations_changed trigger (migration 0006) announces a change to exactly these
 // columns, so API processes drop their cached copy: keep the two in step.
 export const generationColumns = sql.fragment`id, account_id, status, model, media_type, credits, credits_refunded, input, output, error,
-  needs_review, content_expired, created_at, completed_at, expires_at, provider, batch_id, custom_id`;
+  needs_review, content_expired, created_at, completed_at, expires_at, provider, batch_id, custom_id, cancel_after`;
 
 export async function getGeneration(
   db: CommonQueryMethods,

@@ -25,6 +25,7 @@ export function toGeneration(row: GenerationRow) {
     provider: row.provider,
     batch_id: row.batch_id,
     custom_id: row.custom_id,
+    cancel_after: row.cancel_after,
   };
 }
 

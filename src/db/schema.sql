@@ -30,6 +30,7 @@
 -- 0025_oauth.sql
 -- 0026_batches.sql
 -- 0027_provider_place_lanes.sql
+-- 0028_cancel_after.sql
 
 CREATE SEQUENCE webhook_delivery_attempts_id_seq AS bigint START 1 INCREMENT 1;
 
@@ -335,6 +336,7 @@ CREATE TABLE generations (
   route_position integer DEFAULT 0 NOT NULL,
   batch_id text,
   custom_id text,
+  cancel_after timestamp with time zone,
   CONSTRAINT generations_pkey PRIMARY KEY (id),
   CONSTRAINT generations_credits_check CHECK (credits >= 0),
   CONSTRAINT generations_id_check CHECK (id ~ '^gen_[A-Za-z0-9]+$'::text),
@@ -697,11 +699,12 @@ BEGIN
   VALUES (generation.account_id, 'debit', generation.id, -from_subscription, -(p_price - from_subscription),
           'generation ' || generation.model);
   INSERT INTO generations (id, account_id, api_key_id, workflow_id, status, model, media_type, credits, input,
-                           fingerprint, idempotency_key, provider_token, input_prefix, created_at, batch_id, custom_id)
+                           fingerprint, idempotency_key, provider_token, input_prefix, created_at, batch_id, custom_id,
+                           cancel_after)
   VALUES (generation.id, generation.account_id, generation.api_key_id, generation.workflow_id, 'queued',
           generation.model, generation.media_type, p_price, generation.input, generation.fingerprint,
           generation.idempotency_key, generation.provider_token, generation.input_prefix, generation.created_at,
-          generation.batch_id, generation.custom_id);
+          generation.batch_id, generation.custom_id, generation.cancel_after);
   IF claims_key THEN
     -- Any record left is past its horizon (checked above, under the lock): the key is new.
     INSERT INTO idempotency_keys (api_key_id, idempotency_key, generation_id, fingerprint, held_until)
@@ -883,7 +886,7 @@ BEGIN
     'input', NEW.input, 'output', NEW.output, 'error', NEW.error, 'needs_review', NEW.needs_review,
     'content_expired', NEW.content_expired, 'created_at', NEW.created_at, 'completed_at', NEW.completed_at,
     'expires_at', NEW.expires_at, 'provider', NEW.provider, 'batch_id', NEW.batch_id,
-    'custom_id', NEW.custom_id));
+    'custom_id', NEW.custom_id, 'cancel_after', NEW.cancel_after));
   PERFORM pg_notify('generation_event', NEW.id);
   RETURN NULL;
 END $function$;

@@ -5,6 +5,11 @@ export interface AdmissionRequest {
   principal: { accountId: string; keyId: string };
   /** The Idempotency-Key as sent (the API's header, the console form's token); undefined: none. */
   idempotencyKey: string | string[] | undefined;
+  /**
+   * The Cancel-After header as sent (the API's; see cancel-after.ts): the generation's deadline for
+   * reaching a provider, from its creation. undefined: none.
+   */
+  cancelAfter?: string | string[] | undefined;
   /** The body as sent, checked here against its model's catalog entry. */
   body: unknown;
   /**

@@ -83,6 +83,7 @@ export function wireAdmission(
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     storage: openStorage(storageLocation(config), config.RESULT_BASE_URL),
     admissionTimeoutMs: config.ADMISSION_TIMEOUT_MS,
+    cancelAfterMinSeconds: config.CANCEL_AFTER_MIN_SECONDS,
     timing: generationTiming(config),
     webhooks: {
       allowCidrs: config.WEBHOOK_ALLOW_CIDRS,

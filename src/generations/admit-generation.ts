@@ -4,6 +4,7 @@ import type { GenerationRow } from '../db/generation-reads.js';
 import { ValidationError } from '../errors.js';
 import type { ApiGenerationMetrics } from '../observability/metrics.js';
 import type { AdmissionRequest } from './admission-request.js';
+import { checkCancelAfter } from './cancel-after.js';
 import { fingerprint } from './fingerprint.js';
 import { checkIdempotencyKey, checkRequest } from './generation-request.js';
 import { invalidRequest } from './invalid-request.js';
@@ -34,6 +35,8 @@ export interface AdmissionDeps extends StartGenerationDeps, ProviderKnowledge {
   metrics?: ApiGenerationMetrics;
   /** Webhook subscriptions (the API's; absent: the `webhook` field is checked against public addresses only). */
   webhooks?: WebhookSettings;
+  /** The shortest Cancel-After accepted, in seconds (CANCEL_AFTER_MIN_SECONDS; default 5). */
+  cancelAfterMinSeconds?: number;
 }
 
 /**
@@ -51,9 +54,13 @@ export async function admitGeneration(
 ): Promise<{ generationId: string; known: GenerationRow }> {
   const { principal, uploads } = request;
   const key = checkIdempotencyKey(request.idempotencyKey);
+  const deadline = checkCancelAfter(request.cancelAfter, deps.cancelAfterMinSeconds ?? 5);
   const checked = await checkRequest(deps, request.body);
-  if (!key.ok || !checked.ok || (uploads?.issues.length ?? 0) > 0)
-    throw await invalidRequest(deps, request, key, checked);
+  if (!key.ok || !deadline.ok || !checked.ok || (uploads?.issues.length ?? 0) > 0) {
+    const headerIssues = [...(key.ok ? [] : [key.issue]), ...(deadline.ok ? [] : [deadline.issue])];
+    throw await invalidRequest(deps, request, headerIssues, checked);
+  }
+  const cancelAfterSeconds = deadline.seconds;
   const { model, envelope } = checked;
   const { webhook } = envelope;
   const fingerprintOf = uploads
@@ -74,11 +81,16 @@ export async function admitGeneration(
       model: model.entry,
       // Staged uploads are stored from disk by startGeneration, never as data URIs.
       input: uploads ? uploads.withStagedImages(checked.input) : checked.input,
-      fingerprint: fingerprint(fingerprintOf),
+      // The deadline is part of the request: the same key with another Cancel-After is a conflict.
+      // Without one the fingerprint is the body's alone, as it always was.
+      fingerprint: fingerprint(
+        cancelAfterSeconds === null ? fingerprintOf : [fingerprintOf, { 'Cancel-After': cancelAfterSeconds }],
+      ),
       ...(webhook && { webhook: { ...webhook, retryDelaysMs: deps.webhooks?.retryDelaysMs ?? [] } }),
       routes: envelope.routes,
       credits: checked.credits,
       ...(request.batch ? { batch: request.batch } : {}),
+      ...(cancelAfterSeconds === null ? {} : { cancelAfterSeconds }),
     },
     { refuseNew },
   );

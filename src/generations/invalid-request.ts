@@ -1,23 +1,24 @@
 import { recordRejectedRequest } from '../db/rejected-requests.js';
-import { ValidationError } from '../errors.js';
+import { ValidationError, type ValidationIssue } from '../errors.js';
 import { newId } from '../ids.js';
 import type { ApiGenerationMetrics } from '../observability/metrics.js';
 import { toStorableText } from '../storable-text.js';
 import type { AdmissionRequest } from './admission-request.js';
-import type { IdempotencyKeyCheck, RequestCheck } from './generation-request.js';
+import type { RequestCheck } from './generation-request.js';
 import type { CommonQueryMethods } from 'slonik';
 
 /** The error of a request that never became a job: every issue, the uploads' first; recorded if asked. */
 export async function invalidRequest(
   deps: { db: CommonQueryMethods; metrics?: ApiGenerationMetrics },
   request: AdmissionRequest,
-  key: IdempotencyKeyCheck,
+  /** The headers' issues (Idempotency-Key, Cancel-After). */
+  headerIssues: ValidationIssue[],
   checked: RequestCheck,
 ): Promise<ValidationError> {
   const own = request.uploads?.issues ?? [];
   const issues = [
     ...own,
-    ...(key.ok ? [] : [key.issue]),
+    ...headerIssues,
     ...(checked.ok ? [] : checked.issues.filter((i) => !own.some((u) => u.field === i.field))),
   ];
   const what = checked.ok

@@ -42,6 +42,8 @@ interface CheckedRequest {
   credits?: number;
   /** The batch line it is, if any (see GenerationStart's `batch`). */
   batch?: GenerationStart['batch'];
+  /** The Cancel-After header's duration, in seconds (see cancel-after.ts); absent: none. */
+  cancelAfterSeconds?: number;
 }
 
 /**
@@ -90,6 +92,11 @@ export async function startGeneration(
   const meetOnly = refuseNew !== undefined;
   const folderSeed = key ? `${workflowId}:${request.fingerprint}` : null;
   const stored = meetOnly ? noImages : await storeInlineImages(deps.storage, request.input, folderSeed);
+  const createdAt = now();
+  const cancelAfter =
+    request.cancelAfterSeconds === undefined
+      ? undefined
+      : new Date(createdAt + request.cancelAfterSeconds * 1000).toISOString();
   const start: GenerationStart = {
     generationId,
     workflowId,
@@ -101,22 +108,24 @@ export async function startGeneration(
     fingerprint: request.fingerprint,
     idempotencyKey: key,
     inputPrefix: stored.prefix,
-    createdAt: new Date(now()).toISOString(),
+    createdAt: new Date(createdAt).toISOString(),
     ...(request.routes ? { routes: request.routes } : {}),
     timing: deps.timing,
     ...(request.webhook ? { webhook: request.webhook } : {}),
     ...(request.batch ? { batch: request.batch } : {}),
+    ...(cancelAfter ? { cancelAfter } : {}),
   };
+  const told = cancelAfter ? { ...request, cancelAfter } : request;
   // One update-with-start answers once admission is decided (meetOnly: only a running workflow).
   const asked = await askToAdmit(deps, start, now, meetOnly);
   if (refuseNew && !('admitted' in asked)) refuseNew();
   if ('admitted' in asked)
-    return outcomeOf(request, asked.admitted, holder?.row ?? null, stored, start.createdAt);
+    return outcomeOf(told, asked.admitted, holder?.row ?? null, stored, start.createdAt);
   // Without a key no retry can meet this generation: it must not be charged behind a 503.
   if (key !== null || !(asked.failure instanceof ApiError)) throw asked.failure;
   // Should admission have decided first, unread: as it makes a generation it accepts, at the price quoted.
   const accepted = { outcome: 'accepted' as const, credits: request.credits ?? 0 };
-  const assumed = asAdmitted(request, { generationId, admission: accepted }, start.input, start.createdAt);
+  const assumed = asAdmitted(told, { generationId, admission: accepted }, start.input, start.createdAt);
   return answerUnanswered(deps.db, start, asked.failure, assumed);
 }
 

@@ -30,6 +30,8 @@ export interface OutcomeRequest {
   model: Pick<CatalogEntry, 'id' | 'media_type'>;
   fingerprint: string;
   batch?: { batchId: string; customId: string };
+  /** Its Cancel-After deadline (ISO), if it has one. */
+  cancelAfter?: string;
 }
 
 /**
@@ -85,5 +87,6 @@ export function asAdmitted(
     expires_at: null,
     batch_id: request.batch?.batchId ?? null,
     custom_id: request.batch?.customId ?? null,
+    cancel_after: request.cancelAfter ?? null,
   };
 }

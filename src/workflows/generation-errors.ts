@@ -32,6 +32,12 @@ export const generationErrors = {
     code: 'canceled',
     message: 'This generation was canceled before the provider ran it. The credits were refunded.',
   },
+  /** Its Cancel-After deadline passed before it was handed to a provider: as a cancel before the run. */
+  canceledByDeadline: {
+    code: 'canceled',
+    message:
+      'This generation was canceled: its Cancel-After deadline passed before it was handed to a provider. The credits were refunded.',
+  },
   /**
    * A cancel reached the provider just after it had started the job, which it then stopped: the
    * provider bills what ran, so the debit stands (the cancel's rule: free only before the run).

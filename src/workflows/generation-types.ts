@@ -40,6 +40,12 @@ export interface GenerationStart {
    * concurrency limit, and its start may carry a task priority of its own.
    */
   batch?: BatchLineRef;
+  /**
+   * The request's Cancel-After deadline (ISO; the `Cancel-After` header added to its creation
+   * time), absent without one: a submit attempt past it sends nothing and fails CancelAfterPassed,
+   * and the generation is refunded as canceled. A job handed to the provider before it runs on.
+   */
+  cancelAfter?: string;
   timing: {
     /** Each of the two submission attempts made while the POST waits. */
     submitTimeoutMs: number;
@@ -178,6 +184,8 @@ export const errorTypes = {
   routeNotAccepted: 'RouteNotAccepted',
   /** A reference image the customer named cannot be used (fetched, or of ours): the request's fault. */
   referenceImageRefused: 'ReferenceImageRefused',
+  /** The generation's Cancel-After deadline passed before any provider was sent the job: refunded as canceled. */
+  cancelAfterPassed: 'CancelAfterPassed',
 } as const;
 
 /** The failure types no retry can fix. */

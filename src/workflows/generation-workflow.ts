@@ -258,9 +258,9 @@ async function submit(run: ActiveRun, job: GenerationStart, position: number): P
 }
 
 /**
- * A submission failed with no next route to take it: the provider's rejection is refunded; an
- * acceptance nobody can confirm waits for support; at the submit horizon, a job the provider may
- * have is not ours to refund.
+ * A submission failed with no next route to take it: the provider's rejection is refunded, and so
+ * is a Cancel-After deadline passed (as canceled); an acceptance nobody can confirm waits for
+ * support; at the submit horizon, a job the provider may have is not ours to refund.
  */
 async function submissionFailed(run: ActiveRun, error: unknown): Promise<string | null> {
   if (isSettled(error)) {
@@ -270,6 +270,9 @@ async function submissionFailed(run: ActiveRun, error: unknown): Promise<string 
   switch (failureType(error)) {
     case errorTypes.providerRejection:
       await run.fail(generationErrors.providerRejected);
+      return null;
+    case errorTypes.cancelAfterPassed:
+      await run.fail(generationErrors.canceledByDeadline);
       return null;
     case errorTypes.providerUncertain:
       return waitForSupport(run);

@@ -127,6 +127,9 @@ const corpus: Case[] = [
   { name: 'Idempotency-Key: a space', body: lite({}), headers: { 'idempotency-key': 'a b' } },
   { name: 'Idempotency-Key: too long', body: lite({}), headers: { 'idempotency-key': 'k'.repeat(129) } },
   { name: 'Idempotency-Key: non-ASCII', body: lite({}), headers: { 'idempotency-key': 'clé' } },
+  // ── Cancel-After ──
+  { name: 'Cancel-After: not a duration', body: lite({}), headers: { 'cancel-after': 'soon' } },
+  { name: 'Cancel-After: over 24 h', body: lite({}), headers: { 'cancel-after': '25h' } },
   // ── the list query ──
   { name: 'list: limit 0', method: 'GET', url: '/v1/generations?limit=0' },
   { name: 'list: limit 101', method: 'GET', url: '/v1/generations?limit=101' },

@@ -154,6 +154,7 @@ describe('an unkeyed POST whose admission does not answer in time', () => {
         expires_at: null,
         batch_id: null,
         custom_id: null,
+        cancel_after: null,
       };
       // The role can tell the row is there (a refusal is not written over it), and cannot read it.
       await expect(getGenerationRow(restricted, start.accountId, generationId)).rejects.toThrow(

@@ -40,6 +40,7 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
         {
           principal,
           idempotencyKey: request.headers['idempotency-key'],
+          cancelAfter: request.headers['cancel-after'],
           body: request.body,
           recordInvalid: true,
         },
