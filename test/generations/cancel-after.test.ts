@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { Client } from '../../clients/typescript/src/index.js';
 import { bearer } from '../support/api.js';
-import { useGenerationStack } from '../support/stack.js';
+import { useListeningStack } from '../client/client-stack.js';
 import { getGeneration, pollGeneration } from '../support/generations.js';
 import { chargesOf } from '../support/ledger.js';
 
@@ -11,7 +12,7 @@ import { chargesOf } from '../support/ledger.js';
  * the shortest Cancel-After is 1 s for this file (CANCEL_AFTER_MIN_SECONDS) so nothing waits long.
  */
 describe('Cancel-After', () => {
-  const stack = useGenerationStack({
+  const stack = useListeningStack({
     apiEnv: { CANCEL_AFTER_MIN_SECONDS: '1' },
     worker: { overrides: { inFlightCap: () => 1 } },
     account: { oneTime: 1000 },
@@ -43,10 +44,13 @@ describe('Cancel-After', () => {
 
   it('is part of the request: the same key with another Cancel-After is a conflict, the same duration written otherwise is not', async () => {
     const key = { 'idempotency-key': `ca-${Date.now()}` };
-    const first = await create('keyed', { ...key, 'cancel-after': '1m' });
-    expect(first.statusCode).toBe(202);
-    const created = first.json();
-    expect(Date.parse(created.cancel_after) - Date.parse(created.created_at)).toBe(60_000);
+    // The TypeScript client sends it as the header (cancelAfter).
+    const client = new Client({ apiKey: stack.account.key, baseURL: stack.listening.baseURL });
+    const created = await client.generations.create(
+      { model: 'lumen-lite', prompt: 'keyed' },
+      { idempotencyKey: key['idempotency-key'], cancelAfter: '1m' },
+    );
+    expect(Date.parse(created.cancel_after!) - Date.parse(created.created_at)).toBe(60_000);
     const again = await create('keyed', { ...key, 'cancel-after': '60' });
     expect(again.statusCode).toBe(202);
     expect(again.json().id).toBe(created.id);

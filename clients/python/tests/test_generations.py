@@ -120,6 +120,22 @@ async def test_one_key_per_create_never_reused_across_calls_and_a_replay_is_the_
         )
 
 
+async def test_cancel_after_is_sent_as_the_header_and_shown_as_the_deadline(
+    make_client: MakeClient, kind: str
+) -> None:
+    client = make_client()
+    body = {"model": "lumen-lite", "prompt": f"deadline {kind}"}
+    created = await resolve(client.generations.create(body, cancel_after="1m"))
+    assert created.cancel_after is not None
+    assert (created.cancel_after - created.created_at).total_seconds() == 60
+    # Part of the request: the same key with another deadline is another request.
+    with pytest.raises(IdempotencyConflictError):
+        await resolve(
+            client.generations.create(body, idempotency_key=created.idempotency_key, cancel_after=90)
+        )
+    assert (await resolve(client.generations.create(body))).cancel_after is None
+
+
 async def test_configuration_comes_from_the_environment(
     kind: str, api_key: str, base_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

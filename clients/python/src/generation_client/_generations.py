@@ -26,13 +26,14 @@ class Generations:
         *,
         idempotency_key: str | None = None,
         wait: int | None = None,
+        cancel_after: int | str | None = None,
         **fields: Any,
     ) -> KeyedGeneration:
         """POST /v1/generations. The Idempotency-Key is made once, before the first attempt, and every
         retry sends it with the same body bytes: a retried create never makes or charges a second
         generation. The key is on the result (``idempotency_key``) and on every error raised."""
         key = idempotency_key or r.new_idempotency_key()
-        request = r.create_request(self._http.settings, r.request_body(body, fields), key, wait)
+        request = r.create_request(self._http.settings, r.request_body(body, fields), key, wait, cancel_after)
         return r.keyed(self._http.request(request).data, key)
 
     def get(self, generation_id: str) -> Generation:
@@ -76,12 +77,13 @@ class Generations:
         on_update: OnUpdate | None = None,
         poll_interval: float = 2.0,
         use_events: bool | None = None,
+        cancel_after: int | str | None = None,
         **fields: Any,
     ) -> KeyedGeneration:
         """create + wait: the succeeded generation, or GenerationFailedError / GenerationRejectedError,
         or WaitTimeoutError (the job goes on)."""
         key = idempotency_key or r.new_idempotency_key()
-        created = self.create(body, idempotency_key=key, **fields)
+        created = self.create(body, idempotency_key=key, cancel_after=cancel_after, **fields)
         try:
             done = wait_sync(self._http, created, timeout, on_update, poll_interval, key, use_events)
         except Exception as error:
@@ -140,11 +142,12 @@ class AsyncGenerations:
         *,
         idempotency_key: str | None = None,
         wait: int | None = None,
+        cancel_after: int | str | None = None,
         **fields: Any,
     ) -> KeyedGeneration:
         """As Generations.create: one key per call, reused on every retry."""
         key = idempotency_key or r.new_idempotency_key()
-        request = r.create_request(self._http.settings, r.request_body(body, fields), key, wait)
+        request = r.create_request(self._http.settings, r.request_body(body, fields), key, wait, cancel_after)
         return r.keyed((await self._http.request(request)).data, key)
 
     async def get(self, generation_id: str) -> Generation:
@@ -182,10 +185,11 @@ class AsyncGenerations:
         on_update: OnUpdate | None = None,
         poll_interval: float = 2.0,
         use_events: bool | None = None,
+        cancel_after: int | str | None = None,
         **fields: Any,
     ) -> KeyedGeneration:
         key = idempotency_key or r.new_idempotency_key()
-        created = await self.create(body, idempotency_key=key, **fields)
+        created = await self.create(body, idempotency_key=key, cancel_after=cancel_after, **fields)
         try:
             done = await wait_async(self._http, created, timeout, on_update, poll_interval, key, use_events)
         except Exception as error:

@@ -41,16 +41,25 @@ def request_body(body: Body, fields: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def create_request(
-    settings: Settings, body: dict[str, Any], idempotency_key: str, wait: int | None
+    settings: Settings,
+    body: dict[str, Any],
+    idempotency_key: str,
+    wait: int | None,
+    cancel_after: int | str | None = None,
 ) -> Request:
-    """POST /v1/generations; ``wait`` (1-60 s) asks the server to hold the answer until it is done."""
+    """POST /v1/generations; ``wait`` (1-60 s) asks the server to hold the answer until it is done;
+    ``cancel_after`` (seconds, or a duration such as ``"30s"``, ``"5m"``, ``"1h30m"``; 5 s to 24 h) is
+    the Cancel-After header: not handed to a provider by then, the generation is canceled and refunded."""
     hold = 0 if wait is None else max(1, min(60, round(wait)))
+    headers = {"prefer": f"wait={hold}"} if hold else {}
+    if cancel_after is not None:
+        headers["cancel-after"] = str(cancel_after)
     return Request(
         "POST",
         "/generations",
         body=body,
         idempotency_key=idempotency_key,
-        headers={"prefer": f"wait={hold}"} if hold else {},
+        headers=headers,
         timeout=max(settings.timeout, hold + 10.0) if hold else None,
     )
 

@@ -94,6 +94,8 @@ class Generation(ApiModel):
     # The batch this generation is a line of, and that line's custom_id; None for one made on its own.
     batch_id: str | None
     custom_id: str | None
+    # Its Cancel-After deadline (created_at plus the header's duration); None without one.
+    cancel_after: datetime | None
 
     @property
     def is_terminal(self) -> bool:

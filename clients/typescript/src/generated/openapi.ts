@@ -544,6 +544,8 @@ export interface paths {
                             generation: {
                                 /** @description The batch this generation is a line of (POST /v1/batches); null for a generation created on its own. */
                                 batch_id: string | null;
+                                /** @description The deadline the create’s Cancel-After header set (its creation time plus the duration); null without one. Not yet handed to a provider by then, the generation is canceled and refunded (failed, error.code canceled); a job the provider already has runs on. */
+                                cancel_after: string | null;
                                 /** @description UTC, ISO 8601 with milliseconds and Z. */
                                 completed_at: string | null;
                                 content_expired: boolean;
@@ -1156,6 +1158,8 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
+                    /** @description A duration from the generation’s creation: whole hours, minutes and seconds (30s, 5m, 1h30m, 2h) or plain seconds; 5s to 24h. A generation not yet handed to a provider by then is canceled and refunded (failed, error.code canceled, credits_refunded true); one the provider already has runs on. Shown as the generation’s cancel_after. Part of the request: the same Idempotency-Key with another Cancel-After is a conflict. Any other value is a 400 invalid_request naming Cancel-After. */
+                    "Cancel-After"?: string;
                     /** @description 1 to 128 printable ASCII characters without spaces; one per intended generation. */
                     "Idempotency-Key"?: string;
                     /** @description `wait=N` (1 to 60 seconds; larger is clamped to 60): the answer comes as soon as the generation is succeeded, failed or rejected, or after N seconds with its current state. Woken by the change itself, not by polling. At most 1,000 waiting requests per API key and 10,000 per API process; past that, the preference is not honoured: the answer comes at once, without Preference-Applied (a POST: its 202, the generation started and charged). */
@@ -2731,6 +2735,8 @@ export interface components {
                 data: {
                     /** @description The batch this generation is a line of (POST /v1/batches); null for a generation created on its own. */
                     batch_id: string | null;
+                    /** @description The deadline the create’s Cancel-After header set (its creation time plus the duration); null without one. Not yet handed to a provider by then, the generation is canceled and refunded (failed, error.code canceled); a job the provider already has runs on. */
+                    cancel_after: string | null;
                     /** @description UTC, ISO 8601 with milliseconds and Z. */
                     completed_at: string | null;
                     content_expired: boolean;
@@ -2854,6 +2860,8 @@ export interface components {
                     data: {
                         /** @description The batch this generation is a line of (POST /v1/batches); null for a generation created on its own. */
                         batch_id: string | null;
+                        /** @description The deadline the create’s Cancel-After header set (its creation time plus the duration); null without one. Not yet handed to a provider by then, the generation is canceled and refunded (failed, error.code canceled); a job the provider already has runs on. */
+                        cancel_after: string | null;
                         /** @description UTC, ISO 8601 with milliseconds and Z. */
                         completed_at: string | null;
                         content_expired: boolean;
@@ -3104,6 +3112,8 @@ export interface components {
         Generation: {
             /** @description The batch this generation is a line of (POST /v1/batches); null for a generation created on its own. */
             batch_id: string | null;
+            /** @description The deadline the create’s Cancel-After header set (its creation time plus the duration); null without one. Not yet handed to a provider by then, the generation is canceled and refunded (failed, error.code canceled); a job the provider already has runs on. */
+            cancel_after: string | null;
             /** @description UTC, ISO 8601 with milliseconds and Z. */
             completed_at: string | null;
             content_expired: boolean;
@@ -3160,6 +3170,8 @@ export interface components {
             data: {
                 /** @description The batch this generation is a line of (POST /v1/batches); null for a generation created on its own. */
                 batch_id: string | null;
+                /** @description The deadline the create’s Cancel-After header set (its creation time plus the duration); null without one. Not yet handed to a provider by then, the generation is canceled and refunded (failed, error.code canceled); a job the provider already has runs on. */
+                cancel_after: string | null;
                 /** @description UTC, ISO 8601 with milliseconds and Z. */
                 completed_at: string | null;
                 content_expired: boolean;
@@ -3222,6 +3234,8 @@ export interface components {
                 data: {
                     /** @description The batch this generation is a line of (POST /v1/batches); null for a generation created on its own. */
                     batch_id: string | null;
+                    /** @description The deadline the create’s Cancel-After header set (its creation time plus the duration); null without one. Not yet handed to a provider by then, the generation is canceled and refunded (failed, error.code canceled); a job the provider already has runs on. */
+                    cancel_after: string | null;
                     /** @description UTC, ISO 8601 with milliseconds and Z. */
                     completed_at: string | null;
                     content_expired: boolean;
@@ -3278,6 +3292,8 @@ export interface components {
             data: {
                 /** @description The batch this generation is a line of (POST /v1/batches); null for a generation created on its own. */
                 batch_id: string | null;
+                /** @description The deadline the create’s Cancel-After header set (its creation time plus the duration); null without one. Not yet handed to a provider by then, the generation is canceled and refunded (failed, error.code canceled); a job the provider already has runs on. */
+                cancel_after: string | null;
                 /** @description UTC, ISO 8601 with milliseconds and Z. */
                 completed_at: string | null;
                 content_expired: boolean;
@@ -3401,6 +3417,8 @@ export interface components {
             generation: {
                 /** @description The batch this generation is a line of (POST /v1/batches); null for a generation created on its own. */
                 batch_id: string | null;
+                /** @description The deadline the create’s Cancel-After header set (its creation time plus the duration); null without one. Not yet handed to a provider by then, the generation is canceled and refunded (failed, error.code canceled); a job the provider already has runs on. */
+                cancel_after: string | null;
                 /** @description UTC, ISO 8601 with milliseconds and Z. */
                 completed_at: string | null;
                 content_expired: boolean;

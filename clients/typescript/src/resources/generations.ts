@@ -19,6 +19,12 @@ export interface CreateOptions {
   signal?: AbortSignal;
   /** Ask the server to hold the answer up to this many seconds (1–60) until the generation is done. */
   wait?: number;
+  /**
+   * The `Cancel-After` header: not handed to a provider within this long of its creation, the
+   * generation is canceled and refunded. Seconds (a number), or a duration such as `30s`, `5m`,
+   * `1h30m`; 5 s to 24 h. Part of the request: a retry must send the same.
+   */
+  cancelAfter?: number | string;
 }
 
 export interface RunOptions extends CreateOptions, Omit<WaitOptions, 'signal'> {
@@ -59,7 +65,10 @@ export class Generations {
       body,
       idempotencyKey,
       signal: options.signal,
-      headers: hold > 0 ? { prefer: `wait=${hold}` } : undefined,
+      headers: {
+        ...(hold > 0 ? { prefer: `wait=${hold}` } : {}),
+        ...(options.cancelAfter === undefined ? {} : { 'cancel-after': String(options.cancelAfter) }),
+      },
       ...(hold > 0 ? { timeoutMs: Math.max(this.http.settings.timeoutMs, hold * 1000 + 10_000) } : {}),
     });
     return withKey(response.data, idempotencyKey);
