@@ -103,6 +103,23 @@ export async function tellHorizonStories(stack: GenerationStack, start: Start, r
     { submitMs: 2_000 },
     'the provider unreachable: submitted in the background until the submit horizon, refunded',
   );
+  // Its Cancel-After deadline passes while the provider refuses every connection: the background
+  // submit past it sends nothing, and the generation is refunded as canceled.
+  let deadlineId = '';
+  const pastDeadline = await start('recorded Cancel-After [sim:unreachable]', (s) => ({
+    ...s,
+    cancelAfter: new Date(Date.now() + 1_500).toISOString(),
+    generationId: (deadlineId = s.generationId),
+  }));
+  await record(
+    pastDeadline.workflowId,
+    story('its Cancel-After deadline passes before a provider has it: canceled, refunded'),
+  );
+  expect(await getGeneration(stack.api, stack.account.key, deadlineId)).toMatchObject({
+    status: 'failed',
+    credits_refunded: true,
+    error: { code: 'canceled', message: expect.stringContaining('Cancel-After') },
+  });
 }
 
 /**

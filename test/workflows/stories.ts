@@ -52,6 +52,7 @@ export const generationStories: Record<string, readonly string[]> = {
   'the provider unreachable: submitted in the background until the submit horizon, refunded': [
     'submit-horizon',
   ],
+  'its Cancel-After deadline passes before a provider has it: canceled, refunded': ['cancel-after-passed'],
   'admission breaks (a bug): refused, the run ends failed': ['admission-broke'],
   'webhook delivery: a look for events that fails is made again': ['webhook-look-retried'],
   'webhook delivery: the receiver answers 410 Gone: deliveries stop': ['webhook-gone'],
