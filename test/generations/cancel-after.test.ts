@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Client } from '../../clients/typescript/src/index.js';
+import { checkCancelAfter } from '../../src/generations/cancel-after.js';
 import { bearer } from '../support/api.js';
 import { useListeningStack } from '../client/client-stack.js';
 import { getGeneration, pollGeneration } from '../support/generations.js';
@@ -28,6 +29,18 @@ describe('Cancel-After', () => {
     (
       await stack.api.app.inject({ method: 'GET', url: '/v1/credits', headers: bearer(stack.account.key) })
     ).json().credits as number;
+
+  it('reads durations as Replicate writes them: hours, minutes and seconds in that order, or plain seconds', () => {
+    const read = (value: string) => {
+      const checked = checkCancelAfter(value, 5);
+      return checked.ok ? checked.seconds : null;
+    };
+    expect(['30s', '5m', '1h30m', '2h', '1h30m45s', '90', ' 45s ', '24h'].map(read)).toEqual([
+      30, 300, 5400, 7200, 5445, 90, 45, 86_400,
+    ]);
+    expect(['4s', '24h1s', '30m1h', '1d', '5S', '1h 30m', 'h', '5e1'].map(read)).toEqual(Array(8).fill(null));
+    expect(checkCancelAfter(undefined, 5)).toEqual({ ok: true, seconds: null });
+  });
 
   it('refuses a value that is not a duration from the minimum to 24 h: 400 naming the header, nothing charged', async () => {
     const before = await balance();
