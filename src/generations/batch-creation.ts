@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Client } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import type { DatabasePool } from '../db/pool.js';
 import { recordBatchEvent } from '../db/batch-events.js';
 import { insertBatchLines, type BatchLineInput } from '../db/batch-lines.js';
@@ -113,7 +113,7 @@ export async function createBatch(
   });
   if (existing) return answerExisting(deps, keyId, key!, hash.digest('hex'));
   const batch = (await getBatch(deps.pool, accountId, id))!;
-  await startBatchWorkflow(deps, batch, key !== null);
+  await startOrRefuse(deps, batch, key !== null);
   return { batch, created: true };
 }
 
@@ -149,30 +149,46 @@ async function answerExisting(
   // A first request whose workflow did not start (Temporal away) is started by its retry, canceled
   // meanwhile or not (a start that did happen is met: the workflow id is the key's).
   if (batch.started_at === null && (batch.status === 'validating' || batch.status === 'canceling'))
-    await startBatchWorkflow(deps, batch, true);
+    await startOrRefuse(deps, batch, true);
   return { batch, created: false };
 }
 
-async function startBatchWorkflow(deps: BatchCreationDeps, batch: BatchRow, keyed: boolean): Promise<void> {
-  const start: BatchStart = { batchId: batch.id, linesInFlight: deps.linesInFlight };
+/** Starts the batch's workflow; a 503 if it cannot be (a batch without a key is then taken back). */
+async function startOrRefuse(deps: BatchCreationDeps, batch: BatchRow, keyed: boolean): Promise<void> {
   try {
-    await deps.temporal.workflow.start('batchWorkflow', {
-      workflowId: batch.workflow_id,
-      taskQueue: deps.taskQueue,
-      args: [start],
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      staticSummary: `batch of ${batch.line_count} for ${batch.account_id}`,
-    });
+    await startBatchWorkflow(deps, batch, deps.linesInFlight);
   } catch (error) {
     // Without a key no retry can find it: it is taken back whole (nothing was charged).
     if (!keyed) await deleteBatch(deps.pool, batch.id).catch(() => undefined);
     throw new ApiError(
       'service_unavailable',
       'The batch could not be started; send it again with the same Idempotency-Key.',
-      {
-        cause: error,
-      },
+      { cause: error },
     );
+  }
+}
+
+/**
+ * Starts a batch's workflow unless it runs or has run: its id is the batch's (the key's), a running
+ * one is met, and one that has ended is not started again (it ended the batch).
+ */
+export async function startBatchWorkflow(
+  deps: Pick<BatchCreationDeps, 'temporal' | 'taskQueue'>,
+  batch: BatchRow,
+  linesInFlight: number,
+): Promise<void> {
+  const start: BatchStart = { batchId: batch.id, linesInFlight };
+  try {
+    await deps.temporal.workflow.start('batchWorkflow', {
+      workflowId: batch.workflow_id,
+      taskQueue: deps.taskQueue,
+      args: [start],
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      workflowIdReusePolicy: 'REJECT_DUPLICATE',
+      staticSummary: `batch of ${batch.line_count} for ${batch.account_id}`,
+    });
+  } catch (error) {
+    if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
   }
 }
 

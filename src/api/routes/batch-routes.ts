@@ -2,9 +2,10 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { finishedLinesAfter } from '../../db/batch-lines.js';
 import { batchResultLine, toBatch } from '../../db/batch-view.js';
-import { batchCounts, getBatch, listBatches, setBatchStatus, type BatchRow } from '../../db/batches.js';
+import { batchCounts, getBatch, listBatches, type BatchRow } from '../../db/batches.js';
 import type { DatabasePool } from '../../db/pool.js';
 import { ApiError } from '../../errors.js';
+import { cancelBatch } from '../../generations/batch-cancel.js';
 import { createBatch, quoteBatch, type BatchCreationDeps } from '../../generations/batch-creation.js';
 import { getBalance } from '../../db/credits-repository.js';
 import { principalOf } from '../auth-plugin.js';
@@ -117,7 +118,7 @@ function routes(typed: ZodApp, deps: BatchRouteDeps) {
   typed.post('/v1/batches/:id/cancel', { schema: batchRouteSchemas.cancelBatch }, async (request) => {
     const batch = await ownBatch(request.params.id, principalOf(request).accountId);
     // The workflow sees it at its next look: lines not started end canceled, running ones are asked to stop.
-    return view((await setBatchStatus(deps.pool, batch.id, 'canceling')) ?? batch);
+    return view(await cancelBatch({ ...deps, db: deps.pool }, batch));
   });
 
   typed.get('/v1/batches/:id/results', { schema: batchRouteSchemas.batchResults }, async (request, reply) => {
