@@ -12,6 +12,8 @@ export interface InspectedProcess {
   memory(): Promise<Array<{ thread: string; usage: NodeJS.MemoryUsage }>>;
   /** Writes a heap snapshot of each thread to `${prefix}-${thread}.heapsnapshot`; returns the files. */
   snapshot(prefix: string): Promise<string[]>;
+  /** A full garbage collection of the main thread's heap (what it holds is then what it keeps). */
+  collectGarbage(): Promise<void>;
   close(): void;
 }
 
@@ -113,6 +115,9 @@ export async function inspect(port: number): Promise<InspectedProcess> {
         files.push(file);
       }
       return files;
+    },
+    async collectGarbage() {
+      await call(main, 'HeapProfiler.collectGarbage', {});
     },
     close: () => socket.close(),
   };

@@ -56,7 +56,13 @@ export type StackProcess = 'api' | 'worker' | 'sim renderer' | 'temporal' | 'pos
  */
 export async function startStack(
   env: NodeJS.ProcessEnv = {},
-  options: { temporalDbFile?: string; workerNodeOptions?: readonly string[]; thumbnailWorker?: boolean } = {},
+  options: {
+    temporalDbFile?: string;
+    workerNodeOptions?: readonly string[];
+    /** Node's options for the API alone (`--inspect`, say). */
+    apiNodeOptions?: readonly string[];
+    thumbnailWorker?: boolean;
+  } = {},
 ): Promise<Stack> {
   const database = await benchDatabase();
   const temporal = await startTemporalDevServer({
@@ -111,7 +117,7 @@ export async function startStack(
       workerOptions,
       options.thumbnailWorker ? queues('generations') : common,
     ),
-    start(entryFile(benchRuntime, 'api')),
+    start(entryFile(benchRuntime, 'api'), options.apiNodeOptions),
     options.thumbnailWorker
       ? start(entryFile(benchRuntime, 'worker'), workerNodeOptions, queues('thumbnails'))
       : undefined,

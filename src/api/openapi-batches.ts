@@ -21,7 +21,7 @@ export function batchPaths(
   const body = {
     required: true,
     description:
-      'JSON: `{"requests": [lines], "completion_window", "metadata"}` within the API body limit. JSONL (`application/x-ndjson`): one line per request, read as it arrives (up to BATCH_BODY_LIMIT_BYTES); its completion_window and metadata in the query. Each line is a generation request (the body of POST /v1/generations) with a `custom_id`, unique in the batch.',
+      'JSON: `{"requests": [lines], "completion_window", "metadata"}`, its members in any order. JSONL (`application/x-ndjson`): one line per request; its completion_window and metadata in the query. Either is read as it arrives, up to BATCH_BODY_LIMIT_BYTES (not the API body limit). Each line is a generation request (the body of POST /v1/generations) with a `custom_id`, unique in the batch.',
     content: {
       'application/json': {
         schema: {

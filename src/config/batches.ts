@@ -14,7 +14,7 @@ export const batchSettings = settingGroup({
     BATCH_MAX_LINES: { readBy: ['api'], text: 'Most request lines one batch may hold.' },
     BATCH_BODY_LIMIT_BYTES: {
       readBy: ['api'],
-      text: 'Largest JSONL body (`application/x-ndjson`) `POST /v1/batches` takes; it is read line by line, never held whole. The JSON form is held to `BODY_LIMIT_BYTES`.',
+      text: 'Largest body `POST /v1/batches` (and its quote) takes, JSON or JSONL (`application/x-ndjson`), in place of `BODY_LIMIT_BYTES`; either is read line by line as it arrives, never held whole.',
     },
     BATCH_LINES_IN_FLIGHT: {
       readBy: ['api'],

@@ -41,45 +41,54 @@ export type BatchRow = z.infer<typeof batchRow>;
 const batchColumns = sql.fragment`id, account_id, api_key_id, workflow_id, fingerprint, status, completion_window,
   line_count, quoted_credits, webhook, metadata, created_at, expires_at, started_at, completed_at`;
 
-/** A batch as it is written at creation (status `validating`), before its lines. */
+/** A batch as it is written at creation (status `validating`), before its lines and envelope. */
 export interface NewBatch {
   id: string;
   accountId: string;
   apiKeyId: string;
   workflowId: string;
   idempotencyKey: string | null;
-  completionWindow: string;
-  expiresAt: Date;
-  webhook: Record<string, unknown> | null;
-  metadata: Record<string, unknown> | null;
 }
 
 const insertedRow = z.object({ id: z.string() });
 
 /**
  * Writes the batch's row; false when its API key already holds `idempotencyKey` (the caller then
- * answers with that batch, or a conflict). Its fingerprint and counts are set by finishInsert.
+ * answers with that batch, or a conflict). The rest is set by finishInsert, in the same transaction.
  */
 export async function insertBatch(db: CommonQueryMethods, batch: NewBatch): Promise<boolean> {
   const id = await db.maybeOneFirst(sql.type(insertedRow)`
     INSERT INTO batches (id, account_id, api_key_id, workflow_id, idempotency_key, fingerprint, completion_window,
-                         line_count, quoted_credits, webhook, metadata, expires_at)
+                         line_count, quoted_credits, expires_at)
     VALUES (${batch.id}, ${batch.accountId}, ${batch.apiKeyId}, ${batch.workflowId}, ${batch.idempotencyKey}, '',
-            ${batch.completionWindow}, 1, 0, ${batch.webhook ? sql.jsonb(batch.webhook as never) : null},
-            ${batch.metadata ? sql.jsonb(batch.metadata as never) : null}, ${batch.expiresAt.toISOString()})
+            '', 1, 0, now())
     ON CONFLICT (api_key_id, idempotency_key) DO NOTHING RETURNING id`);
   return id !== null;
 }
 
-/** Sets what was learned reading the lines: the fingerprint, how many, and their quoted total. */
+/**
+ * Sets what was learned reading the body: the fingerprint, how many lines and their quoted total,
+ * and the envelope (the JSON form's may come after its lines).
+ */
 export async function finishInsert(
   db: CommonQueryMethods,
   id: string,
-  done: { fingerprint: string; lineCount: number; quotedCredits: number },
+  done: {
+    fingerprint: string;
+    lineCount: number;
+    quotedCredits: number;
+    completionWindow: string;
+    expiresAt: Date;
+    webhook: Record<string, unknown> | null;
+    metadata: Record<string, unknown> | null;
+  },
 ): Promise<void> {
   await db.query(sql.unsafe`
     UPDATE batches SET fingerprint = ${done.fingerprint}, line_count = ${done.lineCount},
-                       quoted_credits = ${done.quotedCredits}
+                       quoted_credits = ${done.quotedCredits}, completion_window = ${done.completionWindow},
+                       expires_at = ${done.expiresAt.toISOString()},
+                       webhook = ${done.webhook ? sql.jsonb(done.webhook as never) : null},
+                       metadata = ${done.metadata ? sql.jsonb(done.metadata as never) : null}
     WHERE id = ${id}`);
 }
 

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Client } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import type { DatabasePool } from '../db/pool.js';
 import { recordBatchEvent } from '../db/batch-events.js';
 import { insertBatchLines, type BatchLineInput } from '../db/batch-lines.js';
@@ -35,7 +35,11 @@ export interface BatchCreationDeps extends RequestCheckDeps {
 export interface BatchRequest {
   principal: { accountId: string; keyId: string };
   idempotencyKey: string | string[] | undefined;
-  envelope: Record<string, unknown>;
+  /**
+   * The envelope's fields (completion_window, metadata, …), whole once the lines are read: the
+   * JSON form's may stand after `requests`. Checked then, by checkEnvelope.
+   */
+  envelope: () => Record<string, unknown>;
   /** Each line as parsed (one JSON value each), in input order; read once, never held whole. */
   lines: AsyncIterable<unknown> | Iterable<unknown>;
   /** Where a line's fields are named in issues: `requests[3]` for the JSON form, `line 4` for JSONL. */
@@ -57,8 +61,9 @@ export function batchWorkflowId(keyId: string, key: string | null, batchId: stri
 
 /**
  * Creates a batch: every line checked as admission checks a POST's body (checkRequest) while it is
- * written to PostgreSQL in chunks, in one transaction that a bad line, a duplicate custom_id, a
- * quoted total above the balance or too many lines rolls back whole; then its workflow is started.
+ * written to PostgreSQL in chunks, then the envelope (whole only once the lines are read), in one
+ * transaction that a bad line or envelope, a duplicate custom_id, a quoted total above the balance,
+ * too many lines or a body past its limit rolls back whole; then its workflow is started.
  * The same Idempotency-Key with the same lines answers the batch it made (`created` false); with
  * others, 409. Nothing is charged: each line is, when its workflow admits it.
  */
@@ -67,33 +72,24 @@ export async function createBatch(
   request: BatchRequest,
 ): Promise<{ batch: BatchRow; created: boolean }> {
   const keyCheck = checkIdempotencyKey(request.idempotencyKey);
-  const envelope = checkEnvelope(request.envelope);
-  const early = [...(keyCheck.ok ? [] : [keyCheck.issue]), ...(envelope.ok ? [] : envelope.issues)];
-  if (early.length > 0 || !keyCheck.ok || !envelope.ok) throw new ValidationError(early);
+  if (!keyCheck.ok) throw new ValidationError([keyCheck.issue]);
   const key = keyCheck.key;
   const { accountId, keyId } = request.principal;
   const id = newId('batch');
   const workflowId = batchWorkflowId(keyId, key, id);
   const hash = createHash('sha256');
+  const createdAt = Date.now();
   let existing = false;
   await deps.pool.transaction(async (tx) => {
-    existing = !(await insertBatch(tx, {
-      id,
-      accountId,
-      apiKeyId: keyId,
-      workflowId,
-      idempotencyKey: key,
-      completionWindow: envelope.envelope.completionWindow,
-      expiresAt: new Date(Date.now() + envelope.envelope.windowMs),
-      webhook: null,
-      metadata: envelope.envelope.metadata,
-    }));
+    existing = !(await insertBatch(tx, { id, accountId, apiKeyId: keyId, workflowId, idempotencyKey: key }));
     const read = await readLines(
       deps,
       request,
       hash,
       existing ? null : (chunk) => insertBatchLines(tx, id, chunk),
     );
+    const envelope = checkEnvelope(request.envelope());
+    if (!envelope.ok) throw new ValidationError([...envelope.issues, ...read.issues].slice(0, MAX_ISSUES));
     hash.update(canonicalJson(envelopeOf(envelope.envelope)));
     if (existing) return;
     if (read.issues.length > 0) throw new ValidationError(read.issues.slice(0, MAX_ISSUES));
@@ -107,13 +103,17 @@ export async function createBatch(
       fingerprint: hash.digest('hex'),
       lineCount: read.count,
       quotedCredits: read.credits,
+      completionWindow: envelope.envelope.completionWindow,
+      expiresAt: new Date(createdAt + envelope.envelope.windowMs),
+      webhook: null,
+      metadata: envelope.envelope.metadata,
     });
     const batch = (await getBatch(tx, accountId, id))!;
     await recordBatchEvent(tx, id, 'batch.created', batchEventResource(batch, await batchCounts(tx, batch)));
   });
   if (existing) return answerExisting(deps, keyId, key!, hash.digest('hex'));
   const batch = (await getBatch(deps.pool, accountId, id))!;
-  await startBatchWorkflow(deps, batch, key !== null);
+  await startOrRefuse(deps, batch, key !== null);
   return { batch, created: true };
 }
 
@@ -125,10 +125,10 @@ export async function quoteBatch(
   deps: Omit<BatchCreationDeps, 'pool' | 'temporal' | 'taskQueue' | 'linesInFlight'>,
   request: Omit<BatchRequest, 'principal' | 'idempotencyKey'>,
 ): Promise<{ lines: number; credits: number }> {
-  const envelope = checkEnvelope(request.envelope);
-  if (!envelope.ok) throw new ValidationError(envelope.issues);
   const read = await readLines(deps, request, createHash('sha256'), () => Promise.resolve());
-  if (read.issues.length > 0) throw new ValidationError(read.issues.slice(0, MAX_ISSUES));
+  const envelope = checkEnvelope(request.envelope());
+  const issues = [...(envelope.ok ? [] : envelope.issues), ...read.issues];
+  if (issues.length > 0) throw new ValidationError(issues.slice(0, MAX_ISSUES));
   return { lines: read.count, credits: read.credits };
 }
 
@@ -149,30 +149,46 @@ async function answerExisting(
   // A first request whose workflow did not start (Temporal away) is started by its retry, canceled
   // meanwhile or not (a start that did happen is met: the workflow id is the key's).
   if (batch.started_at === null && (batch.status === 'validating' || batch.status === 'canceling'))
-    await startBatchWorkflow(deps, batch, true);
+    await startOrRefuse(deps, batch, true);
   return { batch, created: false };
 }
 
-async function startBatchWorkflow(deps: BatchCreationDeps, batch: BatchRow, keyed: boolean): Promise<void> {
-  const start: BatchStart = { batchId: batch.id, linesInFlight: deps.linesInFlight };
+/** Starts the batch's workflow; a 503 if it cannot be (a batch without a key is then taken back). */
+async function startOrRefuse(deps: BatchCreationDeps, batch: BatchRow, keyed: boolean): Promise<void> {
   try {
-    await deps.temporal.workflow.start('batchWorkflow', {
-      workflowId: batch.workflow_id,
-      taskQueue: deps.taskQueue,
-      args: [start],
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      staticSummary: `batch of ${batch.line_count} for ${batch.account_id}`,
-    });
+    await startBatchWorkflow(deps, batch, deps.linesInFlight);
   } catch (error) {
     // Without a key no retry can find it: it is taken back whole (nothing was charged).
     if (!keyed) await deleteBatch(deps.pool, batch.id).catch(() => undefined);
     throw new ApiError(
       'service_unavailable',
       'The batch could not be started; send it again with the same Idempotency-Key.',
-      {
-        cause: error,
-      },
+      { cause: error },
     );
+  }
+}
+
+/**
+ * Starts a batch's workflow unless it runs or has run: its id is the batch's (the key's), a running
+ * one is met, and one that has ended is not started again (it ended the batch).
+ */
+export async function startBatchWorkflow(
+  deps: Pick<BatchCreationDeps, 'temporal' | 'taskQueue'>,
+  batch: BatchRow,
+  linesInFlight: number,
+): Promise<void> {
+  const start: BatchStart = { batchId: batch.id, linesInFlight };
+  try {
+    await deps.temporal.workflow.start('batchWorkflow', {
+      workflowId: batch.workflow_id,
+      taskQueue: deps.taskQueue,
+      args: [start],
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      workflowIdReusePolicy: 'REJECT_DUPLICATE',
+      staticSummary: `batch of ${batch.line_count} for ${batch.account_id}`,
+    });
+  } catch (error) {
+    if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
   }
 }
 

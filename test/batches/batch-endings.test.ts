@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { bearer, createPaidAccount } from '../support/api.js';
+import { bearer, createPaidAccount, startTestApi } from '../support/api.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import {
   balanceOf,
@@ -48,6 +48,53 @@ describe('batch endings: cancel, the completion window, an empty balance', () =>
     expect(done.credits_spent).toBe(-charges.net);
   }, 120_000);
 
+  it('a keyed batch whose workflow start failed, then canceled, ends canceled: lines canceled, nothing charged', async () => {
+    const { api, db } = stack;
+    const account = await createPaidAccount(db.pool, { oneTime: 10_000 });
+    // An API that cannot start workflows (its Temporal namespace does not exist): the create is a
+    // 503 and, having a key, its batch is kept for a retry with it.
+    const away = await startTestApi(db.url, {
+      ...stack.worker.apiEnv,
+      TEMPORAL_NAMESPACE: 'no-such-namespace',
+    });
+    try {
+      const created = await postBatch(away, account.key, { requests: lines(5) }, 'start-fails-1');
+      expect(created.statusCode, created.body).toBe(503);
+    } finally {
+      await away.close();
+    }
+    const listed = await api.app.inject({ method: 'GET', url: '/v1/batches', headers: bearer(account.key) });
+    const [batch] = listed.json().data;
+    expect(batch).toMatchObject({ status: 'validating', started_at: null, request_counts: { total: 5 } });
+    // No retry comes: the cancel alone ends it.
+    const canceled = await api.app.inject({
+      method: 'POST',
+      url: `/v1/batches/${batch.id}/cancel`,
+      headers: bearer(account.key),
+    });
+    expect(canceled.statusCode, canceled.body).toBe(200);
+    expect(canceled.json().status).toBe('canceling');
+    const done = await waitForBatch(api, account.key, batch.id, undefined, 30_000);
+    expect(done).toMatchObject({
+      status: 'canceled',
+      credits_spent: 0,
+      request_counts: { total: 5, canceled: 5 },
+    });
+    expect(await batchCharges(db.pool, batch.id)).toMatchObject({ generations: 0, debits: 0, net: 0 });
+    expect(await balanceOf(db.pool, account.accountId)).toBe(10_000);
+    // A retry with the key now answers the ended batch, and starts nothing again.
+    const retry = await postBatch(api, account.key, { requests: lines(5) }, 'start-fails-1');
+    expect(retry.statusCode, retry.body).toBe(200);
+    expect(retry.json()).toMatchObject({ id: batch.id, status: 'canceled' });
+    const again = await api.app.inject({
+      method: 'POST',
+      url: `/v1/batches/${batch.id}/cancel`,
+      headers: bearer(account.key),
+    });
+    expect(again.json().status).toBe('canceled');
+    expect((await batchCharges(db.pool, batch.id)).generations).toBe(0);
+  }, 60_000);
+
   it('the completion window expires lines not started, never charged', async () => {
     const { api, db } = stack;
     const account = await createPaidAccount(db.pool, { oneTime: 10_000 });
@@ -62,7 +109,8 @@ describe('batch endings: cancel, the completion window, an empty balance', () =>
     const charges = await batchCharges(db.pool, batch.id);
     expect(charges.generations + done.request_counts.expired).toBe(60);
     expect(charges.debits).toBe(charges.generations);
-    expect(10_000 - (await balanceOf(db.pool, account.accountId))).toBe(-charges.net);
+    // 0 - net, not -net: when every line expired (a slow start), net is 0 and -0 is not 0 to toBe.
+    expect(10_000 - (await balanceOf(db.pool, account.accountId))).toBe(0 - charges.net);
   }, 120_000);
 
   it('credits for half the lines: the other half end rejected (insufficient_credits), nothing else charged', async () => {

@@ -4,11 +4,15 @@ import { describe, expect, it } from 'vitest';
 import { projectRoot } from '../../src/project-root.js';
 import { signIn, useConsole } from '../support/console.js';
 import { registeredAppAuthorization } from '../support/oauth.js';
-import { useGenerationStack } from '../support/stack.js';
+import { batchLines, postBatch, useBatchStack, waitForBatch } from '../support/batches.js';
 
-/** Screenshots of each console page for docs/console.md, on the real stack with a few generations. */
+/** Screenshots of each console page for docs/console.md, on the real stack with a few generations and batches. */
 describe('console screenshots', () => {
-  const stack = useGenerationStack({ account: { subscription: 200, oneTime: 800 } });
+  // Batches wired in the worker, two of a batch's lines in flight at once (its progress shows).
+  const stack = useBatchStack({
+    account: { subscription: 200, oneTime: 800 },
+    apiEnv: { BATCH_LINES_IN_FLIGHT: '2' },
+  });
   const consoleUi = useConsole(stack);
 
   it('saves one PNG per page under docs/console/', async () => {
@@ -49,6 +53,35 @@ describe('console screenshots', () => {
     await shot('keys');
     await page.goto('/requests');
     await shot('request-log');
+    // Batches: one ended, one under way (its first lines done, the rest slow or not started yet).
+    const { api, account } = stack;
+    const done = await postBatch(api, account.key, { requests: batchLines(4) }, 'shots-catalog');
+    await waitForBatch(api, account.key, done.json().id);
+    const running = await postBatch(
+      api,
+      account.key,
+      {
+        requests: batchLines(12, (i) => (i < 5 ? `catalog item ${i}` : `catalog item ${i} [sim:slow=60]`)),
+        metadata: { run: 'catalog' },
+      },
+      'shots-running',
+    );
+    const id: string = running.json().id;
+    await waitForBatch(
+      api,
+      account.key,
+      id,
+      (b) => b.request_counts.succeeded >= 5 && b.request_counts.queued === 2,
+    );
+    await page.goto('/batches');
+    await shot('batches');
+    await page.goto(`/batches/${id}`);
+    await shot('batch');
+    await api.app.inject({
+      method: 'POST',
+      url: `/v1/batches/${id}/cancel`,
+      headers: { authorization: `Bearer ${account.key}` },
+    });
     // A chat app connecting (OAuth for the MCP endpoint): the consent page, then Connected apps.
     const { authorizationUrl } = await registeredAppAuthorization(consoleUi.url, null, {
       name: 'Example Chat',

@@ -1,19 +1,15 @@
-import { createInterface } from 'node:readline';
-import { Readable, Transform } from 'node:stream';
+import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { finishedLinesAfter } from '../../db/batch-lines.js';
 import { batchResultLine, toBatch } from '../../db/batch-view.js';
-import { batchCounts, getBatch, listBatches, setBatchStatus, type BatchRow } from '../../db/batches.js';
+import { batchCounts, getBatch, listBatches, type BatchRow } from '../../db/batches.js';
 import type { DatabasePool } from '../../db/pool.js';
 import { ApiError } from '../../errors.js';
-import {
-  createBatch,
-  NotJsonLine,
-  quoteBatch,
-  type BatchCreationDeps,
-} from '../../generations/batch-creation.js';
+import { cancelBatch } from '../../generations/batch-cancel.js';
+import { createBatch, quoteBatch, type BatchCreationDeps } from '../../generations/batch-creation.js';
 import { getBalance } from '../../db/credits-repository.js';
 import { principalOf } from '../auth-plugin.js';
+import { jsonBatchBody, jsonlBatchBody } from '../batch-bodies.js';
 import {
   batchListSchema,
   batchPathSchema,
@@ -28,7 +24,7 @@ import type { ZodApp, ZodTypeProvider } from '../zod-type-provider.js';
 
 export interface BatchRouteDeps extends Omit<BatchCreationDeps, 'pool'> {
   pool: DatabasePool;
-  /** Largest JSONL body, read line by line (BATCH_BODY_LIMIT_BYTES). */
+  /** Largest batch body, JSON or JSONL, read as it arrives (BATCH_BODY_LIMIT_BYTES). */
   bodyLimitBytes: number;
 }
 
@@ -44,15 +40,17 @@ export const batchRouteSchemas = {
 const pageSize = 500;
 
 /**
- * POST /v1/batches (JSON `{"requests": […]}` up to the API's body limit, or JSONL lines,
- * `application/x-ndjson`, read line by line up to BATCH_BODY_LIMIT_BYTES), GET /v1/batches/{id},
+ * POST /v1/batches (JSON `{"requests": […]}`, or JSONL lines, `application/x-ndjson`; either read
+ * as it arrives, up to BATCH_BODY_LIMIT_BYTES rather than the API's body limit), GET /v1/batches/{id},
  * GET /v1/batches, GET /v1/batches/{id}/results (JSONL, streamed page by page), and
- * POST /v1/batches/{id}/cancel. In a scope of their own: the JSONL parser applies to them only.
+ * POST /v1/batches/{id}/cancel. In a scope of their own: their body parsers apply to them only.
  */
 export function batchRoutes(root: FastifyInstance, deps: BatchRouteDeps): void {
   void root.register((scope, _options, done) => {
-    // The body is handed over unread: the route reads it as it arrives.
-    scope.addContentTypeParser('application/x-ndjson', (_request, payload, parsed) => parsed(null, payload));
+    // The body is handed over unread (the general body limit does not apply): the route reads it as it arrives.
+    scope.removeContentTypeParser('application/json');
+    for (const type of ['application/json', 'application/x-ndjson'])
+      scope.addContentTypeParser(type, (_request, payload, parsed) => parsed(null, payload));
     routes(scope.withTypeProvider<ZodTypeProvider>(), deps);
     done();
   });
@@ -120,7 +118,7 @@ function routes(typed: ZodApp, deps: BatchRouteDeps) {
   typed.post('/v1/batches/:id/cancel', { schema: batchRouteSchemas.cancelBatch }, async (request) => {
     const batch = await ownBatch(request.params.id, principalOf(request).accountId);
     // The workflow sees it at its next look: lines not started end canceled, running ones are asked to stop.
-    return view((await setBatchStatus(deps.pool, batch.id, 'canceling')) ?? batch);
+    return view(await cancelBatch({ ...deps, db: deps.pool }, batch));
   });
 
   typed.get('/v1/batches/:id/results', { schema: batchRouteSchemas.batchResults }, async (request, reply) => {
@@ -136,21 +134,19 @@ function routes(typed: ZodApp, deps: BatchRouteDeps) {
   }
 }
 
-/** The lines and envelope of a create or quote: the JSON form's body, or the JSONL body as it arrives and the query. */
+/** The lines and envelope of a create or quote, read as the body arrives (JSONL: the envelope in the query). */
 function batchBody(request: FastifyRequest, bodyLimitBytes: number) {
-  if (request.body instanceof Readable)
-    return {
-      envelope: envelopeFromQuery(request.query),
-      lines: jsonLines(request.body, bodyLimitBytes),
-      lineField: (index: number) => `line ${index}`,
-    };
-  const body = request.body as Record<string, unknown> | null;
-  if (typeof body !== 'object' || body === null || !Array.isArray(body.requests))
+  if (!(request.body instanceof Readable))
     throw new ApiError('invalid_request', 'The body needs `requests`: an array of request lines.', {
       issues: [{ field: 'requests', code: 'required', message: 'Expected an array of request lines.' }],
     });
-  const { requests, ...envelope } = body;
-  return { envelope, lines: requests as unknown[], lineField: (index: number) => `requests[${index}]` };
+  const jsonl = /^application\/x-ndjson\b/i.test(request.headers['content-type'] ?? '');
+  return jsonl
+    ? {
+        ...jsonlBatchBody(request.body, bodyLimitBytes, envelopeFromQuery(request.query)),
+        lineField: (index: number) => `line ${index}`,
+      }
+    : { ...jsonBatchBody(request.body, bodyLimitBytes), lineField: (index: number) => `requests[${index}]` };
 }
 
 /** The finished lines after `after`, page by page: never the whole file in memory. */
@@ -177,28 +173,4 @@ function envelopeFromQuery(query: unknown): Record<string, unknown> {
     ...(window !== undefined && { completion_window: window }),
     ...(parsed !== undefined && { metadata: parsed }),
   };
-}
-
-/** Each non-blank line of a JSONL body, parsed; a line that is not JSON is handed on as a NotJsonLine (refused by its check). */
-async function* jsonLines(body: Readable, limitBytes: number): AsyncGenerator<unknown> {
-  let bytes = 0;
-  const counted = body.pipe(
-    new Transform({
-      transform(chunk: Buffer, _encoding, next) {
-        bytes += chunk.length;
-        if (bytes > limitBytes)
-          next(new ApiError('payload_too_large', `A JSONL batch body is at most ${limitBytes} bytes.`));
-        else next(null, chunk);
-      },
-    }),
-  );
-  body.once('error', (error) => counted.destroy(error));
-  for await (const line of createInterface({ input: counted, crlfDelay: Infinity })) {
-    if (line.trim() === '') continue;
-    try {
-      yield JSON.parse(line) as unknown;
-    } catch {
-      yield new NotJsonLine(line);
-    }
-  }
 }

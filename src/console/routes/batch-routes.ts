@@ -1,7 +1,8 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { finishedLinesAfter } from '../../db/batch-lines.js';
-import { batchCounts, getBatch, listBatches, setBatchStatus, type BatchRow } from '../../db/batches.js';
+import { batchCounts, getBatch, listBatches, type BatchRow } from '../../db/batches.js';
+import { cancelBatch } from '../../generations/batch-cancel.js';
 import { batchResultLine } from '../../db/batch-view.js';
 import { batchLineStatuses, batchLinesPage, type BatchLineStatus } from '../../db/console-batch-reads.js';
 import type { CommonQueryMethods } from 'slonik';
@@ -71,7 +72,7 @@ export function batchRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): void 
     const row = await getBatch(deps.db, accountId, request.params.id);
     if (!row) return sendPage(request, reply, 'not-found', { title: 'Not found' }, 404);
     // As POST /v1/batches/{id}/cancel: the batch's workflow ends the lines not started, uncharged.
-    await setBatchStatus(deps.db, row.id, 'canceling');
+    await cancelBatch({ db: deps.db, temporal: deps.temporal, taskQueue: deps.admission.taskQueue }, row);
     return reply.redirect(`/batches/${row.id}`, 303);
   });
 

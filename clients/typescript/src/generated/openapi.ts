@@ -121,7 +121,7 @@ export interface paths {
                 path?: never;
                 cookie?: never;
             };
-            /** @description JSON: `{"requests": [lines], "completion_window", "metadata"}` within the API body limit. JSONL (`application/x-ndjson`): one line per request, read as it arrives (up to BATCH_BODY_LIMIT_BYTES); its completion_window and metadata in the query. Each line is a generation request (the body of POST /v1/generations) with a `custom_id`, unique in the batch. */
+            /** @description JSON: `{"requests": [lines], "completion_window", "metadata"}`, its members in any order. JSONL (`application/x-ndjson`): one line per request; its completion_window and metadata in the query. Either is read as it arrives, up to BATCH_BODY_LIMIT_BYTES (not the API body limit). Each line is a generation request (the body of POST /v1/generations) with a `custom_id`, unique in the batch. */
             requestBody: {
                 content: {
                     "application/json": {
@@ -706,7 +706,7 @@ export interface paths {
                 path?: never;
                 cookie?: never;
             };
-            /** @description JSON: `{"requests": [lines], "completion_window", "metadata"}` within the API body limit. JSONL (`application/x-ndjson`): one line per request, read as it arrives (up to BATCH_BODY_LIMIT_BYTES); its completion_window and metadata in the query. Each line is a generation request (the body of POST /v1/generations) with a `custom_id`, unique in the batch. */
+            /** @description JSON: `{"requests": [lines], "completion_window", "metadata"}`, its members in any order. JSONL (`application/x-ndjson`): one line per request; its completion_window and metadata in the query. Either is read as it arrives, up to BATCH_BODY_LIMIT_BYTES (not the API body limit). Each line is a generation request (the body of POST /v1/generations) with a `custom_id`, unique in the batch. */
             requestBody: {
                 content: {
                     "application/json": {
