@@ -29,6 +29,8 @@ export interface BatchCreationDeps extends RequestCheckDeps {
   taskQueue: string;
   maxLines: number;
   linesInFlight: number;
+  /** History events after which a batch's workflow continues as new (its default when absent). */
+  historyEventsPerRun?: number;
 }
 
 /** A request for a batch as the route received it: the envelope's fields, and its lines as they arrive. */
@@ -122,7 +124,7 @@ export async function createBatch(
  * total at each line's price now. Nothing is written, started or charged.
  */
 export async function quoteBatch(
-  deps: Omit<BatchCreationDeps, 'pool' | 'temporal' | 'taskQueue' | 'linesInFlight'>,
+  deps: Omit<BatchCreationDeps, 'pool' | 'temporal' | 'taskQueue' | 'linesInFlight' | 'historyEventsPerRun'>,
   request: Omit<BatchRequest, 'principal' | 'idempotencyKey'>,
 ): Promise<{ lines: number; credits: number }> {
   const envelope = checkEnvelope(request.envelope);
@@ -154,7 +156,11 @@ async function answerExisting(
 }
 
 async function startBatchWorkflow(deps: BatchCreationDeps, batch: BatchRow, keyed: boolean): Promise<void> {
-  const start: BatchStart = { batchId: batch.id, linesInFlight: deps.linesInFlight };
+  const start: BatchStart = {
+    batchId: batch.id,
+    linesInFlight: deps.linesInFlight,
+    ...(deps.historyEventsPerRun !== undefined && { historyEventsPerRun: deps.historyEventsPerRun }),
+  };
   try {
     await deps.temporal.workflow.start('batchWorkflow', {
       workflowId: batch.workflow_id,

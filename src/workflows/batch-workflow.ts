@@ -14,6 +14,8 @@ export interface BatchStart {
   batchId: string;
   /** Lines of this batch queued at once (BATCH_LINES_IN_FLIGHT when it was created). */
   linesInFlight: number;
+  /** History events after which a run continues as new (BATCH_HISTORY_EVENTS_PER_RUN; absent: 2,000). */
+  historyEventsPerRun?: number;
   /** Whether the running lines were already asked to stop (a cancel seen by an earlier run). */
   cancelSent?: boolean;
 }
@@ -61,7 +63,7 @@ const { runBatchSlice } = proxyActivities<BatchActivities>({
 });
 
 /** Each slice adds a handful of events: a run continues as new well before its history is large. */
-const historyEventsPerRun = 2_000;
+const defaultHistoryEventsPerRun = 2_000;
 
 export async function batchWorkflow(start: BatchStart): Promise<string> {
   const { batchId } = start;
@@ -78,7 +80,8 @@ export async function batchWorkflow(start: BatchStart): Promise<string> {
       cancelSent = true;
     }
     if (standing.pending === 0 && standing.queued === 0) break;
-    if (workflowInfo().historyLength > historyEventsPerRun || workflowInfo().continueAsNewSuggested)
+    const eventsPerRun = start.historyEventsPerRun ?? defaultHistoryEventsPerRun;
+    if (workflowInfo().historyLength > eventsPerRun || workflowInfo().continueAsNewSuggested)
       await continueAsNew<typeof batchWorkflow>({ ...start, cancelSent });
   }
   return finishBatch(batchId);
