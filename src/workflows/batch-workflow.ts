@@ -55,10 +55,11 @@ const { startBatch, cancelBatchGenerations, finishBatch } = proxyActivities<Batc
   retry: { initialInterval: '1 second', maximumInterval: '1 minute' },
 });
 
-// A slice admits lines (each up to the admission timeout) and waits up to BATCH_SLICE_MS.
+// A slice admits lines (each up to the admission timeout) and waits up to BATCH_SLICE_MS. It
+// heartbeats on a clock as well, so a worker lost mid-slice holds the batch up for seconds only.
 const { runBatchSlice } = proxyActivities<BatchActivities>({
   startToCloseTimeout: '10 minutes',
-  heartbeatTimeout: '1 minute',
+  heartbeatTimeout: '15 seconds',
   retry: { initialInterval: '1 second', maximumInterval: '1 minute' },
 });
 
