@@ -19,6 +19,9 @@ export type { BatchLineAdmission, BatchTiming } from './batch-line-admission.js'
 
 const defaultTiming: BatchTiming = { pollIntervalMs: 1_000, sliceMs: 30_000 };
 
+/** How often a slice says it is alive, whatever it is doing: well within its 15 s heartbeat timeout. */
+const aliveEveryMs = 3_000;
+
 export function createBatchActivities(
   deps: Pick<ActivityDeps, 'db' | 'batchLines' | 'batchTiming'>,
 ): BatchActivities {
@@ -38,26 +41,33 @@ export function createBatchActivities(
       const timing = deps.batchTiming ?? defaultTiming;
       const context = Context.current();
       const until = Date.now() + timing.sliceMs;
-      let seen = '';
-      for (;;) {
-        context.heartbeat();
-        const batch = await readBatch(db, batchId);
-        const canceling = batch.status === 'canceling' || batch.status === 'canceled';
-        if (canceling) await endPendingLines(db, batchId, 'canceled');
-        else if (Date.now() >= Date.parse(batch.expires_at)) await endPendingLines(db, batchId, 'expired');
-        let standing = await lineStanding(db, batchId);
-        if (!canceling && standing.pending > 0 && standing.queued < linesInFlight) {
-          const next = await pendingLines(db, batchId, linesInFlight - standing.queued);
-          await Promise.all(next.map((line) => admitLine(db, lines, batch, line)));
-          standing = await lineStanding(db, batchId);
+      // Alive on a clock too (admitting a round of lines may take the admission timeout), so the
+      // slice's short heartbeat timeout notices a lost worker in seconds, never a busy one.
+      const alive = setInterval(() => context.heartbeat(), aliveEveryMs);
+      try {
+        let seen = '';
+        for (;;) {
+          context.heartbeat();
+          const batch = await readBatch(db, batchId);
+          const canceling = batch.status === 'canceling' || batch.status === 'canceled';
+          if (canceling) await endPendingLines(db, batchId, 'canceled');
+          else if (Date.now() >= Date.parse(batch.expires_at)) await endPendingLines(db, batchId, 'expired');
+          let standing = await lineStanding(db, batchId);
+          if (!canceling && standing.pending > 0 && standing.queued < linesInFlight) {
+            const next = await pendingLines(db, batchId, linesInFlight - standing.queued);
+            await Promise.all(next.map((line) => admitLine(db, lines, batch, line)));
+            standing = await lineStanding(db, batchId);
+          }
+          const now = `${standing.pending}/${standing.queued}`;
+          if (now !== seen) await recordProgress(db, batch);
+          seen = now;
+          const result: BatchStanding = { ...standing, canceling };
+          if (standing.pending === 0 && standing.queued === 0) return result;
+          if ((canceling && !cancelSent) || Date.now() + timing.pollIntervalMs >= until) return result;
+          await context.sleep(timing.pollIntervalMs);
         }
-        const now = `${standing.pending}/${standing.queued}`;
-        if (now !== seen) await recordProgress(db, batch);
-        seen = now;
-        const result: BatchStanding = { ...standing, canceling };
-        if (standing.pending === 0 && standing.queued === 0) return result;
-        if ((canceling && !cancelSent) || Date.now() + timing.pollIntervalMs >= until) return result;
-        await context.sleep(timing.pollIntervalMs);
+      } finally {
+        clearInterval(alive);
       }
     },
 

@@ -74,7 +74,13 @@ interface AppDeps {
    */
   oauth?: OAuthMetadataDeps & { tokens: OAuthTokenAuthenticator };
   /** Batches (POST /v1/batches and its reads): the pool their creation's transaction runs on, and their limits. */
-  batches?: { pool: DatabasePool; maxLines: number; linesInFlight: number; bodyLimitBytes: number };
+  batches?: {
+    pool: DatabasePool;
+    maxLines: number;
+    linesInFlight: number;
+    historyEventsPerRun?: number;
+    bodyLimitBytes: number;
+  };
   /** Adds routes before the app is sealed (embedding; tests add probe routes). */
   configure?: (app: FastifyInstance) => void;
 }

@@ -131,6 +131,7 @@ export async function createApiService(
       pool,
       maxLines: config.BATCH_MAX_LINES,
       linesInFlight: config.BATCH_LINES_IN_FLIGHT,
+      historyEventsPerRun: config.BATCH_HISTORY_EVENTS_PER_RUN,
       bodyLimitBytes: config.BATCH_BODY_LIMIT_BYTES,
     },
     configure,

@@ -9,6 +9,7 @@ export const batchSettings = settingGroup({
     BATCH_LINES_IN_FLIGHT: int(10, 1),
     BATCH_POLL_INTERVAL_MS: int(1_000, 10),
     BATCH_SLICE_MS: int(30_000, 100),
+    BATCH_HISTORY_EVENTS_PER_RUN: int(2_000, 20),
   },
   docs: {
     BATCH_MAX_LINES: { readBy: ['api'], text: 'Most request lines one batch may hold.' },
@@ -27,6 +28,10 @@ export const batchSettings = settingGroup({
     BATCH_SLICE_MS: {
       readBy: ['worker'],
       text: "Longest a batch's activity runs (admitting lines, waiting for their ends, heartbeating) before it reports to its workflow.",
+    },
+    BATCH_HISTORY_EVENTS_PER_RUN: {
+      readBy: ['api'],
+      text: "History events after which a batch's workflow continues as new (sooner if Temporal suggests it): each slice adds a handful, so its history stays small whatever the batch's size. Read when the batch's workflow starts.",
     },
   },
 });

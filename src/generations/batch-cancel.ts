@@ -20,7 +20,7 @@ export async function cancelBatch(
   if (row.status !== 'canceling' || row.started_at !== null) return row;
   try {
     // One line in flight: a canceling batch's workflow admits none.
-    await startBatchWorkflow(deps, row, 1);
+    await startBatchWorkflow(deps, row, { linesInFlight: 1 });
   } catch (error) {
     throw new ApiError(
       'service_unavailable',

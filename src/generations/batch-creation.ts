@@ -29,6 +29,8 @@ export interface BatchCreationDeps extends RequestCheckDeps {
   taskQueue: string;
   maxLines: number;
   linesInFlight: number;
+  /** History events after which a batch's workflow continues as new (its default when absent). */
+  historyEventsPerRun?: number;
 }
 
 /** A request for a batch as the route received it: the envelope's fields, and its lines as they arrive. */
@@ -122,7 +124,7 @@ export async function createBatch(
  * total at each line's price now. Nothing is written, started or charged.
  */
 export async function quoteBatch(
-  deps: Omit<BatchCreationDeps, 'pool' | 'temporal' | 'taskQueue' | 'linesInFlight'>,
+  deps: Omit<BatchCreationDeps, 'pool' | 'temporal' | 'taskQueue' | 'linesInFlight' | 'historyEventsPerRun'>,
   request: Omit<BatchRequest, 'principal' | 'idempotencyKey'>,
 ): Promise<{ lines: number; credits: number }> {
   const read = await readLines(deps, request, createHash('sha256'), () => Promise.resolve());
@@ -156,7 +158,10 @@ async function answerExisting(
 /** Starts the batch's workflow; a 503 if it cannot be (a batch without a key is then taken back). */
 async function startOrRefuse(deps: BatchCreationDeps, batch: BatchRow, keyed: boolean): Promise<void> {
   try {
-    await startBatchWorkflow(deps, batch, deps.linesInFlight);
+    await startBatchWorkflow(deps, batch, {
+      linesInFlight: deps.linesInFlight,
+      ...(deps.historyEventsPerRun !== undefined && { historyEventsPerRun: deps.historyEventsPerRun }),
+    });
   } catch (error) {
     // Without a key no retry can find it: it is taken back whole (nothing was charged).
     if (!keyed) await deleteBatch(deps.pool, batch.id).catch(() => undefined);
@@ -175,9 +180,9 @@ async function startOrRefuse(deps: BatchCreationDeps, batch: BatchRow, keyed: bo
 export async function startBatchWorkflow(
   deps: Pick<BatchCreationDeps, 'temporal' | 'taskQueue'>,
   batch: BatchRow,
-  linesInFlight: number,
+  run: Omit<BatchStart, 'batchId'>,
 ): Promise<void> {
-  const start: BatchStart = { batchId: batch.id, linesInFlight };
+  const start: BatchStart = { batchId: batch.id, ...run };
   try {
     await deps.temporal.workflow.start('batchWorkflow', {
       workflowId: batch.workflow_id,

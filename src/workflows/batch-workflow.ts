@@ -14,6 +14,8 @@ export interface BatchStart {
   batchId: string;
   /** Lines of this batch queued at once (BATCH_LINES_IN_FLIGHT when it was created). */
   linesInFlight: number;
+  /** History events after which a run continues as new (BATCH_HISTORY_EVENTS_PER_RUN; absent: 2,000). */
+  historyEventsPerRun?: number;
   /** Whether the running lines were already asked to stop (a cancel seen by an earlier run). */
   cancelSent?: boolean;
 }
@@ -53,15 +55,16 @@ const { startBatch, cancelBatchGenerations, finishBatch } = proxyActivities<Batc
   retry: { initialInterval: '1 second', maximumInterval: '1 minute' },
 });
 
-// A slice admits lines (each up to the admission timeout) and waits up to BATCH_SLICE_MS.
+// A slice admits lines (each up to the admission timeout) and waits up to BATCH_SLICE_MS. It
+// heartbeats on a clock as well, so a worker lost mid-slice holds the batch up for seconds only.
 const { runBatchSlice } = proxyActivities<BatchActivities>({
   startToCloseTimeout: '10 minutes',
-  heartbeatTimeout: '1 minute',
+  heartbeatTimeout: '15 seconds',
   retry: { initialInterval: '1 second', maximumInterval: '1 minute' },
 });
 
 /** Each slice adds a handful of events: a run continues as new well before its history is large. */
-const historyEventsPerRun = 2_000;
+const defaultHistoryEventsPerRun = 2_000;
 
 export async function batchWorkflow(start: BatchStart): Promise<string> {
   const { batchId } = start;
@@ -78,7 +81,8 @@ export async function batchWorkflow(start: BatchStart): Promise<string> {
       cancelSent = true;
     }
     if (standing.pending === 0 && standing.queued === 0) break;
-    if (workflowInfo().historyLength > historyEventsPerRun || workflowInfo().continueAsNewSuggested)
+    const eventsPerRun = start.historyEventsPerRun ?? defaultHistoryEventsPerRun;
+    if (workflowInfo().historyLength > eventsPerRun || workflowInfo().continueAsNewSuggested)
       await continueAsNew<typeof batchWorkflow>({ ...start, cancelSent });
   }
   return finishBatch(batchId);

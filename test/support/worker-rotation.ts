@@ -5,8 +5,8 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * Worker processes for a fault run: `start` one more; `killUntil` SIGKILLs the oldest every
- * ~`everyMs` (0.7–1.3 of it, by `next`) and starts its replacement, until `until`; `refill` brings
- * them back to `count` once the faults stop.
+ * ~`everyMs` (0.7–1.3 of it, by `next`) and starts its replacement, until `until`; `replaceOldest`
+ * does it once, now; `refill` brings them back to `count` once the faults stop.
  */
 export function workerRotation(workers: WorkerProcesses) {
   const running: ChildProcess[] = [];
@@ -25,6 +25,10 @@ export function workerRotation(workers: WorkerProcesses) {
         await killOldest();
         await start();
       }
+    },
+    replaceOldest: async () => {
+      await killOldest();
+      await start();
     },
     refill: async (count: number) => {
       while (running.length < count) await start();
