@@ -46,7 +46,7 @@ export function createResultActivities(
     const context = Context.current();
     const alive = setInterval(
       () => context.heartbeat({ stored: outputs.length }),
-      deps.persistHeartbeatMs ?? 30_000,
+      deps.persistHeartbeatMs ?? 10_000,
     );
     try {
       // One unguessable folder per generation, chosen once and kept for every later attempt.

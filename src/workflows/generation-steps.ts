@@ -149,10 +149,13 @@ function jobSteps(timing: GenerationStart['timing'], horizon: StepHorizons) {
     summary: 'Wait for the provider',
   });
 
-  /** Persistence recovery: retried through the provider's storage misbehaving, up to its horizon. */
+  /**
+   * Persistence recovery: retried through the provider's storage misbehaving, up to its horizon. It
+   * heartbeats on a clock every 10 s while it copies, so a lost worker is noticed within 30 s.
+   */
   const { persistResults } = proxyActivities<GenerationActivities>({
     startToCloseTimeout: '10 minutes',
-    heartbeatTimeout: '2 minutes',
+    heartbeatTimeout: '30 seconds',
     scheduleToCloseTimeout: horizon.persistMs,
     retry: {
       initialInterval: '1 second',
