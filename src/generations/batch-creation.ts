@@ -18,12 +18,15 @@ import { ApiError, ValidationError, type ValidationIssue } from '../errors.js';
 import { newId } from '../ids.js';
 import { MAX_ISSUES } from '../storable-text.js';
 import type { BatchStart } from '../workflows/batch-workflow.js';
-import { checkEnvelope, customIdIssue, type BatchEnvelope } from './batch-envelope.js';
+import { checkBatchWebhook, checkEnvelope, customIdIssue, type BatchEnvelope } from './batch-envelope.js';
 import { canonicalJson } from './fingerprint.js';
 import { checkIdempotencyKey, checkRequest, type RequestCheckDeps } from './generation-request.js';
+import type { WebhookSettings } from './webhook-request.js';
 
 /** What creating a batch reads and acts through (the API's admission deps and pool). */
 export interface BatchCreationDeps extends RequestCheckDeps {
+  /** How webhooks are checked, and the retry schedule a batch's subscription keeps. */
+  webhooks?: WebhookSettings;
   pool: DatabasePool;
   temporal: Client;
   taskQueue: string;
@@ -68,8 +71,14 @@ export async function createBatch(
 ): Promise<{ batch: BatchRow; created: boolean }> {
   const keyCheck = checkIdempotencyKey(request.idempotencyKey);
   const envelope = checkEnvelope(request.envelope);
-  const early = [...(keyCheck.ok ? [] : [keyCheck.issue]), ...(envelope.ok ? [] : envelope.issues)];
-  if (early.length > 0 || !keyCheck.ok || !envelope.ok) throw new ValidationError(early);
+  const hook = await checkBatchWebhook(request.envelope.webhook, deps.webhooks);
+  const early = [
+    ...(keyCheck.ok ? [] : [keyCheck.issue]),
+    ...(envelope.ok ? [] : envelope.issues),
+    ...(hook.ok ? [] : hook.issues),
+  ];
+  if (early.length > 0 || !keyCheck.ok || !envelope.ok || !hook.ok) throw new ValidationError(early);
+  const webhook = hook.webhook && { url: hook.webhook.url, events: hook.webhook.events };
   const key = keyCheck.key;
   const { accountId, keyId } = request.principal;
   const id = newId('batch');
@@ -85,7 +94,7 @@ export async function createBatch(
       idempotencyKey: key,
       completionWindow: envelope.envelope.completionWindow,
       expiresAt: new Date(Date.now() + envelope.envelope.windowMs),
-      webhook: null,
+      webhook,
       metadata: envelope.envelope.metadata,
     }));
     const read = await readLines(
@@ -94,7 +103,7 @@ export async function createBatch(
       hash,
       existing ? null : (chunk) => insertBatchLines(tx, id, chunk),
     );
-    hash.update(canonicalJson(envelopeOf(envelope.envelope)));
+    hash.update(canonicalJson(envelopeOf(envelope.envelope, webhook)));
     if (existing) return;
     if (read.issues.length > 0) throw new ValidationError(read.issues.slice(0, MAX_ISSUES));
     const balance = await getBalance(tx, accountId);
@@ -126,7 +135,9 @@ export async function quoteBatch(
   request: Omit<BatchRequest, 'principal' | 'idempotencyKey'>,
 ): Promise<{ lines: number; credits: number }> {
   const envelope = checkEnvelope(request.envelope);
-  if (!envelope.ok) throw new ValidationError(envelope.issues);
+  const hook = await checkBatchWebhook(request.envelope.webhook, deps.webhooks);
+  const early = [...(envelope.ok ? [] : envelope.issues), ...(hook.ok ? [] : hook.issues)];
+  if (early.length > 0) throw new ValidationError(early);
   const read = await readLines(deps, request, createHash('sha256'), () => Promise.resolve());
   if (read.issues.length > 0) throw new ValidationError(read.issues.slice(0, MAX_ISSUES));
   return { lines: read.count, credits: read.credits };
@@ -154,7 +165,13 @@ async function answerExisting(
 }
 
 async function startBatchWorkflow(deps: BatchCreationDeps, batch: BatchRow, keyed: boolean): Promise<void> {
-  const start: BatchStart = { batchId: batch.id, linesInFlight: deps.linesInFlight };
+  const webhook = batch.webhook as { url: string; events: string[] } | null;
+  const start: BatchStart = {
+    batchId: batch.id,
+    linesInFlight: deps.linesInFlight,
+    // Its own events' subscription: the workflow starts their delivery (as a generation's does).
+    ...(webhook && { webhook: { ...webhook, retryDelaysMs: deps.webhooks?.retryDelaysMs ?? [] } }),
+  };
   try {
     await deps.temporal.workflow.start('batchWorkflow', {
       workflowId: batch.workflow_id,
@@ -264,6 +281,11 @@ async function checkLine(deps: RequestCheckDeps, value: unknown, seen: Set<strin
   return { ok: true, customId: customId as string, body, credits: checked.credits };
 }
 
-function envelopeOf(envelope: BatchEnvelope) {
-  return { completion_window: envelope.completionWindow, metadata: envelope.metadata };
+function envelopeOf(envelope: BatchEnvelope, webhook: { url: string; events: string[] } | null) {
+  // Without a webhook, the envelope hashes as before webhooks were taken (its key's retries match).
+  return {
+    completion_window: envelope.completionWindow,
+    metadata: envelope.metadata,
+    ...(webhook && { webhook }),
+  };
 }
