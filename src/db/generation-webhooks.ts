@@ -173,3 +173,14 @@ export async function webhookEventOf(
   const [event] = await generationEventsAfter(db, subjectId, seq - 1, { limit: 1 });
   return event?.seq === seq ? { seq, type: event.type, body: webhookBody(event) } : null;
 }
+
+const newestRow = z.object({ newest: z.number() });
+
+/** The number of the subject's newest event (0: none): where a redelivery's fresh run starts. */
+export async function newestEventSeq(db: CommonQueryMethods, subjectId: string): Promise<number> {
+  const events =
+    webhookSubjectKind(subjectId) === 'batch'
+      ? sql.fragment`batch_events WHERE batch_id = ${subjectId}`
+      : sql.fragment`generation_events WHERE generation_id = ${subjectId}`;
+  return db.oneFirst(sql.type(newestRow)`SELECT coalesce(max(seq), 0)::int AS newest FROM ${events}`);
+}

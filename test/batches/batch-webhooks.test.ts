@@ -2,6 +2,7 @@ import { sql } from 'slonik';
 import { Webhook } from 'standardwebhooks';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { redeliverWebhook } from '../../src/generations/redeliver-webhook.js';
 import { bearer, createPaidAccount } from '../support/api.js';
 import {
   balanceOf,
@@ -161,6 +162,21 @@ describe("a batch's own events: its SSE stream and its webhook", () => {
       ['batch.created', 1, 204, 'delivered'],
       ['batch.completed', 1, 204, 'delivered'],
     ]);
+
+    // Redelivered on request (its delivery workflow ended): the same webhook-id and body, numbered after.
+    const deps = { db: stack.db.pool, temporal: stack.client, taskQueue: stack.worker.taskQueue };
+    const last = bodies.at(-1)!.id;
+    expect(await redeliverWebhook(deps, batch.id, last)).toEqual({
+      outcome: 'queued',
+      webhookId: `msg_${batch.id}_${last}`,
+      eventType: 'batch.completed',
+    });
+    await hooks.until(() => deliveriesTo('/batch', batch.id).length === 3);
+    const again = deliveriesTo('/batch', batch.id)[2]!;
+    expect(again.headers['webhook-id']).toBe(delivered[1]!.headers['webhook-id']);
+    expect(again.body).toBe(delivered[1]!.body);
+    await expect.poll(() => attemptsOf(batch.id)).toContainEqual(['batch.completed', 2, 204, 'delivered']);
+    expect(await redeliverWebhook(deps, batch.id, last + 100)).toEqual({ outcome: 'no_event' });
   }, 60_000);
 
   it('a 500 is retried on the schedule; a 410 stops the batch’s deliveries', async () => {
