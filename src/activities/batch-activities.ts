@@ -12,6 +12,7 @@ import {
 import { batchEventResource } from '../db/batch-view.js';
 import { batchCounts, getBatch, setBatchStatus, type BatchRow } from '../db/batches.js';
 import type { BatchActivities, BatchStanding } from '../workflows/batch-workflow.js';
+import { webhookDeliveryWorkflowId, webhookNudgeSignalName } from '../workflows/webhook-delivery-types.js';
 import type { ActivityDeps } from './activity-deps.js';
 import type { BatchLineAdmission, BatchTiming } from './batch-line-admission.js';
 
@@ -23,9 +24,10 @@ const defaultTiming: BatchTiming = { pollIntervalMs: 1_000, sliceMs: 30_000 };
 const aliveEveryMs = 3_000;
 
 export function createBatchActivities(
-  deps: Pick<ActivityDeps, 'db' | 'batchLines' | 'batchTiming'>,
+  deps: Pick<ActivityDeps, 'db' | 'batchLines' | 'batchTiming'> & Partial<Pick<ActivityDeps, 'temporal'>>,
 ): BatchActivities {
   const { db } = deps;
+  const nudge = webhookNudge(deps);
   const admission = () => {
     if (!deps.batchLines)
       throw ApplicationFailure.retryable('this worker was not given batch admission', 'BatchesNotWired');
@@ -59,7 +61,7 @@ export function createBatchActivities(
             standing = await lineStanding(db, batchId);
           }
           const now = `${standing.pending}/${standing.queued}`;
-          if (now !== seen) await recordProgress(db, batch);
+          if (now !== seen && (await recordProgress(db, batch)) !== null) nudge(batch);
           seen = now;
           const result: BatchStanding = { ...standing, canceling };
           if (standing.pending === 0 && standing.queued === 0) return result;
@@ -95,6 +97,8 @@ export function createBatchActivities(
       await recordBatchEvent(db, batchId, `batch.${ended.status as typeof status}`, {
         ...batchEventResource(ended, await batchCounts(db, ended)),
       });
+      // A retry nudges again: harmless (the delivery reads the log, and delivers each event once).
+      nudge(ended);
       return ended.status;
     },
   };
@@ -127,9 +131,27 @@ async function admitLine(
     await settleLine(db, batch.id, line.line, { error: admitted.error });
 }
 
-/** A `batch.progress` event with the batch's counts (at most one a second: see recordBatchEvent). */
-async function recordProgress(db: CommonQueryMethods, batch: BatchRow): Promise<void> {
-  await recordBatchEvent(
+/**
+ * What tells a subscribed batch's delivery workflow (`webhooks-<batch id>`) to look at its events
+ * now: sent after an event is committed, not waited for, its failure ignored (a delivery workflow
+ * not started yet reads the log when it starts; a lost nudge delays a delivery until the workflow's
+ * own timer). A batch without a webhook gets none.
+ */
+function webhookNudge(deps: Partial<Pick<ActivityDeps, 'temporal'>>): (batch: BatchRow) => void {
+  return (batch) => {
+    if (!batch.webhook || !deps.temporal) return;
+    void deps
+      .temporal()
+      .then((client) =>
+        client.workflow.getHandle(webhookDeliveryWorkflowId(batch.id)).signal(webhookNudgeSignalName),
+      )
+      .catch(() => undefined);
+  };
+}
+
+/** A `batch.progress` event with the batch's counts (at most one a second: see recordBatchEvent); its seq, or null. */
+async function recordProgress(db: CommonQueryMethods, batch: BatchRow): Promise<number | null> {
+  return recordBatchEvent(
     db,
     batch.id,
     'batch.progress',

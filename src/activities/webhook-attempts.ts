@@ -1,5 +1,4 @@
 import type { CommonQueryMethods } from 'slonik';
-import { generationEventsAfter } from '../db/generation-events.js';
 import {
   attemptsMadeFor,
   generationWebhookOf,
@@ -7,7 +6,7 @@ import {
   markStoppedByGoneUrl,
   markWebhookGone,
   recordDeliveryAttempt,
-  webhookBody,
+  webhookEventOf,
 } from '../db/generation-webhooks.js';
 import { giveBackDeliveryTurn, takeDeliveryTurn } from '../db/webhook-delivery-turns.js';
 import { webhookSecretOf } from '../db/webhook-secrets.js';
@@ -114,8 +113,9 @@ async function attemptWith(
   input: WebhookAttempt,
 ): Promise<WebhookAttemptOutcome> {
   if (webhook.gone && !input.redelivery) return { outcome: 'gone' };
-  const [event] = await generationEventsAfter(db, input.generationId, input.seq - 1, { limit: 1 });
-  if (!event || event.seq !== input.seq) throw new Error(`event ${input.seq} not found`);
+  // The subject's event: a generation's, or a batch's (the same delivery for both).
+  const event = await webhookEventOf(db, input.generationId, input.seq);
+  if (!event) throw new Error(`event ${input.seq} not found`);
   if (webhook.urlGoneAt && !input.redelivery) {
     // The URL answered 410 to another delivery since this subscription was made: not sent, and
     // recorded as this attempt's end (a pending retry, or an event found before the 410).
@@ -134,7 +134,7 @@ async function attemptWith(
     await markStoppedByGoneUrl(db, input.generationId);
     return { outcome: 'gone' };
   }
-  const body = Buffer.from(webhookBody(event), 'utf8');
+  const body = Buffer.from(event.body, 'utf8');
   // The account's secret is made on first use, as GET /v1/webhooks/secret would make it.
   const secret = await webhookSecretOf(db, webhook.accountId, newWebhookSecret());
   const secrets = [secret.secret, ...(secret.previous ? [secret.previous.secret] : [])];

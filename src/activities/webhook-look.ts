@@ -4,7 +4,9 @@ import {
   type GenerationEventRow,
   type GenerationEventType,
 } from '../db/generation-events.js';
+import { batchEventsAfter, isBatchEnd } from '../db/batch-events.js';
 import { generationWebhookOf, markStoppedByGoneUrl } from '../db/generation-webhooks.js';
+import { webhookSubjectKind } from '../db/webhook-subjects.js';
 import type { WebhookEvents } from '../workflows/webhook-delivery-types.js';
 
 /**
@@ -21,16 +23,21 @@ function isFinal(event: GenerationEventRow): boolean {
   );
 }
 
-/** One read of the log: the subscribed events after `afterSeq`, and whether more can come. */
+/**
+ * One read of the log: the subscribed events after `afterSeq`, and whether more can come. The
+ * subject is a generation, or a batch (its events end with batch.completed, canceled or expired).
+ */
 export async function lookForEvents(
   db: CommonQueryMethods,
   input: { generationId: string; afterSeq: number },
 ): Promise<WebhookEvents> {
   const webhook = await generationWebhookOf(db, input.generationId);
-  // Its URL answered 410 since it was made (to this or another generation's delivery): stopped.
+  // Its URL answered 410 since it was made (to this or another subscription's delivery): stopped.
   if (webhook?.urlGoneAt && !webhook.gone) await markStoppedByGoneUrl(db, input.generationId);
   if (!webhook || webhook.gone || webhook.urlGoneAt)
     return { events: [], throughSeq: input.afterSeq, finished: true, onlyExpiryLeft: false };
+  if (webhookSubjectKind(input.generationId) === 'batch')
+    return lookForBatchEvents(db, input, new Set(webhook.events));
   const all = await generationEventsAfter(db, input.generationId, input.afterSeq, {
     withNewest: true,
   });
@@ -52,5 +59,23 @@ export async function lookForEvents(
     finished: complete && finished,
     onlyExpiryLeft: complete && !finished && succeeded,
     expiresAt: newest?.generation.expires_at ?? null,
+  };
+}
+
+/** A batch's subscribed events after `afterSeq`: none can follow its end event. */
+async function lookForBatchEvents(
+  db: CommonQueryMethods,
+  input: { generationId: string; afterSeq: number },
+  subscribed: ReadonlySet<string>,
+): Promise<WebhookEvents> {
+  const all = await batchEventsAfter(db, input.generationId, input.afterSeq, { withNewest: true });
+  const after = all.filter((event) => event.seq > input.afterSeq);
+  const newest = all.at(-1);
+  const throughSeq = after.at(-1)?.seq ?? input.afterSeq;
+  return {
+    events: after.filter((event) => subscribed.has(event.type)).map(({ seq, type }) => ({ seq, type })),
+    throughSeq,
+    finished: newest !== undefined && throughSeq >= newest.seq && isBatchEnd(newest.type),
+    onlyExpiryLeft: false,
   };
 }

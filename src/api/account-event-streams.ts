@@ -1,6 +1,5 @@
-import type { z } from 'zod';
-import type { batchSchema } from './batch-resource.js';
 import { isBatchEvent, type AccountEventRow } from '../db/account-events.js';
+import { toBatchEventView } from './batch-event-streams.js';
 import { EventStreamHub, type EventStreamHubOptions } from './event-stream-hub.js';
 import { toGenerationEvent } from './generation-event-view.js';
 
@@ -10,13 +9,7 @@ import { toGenerationEvent } from './generation-event-view.js';
  */
 export function toAccountEvent(event: AccountEventRow['event']) {
   if (!isBatchEvent(event)) return toGenerationEvent(event);
-  const { account_id: _account, ...batch } = event.batch;
-  return {
-    id: event.seq,
-    type: event.type,
-    created_at: event.created_at,
-    data: batch as z.infer<typeof batchSchema>,
-  };
+  return toBatchEventView(event);
 }
 
 /**

@@ -62,8 +62,8 @@ interface AppDeps {
   /** Admission as wireAdmission made it: the POST and the quote answer through it. */
   admission: AdmissionDeps;
   generations: Omit<GenerationRouteDeps, 'db' | 'admission'>;
-  /** The open event streams of this process (GET /v1/generations/{id}/events, GET /v1/events). */
-  eventStreams: Pick<EventStreams, 'slots' | 'generations' | 'accounts'>;
+  /** The open event streams of this process (GET /v1/generations/{id}/events, GET /v1/events, GET /v1/batches/{id}/events). */
+  eventStreams: Pick<EventStreams, 'slots' | 'generations' | 'accounts' | 'batches'>;
   /** The process's metrics registry: requests are timed into it (no registry: nothing is measured). */
   metrics?: Registry;
   /** Each request gets a server span (a tracer provider is registered: see startTracing). */
@@ -149,6 +149,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     batchRoutes(app, {
       ...deps.admission,
       ...deps.batches,
+      streams: deps.eventStreams,
     });
   healthRoutes(app, {
     db: deps.db,

@@ -1,8 +1,9 @@
 import { z } from 'zod';
-import { batchSchema } from './batch-resource.js';
-import { generationSchema } from './schemas.js';
+import { batchEventSchema, batchSchema } from './batch-resource.js';
+import { batchEventTypes } from '../db/batch-events.js';
+import { generationSchema, webhookSubscriptionSchema } from './schemas.js';
 
-export { batchSchema } from './batch-resource.js';
+export { batchEventSchema, batchSchema } from './batch-resource.js';
 
 /** What the batch routes validate and answer with (their OpenAPI description is built from them). */
 
@@ -21,6 +22,28 @@ export const batchQuoteSchema = z.object({
     .boolean()
     .describe('Whether the balance covers the total now (a create refuses it with 402 otherwise).'),
 });
+
+/**
+ * POST /v1/batches `webhook`: the batch's own events delivered to `url`, checked and delivered as a
+ * generation's webhook is (src/generations/batch-envelope.ts checks it); its description in the
+ * OpenAPI document.
+ */
+export const batchWebhookSubscriptionSchema = webhookSubscriptionSchema
+  .extend({
+    events: z
+      .array(z.enum(batchEventTypes))
+      .min(1)
+      .describe(
+        'The event types delivered, distinct, at least one. Default: batch.completed, batch.canceled, batch.expired.',
+      )
+      .optional(),
+  })
+  .describe(
+    "Deliver this batch's own events (batch.created, batch.progress at most once a second, batch.completed/canceled/expired) to `url`, signed per Standard Webhooks 1.0 with the same secret, retries, 410 Gone rule and redelivery as a generation's webhook. Part of the request: the same Idempotency-Key with another webhook is a conflict. A line's own `webhook` is the subscription of its generation's events, apart from this one.",
+  );
+
+/** GET /v1/batches/{id}/events as JSON: the batch's events so far (after Last-Event-ID), oldest first. */
+export const batchEventListSchema = z.object({ data: z.array(batchEventSchema) });
 
 export const batchListSchema = z.object({
   data: z.array(batchSchema),
@@ -98,4 +121,8 @@ export const batchResultsQuerySchema = z.object({
 export const createBatchQuerySchema = z.object({
   completion_window: z.string().optional().describe('JSONL form: the completion window (default 24h).'),
   metadata: z.string().optional().describe('JSONL form: the metadata object as JSON text.'),
+  webhook: z
+    .string()
+    .optional()
+    .describe('JSONL form: the batch\'s webhook (`{"url": …, "events": […]}`) as JSON text.'),
 });

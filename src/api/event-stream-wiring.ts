@@ -6,23 +6,26 @@ import { findKeyPrincipalsById } from '../db/api-keys-repository.js';
 import { generationEventsAfter } from '../db/generation-events.js';
 import type { NotificationListener } from '../db/notifications.js';
 import type { DatabasePool } from '../db/pool.js';
+import { batchEventsAfter } from '../db/batch-events.js';
 import { AccountEventStreams } from './account-event-streams.js';
+import { BatchEventStreams } from './batch-event-streams.js';
 import { GenerationEventStreams } from './generation-event-streams.js';
 import { StreamSlots } from './stream-slots.js';
 
-/** The event streams of an API process: the two kinds, and the places they share. */
+/** The event streams of an API process: the three kinds, and the places they share. */
 export interface EventStreams {
   slots: StreamSlots;
   generations: GenerationEventStreams;
   accounts: AccountEventStreams;
-  /** Streams open now, of both kinds. */
+  batches: BatchEventStreams;
+  /** Streams open now, of every kind. */
   readonly size: number;
   /** Shutdown: every stream ends now (its client resumes on another process with Last-Event-ID). */
   close(): void;
 }
 
 /**
- * The event streams of an API process, woken by `generation_event` and `account_event` on the
+ * The event streams of an API process, woken by `generation_event`, `account_event` and `batch_event` on the
  * process's one listening connection (registered here, before the listener starts) and read again
  * after a reconnect; `auth_changed` looks the keys of the account's streams up again.
  */
@@ -56,19 +59,26 @@ export function openEventStreams(
     ...common,
     read: (accountId, after, limit) => accountEventsAfter(pool, accountId, after, limit),
   });
+  const batches = new BatchEventStreams({
+    ...common,
+    read: (id, afterSeq, limit) => batchEventsAfter(pool, id, afterSeq, { limit, withNewest: true }),
+  });
   listener
     .on('generation_event', (id) => generations.changed(id))
     .on('account_event', (accountId) => accounts.changed(accountId))
+    .on('batch_event', (id) => batches.changed(id))
     .on('auth_changed', (accountId) => slots.accountChanged(accountId))
     .onReconnect(() => {
       generations.recheckAll();
       accounts.recheckAll();
+      batches.recheckAll();
       slots.recheckAll();
     });
   return {
     slots,
     generations,
     accounts,
+    batches,
     get size() {
       return slots.size;
     },
@@ -76,6 +86,7 @@ export function openEventStreams(
       slots.close();
       generations.close();
       accounts.close();
+      batches.close();
     },
   };
 }

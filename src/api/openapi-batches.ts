@@ -1,6 +1,8 @@
 import type { ErrorCode } from '../errors.js';
+import { batchEventTypes } from '../db/batch-events.js';
 import { toJsonSchema } from '../json-schema.js';
 import { batchLineSchema } from './batch-schemas.js';
+import { lastEventIdParameter, webhookEntry } from './openapi-events.js';
 import { pathParameters, queryParameters } from './openapi-parameters.js';
 import { batchRouteSchemas as routes } from './routes/batch-routes.js';
 
@@ -21,7 +23,7 @@ export function batchPaths(
   const body = {
     required: true,
     description:
-      'JSON: `{"requests": [lines], "completion_window", "metadata"}`, its members in any order. JSONL (`application/x-ndjson`): one line per request; its completion_window and metadata in the query. Either is read as it arrives, up to BATCH_BODY_LIMIT_BYTES (not the API body limit). Each line is a generation request (the body of POST /v1/generations) with a `custom_id`, unique in the batch.',
+      'JSON: `{"requests": [lines], "completion_window", "metadata", "webhook"}`, its members in any order. JSONL (`application/x-ndjson`): one line per request; its completion_window, metadata and webhook in the query. Either is read as it arrives, up to BATCH_BODY_LIMIT_BYTES (not the API body limit). Each line is a generation request (the body of POST /v1/generations) with a `custom_id`, unique in the batch.',
     content: {
       'application/json': {
         schema: {
@@ -36,6 +38,7 @@ export function batchPaths(
               description: 'Lines not started by then expire, uncharged (default 24h, at most 7d).',
             },
             metadata: { type: ['object', 'null'], additionalProperties: { type: 'string' } },
+            webhook: ref('BatchWebhookSubscription'),
           },
         },
       },
@@ -118,6 +121,29 @@ export function batchPaths(
         },
       },
     },
+    '/batches/{id}/events': {
+      get: {
+        summary: "A batch's own events: Server-Sent Events, or the log as JSON",
+        description: batchEventsDescription,
+        parameters: [...pathParameters(routes.batchEvents.params), lastEventIdParameter],
+        responses: {
+          '200': {
+            description: 'The events (a JSON list, or a stream of Server-Sent Events).',
+            headers: { 'x-request-id': { description: 'The batch id.', schema: { type: 'string' } } },
+            content: {
+              ...json(ref('BatchEventList')),
+              'text/event-stream': {
+                schema: { type: 'string' },
+                description:
+                  'Server-Sent Events: `id: 1\\nevent: batch.created\\ndata: {"id":1,"type":"batch.created",…}\\n\\n`; the data is a BatchEvent.',
+              },
+            },
+          },
+          '204': { description: 'Ended, and Last-Event-ID names its last event: nothing more will come.' },
+          ...errors('not_found', 'stream_limit_exceeded', ...every),
+        },
+      },
+    },
     '/batches/{id}/cancel': {
       post: {
         summary:
@@ -130,6 +156,26 @@ export function batchPaths(
       },
     },
   };
+}
+
+const batchEventsDescription = [
+  'The batch’s own events: `batch.created`, `batch.progress` (the counts changed; at most one a second), then one of `batch.completed`, `batch.canceled`, `batch.expired`, each with an id unique within the batch and increasing, and the batch as it was then. The same event objects are in GET /v1/events and are the bodies of the batch’s webhook deliveries. Its lines’ generations have their own events (GET /v1/generations/{id}/events).',
+  'With `Accept: text/event-stream`: Server-Sent Events, each `id: <event id>`, `event: <type>`, `data: <the event as JSON>`; first the events after Last-Event-ID, then each new one as it is committed; a `: keep-alive` comment every 15 s; the server ends the stream after the batch’s end event, and answers 204 when the batch has ended and Last-Event-ID names its last event. Streams share the caps of the other event streams (429 `stream_limit_exceeded`).',
+  'With any other Accept: the events so far as JSON (after Last-Event-ID when sent).',
+].join('\n\n');
+
+/** OpenAPI 3.1 `webhooks` entries of a batch's events (POST /v1/batches `webhook`). */
+export function batchWebhookEntries(ref: (name: string) => unknown) {
+  return Object.fromEntries(
+    batchEventTypes.map((type) => [
+      type,
+      webhookEntry(
+        `${type} (a batch's event, sent to its webhook URL)`,
+        'The body is the event, as GET /v1/batches/{id}/events gives it',
+        ref('BatchEvent'),
+      ),
+    ]),
+  );
 }
 
 /** A request line as the document shows it: a generation request (POST /v1/generations) and its `custom_id`. */

@@ -8,7 +8,7 @@ import { generationEventTypes } from '../db/generation-events.js';
 
 const eventRef = { $ref: '#/components/schemas/GenerationEvent' };
 
-const lastEventIdParameter = {
+export const lastEventIdParameter = {
   name: 'Last-Event-ID',
   in: 'header',
   required: false,
@@ -111,29 +111,42 @@ export function webhookEntries() {
   return Object.fromEntries(
     generationEventTypes.map((type) => [
       type,
-      {
-        post: {
-          summary: `${type} (a generation's event, sent to its webhook URL)`,
-          description:
-            'The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); a generation created after it with that URL is delivered.' +
-            (webhookNotes[type] ?? ''),
-          parameters: [
-            { name: 'webhook-id', in: 'header', required: true, schema: { type: 'string' } },
-            { name: 'webhook-timestamp', in: 'header', required: true, schema: { type: 'string' } },
-            { name: 'webhook-signature', in: 'header', required: true, schema: { type: 'string' } },
-          ],
-          requestBody: { required: true, content: { 'application/json': { schema: eventRef } } },
-          responses: {
-            '200': { description: 'Received (any 2xx).' },
-            '410': {
-              description:
-                'Gone: no more deliveries to this URL for the account’s generations subscribed to it until now.',
-            },
-          },
-        },
-      },
+      webhookEntry(
+        `${type} (a generation's event, sent to its webhook URL)`,
+        'The body is the event, as GET /v1/generations/{id}/events gives it',
+        eventRef,
+        webhookNotes[type] ?? '',
+      ),
     ]),
   );
+}
+
+/**
+ * One `webhooks` entry: an event of a subject (a generation, a batch) sent to its subscription,
+ * signed and retried the same way whatever the subject. `body` names the event's schema.
+ */
+export function webhookEntry(summary: string, bodyIs: string, body: unknown, note = '') {
+  return {
+    post: {
+      summary,
+      description:
+        `${bodyIs}, signed per Standard Webhooks 1.0: \`webhook-id\`, \`webhook-timestamp\` and \`webhook-signature\` (\`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">\` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation or batch of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); one created after it with that URL is delivered.` +
+        note,
+      parameters: [
+        { name: 'webhook-id', in: 'header', required: true, schema: { type: 'string' } },
+        { name: 'webhook-timestamp', in: 'header', required: true, schema: { type: 'string' } },
+        { name: 'webhook-signature', in: 'header', required: true, schema: { type: 'string' } },
+      ],
+      requestBody: { required: true, content: { 'application/json': { schema: body } } },
+      responses: {
+        '200': { description: 'Received (any 2xx).' },
+        '410': {
+          description:
+            'Gone: no more deliveries to this URL for the account’s subscriptions to it until now.',
+        },
+      },
+    },
+  };
 }
 
 /** GET /v1/webhooks/secret and POST /v1/webhooks/secret/rotate; `errors` gives the shared error answers. */

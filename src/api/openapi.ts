@@ -4,8 +4,8 @@ import type { CatalogCache } from '../catalog/catalog-cache.js';
 import { errorCodes, type ErrorCode } from '../errors.js';
 import * as described from './openapi-headers.js';
 import * as events from './openapi-events.js';
-import { batchPaths, batchRequestLineSchema } from './openapi-batches.js';
-import { batchListSchema, batchQuoteSchema, batchSchema } from './batch-schemas.js';
+import { batchPaths, batchRequestLineSchema, batchWebhookEntries } from './openapi-batches.js';
+import * as batches from './batch-schemas.js';
 import { pathParameters, queryParameters } from './openapi-parameters.js';
 import { routeSchemas } from './route-schemas.js';
 import {
@@ -45,9 +45,12 @@ const components = new Map<ZodType, string>([
   [accountEventListSchema, 'AccountEventList'],
   [webhookSecretSchema, 'WebhookSecret'],
   [webhookSubscriptionSchema, 'WebhookSubscription'],
-  [batchSchema, 'Batch'],
-  [batchListSchema, 'BatchList'],
-  [batchQuoteSchema, 'BatchQuote'],
+  [batches.batchSchema, 'Batch'],
+  [batches.batchListSchema, 'BatchList'],
+  [batches.batchQuoteSchema, 'BatchQuote'],
+  [batches.batchEventSchema, 'BatchEvent'],
+  [batches.batchEventListSchema, 'BatchEventList'],
+  [batches.batchWebhookSubscriptionSchema, 'BatchWebhookSubscription'],
 ]);
 
 /** A reference to the component of a route's response schema. */
@@ -119,7 +122,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
         'Asynchronous image and video generation. Create a generation (202), poll it every 2 to 3 seconds until its status is succeeded, failed or rejected, and download its output. Errors use one envelope; branch on error.code.',
     },
     servers: [{ url: serverUrl }],
-    webhooks: events.webhookEntries(),
+    webhooks: { ...events.webhookEntries(), ...batchWebhookEntries(ref) },
     security: [{ bearer: [] }, { apiKey: [] }],
     components: {
       securitySchemes: {

@@ -38,3 +38,32 @@ export function watchConnection(reply: FastifyReply): { whenGone(detach: () => v
     },
   };
 }
+
+/**
+ * The stream of an event log that ends (a generation's, a batch's), given what the reader has not
+ * seen yet (each as its message) and whether the log has ended: 204 when it has and nothing is
+ * left (EventSource stops reconnecting); the rest and the end when it has; else a stream opened by
+ * `open` (null: past a cap, `refused` is thrown), detached when the client goes away.
+ */
+export function sendEndingEventStream(
+  reply: FastifyReply,
+  connection: ReturnType<typeof watchConnection>,
+  log: {
+    unseen: string[];
+    ended: boolean;
+    open: (body: PassThrough) => (() => void) | null;
+    refused: () => Error;
+  },
+): FastifyReply {
+  if (log.ended && log.unseen.length === 0) return reply.code(204).send();
+  const body = eventStreamBody(reply);
+  if (log.ended) {
+    body.end(log.unseen.join(''));
+    return reply.send(body);
+  }
+  const detach = log.open(body);
+  if (!detach) throw log.refused();
+  connection.whenGone(detach);
+  // The schema describes the JSON answer; a stream is sent as it is, unserialized.
+  return reply.send(body);
+}

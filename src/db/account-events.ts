@@ -1,6 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import { batchEventTypes, type BatchEventType } from './batch-events.js';
+import { batchEventRow, toBatchEventRow, type BatchEventRow } from './batch-events.js';
 import { generationEventRow, toGenerationEventRow, type GenerationEventRow } from './generation-events.js';
 
 /**
@@ -15,13 +15,7 @@ export interface AccountEventRow {
   event: GenerationEventRow | BatchEventRow;
 }
 
-/** A batch's event (migration 0026): the Batch object as it was, and the account it belongs to. */
-export interface BatchEventRow {
-  seq: number;
-  type: BatchEventType;
-  created_at: string;
-  batch: Record<string, unknown>;
-}
+export type { BatchEventRow } from './batch-events.js';
 
 export const isBatchEvent = (event: GenerationEventRow | BatchEventRow): event is BatchEventRow =>
   'batch' in event;
@@ -33,12 +27,6 @@ const accountEventRow = z.object({
   type: z.string(),
   created_at: z.string(),
   resource: z.unknown(),
-});
-const batchEventRow = z.object({
-  seq: z.number(),
-  type: z.enum(batchEventTypes),
-  created_at: z.string(),
-  resource: z.record(z.string(), z.unknown()),
 });
 
 const columns = sql.fragment`a.position,
@@ -53,8 +41,7 @@ function toRow(row: z.infer<typeof accountEventRow>): AccountEventRow {
   const { position, subject, ...event } = row;
   if (subject === 'generation')
     return { position, event: toGenerationEventRow(generationEventRow.parse(event)) };
-  const { resource, ...batchEvent } = batchEventRow.parse(event);
-  return { position, event: { ...batchEvent, batch: resource } };
+  return { position, event: toBatchEventRow(batchEventRow.parse(event)) };
 }
 
 /** The account's events after `afterPosition`, oldest first, at most `limit`. */

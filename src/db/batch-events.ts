@@ -40,3 +40,55 @@ export async function recordBatchEvent(
     WHERE NOT EXISTS (SELECT 1 FROM batch_events WHERE batch_id = ${batchId} AND ${unless})
     RETURNING seq`);
 }
+
+/** A batch's event: the Batch object as it was (with the account it belongs to), under its number. */
+export interface BatchEventRow {
+  seq: number;
+  type: BatchEventType;
+  created_at: string;
+  batch: Record<string, unknown>;
+}
+
+export const batchEventRow = z.object({
+  seq: z.number(),
+  type: z.enum(batchEventTypes),
+  created_at: z.string(),
+  resource: z.record(z.string(), z.unknown()),
+});
+
+export function toBatchEventRow({ resource, ...event }: z.infer<typeof batchEventRow>): BatchEventRow {
+  return { ...event, batch: resource };
+}
+
+/** The events that end a batch: nothing is logged for it after one. */
+export const isBatchEnd = (type: BatchEventType): boolean =>
+  type === 'batch.completed' || type === 'batch.canceled' || type === 'batch.expired';
+
+/**
+ * The events of batch `batchId` after `afterSeq` (0: all of them), oldest first, at most `limit`;
+ * with `withNewest`, its newest event too even when it is not after `afterSeq` (whether the batch
+ * has ended, and the reader has seen all there is, is then known from one read).
+ */
+export async function batchEventsAfter(
+  db: CommonQueryMethods,
+  batchId: string,
+  afterSeq: number,
+  options: { limit?: number; withNewest?: boolean } = {},
+): Promise<BatchEventRow[]> {
+  const after = sql.fragment`(SELECT seq, type, created_at, resource FROM batch_events
+    WHERE batch_id = ${batchId} AND seq > ${afterSeq} ORDER BY seq LIMIT ${options.limit ?? 1000})`;
+  const newest = sql.fragment`(SELECT seq, type, created_at, resource FROM batch_events
+    WHERE batch_id = ${batchId} ORDER BY seq DESC LIMIT 1)`;
+  const rows = await db.any(sql.type(batchEventRow)`
+    SELECT * FROM (${options.withNewest ? sql.fragment`${after} UNION ${newest}` : after}) e ORDER BY seq`);
+  return rows.map(toBatchEventRow);
+}
+
+/**
+ * A batch's event as clients read it (GET /v1/batches/{id}/events, GET /v1/events, a webhook's
+ * body): the Batch as `data`, without the account_id its log row keeps.
+ */
+export function toBatchEvent(event: BatchEventRow) {
+  const { account_id: _account, ...batch } = event.batch;
+  return { id: event.seq, type: event.type, created_at: event.created_at, data: batch };
+}

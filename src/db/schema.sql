@@ -31,6 +31,7 @@
 -- 0026_batches.sql
 -- 0027_provider_place_lanes.sql
 -- 0028_cancel_after.sql
+-- 0029_batch_webhooks.sql
 
 CREATE SEQUENCE webhook_delivery_attempts_id_seq AS bigint START 1 INCREMENT 1;
 
@@ -120,6 +121,7 @@ CREATE TABLE batch_events (
   CONSTRAINT batch_events_batch_id_fkey FOREIGN KEY (batch_id) REFERENCES batches(id) ON DELETE CASCADE
 );
 CREATE TRIGGER batch_events_append_account_event AFTER INSERT ON batch_events FOR EACH ROW EXECUTE FUNCTION append_batch_account_event();
+CREATE TRIGGER batch_events_notify AFTER INSERT ON batch_events FOR EACH ROW EXECUTE FUNCTION notify_batch_event();
 
 CREATE TABLE batch_lines (
   batch_id text NOT NULL,
@@ -139,6 +141,17 @@ CREATE TABLE batch_lines (
   CONSTRAINT batch_lines_batch_id_fkey FOREIGN KEY (batch_id) REFERENCES batches(id) ON DELETE CASCADE
 );
 CREATE INDEX batch_lines_pending ON public.batch_lines USING btree (batch_id, line) WHERE (state = 'pending'::text);
+
+CREATE TABLE batch_webhooks (
+  batch_id text NOT NULL,
+  url text NOT NULL,
+  events text[] NOT NULL,
+  created_at timestamp with time zone DEFAULT now() NOT NULL,
+  gone_at timestamp with time zone,
+  CONSTRAINT batch_webhooks_pkey PRIMARY KEY (batch_id),
+  CONSTRAINT batch_webhooks_events_check CHECK (cardinality(events) > 0),
+  CONSTRAINT batch_webhooks_batch_id_fkey FOREIGN KEY (batch_id) REFERENCES batches(id) ON DELETE CASCADE
+);
 
 CREATE TABLE batches (
   id text NOT NULL,
@@ -565,7 +578,7 @@ CREATE INDEX sim_provider_jobs_submitted ON public.sim_provider_jobs USING btree
 
 CREATE TABLE webhook_delivery_attempts (
   id bigint DEFAULT nextval('webhook_delivery_attempts_id_seq'::regclass) NOT NULL,
-  generation_id text NOT NULL,
+  generation_id text,
   event_seq integer NOT NULL,
   event_type text NOT NULL,
   webhook_id text NOT NULL,
@@ -576,22 +589,29 @@ CREATE TABLE webhook_delivery_attempts (
   outcome text NOT NULL,
   error text,
   attempted_at timestamp with time zone DEFAULT now() NOT NULL,
+  batch_id text,
   CONSTRAINT webhook_delivery_attempts_pkey PRIMARY KEY (id),
   CONSTRAINT webhook_delivery_attempts_attempt_check CHECK (attempt > 0),
+  CONSTRAINT webhook_delivery_attempts_one_subject CHECK (num_nonnulls(generation_id, batch_id) = 1),
   CONSTRAINT webhook_delivery_attempts_outcome_check CHECK (outcome = ANY (ARRAY['delivered'::text, 'failed'::text, 'gone'::text])),
+  CONSTRAINT webhook_delivery_attempts_batch_id_fkey FOREIGN KEY (batch_id) REFERENCES batches(id) ON DELETE CASCADE,
   CONSTRAINT webhook_delivery_attempts_generation_id_fkey FOREIGN KEY (generation_id) REFERENCES generations(id) ON DELETE CASCADE
 );
+CREATE INDEX webhook_delivery_attempts_batch ON public.webhook_delivery_attempts USING btree (batch_id, event_seq, id) WHERE (batch_id IS NOT NULL);
 CREATE INDEX webhook_delivery_attempts_generation ON public.webhook_delivery_attempts USING btree (generation_id, event_seq, id);
 
 CREATE TABLE webhook_delivery_turns (
   holder text NOT NULL,
   account_id text NOT NULL,
-  generation_id text NOT NULL,
+  generation_id text,
   waiting_since timestamp with time zone DEFAULT now() NOT NULL,
   seen_at timestamp with time zone DEFAULT now() NOT NULL,
   held_until timestamp with time zone,
+  batch_id text,
   CONSTRAINT webhook_delivery_turns_pkey PRIMARY KEY (holder),
+  CONSTRAINT webhook_delivery_turns_one_subject CHECK (num_nonnulls(generation_id, batch_id) = 1),
   CONSTRAINT webhook_delivery_turns_account_id_fkey FOREIGN KEY (account_id) REFERENCES accounts(id),
+  CONSTRAINT webhook_delivery_turns_batch_id_fkey FOREIGN KEY (batch_id) REFERENCES batches(id) ON DELETE CASCADE,
   CONSTRAINT webhook_delivery_turns_generation_id_fkey FOREIGN KEY (generation_id) REFERENCES generations(id) ON DELETE CASCADE
 );
 CREATE INDEX webhook_delivery_turns_account ON public.webhook_delivery_turns USING btree (account_id, waiting_since);
@@ -811,6 +831,15 @@ CREATE OR REPLACE FUNCTION public.notify_balance_changed()
 AS $function$
 BEGIN
   PERFORM pg_notify('balance_changed', COALESCE(NEW.account_id, OLD.account_id));
+  RETURN NULL;
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.notify_batch_event()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  PERFORM pg_notify('batch_event', NEW.batch_id);
   RETURN NULL;
 END $function$;
 

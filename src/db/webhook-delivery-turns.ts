@@ -1,5 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
+import { webhookSubjectTables } from './webhook-subjects.js';
 
 /**
  * An account's turns at delivering webhooks (migration 0024): at most `cap` attempts of one
@@ -8,6 +9,7 @@ import { z } from 'zod';
  */
 export interface DeliveryTurnRequest {
   accountId: string;
+  /** The delivery's subject: a generation's id, or a batch's. */
   generationId: string;
   /** The delivery asking (`<generation id>/<event seq>`, with `/redelivery` for one asked again). */
   holder: string;
@@ -18,7 +20,7 @@ export interface DeliveryTurnRequest {
 }
 
 const freeRow = z.object({ free: z.boolean() });
-const waiterRow = z.object({ generation_id: z.string() });
+const waiterRow = z.object({ subject_id: z.string() });
 
 /**
  * A waiter not seen for this long loses its place: its workflow is gone, or stopped asking (a run
@@ -46,7 +48,7 @@ export async function takeDeliveryTurn(
       DELETE FROM webhook_delivery_turns WHERE account_id = ${accountId}
         AND (held_until < now() OR (held_until IS NULL AND seen_at < now() - make_interval(secs => ${waiterLapsesMs / 1000})))`);
     await tx.query(sql.unsafe`
-      INSERT INTO webhook_delivery_turns (holder, account_id, generation_id)
+      INSERT INTO webhook_delivery_turns (holder, account_id, ${webhookSubjectTables(request.generationId).key})
       VALUES (${holder}, ${accountId}, ${request.generationId})
       ON CONFLICT (holder) DO UPDATE SET seen_at = now()`);
     const { free } = await tx.one(sql.type(freeRow)`
@@ -66,7 +68,7 @@ export async function takeDeliveryTurn(
 
 /**
  * Gives back `holder`'s turn, and names the account's oldest waiters that may take a turn now
- * (their generations, as many as turns are free): the caller wakes their deliveries.
+ * (their subjects, generations or batches, as many as turns are free): the caller wakes their deliveries.
  */
 export async function giveBackDeliveryTurn(
   db: CommonQueryMethods,
@@ -76,7 +78,7 @@ export async function giveBackDeliveryTurn(
 ): Promise<readonly string[]> {
   await db.query(sql.unsafe`DELETE FROM webhook_delivery_turns WHERE holder = ${holder}`);
   return db.anyFirst(sql.type(waiterRow)`
-    SELECT generation_id FROM webhook_delivery_turns
+    SELECT coalesce(generation_id, batch_id) AS subject_id FROM webhook_delivery_turns
     WHERE account_id = ${accountId} AND held_until IS NULL
     ORDER BY waiting_since, holder
     LIMIT greatest(0, ${cap} - (SELECT count(*) FROM webhook_delivery_turns

@@ -1,8 +1,7 @@
-import type { Client } from '@temporalio/client';
 import type { CommonQueryMethods } from 'slonik';
 import { setBatchStatus, type BatchRow } from '../db/batches.js';
 import { ApiError } from '../errors.js';
-import { startBatchWorkflow } from './batch-creation.js';
+import { startBatchWorkflow, type BatchStartDeps } from './batch-start.js';
 
 /**
  * Cancels a batch (POST /v1/batches/{id}/cancel and the console's form): it is `canceling`, and its
@@ -13,7 +12,7 @@ import { startBatchWorkflow } from './batch-creation.js';
  * 503, to be sent again.
  */
 export async function cancelBatch(
-  deps: { db: CommonQueryMethods; temporal: Client; taskQueue: string },
+  deps: BatchStartDeps & { db: CommonQueryMethods },
   batch: BatchRow,
 ): Promise<BatchRow> {
   const row = (await setBatchStatus(deps.db, batch.id, 'canceling')) ?? batch;

@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import type { DatabasePool } from '../db/pool.js';
 import { recordBatchEvent } from '../db/batch-events.js';
 import { insertBatchLines, type BatchLineInput } from '../db/batch-lines.js';
@@ -7,7 +6,6 @@ import { batchEventResource } from '../db/batch-view.js';
 import {
   batchCounts,
   batchOfKey,
-  deleteBatch,
   finishInsert,
   getBatch,
   insertBatch,
@@ -17,16 +15,17 @@ import { getBalance } from '../db/credits-repository.js';
 import { ApiError, ValidationError, type ValidationIssue } from '../errors.js';
 import { newId } from '../ids.js';
 import { MAX_ISSUES } from '../storable-text.js';
-import type { BatchStart } from '../workflows/batch-workflow.js';
-import { checkEnvelope, customIdIssue, type BatchEnvelope } from './batch-envelope.js';
+import { checkBatchEnvelope, customIdIssue, type BatchEnvelope } from './batch-envelope.js';
+import { startBatchOrRefuse, type BatchStartDeps } from './batch-start.js';
 import { canonicalJson } from './fingerprint.js';
 import { checkIdempotencyKey, checkRequest, type RequestCheckDeps } from './generation-request.js';
+import type { WebhookSettings } from './webhook-request.js';
 
 /** What creating a batch reads and acts through (the API's admission deps and pool). */
-export interface BatchCreationDeps extends RequestCheckDeps {
+export interface BatchCreationDeps extends RequestCheckDeps, BatchStartDeps {
+  /** How webhooks are checked, and the retry schedule a batch's subscription keeps. */
+  webhooks?: WebhookSettings;
   pool: DatabasePool;
-  temporal: Client;
-  taskQueue: string;
   maxLines: number;
   linesInFlight: number;
   /** History events after which a batch's workflow continues as new (its default when absent). */
@@ -90,9 +89,9 @@ export async function createBatch(
       hash,
       existing ? null : (chunk) => insertBatchLines(tx, id, chunk),
     );
-    const envelope = checkEnvelope(request.envelope());
+    const envelope = await checkBatchEnvelope(request.envelope(), deps.webhooks);
     if (!envelope.ok) throw new ValidationError([...envelope.issues, ...read.issues].slice(0, MAX_ISSUES));
-    hash.update(canonicalJson(envelopeOf(envelope.envelope)));
+    hash.update(canonicalJson(envelopeOf(envelope.envelope, envelope.webhook)));
     if (existing) return;
     if (read.issues.length > 0) throw new ValidationError(read.issues.slice(0, MAX_ISSUES));
     const balance = await getBalance(tx, accountId);
@@ -107,7 +106,7 @@ export async function createBatch(
       quotedCredits: read.credits,
       completionWindow: envelope.envelope.completionWindow,
       expiresAt: new Date(createdAt + envelope.envelope.windowMs),
-      webhook: null,
+      webhook: envelope.webhook,
       metadata: envelope.envelope.metadata,
     });
     const batch = (await getBatch(tx, accountId, id))!;
@@ -115,7 +114,7 @@ export async function createBatch(
   });
   if (existing) return answerExisting(deps, keyId, key!, hash.digest('hex'));
   const batch = (await getBatch(deps.pool, accountId, id))!;
-  await startOrRefuse(deps, batch, key !== null);
+  await startBatchOrRefuse(deps, batch, runOf(deps), key !== null);
   return { batch, created: true };
 }
 
@@ -128,11 +127,17 @@ export async function quoteBatch(
   request: Omit<BatchRequest, 'principal' | 'idempotencyKey'>,
 ): Promise<{ lines: number; credits: number }> {
   const read = await readLines(deps, request, createHash('sha256'), () => Promise.resolve());
-  const envelope = checkEnvelope(request.envelope());
+  const envelope = await checkBatchEnvelope(request.envelope(), deps.webhooks);
   const issues = [...(envelope.ok ? [] : envelope.issues), ...read.issues];
   if (issues.length > 0) throw new ValidationError(issues.slice(0, MAX_ISSUES));
   return { lines: read.count, credits: read.credits };
 }
+
+/** The settings a batch's workflow is started with. */
+const runOf = (deps: BatchCreationDeps) => ({
+  linesInFlight: deps.linesInFlight,
+  ...(deps.historyEventsPerRun !== undefined && { historyEventsPerRun: deps.historyEventsPerRun }),
+});
 
 /** The batch the key made, for a retry with the same lines; 409 for other lines. */
 async function answerExisting(
@@ -151,50 +156,8 @@ async function answerExisting(
   // A first request whose workflow did not start (Temporal away) is started by its retry, canceled
   // meanwhile or not (a start that did happen is met: the workflow id is the key's).
   if (batch.started_at === null && (batch.status === 'validating' || batch.status === 'canceling'))
-    await startOrRefuse(deps, batch, true);
+    await startBatchOrRefuse(deps, batch, runOf(deps), true);
   return { batch, created: false };
-}
-
-/** Starts the batch's workflow; a 503 if it cannot be (a batch without a key is then taken back). */
-async function startOrRefuse(deps: BatchCreationDeps, batch: BatchRow, keyed: boolean): Promise<void> {
-  try {
-    await startBatchWorkflow(deps, batch, {
-      linesInFlight: deps.linesInFlight,
-      ...(deps.historyEventsPerRun !== undefined && { historyEventsPerRun: deps.historyEventsPerRun }),
-    });
-  } catch (error) {
-    // Without a key no retry can find it: it is taken back whole (nothing was charged).
-    if (!keyed) await deleteBatch(deps.pool, batch.id).catch(() => undefined);
-    throw new ApiError(
-      'service_unavailable',
-      'The batch could not be started; send it again with the same Idempotency-Key.',
-      { cause: error },
-    );
-  }
-}
-
-/**
- * Starts a batch's workflow unless it runs or has run: its id is the batch's (the key's), a running
- * one is met, and one that has ended is not started again (it ended the batch).
- */
-export async function startBatchWorkflow(
-  deps: Pick<BatchCreationDeps, 'temporal' | 'taskQueue'>,
-  batch: BatchRow,
-  run: Omit<BatchStart, 'batchId'>,
-): Promise<void> {
-  const start: BatchStart = { batchId: batch.id, ...run };
-  try {
-    await deps.temporal.workflow.start('batchWorkflow', {
-      workflowId: batch.workflow_id,
-      taskQueue: deps.taskQueue,
-      args: [start],
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      workflowIdReusePolicy: 'REJECT_DUPLICATE',
-      staticSummary: `batch of ${batch.line_count} for ${batch.account_id}`,
-    });
-  } catch (error) {
-    if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
-  }
 }
 
 interface LinesRead {
@@ -285,6 +248,11 @@ async function checkLine(deps: RequestCheckDeps, value: unknown, seen: Set<strin
   return { ok: true, customId: customId as string, body, credits: checked.credits };
 }
 
-function envelopeOf(envelope: BatchEnvelope) {
-  return { completion_window: envelope.completionWindow, metadata: envelope.metadata };
+function envelopeOf(envelope: BatchEnvelope, webhook: { url: string; events: string[] } | null) {
+  // Without a webhook, the envelope hashes as before webhooks were taken (its key's retries match).
+  return {
+    completion_window: envelope.completionWindow,
+    metadata: envelope.metadata,
+    ...(webhook && { webhook }),
+  };
 }

@@ -1,9 +1,44 @@
+import { batchEventTypes } from '../db/batch-events.js';
 import type { ValidationIssue } from '../errors.js';
+import { checkWebhook, type WebhookCheckRules, type WebhookEventChoice } from './webhook-request.js';
 
 /*
- * What a batch is asked for beside its lines: its completion window and metadata, and the check of
- * each line's own field, `custom_id`.
+ * What a batch is asked for beside its lines: its completion window, metadata and webhook, and the
+ * check of each line's own field, `custom_id`.
  */
+
+/** A batch's subscription (POST /v1/batches `webhook`): its event types; by default the end events. */
+export const batchWebhookEvents: WebhookEventChoice = {
+  known: batchEventTypes,
+  defaults: ['batch.completed', 'batch.canceled', 'batch.expired'],
+};
+
+/**
+ * The batch's `webhook`, checked as a generation's is (the same outbound rules, the same shape),
+ * over the batch's event types.
+ */
+export function checkBatchWebhook(value: unknown, rules: WebhookCheckRules | undefined) {
+  return checkWebhook(value, rules ?? { allowCidrs: [] }, batchWebhookEvents);
+}
+
+/**
+ * The envelope (checkEnvelope) and its webhook (checkBatchWebhook) together: every issue of both,
+ * or both values.
+ */
+export async function checkBatchEnvelope(
+  body: Record<string, unknown>,
+  rules: WebhookCheckRules | undefined,
+): Promise<
+  | { ok: true; envelope: BatchEnvelope; webhook: { url: string; events: string[] } | null }
+  | { ok: false; issues: ValidationIssue[] }
+> {
+  const envelope = checkEnvelope(body);
+  const hook = await checkBatchWebhook(body.webhook, rules);
+  if (!envelope.ok || !hook.ok)
+    return { ok: false, issues: [...(envelope.ok ? [] : envelope.issues), ...(hook.ok ? [] : hook.issues)] };
+  const webhook = hook.webhook && { url: hook.webhook.url, events: hook.webhook.events };
+  return { ok: true, envelope: envelope.envelope, webhook };
+}
 
 /** A completion window: a whole number of seconds, minutes, hours or days, from 1 s to 7 days. */
 const windowPattern = /^([1-9][0-9]{0,6})(s|m|h|d)$/;
@@ -29,15 +64,9 @@ export function checkEnvelope(
   body: Record<string, unknown>,
 ): { ok: true; envelope: BatchEnvelope } | { ok: false; issues: ValidationIssue[] } {
   const issues: ValidationIssue[] = Object.keys(body)
-    .filter((key) => !['completion_window', 'metadata'].includes(key))
-    .map((key) => ({
-      field: key,
-      code: 'unrecognized_keys',
-      message:
-        key === 'webhook'
-          ? "A batch's own webhook is not taken yet: give each line a webhook for its generation's events."
-          : 'Unknown field.',
-    }));
+    // `webhook` is checked by checkBatchWebhook (its URL is resolved: asynchronous).
+    .filter((key) => !['completion_window', 'metadata', 'webhook'].includes(key))
+    .map((key) => ({ field: key, code: 'unrecognized_keys', message: 'Unknown field.' }));
   const window = body.completion_window ?? '24h';
   const windowMs = typeof window === 'string' ? completionWindowMs(window) : null;
   if (windowMs === null)

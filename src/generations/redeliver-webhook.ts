@@ -1,7 +1,6 @@
 import type { Client } from '@temporalio/client';
 import type { CommonQueryMethods } from 'slonik';
-import { generationEventsAfter } from '../db/generation-events.js';
-import { generationWebhookOf } from '../db/generation-webhooks.js';
+import { generationWebhookOf, newestEventSeq, webhookEventOf } from '../db/generation-webhooks.js';
 import { webhookQueue } from '../workflows/generation-types.js';
 import { webhookDeliveryWorkflowId, webhookMessageId } from '../workflows/webhook-delivery-types.js';
 import {
@@ -43,13 +42,10 @@ export async function redeliverWebhook(
   const webhook = await generationWebhookOf(deps.db, generationId);
   if (!webhook) return { outcome: 'no_webhook' };
   if (!Number.isInteger(seq) || seq < 1) return { outcome: 'no_event' };
-  const events = await generationEventsAfter(deps.db, generationId, seq - 1, {
-    limit: 1,
-    withNewest: true,
-  });
-  const event = events.find((e) => e.seq === seq);
+  // A generation's event, or a batch's (`generationId` is then the batch's id: one delivery machine).
+  const event = await webhookEventOf(deps.db, generationId, seq);
   if (!event) return { outcome: 'no_event' };
-  const newest = events.at(-1)!.seq;
+  const newest = await newestEventSeq(deps.db, generationId);
   await deps.temporal.workflow.signalWithStart<typeof webhookDeliveryWorkflow, [{ seq: number }]>(
     'webhookDeliveryWorkflow',
     {

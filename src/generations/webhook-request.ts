@@ -14,6 +14,18 @@ export const defaultWebhookEvents: GenerationEventType[] = [
   'generation.content_expired',
 ];
 
+/** The event types a subscription may name, and those it gets without `events`. */
+export interface WebhookEventChoice {
+  known: readonly string[];
+  defaults: readonly string[];
+}
+
+/** A generation's subscription (POST /v1/generations `webhook`). */
+export const generationWebhookEvents: WebhookEventChoice = {
+  known: generationEventTypes,
+  defaults: defaultWebhookEvents,
+};
+
 /** How webhook URLs are checked (the webhooks' own rules and resolver). */
 export interface WebhookCheckRules extends WebhookTargetRules {
   /** WEBHOOK_DNS_*: how the URL's name is resolved (default: the system's name servers, 3 s, 64 at once). */
@@ -38,9 +50,14 @@ const issue = (field: string, message: string, code = 'invalid_value'): Validati
  * The body's `webhook` field (issue 30 §3), checked by the outbound rules (HTTPS, no credentials,
  * no address that is not public unless WEBHOOK_ALLOW_CIDRS allows it; http on loopback in
  * development), its name resolved now as it would be at a delivery (each delivery checks again:
- * DNS can change). Absent: no webhook.
+ * DNS can change). Absent: no webhook. `choice`: the subject's event types (a generation's by
+ * default; a batch's for POST /v1/batches).
  */
-export async function checkWebhook(value: unknown, rules: WebhookCheckRules): Promise<WebhookCheck> {
+export async function checkWebhook(
+  value: unknown,
+  rules: WebhookCheckRules,
+  choice: WebhookEventChoice = generationWebhookEvents,
+): Promise<WebhookCheck> {
   if (value === undefined) return { ok: true, webhook: null };
   if (typeof value !== 'object' || value === null || Array.isArray(value))
     return { ok: false, issues: [issue('webhook', 'Expected an object with a url.', 'invalid_type')] };
@@ -54,9 +71,9 @@ export async function checkWebhook(value: unknown, rules: WebhookCheckRules): Pr
     const problem = await urlProblem(url, rules);
     if (problem) issues.push(issue('webhook.url', problem));
   }
-  let chosen = defaultWebhookEvents;
+  let chosen = [...choice.defaults];
   if (events !== undefined) {
-    const known = new Set<string>(generationEventTypes);
+    const known = new Set<string>(choice.known);
     if (
       !Array.isArray(events) ||
       events.length === 0 ||
@@ -66,13 +83,13 @@ export async function checkWebhook(value: unknown, rules: WebhookCheckRules): Pr
       issues.push(
         issue(
           'webhook.events',
-          `Expected distinct event types, at least one, of: ${generationEventTypes.join(', ')}.`,
+          `Expected distinct event types, at least one, of: ${choice.known.join(', ')}.`,
         ),
       );
-    else chosen = events as GenerationEventType[];
+    else chosen = events as string[];
   }
   if (issues.length > 0) return { ok: false, issues };
-  return { ok: true, webhook: { url: url as string, events: chosen } };
+  return { ok: true, webhook: { url: url as string, events: chosen as GenerationWebhook['events'] } };
 }
 
 /** Why the URL would not be delivered to; null when it would. */

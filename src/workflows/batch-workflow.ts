@@ -1,4 +1,6 @@
 import { continueAsNew, proxyActivities, setCurrentDetails, workflowInfo } from '@temporalio/workflow';
+import { startWebhookDeliveries } from './generation-webhooks.js';
+import type { WebhookSubscription } from './webhook-delivery-types.js';
 
 /*
  * One batch's workflow (issue 38): it keeps no lines in its history. Its activity reads the next
@@ -18,6 +20,11 @@ export interface BatchStart {
   historyEventsPerRun?: number;
   /** Whether the running lines were already asked to stop (a cancel seen by an earlier run). */
   cancelSent?: boolean;
+  /**
+   * The batch's own subscription (POST /v1/batches `webhook`), absent without one: the first run
+   * starts its delivery workflow (`webhooks-<batchId>`, the one generations use) with it.
+   */
+  webhook?: WebhookSubscription;
 }
 
 /** Where a batch stands after a slice. */
@@ -69,8 +76,13 @@ const defaultHistoryEventsPerRun = 2_000;
 export async function batchWorkflow(start: BatchStart): Promise<string> {
   const { batchId } = start;
   let cancelSent = start.cancelSent ?? false;
-  if (!start.cancelSent && workflowInfo().continuedFromExecutionRunId === undefined)
+  if (!start.cancelSent && workflowInfo().continuedFromExecutionRunId === undefined) {
+    // Its events are delivered by a child that outlives it (started before its first event past
+    // batch.created; that one is logged already and found by the child's first look).
+    const delivering = startWebhookDeliveries({ generationId: batchId, webhook: start.webhook });
     await startBatch(batchId);
+    await delivering;
+  }
   for (;;) {
     const standing = await runBatchSlice({ batchId, linesInFlight: start.linesInFlight, cancelSent });
     setCurrentDetails(

@@ -11,9 +11,12 @@ import { webhookNudgeSignal, type webhookDeliveryWorkflow } from './webhook-deli
  * between admission and the first delivery loses nothing: the start is in this run's history.
  * Not waited for on the way to the provider (the start goes out with the next step's command);
  * the returned promise settles once it started, and never rejects: a run of that id started
- * already (a run replayed) is as good.
+ * already (a run replayed) is as good. A batch's workflow starts its own the same way
+ * (`generationId` is then the batch's id: the delivery workflow serves both).
  */
-export function startWebhookDeliveries(start: GenerationStart): Promise<void> {
+export function startWebhookDeliveries(
+  start: Pick<GenerationStart, 'generationId' | 'webhook'>,
+): Promise<void> {
   const { webhook, generationId } = start;
   if (!webhook) return Promise.resolve();
   return startChild<typeof webhookDeliveryWorkflow>('webhookDeliveryWorkflow', {

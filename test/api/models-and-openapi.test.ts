@@ -129,6 +129,7 @@ describe('GET /v1/models, GET /v1/credits and GET /v1/openapi.json', () => {
       '/batches/quote',
       '/batches/{id}',
       '/batches/{id}/cancel',
+      '/batches/{id}/events',
       '/batches/{id}/results',
       '/credits',
       '/events',

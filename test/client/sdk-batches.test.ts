@@ -8,6 +8,7 @@ import {
   Client,
   InvalidRequestError,
   type Batch,
+  type BatchEvent,
   type BatchResultLine,
 } from '../../clients/typescript/src/index.js';
 import { downloadBatch, folderOf, jsonlFile } from '../../clients/typescript/src/node/index.js';
@@ -69,6 +70,19 @@ describe('batches with the TypeScript client (real stack)', () => {
     await rm(first.files[0]!.path);
     const again = await downloadBatch(client(), created.id, out);
     expect(again.files.map((f) => f.path).sort()).toEqual(first.files.map((f) => f.path).sort());
+  });
+
+  it("events(id): the batch's own events as they happen, ending with its end event; resumed after lastEventId", async () => {
+    const created = await client().batches.create({ requests: batchLines(2) });
+    const events: BatchEvent[] = [];
+    // The iteration ends by itself: the server ends the stream after batch.completed.
+    for await (const event of client().batches.events(created.id)) events.push(event);
+    expect(events[0]).toMatchObject({ id: 1, type: 'batch.created', data: { id: created.id } });
+    expect(events.map((e) => e.type)).toContain('batch.progress');
+    expect(events.at(-1)).toMatchObject({ type: 'batch.completed', data: { status: 'completed' } });
+    const rest: number[] = [];
+    for await (const event of client().batches.events(created.id, { lastEventId: 1 })) rest.push(event.id);
+    expect(rest).toEqual(events.slice(1).map((e) => e.id));
   });
 
   it('create from a JSONL file (streamed), listed with the cursor pager, a bad line refused whole', async () => {

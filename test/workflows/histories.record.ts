@@ -171,6 +171,14 @@ describe('record generation histories', () => {
   it('records the batch story', async () => {
     const name = 'a batch: its lines admitted in turn through admission, the batch completed';
     await tellBatchStory(stack, (workflowId) => record(stack.client, workflowId, story(name)));
+    const hooked =
+      "a batch with a webhook: it starts the delivery workflow, which delivers the batch's events";
+    const [batchRun, deliveriesRun] = story(hooked);
+    await tellBatchStory(stack, (workflowId) => record(stack.client, workflowId, [batchRun!]), {
+      url: `${hooks.origin()}/batch-story`,
+      recordDeliveries: (batchId) =>
+        record(stack.client, webhookDeliveryWorkflowId(batchId), [deliveriesRun!]),
+    });
   }, 120_000);
 
   it('records the cancel stories told against the provider stand-ins', async () => {

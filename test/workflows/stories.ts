@@ -68,4 +68,8 @@ export const generationStories: Record<string, readonly string[]> = {
     'webhook-review-resumed',
   ],
   'a batch: its lines admitted in turn through admission, the batch completed': ['batch-completed'],
+  "a batch with a webhook: it starts the delivery workflow, which delivers the batch's events": [
+    'batch-webhook',
+    'batch-webhook-deliveries',
+  ],
 };

@@ -53,6 +53,17 @@ async def test_a_list_waited_for_its_results_in_order_and_downloaded_per_custom_
     assert {f.path: os.stat(f.path).st_mtime_ns for f in again.files} == written
 
 
+async def test_a_batch_s_own_events_end_with_it_and_resume_after_an_id(make_client: MakeClient) -> None:
+    client = make_client()
+    created = await resolve(client.batches.create(lines(2)))
+    events = await collect(client.batches.events(created.id))
+    assert (events[0].id, events[0].type) == (1, "batch.created")
+    assert (events[-1].type, events[-1].data.status) == ("batch.completed", "completed")
+    assert all(e.data.id == created.id for e in events)
+    rest = await collect(client.batches.events(created.id, last_event_id=1))
+    assert [e.id for e in rest] == [e.id for e in events[1:]]
+
+
 async def test_a_jsonl_file_is_quoted_and_created_once_per_key_and_listed(
     make_client: MakeClient, tmp_path: Path
 ) -> None:

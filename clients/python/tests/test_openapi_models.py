@@ -128,6 +128,7 @@ def test_the_client_covers_every_operation_and_list_filter() -> None:
         ("GET", "/batches/{id}"),  # batches.get / wait / download
         ("POST", "/batches/{id}/cancel"),  # batches.cancel
         ("GET", "/batches/{id}/results"),  # batches.results / download
+        ("GET", "/batches/{id}/events"),  # batches.events (SSE)
     }
     filters = {p["name"] for p in DOCUMENT["paths"]["/generations"]["get"]["parameters"]}
     assert filters == {"limit", "cursor", "status", "model", "idempotency_key"}

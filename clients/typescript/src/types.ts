@@ -58,6 +58,14 @@ export type BatchRequestLine = components['schemas']['BatchRequestLine'];
 export type BatchResultLine =
   paths['/batches/{id}/results']['get']['responses'][200]['content']['application/x-ndjson'];
 
+/**
+ * One of a batch's own events (GET /v1/batches/{id}/events, GET /v1/events, a batch webhook's
+ * body): batch.created, batch.progress, batch.completed/canceled/expired, with the batch as it was.
+ */
+export type BatchEvent = components['schemas']['BatchEvent'];
+/** POST /v1/batches `webhook`: where the batch's own events are delivered, and which. */
+export type BatchWebhookSubscription = components['schemas']['BatchWebhookSubscription'];
+
 export const batchTerminalStatuses: ReadonlySet<string> = new Set(['completed', 'canceled', 'expired']);
 export const isBatchTerminal = (batch: Pick<Batch, 'status'>): boolean =>
   batchTerminalStatuses.has(batch.status);

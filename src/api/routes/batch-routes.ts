@@ -21,11 +21,14 @@ import {
   listBatchesQuerySchema,
 } from '../batch-schemas.js';
 import type { ZodApp, ZodTypeProvider } from '../zod-type-provider.js';
+import { batchEventRoutes, batchEventsSchema, type BatchEventRouteDeps } from './batch-event-routes.js';
 
 export interface BatchRouteDeps extends Omit<BatchCreationDeps, 'pool'> {
   pool: DatabasePool;
   /** Largest batch body, JSON or JSONL, read as it arrives (BATCH_BODY_LIMIT_BYTES). */
   bodyLimitBytes: number;
+  /** The process's event streams: GET /v1/batches/{id}/events (batch-event-routes.ts). */
+  streams: BatchEventRouteDeps['streams'];
 }
 
 export const batchRouteSchemas = {
@@ -35,6 +38,7 @@ export const batchRouteSchemas = {
   cancelBatch: { params: batchPathSchema, response: { 200: batchSchema } },
   listBatches: { querystring: listBatchesQuerySchema, response: { 200: batchListSchema } },
   batchResults: { params: batchPathSchema, querystring: batchResultsQuerySchema },
+  batchEvents: batchEventsSchema,
 } as const;
 
 const pageSize = 500;
@@ -42,8 +46,9 @@ const pageSize = 500;
 /**
  * POST /v1/batches (JSON `{"requests": […]}`, or JSONL lines, `application/x-ndjson`; either read
  * as it arrives, up to BATCH_BODY_LIMIT_BYTES rather than the API's body limit), GET /v1/batches/{id},
- * GET /v1/batches, GET /v1/batches/{id}/results (JSONL, streamed page by page), and
- * POST /v1/batches/{id}/cancel. In a scope of their own: their body parsers apply to them only.
+ * GET /v1/batches, GET /v1/batches/{id}/results (JSONL, streamed page by page),
+ * POST /v1/batches/{id}/cancel, and GET /v1/batches/{id}/events (batch-event-routes.ts). In a scope
+ * of their own: their body parsers apply to them only.
  */
 export function batchRoutes(root: FastifyInstance, deps: BatchRouteDeps): void {
   void root.register((scope, _options, done) => {
@@ -52,6 +57,7 @@ export function batchRoutes(root: FastifyInstance, deps: BatchRouteDeps): void {
     for (const type of ['application/json', 'application/x-ndjson'])
       scope.addContentTypeParser(type, (_request, payload, parsed) => parsed(null, payload));
     routes(scope.withTypeProvider<ZodTypeProvider>(), deps);
+    batchEventRoutes(scope.withTypeProvider<ZodTypeProvider>(), { db: deps.pool, streams: deps.streams });
     done();
   });
 }
@@ -160,17 +166,17 @@ async function* resultLines(pool: DatabasePool, batchId: string, after: number):
 }
 
 function envelopeFromQuery(query: unknown): Record<string, unknown> {
-  const { completion_window: window, metadata } = query as { completion_window?: string; metadata?: string };
-  let parsed: unknown = undefined;
-  if (metadata !== undefined) {
+  const { completion_window: window, ...json } = query as Record<string, string | undefined>;
+  const envelope: Record<string, unknown> = window === undefined ? {} : { completion_window: window };
+  // JSON text: what does not parse is handed on as it is, and refused by the envelope's check.
+  for (const field of ['metadata', 'webhook'] as const) {
+    const text = json[field];
+    if (text === undefined) continue;
     try {
-      parsed = JSON.parse(metadata);
+      envelope[field] = JSON.parse(text);
     } catch {
-      parsed = metadata; // refused by the envelope's check
+      envelope[field] = text;
     }
   }
-  return {
-    ...(window !== undefined && { completion_window: window }),
-    ...(parsed !== undefined && { metadata: parsed }),
-  };
+  return envelope;
 }

@@ -1,4 +1,3 @@
-import type { FastifyReply } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
 import { generationEventsAfter } from '../../db/generation-events.js';
 import { ApiError, ValidationError } from '../../errors.js';
@@ -6,7 +5,7 @@ import { principalOf } from '../auth-plugin.js';
 import { readOwnGeneration, type GenerationCache } from '../cached-generation.js';
 import { isTerminal } from '../conditional-reads.js';
 import type { GenerationEventStreams } from '../generation-event-streams.js';
-import { eventStreamBody, wantsEventStream, watchConnection } from '../sse-response.js';
+import { sendEndingEventStream, wantsEventStream, watchConnection } from '../sse-response.js';
 import { lastEventIdOf, sseMessage, toGenerationEvent } from '../generation-event-view.js';
 import { routeSchemas } from '../route-schemas.js';
 import type { StreamSlots } from '../stream-slots.js';
@@ -60,19 +59,12 @@ export function eventRoutes(app: ZodApp, deps: EventRouteDeps): void {
 
       const events = await generationEventsAfter(deps.db, row.id, lastSeq, { withNewest: true });
       const newest = events.at(-1);
-      const unseen = events.filter((e) => e.seq > lastSeq);
-      const ended = newest !== undefined && isTerminal(newest.generation.status);
-      if (ended && unseen.length === 0) return (reply as FastifyReply).code(204).send();
-      const body = eventStreamBody(reply);
-      if (ended) {
-        body.end(unseen.map(sseMessage).join(''));
-        return (reply as FastifyReply).send(body);
-      }
-      const detach = deps.streams.generations.open(row.id, principal, lastSeq, body);
-      if (!detach) throw streamLimitExceeded();
-      connection.whenGone(detach);
-      // The schema describes the JSON answer; a stream is sent as it is, unserialized.
-      return (reply as FastifyReply).send(body);
+      return sendEndingEventStream(reply, connection, {
+        unseen: events.filter((e) => e.seq > lastSeq).map(sseMessage),
+        ended: newest !== undefined && isTerminal(newest.generation.status),
+        open: (body) => deps.streams.generations.open(row.id, principal, lastSeq, body),
+        refused: streamLimitExceeded,
+      });
     },
   );
 }

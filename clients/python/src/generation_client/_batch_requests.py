@@ -62,6 +62,7 @@ def batch_request(
     *,
     asynchronous: bool,
     idempotency_key: str | None = None,
+    webhook: Mapping[str, Any] | None = None,
 ) -> Request:
     """POST /v1/batches (or /batches/quote): JSON ``requests``, or JSONL with the envelope in the query."""
     if requests is not None and jsonl is None:
@@ -70,12 +71,15 @@ def batch_request(
             body["completion_window"] = completion_window
         if metadata is not None:
             body["metadata"] = dict(metadata)
+        if webhook is not None:
+            body["webhook"] = dict(webhook)
         return Request("POST", path, body=body, idempotency_key=idempotency_key)
     if jsonl is None or requests is not None:
         raise TypeError("batches: pass either requests= or jsonl=")
     query = {
         "completion_window": completion_window,
         "metadata": None if metadata is None else json.dumps(dict(metadata)),
+        "webhook": None if webhook is None else json.dumps(dict(webhook)),
     }
     return Request(
         "POST",

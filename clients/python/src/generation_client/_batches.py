@@ -7,6 +7,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -15,10 +16,12 @@ from . import _requests as r
 from ._batch_pager import BatchPager
 from ._core import Request, outcome, prepare
 from ._download import SavedFile, download_sync
+from ._events import events_sync
 from ._http import SyncHttp
+from ._sse import BatchEventsState
 from .errors import ApiError, BatchWaitTimeoutError, ConnectionError
 from .retry_policy import backoff, is_retryable_status
-from .types import Batch, BatchQuote, BatchResultLine
+from .types import Batch, BatchEvent, BatchQuote, BatchResultLine
 
 BatchDownload = b.BatchDownload
 folder_of = b.folder_of
@@ -38,6 +41,7 @@ class Batches:
         jsonl: b.Jsonl | None = None,
         completion_window: str | None = None,
         metadata: Mapping[str, str] | None = None,
+        webhook: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
     ) -> Batch:
         """POST /v1/batches from ``requests`` (each with its ``custom_id``) or ``jsonl`` (a file's path,
@@ -45,7 +49,14 @@ class Batches:
         InvalidRequestError naming it. The Idempotency-Key is made once and sent with every retry."""
         key = idempotency_key or r.new_idempotency_key()
         request = b.batch_request(
-            "/batches", requests, jsonl, completion_window, metadata, asynchronous=False, idempotency_key=key
+            "/batches",
+            requests,
+            jsonl,
+            completion_window,
+            metadata,
+            asynchronous=False,
+            idempotency_key=key,
+            webhook=webhook,
         )
         return Batch.model_validate(self._http.request(request).data)
 
@@ -66,6 +77,12 @@ class Batches:
         """POST /v1/batches/{id}/cancel: lines not started end canceled, never charged."""
         answer = self._http.request(Request("POST", f"{b.batch_path(batch_id)}/cancel"))
         return Batch.model_validate(answer.data)
+
+    def events(self, batch_id: str, *, last_event_id: int | None = None) -> Iterator[BatchEvent]:
+        """GET /v1/batches/{id}/events as Server-Sent Events: the batch's own events as they happen,
+        from the first (or after ``last_event_id``), until its end event (batch.completed, canceled or
+        expired). A dropped connection is reopened with Last-Event-ID, as ``generations.events``."""
+        return events_sync(self._http, BatchEventsState(self._http.settings, batch_id, last_event_id))
 
     def results(self, batch_id: str, *, after: int | None = None) -> Iterator[BatchResultLine]:
         """GET /v1/batches/{id}/results: the finished lines so far, in input order, as they arrive. A

@@ -7,6 +7,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -17,10 +18,12 @@ from ._batch_pager import AsyncBatchPager
 from ._batches import DEFAULT_WAIT, OnBatch, OnLine, record_line
 from ._core import Request, outcome, prepare
 from ._download import SavedFile, download_async
+from ._events import events_async
 from ._http import AsyncHttp
+from ._sse import BatchEventsState
 from .errors import ApiError, BatchWaitTimeoutError, ConnectionError
 from .retry_policy import backoff, is_retryable_status
-from .types import Batch, BatchQuote, BatchResultLine
+from .types import Batch, BatchEvent, BatchQuote, BatchResultLine
 
 
 class AsyncBatches:
@@ -34,12 +37,20 @@ class AsyncBatches:
         jsonl: b.Jsonl | None = None,
         completion_window: str | None = None,
         metadata: Mapping[str, str] | None = None,
+        webhook: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
     ) -> Batch:
         """As Batches.create: one key per call, reused on every retry; a file is streamed."""
         key = idempotency_key or r.new_idempotency_key()
         request = b.batch_request(
-            "/batches", requests, jsonl, completion_window, metadata, asynchronous=True, idempotency_key=key
+            "/batches",
+            requests,
+            jsonl,
+            completion_window,
+            metadata,
+            asynchronous=True,
+            idempotency_key=key,
+            webhook=webhook,
         )
         return Batch.model_validate((await self._http.request(request)).data)
 
@@ -58,6 +69,10 @@ class AsyncBatches:
     async def cancel(self, batch_id: str) -> Batch:
         answer = await self._http.request(Request("POST", f"{b.batch_path(batch_id)}/cancel"))
         return Batch.model_validate(answer.data)
+
+    def events(self, batch_id: str, *, last_event_id: int | None = None) -> AsyncIterator[BatchEvent]:
+        """``async for event in client.batches.events(id)``: as Batches.events."""
+        return events_async(self._http, BatchEventsState(self._http.settings, batch_id, last_event_id))
 
     async def results(self, batch_id: str, *, after: int | None = None) -> AsyncIterator[BatchResultLine]:
         """``async for line in client.batches.results(id)``: as Batches.results."""

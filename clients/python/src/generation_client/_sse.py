@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 from ._core import Request, Settings, retry_delay
 from .errors import ApiError, ConnectionError
-from .types import AccountEvent, AccountEventList, GenerationEvent
+from .types import AccountEvent, AccountEventList, BatchEvent, GenerationEvent
 
 T = TypeVar("T")
 
@@ -155,6 +155,20 @@ class EventsState(StreamState[GenerationEvent]):
         event = GenerationEvent.model_validate_json(message.data or "")
         self.last = str(event.id)
         self.ended = event.data.is_terminal
+        return event
+
+
+class BatchEventsState(StreamState[BatchEvent]):
+    """A batch's own events: over after its end event (batch.completed, canceled or expired)."""
+
+    def __init__(self, settings: Settings, batch_id: str, last_event_id: int | None) -> None:
+        path = f"/batches/{quote(batch_id, safe='')}/events"
+        super().__init__(settings, path, None if last_event_id is None else str(last_event_id))
+
+    def read(self, message: SseMessage) -> BatchEvent:
+        event = BatchEvent.model_validate_json(message.data or "")
+        self.last = str(event.id)
+        self.ended = event.type in ("batch.completed", "batch.canceled", "batch.expired")
         return event
 
 

@@ -420,6 +420,20 @@ class BatchEvent(ApiModel):
     data: Batch
 
 
+class BatchEventList(ApiModel):
+    """A batch's own events so far (GET /v1/batches/{id}/events as JSON), oldest first."""
+
+    data: list[BatchEvent]
+
+
+class BatchWebhookSubscription(ApiModel):
+    """POST /v1/batches ``webhook``: where the batch's own events are delivered, signed as a
+    generation's webhook (``events``: the types delivered; default the batch's end)."""
+
+    url: str
+    events: list[BatchEventType] | None = None
+
+
 AccountEvent.model_rebuild()
 AccountEventList.model_rebuild()
 
@@ -442,4 +456,7 @@ OPENAPI_COMPONENTS: dict[str, type[ApiModel]] = {
     "BatchList": BatchList,
     "BatchQuote": BatchQuote,
     "BatchRequestLine": BatchRequestLine,
+    "BatchEvent": BatchEvent,
+    "BatchEventList": BatchEventList,
+    "BatchWebhookSubscription": BatchWebhookSubscription,
 }

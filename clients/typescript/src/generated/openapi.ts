@@ -113,6 +113,8 @@ export interface paths {
                     completion_window?: string;
                     /** @description JSONL form: the metadata object as JSON text. */
                     metadata?: string;
+                    /** @description JSONL form: the batch's webhook (`{"url": …, "events": […]}`) as JSON text. */
+                    webhook?: string;
                 };
                 header?: {
                     /** @description As for a generation: the same key and lines answer the same batch (200); other lines, 409. */
@@ -121,7 +123,7 @@ export interface paths {
                 path?: never;
                 cookie?: never;
             };
-            /** @description JSON: `{"requests": [lines], "completion_window", "metadata"}`, its members in any order. JSONL (`application/x-ndjson`): one line per request; its completion_window and metadata in the query. Either is read as it arrives, up to BATCH_BODY_LIMIT_BYTES (not the API body limit). Each line is a generation request (the body of POST /v1/generations) with a `custom_id`, unique in the batch. */
+            /** @description JSON: `{"requests": [lines], "completion_window", "metadata", "webhook"}`, its members in any order. JSONL (`application/x-ndjson`): one line per request; its completion_window, metadata and webhook in the query. Either is read as it arrives, up to BATCH_BODY_LIMIT_BYTES (not the API body limit). Each line is a generation request (the body of POST /v1/generations) with a `custom_id`, unique in the batch. */
             requestBody: {
                 content: {
                     "application/json": {
@@ -131,6 +133,7 @@ export interface paths {
                             [key: string]: string;
                         } | null;
                         requests: components["schemas"]["BatchRequestLine"][];
+                        webhook?: components["schemas"]["BatchWebhookSubscription"];
                     };
                     "application/x-ndjson": string;
                 };
@@ -504,6 +507,143 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/batches/{id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A batch's own events: Server-Sent Events, or the log as JSON
+         * @description The batch’s own events: `batch.created`, `batch.progress` (the counts changed; at most one a second), then one of `batch.completed`, `batch.canceled`, `batch.expired`, each with an id unique within the batch and increasing, and the batch as it was then. The same event objects are in GET /v1/events and are the bodies of the batch’s webhook deliveries. Its lines’ generations have their own events (GET /v1/generations/{id}/events).
+         *
+         *     With `Accept: text/event-stream`: Server-Sent Events, each `id: <event id>`, `event: <type>`, `data: <the event as JSON>`; first the events after Last-Event-ID, then each new one as it is committed; a `: keep-alive` comment every 15 s; the server ends the stream after the batch’s end event, and answers 204 when the batch has ended and Last-Event-ID names its last event. Streams share the caps of the other event streams (429 `stream_limit_exceeded`).
+         *
+         *     With any other Accept: the events so far as JSON (after Last-Event-ID when sent).
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: {
+                    /** @description Resume after this event: only later events are sent. EventSource sends it itself when it reconnects. An empty value is read as if the header were absent: from the first event. Anything but empty or a whole number of 1 to 9 digits is a 400 `invalid_request` with an issue on `Last-Event-ID`. */
+                    "Last-Event-ID"?: string;
+                };
+                path: {
+                    /** @description A batch id; anything else is 404 like an unknown one. */
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The events (a JSON list, or a stream of Server-Sent Events). */
+                200: {
+                    headers: {
+                        /** @description The batch id. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["BatchEventList"];
+                        /** @description Server-Sent Events: `id: 1\nevent: batch.created\ndata: {"id":1,"type":"batch.created",…}\n\n`; the data is a BatchEvent. */
+                        "text/event-stream": string;
+                    };
+                };
+                /** @description Ended, and Last-Event-ID names its last event: nothing more will come. */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description `invalid_request`: The request failed validation; `issues` names each field. */
+                400: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description `unauthorized`: Missing, malformed, unknown or revoked API key. */
+                401: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. */
+                403: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `not_found`: No such route, or no such generation in this account. */
+                404: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `stream_limit_exceeded`: Too many event streams (GET /v1/generations/{id}/events) are open for the API key, or on the server; see Retry-After. `rate_limited`: A rate limit was exceeded; see Retry-After. */
+                429: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `internal_error`: Unexpected failure. Retry with the same Idempotency-Key. */
+                500: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `service_unavailable`: A dependency is unreachable. Retry with the same Idempotency-Key and body. */
+                503: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/batches/{id}/results": {
         parameters: {
             query?: never;
@@ -701,12 +841,14 @@ export interface paths {
                     completion_window?: string;
                     /** @description JSONL form: the metadata object as JSON text. */
                     metadata?: string;
+                    /** @description JSONL form: the batch's webhook (`{"url": …, "events": […]}`) as JSON text. */
+                    webhook?: string;
                 };
                 header?: never;
                 path?: never;
                 cookie?: never;
             };
-            /** @description JSON: `{"requests": [lines], "completion_window", "metadata"}`, its members in any order. JSONL (`application/x-ndjson`): one line per request; its completion_window and metadata in the query. Either is read as it arrives, up to BATCH_BODY_LIMIT_BYTES (not the API body limit). Each line is a generation request (the body of POST /v1/generations) with a `custom_id`, unique in the batch. */
+            /** @description JSON: `{"requests": [lines], "completion_window", "metadata", "webhook"}`, its members in any order. JSONL (`application/x-ndjson`): one line per request; its completion_window, metadata and webhook in the query. Either is read as it arrives, up to BATCH_BODY_LIMIT_BYTES (not the API body limit). Each line is a generation request (the body of POST /v1/generations) with a `custom_id`, unique in the batch. */
             requestBody: {
                 content: {
                     "application/json": {
@@ -716,6 +858,7 @@ export interface paths {
                             [key: string]: string;
                         } | null;
                         requests: components["schemas"]["BatchRequestLine"][];
+                        webhook?: components["schemas"]["BatchWebhookSubscription"];
                     };
                     "application/x-ndjson": string;
                 };
@@ -2250,6 +2393,266 @@ export interface paths {
     };
 }
 export interface webhooks {
+    "batch.canceled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * batch.canceled (a batch's event, sent to its webhook URL)
+         * @description The body is the event, as GET /v1/batches/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation or batch of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); one created after it with that URL is delivered.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    "webhook-id": string;
+                    "webhook-signature": string;
+                    "webhook-timestamp": string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["BatchEvent"];
+                };
+            };
+            responses: {
+                /** @description Received (any 2xx). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Gone: no more deliveries to this URL for the account’s subscriptions to it until now. */
+                410: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "batch.completed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * batch.completed (a batch's event, sent to its webhook URL)
+         * @description The body is the event, as GET /v1/batches/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation or batch of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); one created after it with that URL is delivered.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    "webhook-id": string;
+                    "webhook-signature": string;
+                    "webhook-timestamp": string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["BatchEvent"];
+                };
+            };
+            responses: {
+                /** @description Received (any 2xx). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Gone: no more deliveries to this URL for the account’s subscriptions to it until now. */
+                410: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "batch.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * batch.created (a batch's event, sent to its webhook URL)
+         * @description The body is the event, as GET /v1/batches/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation or batch of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); one created after it with that URL is delivered.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    "webhook-id": string;
+                    "webhook-signature": string;
+                    "webhook-timestamp": string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["BatchEvent"];
+                };
+            };
+            responses: {
+                /** @description Received (any 2xx). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Gone: no more deliveries to this URL for the account’s subscriptions to it until now. */
+                410: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "batch.expired": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * batch.expired (a batch's event, sent to its webhook URL)
+         * @description The body is the event, as GET /v1/batches/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation or batch of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); one created after it with that URL is delivered.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    "webhook-id": string;
+                    "webhook-signature": string;
+                    "webhook-timestamp": string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["BatchEvent"];
+                };
+            };
+            responses: {
+                /** @description Received (any 2xx). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Gone: no more deliveries to this URL for the account’s subscriptions to it until now. */
+                410: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "batch.progress": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * batch.progress (a batch's event, sent to its webhook URL)
+         * @description The body is the event, as GET /v1/batches/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation or batch of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); one created after it with that URL is delivered.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    "webhook-id": string;
+                    "webhook-signature": string;
+                    "webhook-timestamp": string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["BatchEvent"];
+                };
+            };
+            responses: {
+                /** @description Received (any 2xx). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Gone: no more deliveries to this URL for the account’s subscriptions to it until now. */
+                410: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "generation.content_expired": {
         parameters: {
             query?: never;
@@ -2261,7 +2664,7 @@ export interface webhooks {
         put?: never;
         /**
          * generation.content_expired (a generation's event, sent to its webhook URL)
-         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); a generation created after it with that URL is delivered.
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation or batch of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); one created after it with that URL is delivered.
          */
         post: {
             parameters: {
@@ -2287,7 +2690,7 @@ export interface webhooks {
                     };
                     content?: never;
                 };
-                /** @description Gone: no more deliveries to this URL for the account’s generations subscribed to it until now. */
+                /** @description Gone: no more deliveries to this URL for the account’s subscriptions to it until now. */
                 410: {
                     headers: {
                         [name: string]: unknown;
@@ -2313,7 +2716,7 @@ export interface webhooks {
         put?: never;
         /**
          * generation.created (a generation's event, sent to its webhook URL)
-         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); a generation created after it with that URL is delivered.
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation or batch of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); one created after it with that URL is delivered.
          */
         post: {
             parameters: {
@@ -2339,7 +2742,7 @@ export interface webhooks {
                     };
                     content?: never;
                 };
-                /** @description Gone: no more deliveries to this URL for the account’s generations subscribed to it until now. */
+                /** @description Gone: no more deliveries to this URL for the account’s subscriptions to it until now. */
                 410: {
                     headers: {
                         [name: string]: unknown;
@@ -2365,7 +2768,7 @@ export interface webhooks {
         put?: never;
         /**
          * generation.failed (a generation's event, sent to its webhook URL)
-         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); a generation created after it with that URL is delivered.
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation or batch of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); one created after it with that URL is delivered.
          */
         post: {
             parameters: {
@@ -2391,7 +2794,7 @@ export interface webhooks {
                     };
                     content?: never;
                 };
-                /** @description Gone: no more deliveries to this URL for the account’s generations subscribed to it until now. */
+                /** @description Gone: no more deliveries to this URL for the account’s subscriptions to it until now. */
                 410: {
                     headers: {
                         [name: string]: unknown;
@@ -2417,7 +2820,7 @@ export interface webhooks {
         put?: never;
         /**
          * generation.processing (a generation's event, sent to its webhook URL)
-         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); a generation created after it with that URL is delivered.
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation or batch of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); one created after it with that URL is delivered.
          */
         post: {
             parameters: {
@@ -2443,7 +2846,7 @@ export interface webhooks {
                     };
                     content?: never;
                 };
-                /** @description Gone: no more deliveries to this URL for the account’s generations subscribed to it until now. */
+                /** @description Gone: no more deliveries to this URL for the account’s subscriptions to it until now. */
                 410: {
                     headers: {
                         [name: string]: unknown;
@@ -2469,7 +2872,7 @@ export interface webhooks {
         put?: never;
         /**
          * generation.refunded (a generation's event, sent to its webhook URL)
-         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); a generation created after it with that URL is delivered.
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation or batch of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); one created after it with that URL is delivered.
          */
         post: {
             parameters: {
@@ -2495,7 +2898,7 @@ export interface webhooks {
                     };
                     content?: never;
                 };
-                /** @description Gone: no more deliveries to this URL for the account’s generations subscribed to it until now. */
+                /** @description Gone: no more deliveries to this URL for the account’s subscriptions to it until now. */
                 410: {
                     headers: {
                         [name: string]: unknown;
@@ -2521,7 +2924,7 @@ export interface webhooks {
         put?: never;
         /**
          * generation.rejected (a generation's event, sent to its webhook URL)
-         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); a generation created after it with that URL is delivered. Sent for a refusal at admission (402 insufficient_credits, 429 concurrency_limit_exceeded), never for a request refused by validation (400 with `issues`): that request is not subscribed.
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation or batch of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); one created after it with that URL is delivered. Sent for a refusal at admission (402 insufficient_credits, 429 concurrency_limit_exceeded), never for a request refused by validation (400 with `issues`): that request is not subscribed.
          */
         post: {
             parameters: {
@@ -2547,7 +2950,7 @@ export interface webhooks {
                     };
                     content?: never;
                 };
-                /** @description Gone: no more deliveries to this URL for the account’s generations subscribed to it until now. */
+                /** @description Gone: no more deliveries to this URL for the account’s subscriptions to it until now. */
                 410: {
                     headers: {
                         [name: string]: unknown;
@@ -2573,7 +2976,7 @@ export interface webhooks {
         put?: never;
         /**
          * generation.requeued (a generation's event, sent to its webhook URL)
-         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); a generation created after it with that URL is delivered.
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation or batch of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); one created after it with that URL is delivered.
          */
         post: {
             parameters: {
@@ -2599,7 +3002,7 @@ export interface webhooks {
                     };
                     content?: never;
                 };
-                /** @description Gone: no more deliveries to this URL for the account’s generations subscribed to it until now. */
+                /** @description Gone: no more deliveries to this URL for the account’s subscriptions to it until now. */
                 410: {
                     headers: {
                         [name: string]: unknown;
@@ -2625,7 +3028,7 @@ export interface webhooks {
         put?: never;
         /**
          * generation.succeeded (a generation's event, sent to its webhook URL)
-         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); a generation created after it with that URL is delivered.
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation or batch of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); one created after it with that URL is delivered.
          */
         post: {
             parameters: {
@@ -2651,7 +3054,7 @@ export interface webhooks {
                     };
                     content?: never;
                 };
-                /** @description Gone: no more deliveries to this URL for the account’s generations subscribed to it until now. */
+                /** @description Gone: no more deliveries to this URL for the account’s subscriptions to it until now. */
                 410: {
                     headers: {
                         [name: string]: unknown;
@@ -2677,7 +3080,7 @@ export interface webhooks {
         put?: never;
         /**
          * generation.updated (a generation's event, sent to its webhook URL)
-         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); a generation created after it with that URL is delivered.
+         * @description The body is the event, as GET /v1/generations/{id}/events gives it, signed per Standard Webhooks 1.0: `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the account’s secret, GET /v1/webhooks/secret; two signatures, space-separated, for 24 h after a rotation). Verify it over the exact bytes received. Answer 2xx quickly; 410 Gone stops deliveries to that URL for every generation or batch of the account subscribed to it before the 410 (their pending retries and later events end as gone, unsent; a redelivery asked for is still sent); one created after it with that URL is delivered.
          */
         post: {
             parameters: {
@@ -2703,7 +3106,7 @@ export interface webhooks {
                     };
                     content?: never;
                 };
-                /** @description Gone: no more deliveries to this URL for the account’s generations subscribed to it until now. */
+                /** @description Gone: no more deliveries to this URL for the account’s subscriptions to it until now. */
                 410: {
                     headers: {
                         [name: string]: unknown;
@@ -3020,6 +3423,122 @@ export interface components {
             /** @enum {string} */
             status: "validating" | "in_progress" | "completed" | "canceling" | "canceled" | "expired";
         };
+        BatchEvent: {
+            /**
+             * Format: date-time
+             * @description When it was committed.
+             */
+            created_at: string;
+            /** @description The batch as it was then (batch.progress: at most one a second). */
+            data: {
+                /** @description UTC, ISO 8601 with milliseconds and Z. */
+                completed_at: string | null;
+                completion_window: string;
+                /**
+                 * Format: date-time
+                 * @description UTC, ISO 8601 with milliseconds and Z.
+                 */
+                created_at: string;
+                /** @description Every line at its price when the batch was created. */
+                credits_quoted: number;
+                /** @description Debited for its lines so far, refunds taken off. */
+                credits_spent: number;
+                /**
+                 * Format: date-time
+                 * @description The end of the completion window: lines not started by then expire.
+                 */
+                expires_at: string;
+                id: string;
+                metadata: {
+                    [key: string]: string;
+                } | null;
+                /** @description The batch's lines by where they stand: the generation statuses for lines started. */
+                request_counts: {
+                    /** @description Never started: the batch was canceled first. Never charged. */
+                    canceled: number;
+                    /** @description Never started: the completion window passed first. Never charged. */
+                    expired: number;
+                    failed: number;
+                    /** @description Not started yet. */
+                    pending: number;
+                    /** @description Started, their generation not ended yet. */
+                    queued: number;
+                    /** @description Refused when started, with no generation (the model was withdrawn, say). */
+                    refused: number;
+                    /** @description Refused at admission (insufficient_credits, say): never charged. */
+                    rejected: number;
+                    succeeded: number;
+                    total: number;
+                };
+                /** @description UTC, ISO 8601 with milliseconds and Z. */
+                started_at: string | null;
+                /** @enum {string} */
+                status: "validating" | "in_progress" | "completed" | "canceling" | "canceled" | "expired";
+            };
+            /** @description Unique within the batch and increasing (1, 2, 3…). */
+            id: number;
+            /** @enum {string} */
+            type: "batch.created" | "batch.progress" | "batch.completed" | "batch.canceled" | "batch.expired";
+        };
+        BatchEventList: {
+            data: {
+                /**
+                 * Format: date-time
+                 * @description When it was committed.
+                 */
+                created_at: string;
+                /** @description The batch as it was then (batch.progress: at most one a second). */
+                data: {
+                    /** @description UTC, ISO 8601 with milliseconds and Z. */
+                    completed_at: string | null;
+                    completion_window: string;
+                    /**
+                     * Format: date-time
+                     * @description UTC, ISO 8601 with milliseconds and Z.
+                     */
+                    created_at: string;
+                    /** @description Every line at its price when the batch was created. */
+                    credits_quoted: number;
+                    /** @description Debited for its lines so far, refunds taken off. */
+                    credits_spent: number;
+                    /**
+                     * Format: date-time
+                     * @description The end of the completion window: lines not started by then expire.
+                     */
+                    expires_at: string;
+                    id: string;
+                    metadata: {
+                        [key: string]: string;
+                    } | null;
+                    /** @description The batch's lines by where they stand: the generation statuses for lines started. */
+                    request_counts: {
+                        /** @description Never started: the batch was canceled first. Never charged. */
+                        canceled: number;
+                        /** @description Never started: the completion window passed first. Never charged. */
+                        expired: number;
+                        failed: number;
+                        /** @description Not started yet. */
+                        pending: number;
+                        /** @description Started, their generation not ended yet. */
+                        queued: number;
+                        /** @description Refused when started, with no generation (the model was withdrawn, say). */
+                        refused: number;
+                        /** @description Refused at admission (insufficient_credits, say): never charged. */
+                        rejected: number;
+                        succeeded: number;
+                        total: number;
+                    };
+                    /** @description UTC, ISO 8601 with milliseconds and Z. */
+                    started_at: string | null;
+                    /** @enum {string} */
+                    status: "validating" | "in_progress" | "completed" | "canceling" | "canceled" | "expired";
+                };
+                /** @description Unique within the batch and increasing (1, 2, 3…). */
+                id: number;
+                /** @enum {string} */
+                type: "batch.created" | "batch.progress" | "batch.completed" | "batch.canceled" | "batch.expired";
+            }[];
+        };
         BatchList: {
             data: {
                 /** @description UTC, ISO 8601 with milliseconds and Z. */
@@ -3087,6 +3606,13 @@ export interface components {
             model: string;
         } & {
             [key: string]: unknown;
+        };
+        /** @description Deliver this batch's own events (batch.created, batch.progress at most once a second, batch.completed/canceled/expired) to `url`, signed per Standard Webhooks 1.0 with the same secret, retries, 410 Gone rule and redelivery as a generation's webhook. Part of the request: the same Idempotency-Key with another webhook is a conflict. A line's own `webhook` is the subscription of its generation's events, apart from this one. */
+        BatchWebhookSubscription: {
+            /** @description The event types delivered, distinct, at least one. Default: batch.completed, batch.canceled, batch.expired. */
+            events?: ("batch.created" | "batch.progress" | "batch.completed" | "batch.canceled" | "batch.expired")[];
+            /** @description An HTTPS URL (`https://`) of at most 2,048 characters (Unicode code points), without credentials (no `user:password@`), whose host is at a public internet address: an IP address that is public, or a name that resolves only to public addresses. Anything else is a 400 `invalid_request` with an issue on `webhook.url`. Checked at the request and again at each delivery (DNS can change). This is the rule of a production server; a development server (`npm start`) may take more, and says so when it starts. */
+            url: string;
         };
         CreditBalance: {
             /** @description Total balance the API draws from. */

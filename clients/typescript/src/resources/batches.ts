@@ -3,9 +3,12 @@ import type { HttpCore, Upload } from '../core/http.js';
 import { newIdempotencyKey } from '../core/ids.js';
 import { backoffMs, isRetryableStatus } from '../core/retry-policy.js';
 import { abortableSleep } from '../core/signals.js';
+import { batchEvents, type EventsOptions } from './events.js';
 import {
   isBatchTerminal,
   type Batch,
+  type BatchEvent,
+  type BatchWebhookSubscription,
   type BatchListPage,
   type BatchQuote,
   type BatchRequestLine,
@@ -27,6 +30,8 @@ export interface BatchCreateParams {
   /** Lines not started by then expire, uncharged: `24h` (the default), `90m`, `3600s`, up to `7d`. */
   completion_window?: string;
   metadata?: Record<string, string>;
+  /** The batch's own events (by default its end) delivered to this URL, signed as a generation's. */
+  webhook?: BatchWebhookSubscription;
 }
 
 export interface BatchCreateOptions {
@@ -65,7 +70,7 @@ export interface BatchPage extends BatchListPage {
 
 const longestPauseMs = 30_000;
 
-/** client.batches: create, quote, get, list, cancel, results, wait. (Downloads: `downloadBatch` in /node.) */
+/** client.batches: create, quote, get, list, cancel, results, events, wait. (Downloads: `downloadBatch` in /node.) */
 export class Batches {
   constructor(private readonly http: HttpCore) {}
 
@@ -88,14 +93,16 @@ export class Batches {
 
   /** The body of a create or a quote: JSON `requests`, or JSONL with the envelope in the query. */
   private requestOf(params: BatchCreateParams) {
-    const { requests, jsonl, completion_window, metadata } = params;
+    const { requests, jsonl, completion_window, metadata, webhook } = params;
     if ((requests === undefined) === (jsonl === undefined))
       throw new TypeError('batches: pass either `requests` or `jsonl`.');
-    if (jsonl === undefined) return { path: '/batches', body: { requests, completion_window, metadata } };
+    if (jsonl === undefined)
+      return { path: '/batches', body: { requests, completion_window, metadata, webhook } };
+    const text = (value: unknown) => (value === undefined ? undefined : JSON.stringify(value));
     return {
       path: '/batches',
       upload: uploadOf(jsonl),
-      query: { completion_window, metadata: metadata === undefined ? undefined : JSON.stringify(metadata) },
+      query: { completion_window, metadata: text(metadata), webhook: text(webhook) },
     };
   }
 
@@ -168,6 +175,11 @@ export class Batches {
         });
       }
     }
+  }
+
+  /** GET /v1/batches/{id}/events: its own events as they happen, until it ends (resumed on a drop, as a generation's). */
+  events(id: string, options: EventsOptions = {}): AsyncGenerator<BatchEvent, void, undefined> {
+    return batchEvents(this.http, id, options);
   }
 
   /**

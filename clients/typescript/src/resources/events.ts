@@ -3,7 +3,7 @@ import type { HttpCore } from '../core/http.js';
 import { backoffMs, isRetryableStatus } from '../core/retry-policy.js';
 import { abortableSleep } from '../core/signals.js';
 import { sseMessages, type SseMessage } from '../core/sse.js';
-import { isTerminal, type GenerationEvent } from '../types.js';
+import { isBatchTerminal, isTerminal, type BatchEvent, type GenerationEvent } from '../types.js';
 
 export interface EventsOptions {
   /** Start after this event (an event's `id`): only later ones are given. Default: from the first. */
@@ -107,5 +107,26 @@ export function generationEvents(
         generationId: id,
         cause,
       }),
+  });
+}
+
+/**
+ * GET /v1/batches/{id}/events as Server-Sent Events, event by event, until the batch has ended
+ * (the server then ends the stream, or answers 204 when every event was seen).
+ */
+export function batchEvents(
+  http: HttpCore,
+  id: string,
+  options: EventsOptions = {},
+): AsyncGenerator<BatchEvent, void, undefined> {
+  return followStream<BatchEvent>(http, {
+    path: `/batches/${encodeURIComponent(id)}/events`,
+    lastEventId: options.lastEventId === undefined ? undefined : String(options.lastEventId),
+    signal: options.signal,
+    take(message) {
+      const event = JSON.parse(message.data) as BatchEvent;
+      return { item: event, lastEventId: String(event.id), ended: isBatchTerminal(event.data) };
+    },
+    aborted: (cause) => new AbortedError(`Stopped reading the events of batch ${id}; it goes on.`, { cause }),
   });
 }

@@ -1,0 +1,65 @@
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import { deleteBatch, type BatchRow } from '../db/batches.js';
+import type { DatabasePool } from '../db/pool.js';
+import { ApiError } from '../errors.js';
+import type { BatchStart } from '../workflows/batch-workflow.js';
+import type { WebhookSettings } from './webhook-request.js';
+
+/** What starting a batch's workflow needs: Temporal, and the settings its run is started with. */
+export interface BatchStartDeps {
+  temporal: Client;
+  taskQueue: string;
+  /** The retry schedule a batch's own webhook subscription keeps (WEBHOOK_RETRY_DELAYS_MS). */
+  webhooks?: Pick<WebhookSettings, 'retryDelaysMs'>;
+}
+
+/** Starts the batch's workflow; a 503 if it cannot be (a batch without a key is then taken back). */
+export async function startBatchOrRefuse(
+  deps: BatchStartDeps & { pool: DatabasePool },
+  batch: BatchRow,
+  run: Pick<BatchStart, 'linesInFlight' | 'historyEventsPerRun'>,
+  keyed: boolean,
+): Promise<void> {
+  try {
+    await startBatchWorkflow(deps, batch, run);
+  } catch (error) {
+    // Without a key no retry can find it: it is taken back whole (nothing was charged).
+    if (!keyed) await deleteBatch(deps.pool, batch.id).catch(() => undefined);
+    throw new ApiError(
+      'service_unavailable',
+      'The batch could not be started; send it again with the same Idempotency-Key.',
+      { cause: error },
+    );
+  }
+}
+
+/**
+ * Starts a batch's workflow unless it runs or has run: its id is the batch's (the key's), a running
+ * one is met, and one that has ended is not started again (it ended the batch). The batch's own
+ * webhook subscription goes with it: the workflow starts its delivery, as a generation's does.
+ */
+export async function startBatchWorkflow(
+  deps: BatchStartDeps,
+  batch: BatchRow,
+  run: Pick<BatchStart, 'linesInFlight' | 'historyEventsPerRun'>,
+): Promise<void> {
+  const webhook = batch.webhook as { url: string; events: string[] } | null;
+  const start: BatchStart = {
+    batchId: batch.id,
+    linesInFlight: run.linesInFlight,
+    ...(run.historyEventsPerRun !== undefined && { historyEventsPerRun: run.historyEventsPerRun }),
+    ...(webhook && { webhook: { ...webhook, retryDelaysMs: deps.webhooks?.retryDelaysMs ?? [] } }),
+  };
+  try {
+    await deps.temporal.workflow.start('batchWorkflow', {
+      workflowId: batch.workflow_id,
+      taskQueue: deps.taskQueue,
+      args: [start],
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      workflowIdReusePolicy: 'REJECT_DUPLICATE',
+      staticSummary: `batch of ${batch.line_count} for ${batch.account_id}`,
+    });
+  } catch (error) {
+    if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+  }
+}
