@@ -28,11 +28,14 @@ export const benchAccount = (db: CommonQueryMethods, label: string): Promise<Fun
     reason: 'bench',
   });
 
-/** A batch line as the benches send it: a 1K image on the simulator. */
-export const benchLine = (label: string, i: number) => ({
+/**
+ * A batch line as the benches send it: a 1K image on the simulator; with `seconds`, the simulator
+ * takes that long over it (its `[sim:slow=S]` directive).
+ */
+export const benchLine = (label: string, i: number, seconds?: number) => ({
   custom_id: `${label}-${i}`,
   model: 'prism-2',
-  prompt: `${label} line ${i}`,
+  prompt: `${label} line ${i}${seconds ? ` [sim:slow=${seconds}]` : ''}`,
   resolution: '1K',
 });
 

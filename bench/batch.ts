@@ -34,15 +34,25 @@ import { loadAverage, printTargets } from './targets.js';
  * CONCURRENT_GENERATIONS_PER_ACCOUNT, as every bench stack does), so the POSTs are limited by the
  * service, not by a quota; the batch runs with the service's batch settings unless the
  * environment sets BATCH_LINES_IN_FLIGHT, BATCH_POLL_INTERVAL_MS or BATCH_SLICE_MS.
- * `--history` also prints the batch workflow's runs and their history sizes (bench:batch-history).
+ * Both print the big batch workflow's runs and their history sizes. `--history` (bench:batch-history,
+ * 50,000 lines) runs the one batch alone, no POSTs: with BATCH_SLICE_MS short, its workflow
+ * continues as new many times, to show each run's history bounded whatever the batch's size.
  */
 const { lines, history } = batchBenchArgs(10_000);
 const clients = Number(process.env.BENCH_CLIENTS ?? 20);
+/** bench:batch-history only: each line takes this long at the simulator (BENCH_LINE_SECONDS; none by default). */
+const lineSeconds =
+  history && process.env.BENCH_LINE_SECONDS ? Number(process.env.BENCH_LINE_SECONDS) : undefined;
 const smallLines = Math.max(10, Math.round(lines / 10));
+// bench:batch-history's batch runs as fast as this machine lets it, in short slices (each slice
+// adds a few events to its workflow's history: short ones reach the continue-as-new threshold soon).
+const historyDefaults: Record<string, string> = history
+  ? { BATCH_LINES_IN_FLIGHT: '40', BATCH_POLL_INTERVAL_MS: '100', BATCH_SLICE_MS: '200' }
+  : {};
 const batchEnv = Object.fromEntries(
   ['BATCH_LINES_IN_FLIGHT', 'BATCH_POLL_INTERVAL_MS', 'BATCH_SLICE_MS'].map((name) => [
     name,
-    process.env[name] ?? '(default)',
+    process.env[name] ?? historyDefaults[name] ?? '(default)',
   ]),
 );
 
@@ -60,7 +70,11 @@ interface Phase {
   note: string;
 }
 
-const stack = await startStack({ SIM_PROVIDER_DELAY_MS: '0', PROVIDER_POLL_INTERVAL_MS: '50' });
+const stack = await startStack({
+  SIM_PROVIDER_DELAY_MS: '0',
+  PROVIDER_POLL_INTERVAL_MS: '50',
+  ...Object.fromEntries(Object.entries(batchEnv).filter(([, value]) => value !== '(default)')),
+});
 const connection = await Connection.connect({ address: stack.temporalAddress });
 const client = new Client({ connection });
 const loadBefore = await loadAverage();
@@ -68,6 +82,20 @@ console.log(
   `bench:batch: ${lines} lines, ${clients} POST clients; batch settings ${JSON.stringify(batchEnv)}; load average ${loadBefore}`,
 );
 try {
+  if (history) {
+    // bench:batch-history: the one batch alone, and its workflow's runs.
+    const only = await runBatch(stack, 'batch', lines);
+    console.log(`batch: ${only.phase.note}; API RSS peak ${mb(only.phase.memory.api!.peakKb)}`);
+    printHistory(only.workflowId, lines, await historyRuns(client, only.workflowId));
+  } else await compare();
+  console.log(`load average (1, 5, 15 min): ${loadBefore} at the start, ${await loadAverage()} at the end`);
+} finally {
+  await connection.close();
+  await stack.stop();
+}
+
+/** The batch against the POSTs, and the small batch against the big one. */
+async function compare(): Promise<void> {
   // Warm-up: a few of each, so that neither phase pays for the first compilation of its code.
   await runBatch(stack, 'warm', 20);
   await runPosts(stack, 'warm-posts', 20);
@@ -101,7 +129,7 @@ try {
     ...tables.map((name) => [name, ...byPhase.map((rows) => String(rows.get(name) ?? 0))]),
   ]);
 
-  if (history) printHistory(big.workflowId, lines, await historyRuns(client, big.workflowId));
+  printHistory(big.workflowId, lines, await historyRuns(client, big.workflowId));
 
   const apiGrowth = (phase: Phase) => phase.memory.api!.peakKb - phase.memory.api!.firstKb;
   printTargets('targets:', [
@@ -122,10 +150,6 @@ try {
       detail: `${mb(apiGrowth(big.phase))} vs ${mb(apiGrowth(small.phase))}; peaks ${mb(big.phase.memory.api!.peakKb)} vs ${mb(small.phase.memory.api!.peakKb)}`,
     },
   ]);
-  console.log(`load average (1, 5, 15 min): ${loadBefore} at the start, ${await loadAverage()} at the end`);
-} finally {
-  await connection.close();
-  await stack.stop();
 }
 
 /** One batch of `n` lines, from the POST to its end. */
@@ -141,7 +165,7 @@ async function runBatch(
   const created = await postJsonlBatch(
     stack,
     account.key,
-    Array.from({ length: n }, (_, i) => benchLine(label, i)),
+    Array.from({ length: n }, (_, i) => benchLine(label, i, lineSeconds)),
     `${label}-${Date.now()}`,
   );
   const posted = performance.now();
