@@ -47,7 +47,9 @@ export function createBatchActivities(
       // slice's short heartbeat timeout notices a lost worker in seconds, never a busy one.
       const alive = setInterval(() => context.heartbeat(), aliveEveryMs);
       try {
-        let seen = '';
+        let [seen, progressAt] = ['', 0];
+        // The lines queued now and those this slice admits: a change to one wakes the slice early.
+        const running = new Set(await queuedGenerationsOf(db, batchId));
         for (;;) {
           context.heartbeat();
           const batch = await readBatch(db, batchId);
@@ -57,16 +59,20 @@ export function createBatchActivities(
           let standing = await lineStanding(db, batchId);
           if (!canceling && standing.pending > 0 && standing.queued < linesInFlight) {
             const next = await pendingLines(db, batchId, linesInFlight - standing.queued);
-            await Promise.all(next.map((line) => admitLine(db, lines, batch, line)));
+            for (const id of await Promise.all(next.map((line) => admitLine(db, lines, batch, line))))
+              if (id) running.add(id);
             standing = await lineStanding(db, batchId);
           }
           const now = `${standing.pending}/${standing.queued}`;
-          if (now !== seen && (await recordProgress(db, batch)) !== null) nudge(batch);
-          seen = now;
+          // Its counts read at most once a second (batch.progress is written at most that often).
+          if (now !== seen && Date.now() - progressAt >= progressEveryMs) {
+            if ((await recordProgress(db, batch)) !== null) nudge(batch);
+            [seen, progressAt] = [now, Date.now()];
+          }
           const result: BatchStanding = { ...standing, canceling };
           if (standing.pending === 0 && standing.queued === 0) return result;
           if ((canceling && !cancelSent) || Date.now() + timing.pollIntervalMs >= until) return result;
-          await context.sleep(timing.pollIntervalMs);
+          await untilLineChanges(context, lines, running, timing.pollIntervalMs);
         }
       } finally {
         clearInterval(alive);
@@ -106,29 +112,56 @@ export function createBatchActivities(
 
 const context = () => Context.current();
 
+const progressEveryMs = 1_000;
+/** Line ends close together wake a slice once: it reads its lines at most this often. */
+const wakeEveryMs = 100;
+
+/**
+ * Until one of the slice's lines changes (when the worker is told of changes), or the poll interval
+ * has passed; a cancel of the activity ends the wait. At least `wakeEveryMs` either way.
+ */
+async function untilLineChanges(
+  context: Context,
+  lines: BatchLineAdmission,
+  running: ReadonlySet<string>,
+  pollIntervalMs: number,
+): Promise<void> {
+  const started = Date.now();
+  const poll = context.sleep(pollIntervalMs);
+  if (!lines.waitForChange) return poll;
+  await Promise.race([poll, lines.waitForChange(running, pollIntervalMs)]);
+  const gap = Math.min(wakeEveryMs, pollIntervalMs) - (Date.now() - started);
+  if (gap > 0) await context.sleep(gap);
+}
+
 async function readBatch(db: CommonQueryMethods, batchId: string): Promise<BatchRow> {
   const batch = await getBatch(db, null, batchId);
   if (!batch) throw ApplicationFailure.nonRetryable(`no batch ${batchId}`, 'BatchNotFound');
   return batch;
 }
 
-/** One line through admission, its outcome written on the line (a `later` leaves it pending). */
+/**
+ * One line through admission, its outcome written on the line (a `later` leaves it pending); its
+ * generation's id when it has one.
+ */
 async function admitLine(
   db: CommonQueryMethods,
   lines: BatchLineAdmission,
   batch: BatchRow,
   line: BatchLineInput,
-): Promise<void> {
+): Promise<string | undefined> {
   const admitted = await lines.admit({
     accountId: batch.account_id,
     apiKeyId: batch.api_key_id,
     batchId: batch.id,
     line,
   });
-  if (admitted.outcome === 'started')
+  if (admitted.outcome === 'started') {
     await settleLine(db, batch.id, line.line, { generationId: admitted.generationId });
-  else if (admitted.outcome === 'refused')
-    await settleLine(db, batch.id, line.line, { error: admitted.error });
+    return admitted.generationId;
+  }
+  if (admitted.outcome === 'refused') await settleLine(db, batch.id, line.line, { error: admitted.error });
+  return undefined;
 }
 
 /**

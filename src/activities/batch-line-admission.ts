@@ -24,6 +24,12 @@ export interface BatchLineAdmission {
   >;
   /** Asks a running line's generation to stop under the generation cancel rules. */
   cancel(generationId: string, accountId: string): Promise<void>;
+  /**
+   * Resolves when one of `generationIds` changes (PostgreSQL's `generation_changed`), or after
+   * `timeoutMs`: a slice waiting for its lines to end wakes when one does, not at its next poll.
+   * Only a wake-up: the slice reads the lines again either way. Without it, the slice polls.
+   */
+  waitForChange?(generationIds: ReadonlySet<string>, timeoutMs: number): Promise<void>;
 }
 
 /** How often a slice looks in PostgreSQL, and how long it runs before reporting. */

@@ -23,7 +23,7 @@ export const batchSettings = settingGroup({
     },
     BATCH_POLL_INTERVAL_MS: {
       readBy: ['worker'],
-      text: "How often a batch's workflow looks in PostgreSQL for lines that ended, a cancel or its deadline.",
+      text: "How often a batch's workflow looks in PostgreSQL for lines that ended, a cancel or its deadline. A line's end wakes it sooner (the worker hears of each generation's change), so this is the fallback for a missed notification, a cancel and the deadline.",
     },
     BATCH_SLICE_MS: {
       readBy: ['worker'],

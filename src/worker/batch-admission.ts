@@ -16,8 +16,13 @@ export const batchLineKey = (batchId: string, line: number) => `${batchId}:${lin
  * under the generation cancel rules (cancelGeneration). An invalid line (the catalog changed since
  * the batch was checked) is refused without being recorded as a generation.
  */
-export function batchLineAdmission(deps: AdmissionDeps, log: Pick<Logger, 'warn'>): BatchLineAdmission {
+export function batchLineAdmission(
+  deps: AdmissionDeps,
+  log: Pick<Logger, 'warn'>,
+  changes?: LineChanges,
+): BatchLineAdmission {
   return {
+    ...(changes ? { waitForChange: (ids, timeoutMs) => changes.wait(ids, timeoutMs) } : {}),
     async admit({ accountId, apiKeyId, batchId, line }) {
       try {
         const admitted = await admitGeneration(
@@ -69,14 +74,50 @@ export async function wireBatchAdmission(
     config.DATABASE_URL,
     logger.child({ component: 'notifications' }),
   );
+  const changes = new LineChanges();
+  listener.on('generation_changed', (id) => changes.changed(id));
   const admission = wireAdmission(config, { pool, listener, logger });
   await listener.start();
   await admission.start();
   return {
-    lines: batchLineAdmission(admission.deps, logger.child({ component: 'batches' })),
+    lines: batchLineAdmission(admission.deps, logger.child({ component: 'batches' }), changes),
     async close() {
       await admission.close();
       await listener.close();
     },
   };
+}
+
+/**
+ * The batch slices waiting for one of their lines to change, woken by `generation_changed` (the
+ * generation's id): a slice learns a line ended when it does, instead of at its next poll. A
+ * notification missed (the listening connection dropped) costs only the poll interval.
+ */
+export class LineChanges {
+  private readonly waiting = new Set<{ ids: ReadonlySet<string>; wake: () => void }>();
+
+  /** Slices waiting now. */
+  get size(): number {
+    return this.waiting.size;
+  }
+
+  changed(id: string): void {
+    for (const waiter of this.waiting) if (waiter.ids.has(id)) waiter.wake();
+  }
+
+  /** Resolves when one of `ids` changes, or after `timeoutMs`. */
+  wait(ids: ReadonlySet<string>, timeoutMs: number): Promise<void> {
+    return new Promise((resolve) => {
+      const waiter = {
+        ids,
+        wake: () => {
+          clearTimeout(timer);
+          this.waiting.delete(waiter);
+          resolve();
+        },
+      };
+      const timer = setTimeout(waiter.wake, timeoutMs);
+      this.waiting.add(waiter);
+    });
+  }
 }
