@@ -30,6 +30,7 @@ const operations: Record<string, Coverage> = {
   'GET /batches/{id}': { typescript: 'batches.get', python: 'batches.get' },
   'POST /batches/{id}/cancel': { typescript: 'batches.cancel', python: 'batches.cancel' },
   'GET /batches/{id}/results': { typescript: 'batches.results', python: 'batches.results' },
+  'GET /batches/{id}/events': { typescript: 'batches.events', python: 'batches.events' },
   'GET /openapi.json': { neither: 'the document itself: both clients are checked against it instead' },
 };
 

@@ -331,7 +331,7 @@ describe('OAuth for chat apps: the console as authorization server, the API as r
     // Support disconnects it (admin revoke-app): the token stops at once.
     const grant = (await grantsOf()).at(-1)!;
     const support = await runAdminCli(['revoke-app', '--grant', grant.grant_id], stack.db.url);
-    expect(support.stdout).toContain(`Disconnected Metadata App (${grant.grant_id})`);
+    expect(support.stdout, support.stderr).toContain(`Disconnected Metadata App (${grant.grant_id})`);
     expect((await callMcp(tokens.access_token)).status).toBe(401);
 
     // The same server at 127.0.0.2, outside OAUTH_CLIENT_METADATA_ALLOW_CIDRS: refused without a request.
