@@ -23,14 +23,20 @@ import { workerRotation } from '../support/worker-rotation.js';
  * the simulated provider once, each has one debit and a refund only if it failed, the balance is
  * the start less what they spent, and the batch's counts are its generations'.
  *
- * `npm test` runs 40 lines (every tenth fails at the simulator, so refunds are in the ledger too):
- * about 30 s, or two minutes more when a kill lands in a generation's persist step, whose heartbeat
- * timeout is 2 minutes. `npm run test:faults` runs the issue's 2,000 (BATCH_KILL_LINES).
+ * `npm test` runs 40 lines (every tenth fails at the simulator, so refunds are in the ledger too),
+ * 10 at a time and 2 s each at the simulator, a kill every ~2.5 s (three at most), so that the batch
+ * lasts several kills however quiet the machine: about 30 s, or 30 s more when a kill lands in a
+ * generation's persist step (its heartbeat timeout). `npm run test:faults` runs the issue's 2,000
+ * (BATCH_KILL_LINES), killing until the batch ends.
  */
 const lineCount = Number(process.env.BATCH_KILL_LINES ?? 40);
-const killEveryMs = Number(process.env.BATCH_KILL_EVERY_MS ?? 4_000);
-/** Lines queued at once: a generation whose worker died while it stored its result waits out its step's heartbeat timeout (minutes), holding its place meanwhile. */
-const linesInFlight = Math.min(100, Math.max(20, Math.round(lineCount / 20)));
+const killEveryMs = Number(process.env.BATCH_KILL_EVERY_MS ?? (lineCount <= 100 ? 2_500 : 4_000));
+/** Lines queued at once: a generation whose worker died while it stored its result waits out its step's heartbeat timeout (30 s), holding its place meanwhile. */
+const linesInFlight = Math.min(100, Math.max(10, Math.round(lineCount / 20)));
+/** How long the simulator takes per job: long enough in the small run for the batch to outlast kills. */
+const simDelayMs = lineCount <= 100 ? 2_000 : 300;
+/** The small run stops killing after three (each can hold the batch up for a heartbeat timeout). */
+const maxKills = lineCount <= 100 ? 3 : Infinity;
 const initialCredits = 1_000_000;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -57,7 +63,7 @@ describe('a batch whose workers are SIGKILLed every few seconds', () => {
     RESULT_BASE_URL: 'http://127.0.0.1:9',
     PROVIDER_POLL_INTERVAL_MS: '250',
     PROVIDER_DOWN_AFTER_FAILURES: '100000',
-    SIM_PROVIDER_DELAY_MS: '300',
+    SIM_PROVIDER_DELAY_MS: String(simDelayMs),
     BATCH_LINES_IN_FLIGHT: String(linesInFlight),
     BATCH_POLL_INTERVAL_MS: '100',
     BATCH_SLICE_MS: '1000',
@@ -109,7 +115,7 @@ describe('a batch whose workers are SIGKILLed every few seconds', () => {
       const killing = (async () => {
         for (;;) {
           await sleep(killEveryMs * (0.7 + 0.6 * next()));
-          if (ended) return;
+          if (ended || kills >= maxKills) return;
           await rotation.replaceOldest();
           kills++;
         }
@@ -199,6 +205,8 @@ describe('a batch whose workers are SIGKILLed every few seconds', () => {
       }
       runs++;
       expect(runs).toBeGreaterThan(1);
+      // The batch outlasted more than one kill: the property above held across them.
+      expect(kills).toBeGreaterThanOrEqual(2);
 
       console.info(
         `batch worker kill: ${lineCount} lines in ${(elapsedMs / 1000).toFixed(1)} s, ${kills} workers killed, ` +
