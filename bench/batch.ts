@@ -27,9 +27,10 @@ import { loadAverage, printTargets } from './targets.js';
  * ended) against the same N sent as single POST /v1/generations by BENCH_CLIENTS (20) concurrent
  * clients (each with an Idempotency-Key; a 429 is waited out for its Retry-After, a 503 retried;
  * done when all N generations have ended, as the database says). Each phase has an account of its
- * own. Prints time to finish, lines per second, the API's and worker's resident memory (sampled
- * every 200 ms: at the phase's start and its peak), and the rows each phase left in each table.
- * A batch of N/10 lines runs first, to show the API's memory does not grow with the batch's size.
+ * own, and each runs on a stack of its own, started for it after a warm-up (see onFreshStack).
+ * Prints time to finish, lines per second, the API's and worker's resident memory (sampled every
+ * 200 ms: at the phase's start and its peak), and the rows each phase left in each table. A batch
+ * of N/10 lines runs first, to show the API's memory does not grow with the batch's size.
  * The per-key limits are raised for the run (RATE_LIMIT_PER_MINUTE and
  * CONCURRENT_GENERATIONS_PER_ACCOUNT, as every bench stack does), so the POSTs are limited by the
  * service, not by a quota; the batch runs with the service's batch settings unless the
@@ -70,39 +71,52 @@ interface Phase {
   note: string;
 }
 
-const stack = await startStack({
+const stackEnv = {
   SIM_PROVIDER_DELAY_MS: '0',
   PROVIDER_POLL_INTERVAL_MS: '50',
   ...Object.fromEntries(Object.entries(batchEnv).filter(([, value]) => value !== '(default)')),
-});
-const connection = await Connection.connect({ address: stack.temporalAddress });
-const client = new Client({ connection });
+};
 const loadBefore = await loadAverage();
 console.log(
   `bench:batch: ${lines} lines, ${clients} POST clients; batch settings ${JSON.stringify(batchEnv)}; load average ${loadBefore}`,
 );
-try {
-  if (history) {
-    // bench:batch-history: the one batch alone, and its workflow's runs.
+if (history) {
+  // bench:batch-history: the one batch alone, and its workflow's runs.
+  await onFreshStack(async (stack, client) => {
     const only = await runBatch(stack, 'batch', lines);
     console.log(`batch: ${only.phase.note}; API RSS peak ${mb(only.phase.memory.api!.peakKb)}`);
     printHistory(only.workflowId, lines, await historyRuns(client, only.workflowId));
-  } else await compare();
-  console.log(`load average (1, 5, 15 min): ${loadBefore} at the start, ${await loadAverage()} at the end`);
-} finally {
-  await connection.close();
-  await stack.stop();
+  });
+} else await compare();
+console.log(`load average (1, 5, 15 min): ${loadBefore} at the start, ${await loadAverage()} at the end`);
+
+/**
+ * `run` on a stack started for it alone (after a warm-up of a few lines of each kind, so that no
+ * phase pays for the first compilation of its code), stopped after. Each measured phase gets its
+ * own: on one stack, whichever phase ran second was 15–25% slower, in either order (the Temporal
+ * dev server's in-memory store grows with every workflow), which would decide the comparison.
+ */
+async function onFreshStack<T>(run: (stack: Stack, client: Client) => Promise<T>): Promise<T> {
+  const stack = await startStack(stackEnv);
+  const connection = await Connection.connect({ address: stack.temporalAddress });
+  try {
+    await runBatch(stack, 'warm', 20);
+    await runPosts(stack, 'warm-posts', 20);
+    return await run(stack, new Client({ connection }));
+  } finally {
+    await connection.close();
+    await stack.stop();
+  }
 }
 
-/** The batch against the POSTs, and the small batch against the big one. */
+/** The batch against the POSTs, and the small batch against the big one, each on a stack of its own. */
 async function compare(): Promise<void> {
-  // Warm-up: a few of each, so that neither phase pays for the first compilation of its code.
-  await runBatch(stack, 'warm', 20);
-  await runPosts(stack, 'warm-posts', 20);
-
-  const small = await runBatch(stack, 'batch-small', smallLines);
-  const posts = await runPosts(stack, 'posts', lines);
-  const big = await runBatch(stack, 'batch', lines);
+  const small = await onFreshStack((stack) => runBatch(stack, 'batch-small', smallLines));
+  const posts = await onFreshStack((stack) => runPosts(stack, 'posts', lines));
+  const big = await onFreshStack(async (stack, client) => {
+    const ran = await runBatch(stack, 'batch', lines);
+    return { ...ran, runs: await historyRuns(client, ran.workflowId) };
+  });
   const phases = [small.phase, posts, big.phase];
 
   console.log(
@@ -129,7 +143,7 @@ async function compare(): Promise<void> {
     ...tables.map((name) => [name, ...byPhase.map((rows) => String(rows.get(name) ?? 0))]),
   ]);
 
-  printHistory(big.workflowId, lines, await historyRuns(client, big.workflowId));
+  printHistory(big.workflowId, lines, big.runs);
 
   const apiGrowth = (phase: Phase) => phase.memory.api!.peakKb - phase.memory.api!.firstKb;
   printTargets('targets:', [

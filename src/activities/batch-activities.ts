@@ -47,31 +47,38 @@ export function createBatchActivities(
       // slice's short heartbeat timeout notices a lost worker in seconds, never a busy one.
       const alive = setInterval(() => context.heartbeat(), aliveEveryMs);
       try {
-        let [seen, progressAt] = ['', 0];
+        let [seen, progressAt, admitted] = ['', 0, 0];
         // The lines queued now and those this slice admits: a change to one wakes the slice early.
         const running = new Set(await queuedGenerationsOf(db, batchId));
+        // Its exact count of pending lines only when it reports: each look counts no further than
+        // it needs (whether a line is left to admit), whatever the batch's size.
+        const report = async (canceling: boolean): Promise<BatchStanding> => ({
+          ...(await lineStanding(db, batchId)),
+          canceling,
+        });
         for (;;) {
           context.heartbeat();
           const batch = await readBatch(db, batchId);
           const canceling = batch.status === 'canceling' || batch.status === 'canceled';
           if (canceling) await endPendingLines(db, batchId, 'canceled');
           else if (Date.now() >= Date.parse(batch.expires_at)) await endPendingLines(db, batchId, 'expired');
-          let standing = await lineStanding(db, batchId);
+          let standing = await lineStanding(db, batchId, 1);
           if (!canceling && standing.pending > 0 && standing.queued < linesInFlight) {
             const next = await pendingLines(db, batchId, linesInFlight - standing.queued);
-            for (const id of await Promise.all(next.map((line) => admitLine(db, lines, batch, line))))
-              if (id) running.add(id);
-            standing = await lineStanding(db, batchId);
+            for (const outcome of await Promise.all(next.map((line) => admitLine(db, lines, batch, line)))) {
+              if (outcome.generationId) running.add(outcome.generationId);
+              if (outcome.settled) admitted++;
+            }
+            standing = await lineStanding(db, batchId, 1);
           }
-          const now = `${standing.pending}/${standing.queued}`;
+          const now = `${admitted}/${standing.queued}`;
           // Its counts read at most once a second (batch.progress is written at most that often).
           if (now !== seen && Date.now() - progressAt >= progressEveryMs) {
             if ((await recordProgress(db, batch)) !== null) nudge(batch);
             [seen, progressAt] = [now, Date.now()];
           }
-          const result: BatchStanding = { ...standing, canceling };
-          if (standing.pending === 0 && standing.queued === 0) return result;
-          if ((canceling && !cancelSent) || Date.now() + timing.pollIntervalMs >= until) return result;
+          if (standing.pending === 0 && standing.queued === 0) return { pending: 0, queued: 0, canceling };
+          if ((canceling && !cancelSent) || Date.now() + timing.pollIntervalMs >= until) return report(canceling);
           await untilLineChanges(context, lines, running, timing.pollIntervalMs);
         }
       } finally {
@@ -141,15 +148,15 @@ async function readBatch(db: CommonQueryMethods, batchId: string): Promise<Batch
 }
 
 /**
- * One line through admission, its outcome written on the line (a `later` leaves it pending); its
- * generation's id when it has one.
+ * One line through admission, its outcome written on the line (a `later` leaves it pending, not
+ * settled); its generation's id when it has one.
  */
 async function admitLine(
   db: CommonQueryMethods,
   lines: BatchLineAdmission,
   batch: BatchRow,
   line: BatchLineInput,
-): Promise<string | undefined> {
+): Promise<{ settled: boolean; generationId?: string }> {
   const admitted = await lines.admit({
     accountId: batch.account_id,
     apiKeyId: batch.api_key_id,
@@ -158,10 +165,11 @@ async function admitLine(
   });
   if (admitted.outcome === 'started') {
     await settleLine(db, batch.id, line.line, { generationId: admitted.generationId });
-    return admitted.generationId;
+    return { settled: true, generationId: admitted.generationId };
   }
-  if (admitted.outcome === 'refused') await settleLine(db, batch.id, line.line, { error: admitted.error });
-  return undefined;
+  if (admitted.outcome === 'later') return { settled: false };
+  await settleLine(db, batch.id, line.line, { error: admitted.error });
+  return { settled: true };
 }
 
 /**
