@@ -47,15 +47,15 @@ export function createBatchActivities(
       // slice's short heartbeat timeout notices a lost worker in seconds, never a busy one.
       const alive = setInterval(() => context.heartbeat(), aliveEveryMs);
       try {
-        let [seen, progressAt, admitted] = ['', 0, 0];
+        let [seen, progressAt, admitted, capped] = ['', 0, 0, false];
         // The lines queued now and those this slice admits: a change to one wakes the slice early.
         const running = new Set(await queuedGenerationsOf(db, batchId));
         // Its exact count of pending lines only when it reports: each look counts no further than
         // it needs (whether a line is left to admit), whatever the batch's size.
-        const report = async (canceling: boolean): Promise<BatchStanding> => ({
-          ...(await lineStanding(db, batchId)),
-          canceling,
-        });
+        const report = async (canceling: boolean): Promise<BatchStanding> => {
+          const { pending, queued } = await lineStanding(db, batchId);
+          return { pending, queued, canceling };
+        };
         for (;;) {
           context.heartbeat();
           const batch = await readBatch(db, batchId);
@@ -63,8 +63,12 @@ export function createBatchActivities(
           if (canceling) await endPendingLines(db, batchId, 'canceled');
           else if (Date.now() >= Date.parse(batch.expires_at)) await endPendingLines(db, batchId, 'expired');
           let standing = await lineStanding(db, batchId, 1);
-          if (!canceling && standing.pending > 0 && standing.queued < linesInFlight) {
-            const next = await pendingLines(db, batchId, linesInFlight - standing.queued);
+          // Once its lines have held or waited for a capped provider's place, the slice keeps to
+          // that provider's pace: between two looks every line may have let its place go.
+          capped ||= standing.holding + standing.waiting > 0;
+          const room = admissionRoom({ ...standing, capped }, linesInFlight);
+          if (!canceling && standing.pending > 0 && room > 0) {
+            const next = await pendingLines(db, batchId, room);
             for (const outcome of await Promise.all(next.map((line) => admitLine(db, lines, batch, line)))) {
               if (outcome.generationId) running.add(outcome.generationId);
               if (outcome.settled) admitted++;
@@ -78,7 +82,8 @@ export function createBatchActivities(
             [seen, progressAt] = [now, Date.now()];
           }
           if (standing.pending === 0 && standing.queued === 0) return { pending: 0, queued: 0, canceling };
-          if ((canceling && !cancelSent) || Date.now() + timing.pollIntervalMs >= until) return report(canceling);
+          if ((canceling && !cancelSent) || Date.now() + timing.pollIntervalMs >= until)
+            return report(canceling);
           await untilLineChanges(context, lines, running, timing.pollIntervalMs);
         }
       } finally {
@@ -118,6 +123,24 @@ export function createBatchActivities(
 }
 
 const context = () => Context.current();
+
+/** Lines a batch keeps waiting behind a capped provider's places, ready for the next one to free. */
+const linesReadyForAPlace = 2;
+
+/**
+ * How many more lines a slice may admit now: up to `linesInFlight` queued; and once its lines have
+ * held places of a capped provider or waited for one (`capped`), no more than the places held and
+ * `linesReadyForAPlace` besides. A line admitted beyond them would only wait for a place, retrying
+ * its submit every 2 s: work that the interactive generations beside it pay for. A provider
+ * without a cap has no places to hold or wait for, so its lines go up to `linesInFlight`.
+ */
+export function admissionRoom(
+  { queued, holding, capped }: { queued: number; holding: number; capped: boolean },
+  linesInFlight: number,
+): number {
+  const room = linesInFlight - queued;
+  return capped ? Math.min(room, holding + linesReadyForAPlace - queued) : room;
+}
 
 const progressEveryMs = 1_000;
 /** Line ends close together wake a slice once: it reads its lines at most this often. */

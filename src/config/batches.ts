@@ -6,7 +6,7 @@ export const batchSettings = settingGroup({
   shape: {
     BATCH_MAX_LINES: int(50_000, 1),
     BATCH_BODY_LIMIT_BYTES: int(512 * 1024 * 1024, 1024),
-    BATCH_LINES_IN_FLIGHT: int(10, 1),
+    BATCH_LINES_IN_FLIGHT: int(20, 1),
     BATCH_POLL_INTERVAL_MS: int(1_000, 10),
     BATCH_SLICE_MS: int(30_000, 100),
     BATCH_HISTORY_EVENTS_PER_RUN: int(2_000, 20),
@@ -19,7 +19,7 @@ export const batchSettings = settingGroup({
     },
     BATCH_LINES_IN_FLIGHT: {
       readBy: ['api'],
-      text: "Lines of one batch queued at once (admitted, not yet ended): the batch starts its next line when one ends. Batch lines do not count against `CONCURRENT_GENERATIONS_PER_ACCOUNT`. Read when the batch's workflow starts.",
+      text: "Lines of one batch queued at once (admitted, not yet ended): the batch starts its next line when one ends. While its lines hold places of a capped provider, fewer: those places and 2 more. Batch lines do not count against `CONCURRENT_GENERATIONS_PER_ACCOUNT`. Read when the batch's workflow starts.",
     },
     BATCH_POLL_INTERVAL_MS: {
       readBy: ['worker'],

@@ -93,25 +93,40 @@ export async function endPendingLines(
     SELECT count(*) AS ended FROM ended`);
 }
 
-const standingRow = z.object({ pending: z.coerce.number(), queued: z.coerce.number() });
+const standingRow = z.object({
+  pending: z.coerce.number(),
+  queued: z.coerce.number(),
+  holding: z.coerce.number(),
+  waiting: z.coerce.number(),
+});
+
+/** A waiter that has not tried for this long has stopped waiting (as in provider-slots.ts). */
+const waiterGoneAfterSeconds = 10;
 
 /**
  * Lines not admitted yet (counted up to `pendingUpTo` when given: a slice asks often, and a count of
- * a 50,000-line batch's pending lines takes ~10 ms, while "at least n" reads n index entries), and
- * the batch's generations still queued (in flight).
+ * a 50,000-line batch's pending lines takes ~10 ms, while "at least n" reads n index entries); the
+ * batch's generations still queued (in flight); and those of them holding a capped provider's
+ * place, and waiting for one (both tables hold only places in use and their waiters: a few rows
+ * per provider).
  */
 export async function lineStanding(
   db: CommonQueryMethods,
   batchId: string,
   pendingUpTo?: number,
-): Promise<{ pending: number; queued: number }> {
+): Promise<{ pending: number; queued: number; holding: number; waiting: number }> {
   const pending =
     pendingUpTo === undefined
       ? sql.fragment`SELECT 1 FROM batch_lines WHERE batch_id = ${batchId} AND state = 'pending'`
       : sql.fragment`SELECT 1 FROM batch_lines WHERE batch_id = ${batchId} AND state = 'pending' LIMIT ${pendingUpTo}`;
   return db.one(sql.type(standingRow)`
     SELECT (SELECT count(*) FROM (${pending}) p) AS pending,
-           (SELECT count(*) FROM generations WHERE batch_id = ${batchId} AND status = 'queued') AS queued`);
+           (SELECT count(*) FROM generations WHERE batch_id = ${batchId} AND status = 'queued') AS queued,
+           (SELECT count(*) FROM provider_slots s JOIN generations g ON g.id = s.generation_id
+            WHERE s.batch_id = ${batchId} AND g.status = 'queued') AS holding,
+           (SELECT count(*) FROM provider_place_waiters w JOIN generations g ON g.id = w.generation_id
+            WHERE w.batch_id = ${batchId} AND g.status = 'queued'
+              AND w.tried_at > now() - make_interval(secs => ${waiterGoneAfterSeconds})) AS waiting`);
 }
 
 const queuedRow = z.object({ id: z.string() });
