@@ -1,20 +1,18 @@
 import type { CommonQueryMethods } from 'slonik';
 import { batchEventsAfter } from '../../db/batch-events.js';
 import { getBatch } from '../../db/batches.js';
-import { ApiError, ValidationError } from '../../errors.js';
-import { principalOf } from '../auth-plugin.js';
+import { ApiError } from '../../errors.js';
 import {
   batchEnded,
   batchSseMessage,
   toBatchEventView,
   type BatchEventStreams,
 } from '../batch-event-streams.js';
-import { lastEventIdOf } from '../generation-event-view.js';
-import { sendEndingEventStream, wantsEventStream, watchConnection } from '../sse-response.js';
+import { sendEndingEventStream } from '../sse-response.js';
 import type { StreamSlots } from '../stream-slots.js';
 import type { ZodApp } from '../zod-type-provider.js';
 import { batchEventListSchema, batchPathSchema } from '../batch-schemas.js';
-import { streamLimitExceeded } from './event-routes.js';
+import { openEventRead, streamLimitExceeded } from './event-routes.js';
 
 /** Its schemas (in batchRouteSchemas, which the OpenAPI document reads). */
 export const batchEventsSchema = {
@@ -38,17 +36,7 @@ export interface BatchEventRouteDeps {
  */
 export function batchEventRoutes(app: ZodApp, deps: BatchEventRouteDeps): void {
   app.get('/v1/batches/:id/events', { schema: batchEventsSchema }, async (request, reply) => {
-    const principal = principalOf(request);
-    const stream = wantsEventStream(request.headers.accept);
-    // Past the caps, refused before any work (no read): a client opening streams in a loop costs nothing.
-    if (stream && !deps.streams.slots.hasRoomFor(principal)) throw streamLimitExceeded();
-    const connection = watchConnection(reply);
-    const lastSeq = lastEventIdOf(request.headers['last-event-id']);
-    if (lastSeq === null)
-      throw new ValidationError(
-        [{ field: 'Last-Event-ID', code: 'invalid_value', message: 'Must be an event id: a whole number.' }],
-        'The Last-Event-ID header is invalid.',
-      );
+    const { principal, stream, connection, lastSeq } = openEventRead(request, reply, deps.streams.slots);
     const { id } = request.params;
     const batch = id ? await getBatch(deps.db, principal.accountId, id) : null;
     if (!batch) throw new ApiError('not_found', 'No batch with this id in this account.');

@@ -1,3 +1,4 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
 import { generationEventsAfter } from '../../db/generation-events.js';
 import { ApiError, ValidationError } from '../../errors.js';
@@ -31,23 +32,7 @@ export function eventRoutes(app: ZodApp, deps: EventRouteDeps): void {
     '/v1/generations/:id/events',
     { schema: routeSchemas.listGenerationEvents },
     async (request, reply) => {
-      const principal = principalOf(request);
-      const stream = wantsEventStream(request.headers.accept);
-      // Past the caps, refused before any work (no read): a client opening streams in a loop costs nothing.
-      if (stream && !deps.streams.slots.hasRoomFor(principal)) throw streamLimitExceeded();
-      const connection = watchConnection(reply);
-      const lastSeq = lastEventIdOf(request.headers['last-event-id']);
-      if (lastSeq === null)
-        throw new ValidationError(
-          [
-            {
-              field: 'Last-Event-ID',
-              code: 'invalid_value',
-              message: 'Must be an event id: a whole number.',
-            },
-          ],
-          'The Last-Event-ID header is invalid.',
-        );
+      const { principal, stream, connection, lastSeq } = openEventRead(request, reply, deps.streams.slots);
       const { id } = request.params;
       const row = id ? await readOwnGeneration(deps, principal.accountId, id) : null;
       if (!row) throw new ApiError('not_found', 'No generation with this id in this account.');
@@ -67,6 +52,26 @@ export function eventRoutes(app: ZodApp, deps: EventRouteDeps): void {
       });
     },
   );
+}
+
+/**
+ * What a generation's or a batch's events route reads first: the caller; whether it wants a stream
+ * (refused past the stream caps before any work, so that a client opening streams in a loop costs
+ * nothing); its connection, watched from now on; and the event number it resumes after
+ * (Last-Event-ID, 0 without one; 400 when it is not a whole number).
+ */
+export function openEventRead(request: FastifyRequest, reply: FastifyReply, slots: StreamSlots) {
+  const principal = principalOf(request);
+  const stream = wantsEventStream(request.headers.accept);
+  if (stream && !slots.hasRoomFor(principal)) throw streamLimitExceeded();
+  const connection = watchConnection(reply);
+  const lastSeq = lastEventIdOf(request.headers['last-event-id']);
+  if (lastSeq === null)
+    throw new ValidationError(
+      [{ field: 'Last-Event-ID', code: 'invalid_value', message: 'Must be an event id: a whole number.' }],
+      'The Last-Event-ID header is invalid.',
+    );
+  return { principal, stream, connection, lastSeq };
 }
 
 /** 429: the key, its account or this server has as many streams open as it may. */
