@@ -16,6 +16,7 @@ import {
   sampleRss,
   tableCounts,
   waitForBatch,
+  type BatchView,
 } from './batch-support.js';
 import { startStack, type Stack } from './stack.js';
 import { printColumns } from './support.js';
@@ -83,7 +84,26 @@ console.log(
 if (history) {
   // bench:batch-history: the one batch alone, and its workflow's runs.
   await onFreshStack(async (stack, client) => {
-    const only = await runBatch(stack, 'batch', lines);
+    // Its history so far, every BENCH_HISTORY_EVERY_S (300) seconds: a long run shows its runs as it goes.
+    const everyMs = Number(process.env.BENCH_HISTORY_EVERY_S ?? 300) * 1000;
+    let [shownAt, showing] = [Date.now(), false];
+    const showHistory = async (batch: BatchView) => {
+      if (showing || Date.now() - shownAt < everyMs) return;
+      showing = true;
+      try {
+        const runs = await historyRuns(client, await batchWorkflowIdOf(stack.pool, batch.id));
+        const largest = Math.max(...runs.map((run) => run.events));
+        console.log(`  history so far: ${runs.length} run(s), the largest ${largest} events`);
+      } finally {
+        [shownAt, showing] = [Date.now(), false];
+      }
+    };
+    const only = await runBatch(
+      stack,
+      'batch',
+      lines,
+      (batch) => void showHistory(batch).catch(() => undefined),
+    );
     console.log(`batch: ${only.phase.note}; API RSS peak ${mb(only.phase.memory.api!.peakKb)}`);
     printHistory(only.workflowId, lines, await historyRuns(client, only.workflowId));
   });
@@ -171,6 +191,7 @@ async function runBatch(
   stack: Stack,
   label: string,
   n: number,
+  watch?: (batch: BatchView) => void,
 ): Promise<{ phase: Phase; workflowId: string }> {
   const account = await benchAccount(stack.pool, label);
   const before = await tableCounts(stack.pool);
@@ -184,7 +205,10 @@ async function runBatch(
   );
   const posted = performance.now();
   const done = await waitForBatch(stack, account.key, created.id, {
-    progress: (b) => console.log(`  ${label}: ${countsLine(b)} (load ${loadNow()})`),
+    progress: (b) => {
+      console.log(`  ${label}: ${countsLine(b)} (load ${loadNow()})`);
+      watch?.(b);
+    },
   });
   const seconds = (performance.now() - started) / 1000;
   const phase: Phase = {

@@ -65,10 +65,23 @@ export async function startStack(
   } = {},
 ): Promise<Stack> {
   const database = await benchDatabase();
+  // Its last lines, printed if it exits before the stack stops (a bench would otherwise wait on).
+  const temporalOutput: string[] = [];
+  let stopping = false;
   const temporal = await startTemporalDevServer({
     port: await freePort(),
     uiPort: null,
     dbFile: options.temporalDbFile ?? null,
+    onOutput: (line) => {
+      temporalOutput.push(line);
+      if (temporalOutput.length > 30) temporalOutput.shift();
+    },
+  });
+  temporal.process.once('exit', (code, signal) => {
+    if (!stopping)
+      console.error(
+        `bench: the Temporal dev server exited (code ${code}, signal ${signal}); its last lines:\n${temporalOutput.join('\n')}`,
+      );
   });
   const scratch = await mkdtemp(path.join(os.tmpdir(), 'bench-stack-'));
   await chmod(scratch, 0o755);
@@ -149,6 +162,7 @@ export async function startStack(
     },
     env: common,
     async stop() {
+      stopping = true;
       await Promise.all(children.map((child) => stopChild(child, 5000)));
       await pool.end();
       await temporal.stop();
