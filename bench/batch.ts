@@ -1,4 +1,7 @@
 import { readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { sql } from 'slonik';
 import { z } from 'zod';
@@ -19,7 +22,7 @@ import {
   type BatchView,
 } from './batch-support.js';
 import { startStack, type Stack } from './stack.js';
-import { printColumns } from './support.js';
+import { printColumns, rssKb } from './support.js';
 import { loadAverage, printTargets } from './targets.js';
 
 /**
@@ -82,30 +85,45 @@ console.log(
   `bench:batch: ${lines} lines, ${clients} POST clients; batch settings ${JSON.stringify(batchEnv)}; load average ${loadBefore}`,
 );
 if (history) {
-  // bench:batch-history: the one batch alone, and its workflow's runs.
-  await onFreshStack(async (stack, client) => {
-    // Its history so far, every BENCH_HISTORY_EVERY_S (300) seconds: a long run shows its runs as it goes.
-    const everyMs = Number(process.env.BENCH_HISTORY_EVERY_S ?? 300) * 1000;
-    let [shownAt, showing] = [Date.now(), false];
-    const showHistory = async (batch: BatchView) => {
-      if (showing || Date.now() - shownAt < everyMs) return;
-      showing = true;
-      try {
-        const runs = await historyRuns(client, await batchWorkflowIdOf(stack.pool, batch.id));
-        const largest = Math.max(...runs.map((run) => run.events));
-        console.log(`  history so far: ${runs.length} run(s), the largest ${largest} events`);
-      } finally {
-        [shownAt, showing] = [Date.now(), false];
-      }
-    };
-    const only = await runBatch(
-      stack,
-      'batch',
-      lines,
-      (batch) => void showHistory(batch).catch(() => undefined),
-    );
-    console.log(`batch: ${only.phase.note}; API RSS peak ${mb(only.phase.memory.api!.peakKb)}`);
-    printHistory(only.workflowId, lines, await historyRuns(client, only.workflowId));
+  // bench:batch-history: the one batch alone, and its workflow's runs. Temporal keeps its state in a
+  // SQLite file here, not in memory: the dev server's in-memory store grew past 20 GB near 30,000
+  // lines (twice), and a file outlives a server that exits (read it with sqlite3: history_node).
+  const scratch = await mkdtemp(path.join(os.tmpdir(), 'bench-history-'));
+  const temporalDbFile = path.join(scratch, 'temporal.db');
+  let finished = false;
+  await onFreshStack(
+    async (stack, client) => {
+      // Its history so far, every BENCH_HISTORY_EVERY_S (300) seconds: a long run shows its runs as it goes.
+      const everyMs = Number(process.env.BENCH_HISTORY_EVERY_S ?? 300) * 1000;
+      let [shownAt, showing] = [Date.now(), false];
+      const showHistory = async (batch: BatchView) => {
+        if (showing || Date.now() - shownAt < everyMs) return;
+        showing = true;
+        try {
+          const runs = await historyRuns(client, await batchWorkflowIdOf(stack.pool, batch.id));
+          const largest = Math.max(...runs.map((run) => run.events));
+          const temporalKb = await rssKb(stack.processes.temporal.pid ?? 0).catch(() => 0);
+          console.log(
+            `  history so far: ${runs.length} run(s), the largest ${largest} events; Temporal dev server RSS ${mb(temporalKb)}`,
+          );
+        } finally {
+          [shownAt, showing] = [Date.now(), false];
+        }
+      };
+      const only = await runBatch(
+        stack,
+        'batch',
+        lines,
+        (batch) => void showHistory(batch).catch(() => undefined),
+      );
+      console.log(`batch: ${only.phase.note}; API RSS peak ${mb(only.phase.memory.api!.peakKb)}`);
+      printHistory(only.workflowId, lines, await historyRuns(client, only.workflowId));
+      finished = true;
+    },
+    { temporalDbFile },
+  ).finally(async () => {
+    if (finished) await rm(scratch, { recursive: true, force: true });
+    else console.log(`Temporal's store is kept in ${temporalDbFile}`);
   });
 } else await compare();
 console.log(`load average (1, 5, 15 min): ${loadBefore} at the start, ${await loadAverage()} at the end`);
@@ -116,8 +134,11 @@ console.log(`load average (1, 5, 15 min): ${loadBefore} at the start, ${await lo
  * own: on one stack, whichever phase ran second was 15–25% slower, in either order (the Temporal
  * dev server's in-memory store grows with every workflow), which would decide the comparison.
  */
-async function onFreshStack<T>(run: (stack: Stack, client: Client) => Promise<T>): Promise<T> {
-  const stack = await startStack(stackEnv);
+async function onFreshStack<T>(
+  run: (stack: Stack, client: Client) => Promise<T>,
+  options: Parameters<typeof startStack>[1] = {},
+): Promise<T> {
+  const stack = await startStack(stackEnv, options);
   const connection = await Connection.connect({ address: stack.temporalAddress });
   try {
     await runBatch(stack, 'warm', 20);
