@@ -10,8 +10,21 @@ export const errorCodes = {
   invalid_request: { status: 400, description: 'The request failed validation; `issues` names each field.' },
   unauthorized: { status: 401, description: 'Missing, malformed, unknown or revoked API key.' },
   insufficient_credits: { status: 402, description: 'The balance is below the full quoted price.' },
+  key_spend_limit_exceeded: {
+    status: 402,
+    description:
+      "The price is more than what is left of the API key's own spend limit in its window; nothing was charged. See GET /v1/key.",
+  },
   payment_required: { status: 403, description: 'The account has no completed paid purchase.' },
   api_access_disabled: { status: 403, description: 'API access is disabled for the account.' },
+  key_model_not_allowed: {
+    status: 403,
+    description: "The model is not in the API key's list of models; nothing was charged. See GET /v1/key.",
+  },
+  key_read_only: {
+    status: 403,
+    description: 'The API key is read-only: it may read, stream and quote, not create, cancel or change.',
+  },
   not_found: { status: 404, description: 'No such route, or no such generation in this account.' },
   method_not_allowed: { status: 405, description: 'The route exists but not with this method.' },
   not_acceptable: {

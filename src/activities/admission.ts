@@ -135,6 +135,17 @@ export async function settleAdmission(
         // admit_generation() compares only a quoted price with the balance (no price: unavailable).
         refusal = admissionRefusals.insufficientCredits(price!, decision.available);
         break;
+      case 'model_not_allowed':
+        refusal = admissionRefusals.modelNotAllowed(start.model, decision.models);
+        break;
+      case 'key_spend_limit':
+        refusal = admissionRefusals.keySpendLimit(price!, {
+          spendLimit: decision.spend_limit,
+          limitReset: decision.limit_reset,
+          remaining: decision.remaining,
+          resetsAt: decision.resets_at === null ? null : new Date(decision.resets_at).toISOString(),
+        });
+        break;
     }
     // Recorded (listed, named by x-request-id) unless another attempt wrote the row first: then its decision stands.
     if (await recordRefusal(db, record, refusal, claimsKey(refusal) ? key : null)) {
@@ -148,10 +159,10 @@ export async function settleAdmission(
 }
 
 /**
- * Whether a refusal holds the Idempotency-Key (a retry with it gets the same answer): only
- * insufficient credits. A retry after the concurrency limit, or after a model became
- * unavailable, is a new request.
+ * Whether a refusal holds the Idempotency-Key (a retry with it gets the same answer): the two
+ * 402s, the balance's and the key's limit. A retry after the concurrency limit, or after a model
+ * became unavailable or was allowed to the key, is a new request.
  */
 function claimsKey(error: GenerationError): boolean {
-  return error.code === 'insufficient_credits';
+  return error.code === 'insufficient_credits' || error.code === 'key_spend_limit_exceeded';
 }

@@ -1,3 +1,5 @@
+import { describeKeyRules, listKeyStates } from '../db/key-limits.js';
+import { keyCommands } from './key-commands.js';
 import { parseArgs } from 'node:util';
 import type { CommonQueryMethods } from 'slonik';
 import {
@@ -12,7 +14,7 @@ import {
   type PurchaseStatus,
 } from '../db/accounts-repository.js';
 import { createApiKey } from '../auth/api-key-issuer.js';
-import { listApiKeys, revokeApiKey } from '../db/api-keys-repository.js';
+import { revokeApiKey } from '../db/api-keys-repository.js';
 import { getBalance, grantCredits, type CreditPool } from '../db/credits-repository.js';
 import { listRequestLog } from '../db/request-log-repository.js';
 import { catalogCommands } from './catalog-commands.js';
@@ -171,10 +173,11 @@ const commands: Record<string, Command> = {
     async run({ db }, v) {
       const account = await getAccountOrThrow(db, str(v.account));
       const limit = v['log-limit'] === undefined ? 20 : positiveInt(v['log-limit'], 'log-limit');
-      const [balance, purchases, keys, requests] = await Promise.all([
+      const [balance, purchases, keys, apps, requests] = await Promise.all([
         getBalance(db, account.id),
         listPurchases(db, account.id),
-        listApiKeys(db, account.id),
+        listKeyStates(db, account.id, 'key'),
+        listKeyStates(db, account.id, 'oauth'),
         listRequestLog(db, account.id, limit),
       ]);
       const text = [
@@ -186,7 +189,12 @@ const commands: Record<string, Command> = {
         `  Keys (${keys.length}):`,
         ...keys.map(
           (k) =>
-            `    ${k.id}  ${k.display_prefix}…  ${k.revoked_at ? `revoked ${k.revoked_at}` : 'active'}${k.name ? `  ${k.name}` : ''}`,
+            `    ${k.id}  ${k.display_prefix}…  ${k.revoked_at ? `revoked ${k.revoked_at}` : 'active'}${k.name ? `  ${k.name}` : ''}\n      ${describeKeyRules(k)}; spent today ${k.spend.today}, in all ${k.spend.total}`,
+        ),
+        `  Connected apps' keys (${apps.length}):`,
+        ...apps.map(
+          (k) =>
+            `    ${k.id}  ${k.name ?? '(app)'}  ${k.revoked_at ? `revoked ${k.revoked_at}` : 'active'}\n      ${describeKeyRules(k)}; spent today ${k.spend.today}, in all ${k.spend.total}`,
         ),
         `  Recent requests (${requests.length}):`,
         ...requests.map(
@@ -194,7 +202,7 @@ const commands: Record<string, Command> = {
             `    ${r.created_at}  ${r.method} ${r.path}  ${r.status_code}${r.error_code ? ` ${r.error_code}` : ''}  ${r.request_id}  key ${r.api_key_id}`,
         ),
       ];
-      return { json: { account, balance, purchases, keys, requests }, text };
+      return { json: { account, balance, purchases, keys, apps, requests }, text };
     },
   },
   ...supportCommands,
@@ -202,6 +210,7 @@ const commands: Record<string, Command> = {
   ...consoleCommands,
   ...appCommands,
   ...webhookCommands,
+  ...keyCommands,
 };
 
 /** Parses `argv` (without the program name) and runs the command against `db`. */

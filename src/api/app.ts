@@ -19,6 +19,7 @@ import { closeUnusedConnectionsOnShutdown } from '../http/unused-connections.js'
 import { useZodSchemas } from './zod-type-provider.js';
 import { cancelRoutes } from './routes/cancel-routes.js';
 import { creditsRoutes } from './routes/credits-routes.js';
+import { keyRoutes } from './routes/key-routes.js';
 import type { AdmissionDeps } from '../generations/admit-generation.js';
 import { generationRoutes, type GenerationRouteDeps } from './routes/generation-routes.js';
 import { modelsRoutes } from './routes/models-routes.js';
@@ -134,6 +135,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   const routes = useZodSchemas(app);
   creditsRoutes(routes, { db: deps.db, balances: deps.balances });
+  keyRoutes(routes, { db: deps.db });
   modelsRoutes(routes, { catalog: deps.admission.catalog });
   generationRoutes(routes, { db: deps.db, admission: deps.admission, ...deps.generations });
   eventRoutes(routes, { db: deps.db, cache: deps.generations.cache, streams: deps.eventStreams });

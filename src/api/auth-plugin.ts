@@ -3,6 +3,7 @@ import fp from 'fastify-plugin';
 import type { AuthOutcome, Authenticator, PresentedKey, Principal } from '../auth/authenticator.js';
 import { OAuthTokenAuthenticator } from '../auth/oauth-tokens.js';
 import type { RequestLogWriter } from '../db/request-log-writer.js';
+import { readOnlyRefusal } from '../generations/key-rules.js';
 
 export interface AuthPluginOptions {
   authenticator: Authenticator;
@@ -62,7 +63,9 @@ export const authPlugin = fp<AuthPluginOptions>(
     app.addHook('onRoute', (route) => {
       if (route.config?.public) return;
       const existing = route.onRequest ? [route.onRequest].flat() : [];
-      route.onRequest = [authenticate, ...existing];
+      const changes = [route.method].flat().some((m) => m !== 'GET' && m !== 'HEAD');
+      const refuses = changes && !readOnlyAllowedPaths.has(route.url);
+      route.onRequest = [authenticate, ...(refuses ? [refuseReadOnly] : []), ...existing];
     });
 
     /** Records who called, then leaves the answer to the limits (one call to them per request). */
@@ -109,6 +112,22 @@ export const authPlugin = fp<AuthPluginOptions>(
   },
   { name: 'api-auth', fastify: '5.x', dependencies: ['api-limits'] },
 );
+
+/**
+ * The routes a read-only key may call although they are not GETs: the quotes (nothing is charged,
+ * started or stored) and the MCP endpoint (its tools that create or cancel refuse one by one).
+ */
+export const readOnlyAllowedPaths: ReadonlySet<string> = new Set([
+  '/v1/generations/quote',
+  '/v1/batches/quote',
+  '/v1/mcp',
+]);
+
+/** A read-only key's answer on a route that creates, cancels or changes: before the body is read. */
+const refuseReadOnly: onRequestHookHandler = (request, _reply, next) => {
+  if (request.principal?.access === 'read_only') next(readOnlyRefusal());
+  else next();
+};
 
 /**
  * `Authorization: Bearer <key>` or `x-api-key: <key>` (the spec's two forms). Any other

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { batchEventSchema, batchSchema } from './batch-resource.js';
 import { batchEventTypes } from '../db/batch-events.js';
-import { generationSchema, webhookSubscriptionSchema } from './schemas.js';
+import { affordabilityShape, generationSchema, webhookSubscriptionSchema } from './schemas.js';
 
 export { batchEventSchema, batchSchema } from './batch-resource.js';
 
@@ -18,9 +18,10 @@ export const batchQuoteSchema = z.object({
     .nonnegative()
     .describe('Every line at its price now; each is charged only when it starts.'),
   balance: z.object({ subscription: z.number().int(), one_time: z.number().int(), total: z.number().int() }),
-  affordable: z
-    .boolean()
-    .describe('Whether the balance covers the total now (a create refuses it with 402 otherwise).'),
+  ...affordabilityShape,
+  affordable: affordabilityShape.affordable.describe(
+    "Whether the balance and what is left of the key's spend limit both cover the total now. A create is refused (402) for the balance only; lines past the key's limit end `rejected` (key_spend_limit_exceeded), nothing charged.",
+  ),
 });
 
 /**

@@ -1,3 +1,4 @@
+import { apiKeySchema } from './key-schemas.js';
 import { z } from 'zod';
 import { generationIdPattern, listGenerationsQuerySchema } from '../generations/list-query.js';
 import {
@@ -58,5 +59,6 @@ export const routeSchemas = {
   getWebhookSecret: { response: { 200: webhookSecretSchema } },
   rotateWebhookSecret: { response: { 200: webhookSecretSchema } },
   getCredits: { response: { 200: creditBalanceSchema } },
+  getKey: { response: { 200: apiKeySchema } },
   listModels: { response: { 200: modelListSchema } },
 } as const;

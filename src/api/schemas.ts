@@ -1,3 +1,4 @@
+import { keyEventSchema } from './key-schemas.js';
 import { z } from 'zod';
 import { batchEventSchema } from './batch-resource.js';
 import { publicModelSchema } from '../catalog/public-model.js';
@@ -114,6 +115,30 @@ export const creditBalanceSchema = z.object({
 export const modelListSchema = z.object({ data: z.array(publicModelSchema) });
 
 /** The answer of POST /v1/generations/quote: what a create with that body would debit now. */
+/** What a quote says about whether a create would be admitted now: the balance and the key's own limit. */
+export const affordabilityShape = {
+  affordable: z
+    .boolean()
+    .describe(
+      "Whether the balance and what is left of the key's spend limit both cover the price now (a create would not be 402).",
+    ),
+  limited_by: z
+    .enum(['balance', 'key_spend_limit'])
+    .nullable()
+    .describe(
+      'Which bound refuses it: `balance` (402 insufficient_credits) or `key_spend_limit` (402 key_spend_limit_exceeded); null when affordable.',
+    ),
+  key_limit: z
+    .object({
+      spend_limit: z.number().int().nonnegative(),
+      limit_reset: z.enum(['daily', 'weekly', 'monthly', 'none']),
+      limit_remaining: z.number().int().nonnegative(),
+      resets_at: z.string().datetime({ precision: 3 }).nullable(),
+    })
+    .nullable()
+    .describe("The key's own spend limit now (see GET /v1/key); null when it has none."),
+};
+
 export const quoteSchema = z.object({
   model: z.string(),
   credits: z.number().int().nonnegative().describe('The full price a create with this body would debit now.'),
@@ -128,7 +153,7 @@ export const quoteSchema = z.object({
     one_time: z.number().int(),
     total: z.number().int().describe('What a create draws from: subscription credits first.'),
   }),
-  affordable: z.boolean().describe('Whether the balance covers the price now (a create would not be 402).'),
+  ...affordabilityShape,
 });
 
 /** A 409 not_cancelable: the envelope, and the generation as it stands (nothing changed). */
@@ -166,9 +191,9 @@ export const accountEventSchema = z.object({
       "The event's place in the account's log, in commit order: the SSE id, what Last-Event-ID and `after` name. Opaque: compare it with nothing, send it back as it is.",
     ),
   event: z
-    .union([generationEventSchema, batchEventSchema])
+    .union([generationEventSchema, batchEventSchema, keyEventSchema])
     .describe(
-      "The event: a generation's as GET /v1/generations/{id}/events gives it (its `id` is its number within its generation; `data.id` names the generation), or a batch's (`batch.*`: `data` is the Batch).",
+      "The event: a generation's as GET /v1/generations/{id}/events gives it (its `id` is its number within its generation; `data.id` names the generation), a batch's (`batch.*`: `data` is the Batch), or a key's (`key.spend_limit_reached`: `data` is the key's limit when a request was first refused by it in a window).",
     ),
 });
 

@@ -9,6 +9,10 @@ import { RecentHashes } from './recent-hashes.js';
 export interface Principal {
   keyId: string;
   accountId: string;
+  /** The key's own rules (migration 0034): read-only keys may read, stream and quote only. */
+  access: 'full' | 'read_only';
+  /** The models the key may use; null: all. */
+  models: readonly string[] | null;
 }
 
 /**
@@ -109,7 +113,12 @@ export class Authenticator {
  */
 export function judgeKeyPrincipal(principal: KeyPrincipal | null): AuthOutcome {
   if (!principal) return failure('Unknown API key.', null, true);
-  const recognised = { keyId: principal.key_id, accountId: principal.account_id };
+  const recognised: Principal = {
+    keyId: principal.key_id,
+    accountId: principal.account_id,
+    access: principal.access,
+    models: principal.models,
+  };
   if (principal.revoked) return failure('This API key has been revoked.', recognised, true);
   if (!principal.api_access_enabled) {
     return denied(

@@ -39,6 +39,14 @@ const admissionDecision = z.discriminatedUnion('outcome', [
   z.object({ outcome: z.literal('requote'), definition: z.unknown(), digest: z.string().nullable() }),
   z.object({ outcome: z.literal('unavailable') }),
   z.object({ outcome: z.literal('insufficient_credits'), available: z.number() }),
+  z.object({ outcome: z.literal('model_not_allowed'), models: z.array(z.string()) }),
+  z.object({
+    outcome: z.literal('key_spend_limit'),
+    spend_limit: z.number(),
+    limit_reset: z.enum(['daily', 'weekly', 'monthly', 'none']),
+    remaining: z.number(),
+    resets_at: z.string().nullable(),
+  }),
   z.object({ outcome: z.literal('accepted'), credits: z.number() }),
   z.object({
     outcome: z.literal('key_held'),
@@ -50,7 +58,7 @@ const admissionDecision = z.discriminatedUnion('outcome', [
     error: generationErrorColumn.nullable(),
   }),
 ]);
-/** What admit_generation() decided (its outcomes are listed in migrations 0007 and 0012). */
+/** What admit_generation() decided (its outcomes are listed in migrations 0007, 0012 and 0034). */
 type AdmissionDecision = z.infer<typeof admissionDecision>;
 
 const decideAdmissionRow = z.object({ decision: admissionDecision });

@@ -92,23 +92,31 @@ export async function listApiKeys(
     FROM api_keys WHERE account_id = ${accountId} AND kind = 'key' ORDER BY created_at DESC, id`);
 }
 
-const principalRow = z.object({
+/**
+ * Everything authentication needs to know about a key row (a pasted key, a console session's key,
+ * an app's access token), in the query that finds it: whether it may act, and its own rules
+ * (migration 0034: read-only access, a list of models; its spend limit is admission's to check).
+ */
+export const keyPrincipalRow = z.object({
   key_id: z.string(),
   account_id: z.string(),
   revoked: z.boolean(),
   api_access_enabled: z.boolean(),
   paid: z.boolean(),
+  access: z.enum(['full', 'read_only']),
+  models: z.array(z.string()).nullable(),
 });
-/** Everything authentication needs to know about a presented key, in one query; only pasted keys are looked up by hash. */
-export type KeyPrincipal = z.infer<typeof principalRow>;
+export type KeyPrincipal = z.infer<typeof keyPrincipalRow>;
+/** keyPrincipalRow's columns from `k` (api_keys) and `a` (accounts); `revoked` is the caller's. */
+export const keyPrincipalColumns = sql.fragment`k.id AS key_id, k.account_id, a.api_access_enabled,
+  ${qualifyingPurchaseSql} AS paid, k.access, k.models`;
 
 export async function findKeyPrincipal(
   db: CommonQueryMethods,
   keySha256: string,
 ): Promise<KeyPrincipal | null> {
-  return db.maybeOne(sql.type(principalRow)`
-    SELECT k.id AS key_id, k.account_id, k.revoked_at IS NOT NULL AS revoked, a.api_access_enabled,
-           ${qualifyingPurchaseSql} AS paid
+  return db.maybeOne(sql.type(keyPrincipalRow)`
+    SELECT ${keyPrincipalColumns}, k.revoked_at IS NOT NULL AS revoked
     FROM api_keys k JOIN accounts a ON a.id = k.account_id
     WHERE k.key_sha256 = ${keySha256} AND k.kind = 'key'`);
 }
@@ -118,9 +126,8 @@ export async function findKeyPrincipalsById(
   db: CommonQueryMethods,
   keyIds: readonly string[],
 ): Promise<readonly KeyPrincipal[]> {
-  return db.any(sql.type(principalRow)`
-    SELECT k.id AS key_id, k.account_id, k.revoked_at IS NOT NULL AS revoked, a.api_access_enabled,
-           ${qualifyingPurchaseSql} AS paid
+  return db.any(sql.type(keyPrincipalRow)`
+    SELECT ${keyPrincipalColumns}, k.revoked_at IS NOT NULL AS revoked
     FROM api_keys k JOIN accounts a ON a.id = k.account_id
     WHERE k.id = ANY(${sql.array([...keyIds], 'text')})`);
 }

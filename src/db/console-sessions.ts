@@ -1,6 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import { qualifyingPurchaseSql } from './accounts-repository.js';
+import { keyPrincipalColumns, keyPrincipalRow, type KeyPrincipal } from './api-keys-repository.js';
 
 /**
  * The console's sessions and one-time sign-in links (migration 0014). Ids and tokens arrive here
@@ -10,15 +10,8 @@ import { qualifyingPurchaseSql } from './accounts-repository.js';
 /** Idle sessions end after this long: 12 hours (then they are deleted when next used, or by pruning). */
 export const CONSOLE_SESSION_IDLE_MS = 12 * 60 * 60 * 1000;
 
-const sessionPrincipalRow = z.object({
-  key_id: z.string(),
-  account_id: z.string(),
-  revoked: z.boolean(),
-  api_access_enabled: z.boolean(),
-  paid: z.boolean(),
-});
-/** The key a session acts as, with what authentication judges it by (see KeyPrincipal). */
-export type SessionPrincipal = z.infer<typeof sessionPrincipalRow>;
+/** The key a session acts as, with what authentication judges it by. */
+export type SessionPrincipal = KeyPrincipal;
 
 export async function openSession(
   db: CommonQueryMethods,
@@ -39,14 +32,13 @@ export async function touchSession(
   idleMs: number,
 ): Promise<SessionPrincipal | null> {
   const idle = sql.interval({ seconds: idleMs / 1000 });
-  const found = await db.maybeOne(sql.type(sessionPrincipalRow)`
+  const found = await db.maybeOne(sql.type(keyPrincipalRow)`
     WITH live AS (
       UPDATE console_sessions SET last_seen_at = now()
       WHERE id_sha256 = ${idSha256} AND last_seen_at > now() - ${idle}
       RETURNING api_key_id
     )
-    SELECT k.id AS key_id, k.account_id, k.revoked_at IS NOT NULL AS revoked, a.api_access_enabled,
-           ${qualifyingPurchaseSql} AS paid
+    SELECT ${keyPrincipalColumns}, k.revoked_at IS NOT NULL AS revoked
     FROM live JOIN api_keys k ON k.id = live.api_key_id JOIN accounts a ON a.id = k.account_id`);
   if (!found) await endSession(db, idSha256);
   return found;

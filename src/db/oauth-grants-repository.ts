@@ -2,7 +2,7 @@ import { hash, randomBytes } from 'node:crypto';
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { newId } from '../ids.js';
-import { qualifyingPurchaseSql } from './accounts-repository.js';
+import { keyPrincipalColumns, keyPrincipalRow, type KeyPrincipal } from './api-keys-repository.js';
 
 /**
  * The apps an account approved (migration 0025): each grant acts as an API key row of kind
@@ -118,15 +118,8 @@ export async function revokeGrantRecord(db: CommonQueryMethods, grantId: string)
   });
 }
 
-const tokenPrincipalRow = z.object({
-  key_id: z.string(),
-  account_id: z.string(),
-  revoked: z.boolean(),
-  api_access_enabled: z.boolean(),
-  paid: z.boolean(),
-});
-/** What authentication needs to know about a presented access token (see KeyPrincipal). */
-export type TokenPrincipal = z.infer<typeof tokenPrincipalRow>;
+/** What authentication needs to know about a presented access token. */
+export type TokenPrincipal = KeyPrincipal;
 
 /**
  * The key row an unexpired access token acts as, if the token was issued for `resource`; null when
@@ -137,10 +130,8 @@ export async function findAccessTokenPrincipal(
   tokenSha256: string,
   resource: string,
 ): Promise<TokenPrincipal | null> {
-  return db.maybeOne(sql.type(tokenPrincipalRow)`
-    SELECT k.id AS key_id, k.account_id,
-           (k.revoked_at IS NOT NULL OR g.revoked_at IS NOT NULL) AS revoked,
-           a.api_access_enabled, ${qualifyingPurchaseSql} AS paid
+  return db.maybeOne(sql.type(keyPrincipalRow)`
+    SELECT ${keyPrincipalColumns}, (k.revoked_at IS NOT NULL OR g.revoked_at IS NOT NULL) AS revoked
     FROM oauth_store t
     JOIN oauth_grants g ON g.grant_id = t.grant_id
     JOIN api_keys k ON k.id = g.api_key_id

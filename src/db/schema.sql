@@ -32,6 +32,7 @@
 -- 0027_provider_place_lanes.sql
 -- 0028_cancel_after.sql
 -- 0029_batch_webhooks.sql
+-- 0034_key_limits.sql
 
 CREATE SEQUENCE webhook_delivery_attempts_id_seq AS bigint START 1 INCREMENT 1;
 
@@ -50,14 +51,18 @@ CREATE TABLE account_events (
   generation_seq integer,
   batch_id text,
   batch_seq integer,
+  key_id text,
+  key_seq integer,
   CONSTRAINT account_events_pkey PRIMARY KEY (account_id, "position"),
   CONSTRAINT account_events_batch_event_key UNIQUE (batch_id, batch_seq),
   CONSTRAINT account_events_generation_id_generation_seq_key UNIQUE (generation_id, generation_seq),
-  CONSTRAINT account_events_one_subject CHECK (num_nonnulls(generation_id, batch_id) = 1 AND (generation_id IS NULL) = (generation_seq IS NULL) AND (batch_id IS NULL) = (batch_seq IS NULL)),
+  CONSTRAINT account_events_key_event_key UNIQUE (key_id, key_seq),
+  CONSTRAINT account_events_one_subject CHECK (num_nonnulls(generation_id, batch_id, key_id) = 1 AND (generation_id IS NULL) = (generation_seq IS NULL) AND (batch_id IS NULL) = (batch_seq IS NULL) AND (key_id IS NULL) = (key_seq IS NULL)),
   CONSTRAINT account_events_position_check CHECK ("position" > 0),
   CONSTRAINT account_events_account_id_fkey FOREIGN KEY (account_id) REFERENCES accounts(id),
   CONSTRAINT account_events_batch_event_fkey FOREIGN KEY (batch_id, batch_seq) REFERENCES batch_events(batch_id, seq) ON DELETE CASCADE,
-  CONSTRAINT account_events_generation_id_generation_seq_fkey FOREIGN KEY (generation_id, generation_seq) REFERENCES generation_events(generation_id, seq) ON DELETE CASCADE
+  CONSTRAINT account_events_generation_id_generation_seq_fkey FOREIGN KEY (generation_id, generation_seq) REFERENCES generation_events(generation_id, seq) ON DELETE CASCADE,
+  CONSTRAINT account_events_key_event_fkey FOREIGN KEY (key_id, key_seq) REFERENCES key_events(api_key_id, seq) ON DELETE CASCADE
 );
 
 CREATE TABLE accounts (
@@ -72,6 +77,14 @@ CREATE TABLE accounts (
 );
 CREATE TRIGGER accounts_auth_changed AFTER DELETE OR UPDATE ON accounts FOR EACH ROW EXECUTE FUNCTION notify_auth_changed_account();
 
+CREATE TABLE api_key_spend (
+  api_key_id text NOT NULL,
+  day date NOT NULL,
+  credits bigint NOT NULL,
+  CONSTRAINT api_key_spend_pkey PRIMARY KEY (api_key_id, day),
+  CONSTRAINT api_key_spend_api_key_id_fkey FOREIGN KEY (api_key_id) REFERENCES api_keys(id)
+);
+
 CREATE TABLE api_keys (
   id text NOT NULL,
   account_id text NOT NULL,
@@ -81,11 +94,19 @@ CREATE TABLE api_keys (
   created_at timestamp with time zone DEFAULT now() NOT NULL,
   revoked_at timestamp with time zone,
   kind text DEFAULT 'key'::text NOT NULL,
+  spend_limit integer,
+  limit_reset text DEFAULT 'none'::text NOT NULL,
+  models text[],
+  access text DEFAULT 'full'::text NOT NULL,
   CONSTRAINT api_keys_pkey PRIMARY KEY (id),
   CONSTRAINT api_keys_key_sha256_key UNIQUE (key_sha256),
+  CONSTRAINT api_keys_access_check CHECK (access = ANY (ARRAY['full'::text, 'read_only'::text])),
   CONSTRAINT api_keys_id_check CHECK (id ~ '^key_[A-Za-z0-9]+$'::text),
   CONSTRAINT api_keys_key_sha256_check CHECK (key_sha256 ~ '^[0-9a-f]{64}$'::text),
   CONSTRAINT api_keys_kind_check CHECK (kind = ANY (ARRAY['key'::text, 'oauth'::text])),
+  CONSTRAINT api_keys_limit_reset_check CHECK (limit_reset = ANY (ARRAY['daily'::text, 'weekly'::text, 'monthly'::text, 'none'::text])),
+  CONSTRAINT api_keys_models_check CHECK (models IS NULL OR array_position(models, NULL::text) IS NULL),
+  CONSTRAINT api_keys_spend_limit_check CHECK (spend_limit >= 0),
   CONSTRAINT api_keys_account_id_fkey FOREIGN KEY (account_id) REFERENCES accounts(id)
 );
 CREATE INDEX api_keys_account ON public.api_keys USING btree (account_id) WHERE (revoked_at IS NULL);
@@ -259,6 +280,7 @@ CREATE UNIQUE INDEX credit_ledger_one_refund ON public.credit_ledger USING btree
 CREATE UNIQUE INDEX credit_ledger_refund_of ON public.credit_ledger USING btree (refund_of);
 CREATE TRIGGER credit_ledger_no_refund_of_success BEFORE INSERT ON credit_ledger FOR EACH ROW WHEN (new.kind = 'refund'::text) EXECUTE FUNCTION refuse_refund_of_success();
 CREATE TRIGGER credit_ledger_no_update BEFORE DELETE OR UPDATE ON credit_ledger FOR EACH ROW EXECUTE FUNCTION credit_ledger_append_only();
+CREATE TRIGGER credit_ledger_refund_key_spend AFTER INSERT ON credit_ledger FOR EACH ROW WHEN (new.kind = 'refund'::text) EXECUTE FUNCTION refund_key_spend();
 
 CREATE TABLE gallery_images (
   id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
@@ -383,6 +405,21 @@ CREATE TABLE idempotency_keys (
   CONSTRAINT idempotency_keys_pkey PRIMARY KEY (api_key_id, idempotency_key)
 );
 CREATE INDEX idempotency_keys_held_until ON public.idempotency_keys USING btree (held_until);
+
+CREATE TABLE key_events (
+  api_key_id text NOT NULL,
+  seq integer NOT NULL,
+  type text NOT NULL,
+  window_start date NOT NULL,
+  created_at timestamp with time zone DEFAULT now() NOT NULL,
+  resource jsonb NOT NULL,
+  CONSTRAINT key_events_pkey PRIMARY KEY (api_key_id, seq),
+  CONSTRAINT key_events_api_key_id_type_window_start_key UNIQUE (api_key_id, type, window_start),
+  CONSTRAINT key_events_seq_check CHECK (seq > 0),
+  CONSTRAINT key_events_type_check CHECK (type ~ '^key\.[a-z_]+$'::text),
+  CONSTRAINT key_events_api_key_id_fkey FOREIGN KEY (api_key_id) REFERENCES api_keys(id)
+);
+CREATE TRIGGER key_events_append_account_event AFTER INSERT ON key_events FOR EACH ROW EXECUTE FUNCTION append_key_account_event();
 
 CREATE TABLE models (
   id text NOT NULL,
@@ -659,6 +696,9 @@ DECLARE
   one_time_balance     bigint;
   from_subscription    bigint;
   claims_key           boolean := p_key IS NOT NULL AND generation.idempotency_key IS NOT NULL;
+  api_key              record;
+  key_window           record;
+  key_spent            bigint;
 BEGIN
   IF p_concurrency_limit IS NULL THEN
     RAISE EXCEPTION 'admit_generation: no concurrency limit given';
@@ -686,6 +726,14 @@ BEGIN
     END IF;
   END IF;
 
+  -- The key's own rules (0034), read with the key's row under the account's lock: every admission
+  -- of the account is serialised by that lock, so a limit holds exactly across API processes.
+  SELECT k.id, k.name, k.display_prefix, k.spend_limit, k.limit_reset, k.models INTO api_key
+  FROM api_keys k WHERE k.id = generation.api_key_id;
+  IF api_key.models IS NOT NULL AND NOT generation.model = ANY (api_key.models) THEN
+    RETURN jsonb_build_object('outcome', 'model_not_allowed', 'models', to_jsonb(api_key.models));
+  END IF;
+
   -- A batch's lines are held to the batch's own bound (BATCH_LINES_IN_FLIGHT), and never count
   -- against the account's interactive limit: a batch running never makes a POST answer 429.
   IF generation.batch_id IS NULL THEN
@@ -711,6 +759,23 @@ BEGIN
     RETURN jsonb_build_object('outcome', 'insufficient_credits', 'available', subscription_balance + one_time_balance);
   END IF;
 
+  IF api_key.spend_limit IS NOT NULL THEN
+    SELECT * INTO key_window FROM key_limit_window(api_key.limit_reset, now());
+    key_spent := key_spend_in(api_key.id, key_window.starts);
+    IF key_spent + p_price > api_key.spend_limit THEN
+      PERFORM record_spend_limit_reached(generation.account_id, api_key.id, key_window.starts, jsonb_build_object(
+        'id', api_key.id, 'name', api_key.name, 'prefix', api_key.display_prefix,
+        'spend_limit', api_key.spend_limit, 'limit_reset', api_key.limit_reset,
+        'limit_remaining', greatest(api_key.spend_limit - key_spent, 0),
+        'resets_at', to_char(key_window.resets_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+        'model', generation.model, 'price', p_price));
+      RETURN jsonb_build_object('outcome', 'key_spend_limit', 'spend_limit', api_key.spend_limit,
+                                'limit_reset', api_key.limit_reset,
+                                'remaining', greatest(api_key.spend_limit - key_spent, 0),
+                                'resets_at', key_window.resets_at);
+    END IF;
+  END IF;
+
   from_subscription := least(subscription_balance, p_price);
   UPDATE credit_balances SET subscription_credits = subscription_credits - from_subscription,
     one_time_credits = one_time_credits - (p_price - from_subscription), updated_at = now()
@@ -718,6 +783,9 @@ BEGIN
   INSERT INTO credit_ledger (account_id, kind, generation_id, subscription_delta, one_time_delta, reason)
   VALUES (generation.account_id, 'debit', generation.id, -from_subscription, -(p_price - from_subscription),
           'generation ' || generation.model);
+  INSERT INTO api_key_spend AS s (api_key_id, day, credits)
+  VALUES (generation.api_key_id, (now() AT TIME ZONE 'UTC')::date, p_price)
+  ON CONFLICT (api_key_id, day) DO UPDATE SET credits = s.credits + EXCLUDED.credits;
   INSERT INTO generations (id, account_id, api_key_id, workflow_id, status, model, media_type, credits, input,
                            fingerprint, idempotency_key, provider_token, input_prefix, created_at, batch_id, custom_id,
                            cancel_after)
@@ -790,6 +858,23 @@ BEGIN
   RETURN NULL;
 END $function$;
 
+CREATE OR REPLACE FUNCTION public.append_key_account_event()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  account       text := NEW.resource->>'account_id';
+  next_position bigint;
+BEGIN
+  INSERT INTO account_event_heads AS h (account_id, last_position) VALUES (account, 1)
+  ON CONFLICT (account_id) DO UPDATE SET last_position = h.last_position + 1
+  RETURNING h.last_position INTO next_position;
+  INSERT INTO account_events (account_id, position, key_id, key_seq)
+  VALUES (account, next_position, NEW.api_key_id, NEW.seq);
+  PERFORM pg_notify('account_event', account);
+  RETURN NULL;
+END $function$;
+
 CREATE OR REPLACE FUNCTION public.credit_ledger_append_only()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -806,6 +891,28 @@ BEGIN
   RAISE EXCEPTION 'generation % has succeeded: it cannot be failed or refunded', OLD.id
     USING ERRCODE = 'check_violation';
 END $function$;
+
+CREATE OR REPLACE FUNCTION public.key_limit_window(p_reset text, p_at timestamp with time zone, OUT starts date, OUT resets_at timestamp with time zone)
+ RETURNS record
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+  SELECT w::date, CASE WHEN w IS NULL THEN NULL ELSE (w + step) AT TIME ZONE 'UTC' END
+  FROM (SELECT CASE p_reset WHEN 'daily' THEN date_trunc('day', p_at AT TIME ZONE 'UTC')
+                            WHEN 'weekly' THEN date_trunc('week', p_at AT TIME ZONE 'UTC')
+                            WHEN 'monthly' THEN date_trunc('month', p_at AT TIME ZONE 'UTC') END AS w,
+               CASE p_reset WHEN 'daily' THEN interval '1 day' WHEN 'weekly' THEN interval '1 week'
+                            ELSE interval '1 month' END AS step) t
+$function$;
+
+CREATE OR REPLACE FUNCTION public.key_spend_in(p_key text, p_starts date)
+ RETURNS bigint
+ LANGUAGE sql
+ STABLE
+AS $function$
+  SELECT coalesce(sum(credits), 0)::bigint FROM api_key_spend
+  WHERE api_key_id = p_key AND (p_starts IS NULL OR day >= p_starts)
+$function$;
 
 CREATE OR REPLACE FUNCTION public.notify_auth_changed()
  RETURNS trigger
@@ -917,6 +1024,29 @@ BEGIN
     'expires_at', NEW.expires_at, 'provider', NEW.provider, 'batch_id', NEW.batch_id,
     'custom_id', NEW.custom_id, 'cancel_after', NEW.cancel_after));
   PERFORM pg_notify('generation_event', NEW.id);
+  RETURN NULL;
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.record_spend_limit_reached(p_account text, p_key text, p_window date, p_key_state jsonb)
+ RETURNS void
+ LANGUAGE sql
+AS $function$
+  INSERT INTO key_events (api_key_id, seq, type, window_start, resource)
+  SELECT p_key, coalesce((SELECT max(seq) FROM key_events WHERE api_key_id = p_key), 0) + 1,
+         'key.spend_limit_reached', coalesce(p_window, '-infinity'::date),
+         p_key_state || jsonb_build_object('account_id', p_account)
+  ON CONFLICT (api_key_id, type, window_start) DO NOTHING
+$function$;
+
+CREATE OR REPLACE FUNCTION public.refund_key_spend()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  UPDATE api_key_spend s SET credits = s.credits - (NEW.subscription_delta + NEW.one_time_delta)
+  FROM credit_ledger d JOIN generations g ON g.id = d.generation_id
+  WHERE d.id = NEW.refund_of AND s.api_key_id = g.api_key_id
+    AND s.day = (d.created_at AT TIME ZONE 'UTC')::date;
   RETURN NULL;
 END $function$;
 

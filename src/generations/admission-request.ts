@@ -2,7 +2,8 @@ import type { ValidationIssue } from '../errors.js';
 
 /** A request for a generation as its transport received it, from an authenticated key. */
 export interface AdmissionRequest {
-  principal: { accountId: string; keyId: string };
+  /** The key's models (Principal.models) when the door knows them: a model outside them is refused first. */
+  principal: { accountId: string; keyId: string; models?: readonly string[] | null };
   /** The Idempotency-Key as sent (the API's header, the console form's token); undefined: none. */
   idempotencyKey: string | string[] | undefined;
   /**

@@ -8,6 +8,7 @@ import { checkCancelAfter } from './cancel-after.js';
 import { fingerprint } from './fingerprint.js';
 import { checkIdempotencyKey, checkRequest } from './generation-request.js';
 import { invalidRequest } from './invalid-request.js';
+import { checkKeyModel, type KeyModels } from './key-rules.js';
 import { refusalWhileDown } from './provider-availability.js';
 import { refused } from './refusal.js';
 import type { ProviderKnowledge } from './route-plan.js';
@@ -53,6 +54,7 @@ export async function admitGeneration(
   log: Pick<BaseLogger, 'warn'>,
 ): Promise<{ generationId: string; known: GenerationRow }> {
   const { principal, uploads } = request;
+  checkKeyModel(principal, request.body);
   const key = checkIdempotencyKey(request.idempotencyKey);
   const deadline = checkCancelAfter(request.cancelAfter, deps.cancelAfterMinSeconds ?? 5);
   const checked = await checkRequest(deps, request.body);
@@ -115,7 +117,9 @@ export interface GenerationQuote {
 export async function quoteGeneration(
   deps: Pick<AdmissionDeps, 'catalog' | 'webhooks' | keyof ProviderKnowledge>,
   body: unknown,
+  principal: KeyModels = {},
 ): Promise<GenerationQuote> {
+  checkKeyModel(principal, body);
   const checked = await checkRequest(deps, body);
   if (!checked.ok) throw new ValidationError(checked.issues);
   const { entry } = checked.model;

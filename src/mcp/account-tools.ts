@@ -3,6 +3,9 @@ import { z } from 'zod';
 import { ApiError, ValidationError } from '../errors.js';
 import { cancelGeneration } from '../generations/cancel-generation.js';
 import { quoteGeneration } from '../generations/admit-generation.js';
+import { affordability } from '../generations/key-rules.js';
+import { findKeyState } from '../db/key-limits.js';
+import { toApiKey } from '../api/key-schemas.js';
 import { listGenerationsQuerySchema, pageOfGenerations } from '../generations/list-query.js';
 import { generationStatuses } from '../generation.js';
 import type { McpCaller, McpDeps } from './mcp-deps.js';
@@ -47,8 +50,9 @@ export function describeModel(deps: McpDeps, args: unknown): CallToolResult {
 /** quote: POST /v1/generations/quote. */
 export async function quote(deps: McpDeps, caller: McpCaller, args: unknown): Promise<CallToolResult> {
   const { request } = parseArgs(z.object({ request: z.unknown() }).strict(), args);
-  const priced = await quoteGeneration(deps.admission, request);
+  const priced = await quoteGeneration(deps.admission, request, caller);
   const balance = await deps.balance(caller.accountId);
+  const bounds = await affordability(deps.db, caller.keyId, priced.credits, balance.credits);
   const answer = {
     ...priced,
     balance: {
@@ -56,12 +60,31 @@ export async function quote(deps: McpDeps, caller: McpCaller, args: unknown): Pr
       one_time: balance.one_time_credits,
       total: balance.credits,
     },
-    affordable: balance.credits >= priced.credits,
+    ...bounds,
   };
+  const limit = bounds.key_limit;
   return structured(
     answer,
-    `${priced.model} costs ${priced.credits} credits; the balance is ${balance.credits}${answer.affordable ? '' : ', which does not cover it'}.`,
+    `${priced.model} costs ${priced.credits} credits; the balance is ${balance.credits}${bounds.limited_by === 'balance' ? ', which does not cover it' : ''}` +
+      (limit
+        ? `; this connection's limit has ${limit.limit_remaining} of ${limit.spend_limit} credits left${bounds.limited_by === 'key_spend_limit' ? ', which does not cover it' : ''}${limit.resets_at ? ` (it resets at ${limit.resets_at})` : ''}`
+        : '') +
+      '.',
   );
+}
+
+/** get_key_limits: GET /v1/key. */
+export async function getKeyLimits(deps: McpDeps, caller: McpCaller, args: unknown): Promise<CallToolResult> {
+  parseArgs(noArgs, args);
+  const state = await findKeyState(deps.db, caller.keyId, caller.accountId);
+  if (!state) throw new ApiError('unauthorized', 'Unknown API key.');
+  const key = toApiKey(state);
+  const limit =
+    key.spend_limit === null
+      ? 'No spend limit of its own: the account balance is the bound.'
+      : `${key.limit_remaining} of ${key.spend_limit} credits left${key.resets_at ? ` until ${key.resets_at}` : ' (a lifetime limit)'}.`;
+  const models = key.models === null ? 'Every model.' : `Models: ${key.models.join(', ') || 'none'}.`;
+  return structured(key, `${limit} ${models}${key.access === 'read_only' ? ' Read-only.' : ''}`);
 }
 
 /** get_credits: GET /v1/credits. */

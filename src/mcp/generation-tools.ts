@@ -115,7 +115,7 @@ export async function admitFromArgs(
   const admitted = await admitGeneration(
     deps.admission,
     {
-      principal: { accountId: caller.accountId, keyId: caller.keyId },
+      principal: { accountId: caller.accountId, keyId: caller.keyId, models: caller.models },
       idempotencyKey: key,
       body: parsed.request,
       recordInvalid: true,

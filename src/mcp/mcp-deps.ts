@@ -39,6 +39,7 @@ export interface McpDeps {
     generationList: Record<string, unknown>;
     quote: Record<string, unknown>;
     credits: Record<string, unknown>;
+    key: Record<string, unknown>;
   };
   /** The API's Generation object of a row (src/api/generation-view.ts). */
   toGeneration(row: GenerationRow): Record<string, unknown>;
@@ -48,6 +49,9 @@ export interface McpDeps {
 export interface McpCaller {
   accountId: string;
   keyId: string;
+  /** The key's own rules (Principal): a read-only key's tools that create or cancel refuse. */
+  access: 'full' | 'read_only';
+  models: readonly string[] | null;
   signal: AbortSignal;
   /** A tool call answered with the API's error `code` (the request log records it). */
   noteError?(code: string): void;

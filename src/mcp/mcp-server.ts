@@ -13,7 +13,16 @@ import {
   type CreateTaskResult,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { BaseLogger } from 'pino';
-import { describeModel, getCredits, listGenerations, listModels, cancel, quote } from './account-tools.js';
+import {
+  cancel,
+  describeModel,
+  getCredits,
+  getKeyLimits,
+  listGenerations,
+  listModels,
+  quote,
+} from './account-tools.js';
+import { readOnlyRefusal } from '../generations/key-rules.js';
 import {
   createGenerationTask,
   cancelTask,
@@ -75,9 +84,12 @@ export function buildMcpServer(
         ErrorCode.InvalidParams,
         `Tool ${name} cannot be called as a task; call it without "task".`,
       );
-    if (refusal) {
-      if (task) throw new McpError(ErrorCode.InvalidRequest, `${refusal.code}: ${refusal.message}`);
-      return errorResult(refusal);
+    const refused =
+      refusal ?? (caller.access === 'read_only' && changingTools.has(name) ? readOnlyRefusal() : undefined);
+    if (refused) {
+      if (task) throw new McpError(ErrorCode.InvalidRequest, `${refused.code}: ${refused.message}`);
+      caller.noteError?.(refused.code);
+      return errorResult(refused);
     }
     const progress = new ProgressReporter(request.params._meta?.progressToken, (n) =>
       extra.sendNotification(n),
@@ -146,6 +158,9 @@ async function refusedTask(
   });
 }
 
+/** The tools a read-only key may not call: they create or cancel. */
+const changingTools: ReadonlySet<string> = new Set(['create_generation', 'cancel_generation']);
+
 function callTool(
   deps: McpDeps,
   caller: McpCaller,
@@ -171,5 +186,7 @@ function callTool(
       return cancel(deps, caller, args);
     case 'get_credits':
       return getCredits(deps, caller, args);
+    case 'get_key_limits':
+      return getKeyLimits(deps, caller, args);
   }
 }

@@ -20,6 +20,7 @@ export const toolNames = [
   'list_generations',
   'cancel_generation',
   'get_credits',
+  'get_key_limits',
 ] as const;
 export type ToolName = (typeof toolNames)[number];
 
@@ -215,6 +216,15 @@ export function toolDefinitions(deps: McpDeps): Tool[] {
       inputSchema: { type: 'object', properties: {}, additionalProperties: false },
       outputSchema: schemas.credits as Tool['outputSchema'],
       annotations: { title: 'Show credits', readOnlyHint: true, idempotentHint: true, openWorldHint: false },
+    },
+    {
+      name: 'get_key_limits',
+      title: 'Show what this connection may spend',
+      description:
+        'What the key (or connected app) you call with may do: its spend limit in credits, what is left of it (limit_remaining) and when it resets (resets_at), the models it may use (null: all), whether it is read-only, and what it has spent today, this week, this month and in all. Call it to plan within the budget: a generation that costs more than limit_remaining is refused (key_spend_limit_exceeded), nothing charged.',
+      inputSchema: { type: 'object', properties: {}, additionalProperties: false },
+      outputSchema: schemas.key as Tool['outputSchema'],
+      annotations: { title: 'Show limits', readOnlyHint: true, idempotentHint: true, openWorldHint: false },
     },
   ];
 }

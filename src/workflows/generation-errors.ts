@@ -114,4 +114,32 @@ export const admissionRefusals = {
     code: 'insufficient_credits',
     message: `This generation costs ${price} credits; the balance is ${available}.`,
   }),
+  modelNotAllowed: (model: string, models: readonly string[]): GenerationError => ({
+    code: 'key_model_not_allowed',
+    message: keyModelNotAllowedMessage(model, models),
+  }),
+  keySpendLimit: (price: number, limit: KeyLimitFigures): GenerationError => ({
+    code: 'key_spend_limit_exceeded',
+    message: `This generation costs ${price} credits; this key's limit is ${limit.spendLimit} credits ${windowWords[limit.limitReset]} and ${limit.remaining} ${limit.remaining === 1 ? 'is' : 'are'} left${limit.resetsAt ? ` until it resets at ${limit.resetsAt}` : ' (it does not reset)'}. Nothing was charged.`,
+  }),
 } as const;
+
+/** A key's spend limit as a refusal names it. */
+export interface KeyLimitFigures {
+  spendLimit: number;
+  limitReset: 'daily' | 'weekly' | 'monthly' | 'none';
+  remaining: number;
+  /** ISO; null for a lifetime limit. */
+  resetsAt: string | null;
+}
+
+const windowWords = {
+  daily: 'a day (UTC)',
+  weekly: 'a week (Monday to Sunday, UTC)',
+  monthly: 'a calendar month (UTC)',
+  none: 'in all',
+} as const;
+
+export function keyModelNotAllowedMessage(model: string, models: readonly string[]): string {
+  return `This API key may not use model ${model}; it may use ${models.length === 0 ? 'no model' : models.join(', ')}. Nothing was charged.`;
+}

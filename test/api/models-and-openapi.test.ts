@@ -138,6 +138,7 @@ describe('GET /v1/models, GET /v1/credits and GET /v1/openapi.json', () => {
       '/generations/{id}',
       '/generations/{id}/cancel',
       '/generations/{id}/events',
+      '/key',
       '/models',
       '/openapi.json',
       '/webhooks/secret',

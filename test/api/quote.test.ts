@@ -36,6 +36,8 @@ describe('POST /v1/generations/quote', () => {
       provider: 'simulated',
       balance: { subscription: 3, one_time: 10, total: 13 },
       affordable: true,
+      limited_by: null,
+      key_limit: null,
     });
     // Nothing stored: no inline image was written, no generation recorded, nothing debited.
     expect(await readdir(stack.worker.storageDir)).toEqual([]);
@@ -54,6 +56,8 @@ describe('POST /v1/generations/quote', () => {
       provider: 'simulated',
       balance: { subscription: 0, one_time: 7, total: 7 },
       affordable: true,
+      limited_by: null,
+      key_limit: null,
     });
   });
 

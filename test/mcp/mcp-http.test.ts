@@ -74,6 +74,7 @@ describe('MCP over Streamable HTTP', () => {
       'describe_model',
       'get_credits',
       'get_generation',
+      'get_key_limits',
       'list_generations',
       'list_models',
       'quote',
@@ -293,7 +294,7 @@ describe('MCP over Streamable HTTP', () => {
     await db.pool.query(sql.unsafe`UPDATE purchases SET status = 'refunded' WHERE account_id = ${free.id}`);
     await recordPurchase(db.pool, { accountId: free.id, kind: 'gift', status: 'completed', credits: 100 });
     const freeClient = await connect(key);
-    expect((await freeClient.listTools()).tools.length).toBe(8);
+    expect((await freeClient.listTools()).tools.length).toBe(9);
     const refused = (await freeClient.callTool({ name: 'get_credits', arguments: {} })) as CallToolResult;
     expect(refused.isError).toBe(true);
     expect(textOf(refused)).toMatch(

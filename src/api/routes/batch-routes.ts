@@ -1,3 +1,4 @@
+import { affordability } from '../../generations/key-rules.js';
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { finishedLinesAfter } from '../../db/batch-lines.js';
@@ -84,8 +85,9 @@ function routes(typed: ZodApp, deps: BatchRouteDeps) {
     '/v1/batches/quote',
     { schema: batchRouteSchemas.quoteBatch, config: { checksOwnBody: true } },
     async (request) => {
+      const principal = principalOf(request);
       const quote = await quoteBatch(deps, batchBody(request, deps.bodyLimitBytes));
-      const balance = await getBalance(deps.pool, principalOf(request).accountId);
+      const balance = await getBalance(deps.pool, principal.accountId);
       return {
         ...quote,
         balance: {
@@ -93,7 +95,7 @@ function routes(typed: ZodApp, deps: BatchRouteDeps) {
           one_time: balance.one_time_credits,
           total: balance.credits,
         },
-        affordable: balance.credits >= quote.credits,
+        ...(await affordability(deps.pool, principal.keyId, quote.credits, balance.credits)),
       };
     },
   );

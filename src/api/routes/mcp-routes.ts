@@ -1,3 +1,5 @@
+import type { Principal } from '../../auth/authenticator.js';
+import { apiKeySchema } from '../key-schemas.js';
 import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
@@ -126,6 +128,7 @@ export function mcpDepsOf(deps: {
       generationList: toJsonSchema(generationListSchema),
       quote: toJsonSchema(quoteSchema),
       credits: toJsonSchema(creditBalanceSchema),
+      key: toJsonSchema(apiKeySchema),
     },
     toGeneration,
   };
@@ -172,7 +175,7 @@ async function answer(
   mcp: McpDeps,
   request: FastifyRequest,
   reply: FastifyReply,
-  caller: { accountId: string; keyId: string; refusal?: ApiError },
+  caller: Pick<Principal, 'accountId' | 'keyId'> & Partial<Principal> & { refusal?: ApiError },
   body: unknown = request.body,
 ): Promise<FastifyReply> {
   const gone = new AbortController();
@@ -181,6 +184,8 @@ async function answer(
     {
       accountId: caller.accountId,
       keyId: caller.keyId,
+      access: caller.access ?? 'full',
+      models: caller.models ?? null,
       signal: gone.signal,
       // The request log's error code: the last tool error of the request (the answer is a 200).
       noteError: (code) => (request.errorCode = code),

@@ -3,6 +3,7 @@ import { getBalance, type CreditBalance } from '../../db/credits-repository.js';
 import type { InvalidatedCache } from '../../invalidated-cache.js';
 import { principalOf } from '../auth-plugin.js';
 import { quoteGeneration, type AdmissionDeps } from '../../generations/admit-generation.js';
+import { affordability } from '../../generations/key-rules.js';
 import { routeSchemas } from '../route-schemas.js';
 import type { ZodApp } from '../zod-type-provider.js';
 
@@ -25,8 +26,9 @@ export function quoteRoutes(
     '/v1/generations/quote',
     { schema: routeSchemas.quoteGeneration, config: { checksOwnBody: true } },
     async (request) => {
-      const accountId = principalOf(request).accountId;
-      const quote = await quoteGeneration(deps.admission, request.body);
+      const principal = principalOf(request);
+      const { accountId } = principal;
+      const quote = await quoteGeneration(deps.admission, request.body, principal);
       const balance =
         deps.balances.peek(accountId) ??
         (await deps.balances.get(accountId, (id) => getBalance(deps.db, id)));
@@ -37,7 +39,7 @@ export function quoteRoutes(
           one_time: balance.one_time_credits,
           total: balance.credits,
         },
-        affordable: balance.credits >= quote.credits,
+        ...(await affordability(deps.db, principal.keyId, quote.credits, balance.credits)),
       };
     },
   );

@@ -72,6 +72,10 @@ class InsufficientCreditsError(ApiError):
     pass
 
 
+class KeySpendLimitError(InsufficientCreditsError):
+    """402 key_spend_limit_exceeded: the API key's own spend limit, not the balance (see client.key.get())."""
+
+
 class PermissionDeniedError(ApiError):
     pass
 
@@ -82,6 +86,14 @@ class PaymentRequiredError(PermissionDeniedError):
 
 class ApiAccessDisabledError(PermissionDeniedError):
     pass
+
+
+class KeyModelNotAllowedError(PermissionDeniedError):
+    """403 key_model_not_allowed: the model is not in the API key's list."""
+
+
+class KeyReadOnlyError(PermissionDeniedError):
+    """403 key_read_only: the API key may read, stream and quote only."""
 
 
 class NotFoundError(ApiError):
@@ -248,8 +260,11 @@ ERROR_CLASSES: Mapping[str, type[ApiError]] = {
     "invalid_request": InvalidRequestError,
     "unauthorized": AuthenticationError,
     "insufficient_credits": InsufficientCreditsError,
+    "key_spend_limit_exceeded": KeySpendLimitError,
     "payment_required": PaymentRequiredError,
     "api_access_disabled": ApiAccessDisabledError,
+    "key_model_not_allowed": KeyModelNotAllowedError,
+    "key_read_only": KeyReadOnlyError,
     "not_found": NotFoundError,
     "method_not_allowed": MethodNotAllowedError,
     "not_acceptable": NotAcceptableError,

@@ -220,7 +220,9 @@ function report(io: Io, flags: ListenFlags, { cursor, event }: AccountEvent, for
   const time = new Date().toTimeString().slice(0, 8);
   const outcome =
     forwarded.webhookId === undefined
-      ? event.data.status
+      ? 'status' in event.data
+        ? event.data.status
+        : `spend limit ${event.data.spend_limit} reached`
       : forwarded.error !== undefined
         ? `→ failed: ${forwarded.error}`
         : `→ ${forwarded.status} (${forwarded.ms} ms)`;

@@ -75,9 +75,15 @@ export class BadRequestError extends ApiError {}
 export class InvalidRequestError extends BadRequestError {}
 export class AuthenticationError extends ApiError {}
 export class InsufficientCreditsError extends ApiError {}
+/** 402 key_spend_limit_exceeded: the API key's own spend limit, not the balance (see `client.key.get()`). */
+export class KeySpendLimitError extends InsufficientCreditsError {}
 export class PermissionDeniedError extends ApiError {}
 export class PaymentRequiredError extends PermissionDeniedError {}
 export class ApiAccessDisabledError extends PermissionDeniedError {}
+/** 403 key_model_not_allowed: the model is not in the API key's list. */
+export class KeyModelNotAllowedError extends PermissionDeniedError {}
+/** 403 key_read_only: the API key may read, stream and quote only. */
+export class KeyReadOnlyError extends PermissionDeniedError {}
 /** 404 not_found: no such route, or no such generation in this account. */
 export class NotFoundError extends ApiError {}
 /**
@@ -197,8 +203,11 @@ export const errorClasses: { readonly [Code in ApiErrorCode]: typeof ApiError } 
   invalid_request: InvalidRequestError,
   unauthorized: AuthenticationError,
   insufficient_credits: InsufficientCreditsError,
+  key_spend_limit_exceeded: KeySpendLimitError,
   payment_required: PaymentRequiredError,
   api_access_disabled: ApiAccessDisabledError,
+  key_model_not_allowed: KeyModelNotAllowedError,
+  key_read_only: KeyReadOnlyError,
   not_found: NotFoundError,
   method_not_allowed: MethodNotAllowedError,
   not_acceptable: NotAcceptableError,

@@ -190,7 +190,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. */
+                /** @description `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. `key_read_only`: The API key is read-only: it may read, stream and quote, not create, cancel or change. */
                 403: {
                     headers: {
                         /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
@@ -444,7 +444,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. */
+                /** @description `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. `key_read_only`: The API key is read-only: it may read, stream and quote, not create, cancel or change. */
                 403: {
                     headers: {
                         /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
@@ -1356,7 +1356,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description `insufficient_credits`: The balance is below the full quoted price. */
+                /** @description `insufficient_credits`: The balance is below the full quoted price. `key_spend_limit_exceeded`: The price is more than what is left of the API key's own spend limit in its window; nothing was charged. See GET /v1/key. */
                 402: {
                     headers: {
                         /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
@@ -1367,7 +1367,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. */
+                /** @description `key_model_not_allowed`: The model is not in the API key's list of models; nothing was charged. See GET /v1/key. `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. `key_read_only`: The API key is read-only: it may read, stream and quote, not create, cancel or change. */
                 403: {
                     headers: {
                         /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
@@ -1664,7 +1664,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. */
+                /** @description `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. `key_read_only`: The API key is read-only: it may read, stream and quote, not create, cancel or change. */
                 403: {
                     headers: {
                         /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
@@ -1932,7 +1932,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. */
+                /** @description `key_model_not_allowed`: The model is not in the API key's list of models; nothing was charged. See GET /v1/key. `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. */
                 403: {
                     headers: {
                         /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
@@ -2000,6 +2000,111 @@ export interface paths {
                 };
             };
         };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The key in use: its access, models, spend limit and spend
+         * @description What the key (or connected app) that sends this request may do and has spent: its spend limit, what is left of it and when it resets. Read-only keys may call it.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The key. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ApiKey"];
+                    };
+                };
+                /** @description `invalid_request`: The request failed validation; `issues` names each field. */
+                400: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description `unauthorized`: Missing, malformed, unknown or revoked API key. */
+                401: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. */
+                403: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `rate_limited`: A rate limit was exceeded; see Retry-After. */
+                429: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `internal_error`: Unexpected failure. Retry with the same Idempotency-Key. */
+                500: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `service_unavailable`: A dependency is unreachable. Retry with the same Idempotency-Key and body. */
+                503: {
+                    headers: {
+                        /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
+                        "x-request-id"?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -2339,7 +2444,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. */
+                /** @description `payment_required`: The account has no completed paid purchase. `api_access_disabled`: API access is disabled for the account. `key_read_only`: The API key is read-only: it may read, stream and quote, not create, cancel or change. */
                 403: {
                     headers: {
                         /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
@@ -3127,7 +3232,7 @@ export interface components {
         AccountEvent: {
             /** @description The event's place in the account's log, in commit order: the SSE id, what Last-Event-ID and `after` name. Opaque: compare it with nothing, send it back as it is. */
             cursor: string;
-            /** @description The event: a generation's as GET /v1/generations/{id}/events gives it (its `id` is its number within its generation; `data.id` names the generation), or a batch's (`batch.*`: `data` is the Batch). */
+            /** @description The event: a generation's as GET /v1/generations/{id}/events gives it (its `id` is its number within its generation; `data.id` names the generation), a batch's (`batch.*`: `data` is the Batch), or a key's (`key.spend_limit_reached`: `data` is the key's limit when a request was first refused by it in a window). */
             event: {
                 /**
                  * Format: date-time
@@ -3246,13 +3351,44 @@ export interface components {
                 id: number;
                 /** @enum {string} */
                 type: "batch.created" | "batch.progress" | "batch.completed" | "batch.canceled" | "batch.expired";
+            } | {
+                /**
+                 * Format: date-time
+                 * @description When it was committed.
+                 */
+                created_at: string;
+                /** @description The key's limit as it stood when a request was first refused by it in this window. */
+                data: {
+                    /** @description The key (`key_…`), as GET /v1/key names it. */
+                    id: string;
+                    /** @description What was left of the limit when the request was refused. */
+                    limit_remaining: number;
+                    /**
+                     * @description When the window restarts: each UTC day, ISO week (Monday to Sunday, UTC) or calendar month; `none`: a lifetime limit.
+                     * @enum {string}
+                     */
+                    limit_reset: "daily" | "weekly" | "monthly" | "none";
+                    /** @description The model of the refused request. */
+                    model: string;
+                    name: string | null;
+                    prefix: string;
+                    /** @description Its price: more than what was left. */
+                    price: number;
+                    /** @description When the current window ends and the limit is whole again; null for a lifetime limit, or none. */
+                    resets_at: string | null;
+                    spend_limit: number;
+                };
+                /** @description Unique within the key and increasing (1, 2, 3…). */
+                id: number;
+                /** @enum {string} */
+                type: "key.spend_limit_reached";
             };
         };
         AccountEventList: {
             data: {
                 /** @description The event's place in the account's log, in commit order: the SSE id, what Last-Event-ID and `after` name. Opaque: compare it with nothing, send it back as it is. */
                 cursor: string;
-                /** @description The event: a generation's as GET /v1/generations/{id}/events gives it (its `id` is its number within its generation; `data.id` names the generation), or a batch's (`batch.*`: `data` is the Batch). */
+                /** @description The event: a generation's as GET /v1/generations/{id}/events gives it (its `id` is its number within its generation; `data.id` names the generation), a batch's (`batch.*`: `data` is the Batch), or a key's (`key.spend_limit_reached`: `data` is the key's limit when a request was first refused by it in a window). */
                 event: {
                     /**
                      * Format: date-time
@@ -3371,12 +3507,85 @@ export interface components {
                     id: number;
                     /** @enum {string} */
                     type: "batch.created" | "batch.progress" | "batch.completed" | "batch.canceled" | "batch.expired";
+                } | {
+                    /**
+                     * Format: date-time
+                     * @description When it was committed.
+                     */
+                    created_at: string;
+                    /** @description The key's limit as it stood when a request was first refused by it in this window. */
+                    data: {
+                        /** @description The key (`key_…`), as GET /v1/key names it. */
+                        id: string;
+                        /** @description What was left of the limit when the request was refused. */
+                        limit_remaining: number;
+                        /**
+                         * @description When the window restarts: each UTC day, ISO week (Monday to Sunday, UTC) or calendar month; `none`: a lifetime limit.
+                         * @enum {string}
+                         */
+                        limit_reset: "daily" | "weekly" | "monthly" | "none";
+                        /** @description The model of the refused request. */
+                        model: string;
+                        name: string | null;
+                        prefix: string;
+                        /** @description Its price: more than what was left. */
+                        price: number;
+                        /** @description When the current window ends and the limit is whole again; null for a lifetime limit, or none. */
+                        resets_at: string | null;
+                        spend_limit: number;
+                    };
+                    /** @description Unique within the key and increasing (1, 2, 3…). */
+                    id: number;
+                    /** @enum {string} */
+                    type: "key.spend_limit_reached";
                 };
             }[];
             /** @description Whether events after `next_cursor` were already there when this page was read. */
             has_more: boolean;
             /** @description Where the next page starts: send it as `after` (or as Last-Event-ID to a stream) for the events after this page. Never null; with no events it is the cursor given, or the account log’s newest one. */
             next_cursor: string;
+        };
+        ApiKey: {
+            /**
+             * @description `read_only`: GET routes, event streams and quotes only; every create, cancel or change is 403 `key_read_only`.
+             * @enum {string}
+             */
+            access: "full" | "read_only";
+            /**
+             * Format: date-time
+             * @description UTC, ISO 8601 with milliseconds and Z.
+             */
+            created_at: string;
+            /** @description The key's id (`key_…`): not the key itself, which is never shown again. */
+            id: string;
+            /**
+             * @description `key`: an API key; `oauth`: an app connected over OAuth (its access token).
+             * @enum {string}
+             */
+            kind: "key" | "oauth";
+            /** @description What is left of the limit in the current window (refunds give back); null without a limit. */
+            limit_remaining: number | null;
+            /**
+             * @description When the window restarts: each UTC day, ISO week (Monday to Sunday, UTC) or calendar month; `none`: a lifetime limit.
+             * @enum {string}
+             */
+            limit_reset: "daily" | "weekly" | "monthly" | "none";
+            /** @description The models the key may use (403 `key_model_not_allowed` for others); null: every model, present and future. */
+            models: string[] | null;
+            name: string | null;
+            /** @description The first characters of the key, as the console shows it. */
+            prefix: string;
+            /** @description When the current window ends and the limit is whole again; null for a lifetime limit, or none. */
+            resets_at: string | null;
+            /** @description Credits the key spent (debits less refunds) this UTC day, ISO week, month and in all. */
+            spend: {
+                this_month: number;
+                this_week: number;
+                today: number;
+                total: number;
+            };
+            /** @description Credits the key may spend in each window (`limit_reset`); null: no limit of its own. */
+            spend_limit: number | null;
         };
         Batch: {
             /** @description UTC, ISO 8601 with milliseconds and Z. */
@@ -3588,7 +3797,7 @@ export interface components {
             next_cursor: string | null;
         };
         BatchQuote: {
-            /** @description Whether the balance covers the total now (a create refuses it with 402 otherwise). */
+            /** @description Whether the balance and what is left of the key's spend limit both cover the total now. A create is refused (402) for the balance only; lines past the key's limit end `rejected` (key_spend_limit_exceeded), nothing charged. */
             affordable: boolean;
             balance: {
                 one_time: number;
@@ -3597,6 +3806,16 @@ export interface components {
             };
             /** @description Every line at its price now; each is charged only when it starts. */
             credits: number;
+            /** @description The key's own spend limit now (see GET /v1/key); null when it has none. */
+            key_limit: {
+                limit_remaining: number;
+                /** @enum {string} */
+                limit_reset: "daily" | "weekly" | "monthly" | "none";
+                resets_at: string | null;
+                spend_limit: number;
+            } | null;
+            /** @description Which bound refuses it: `balance` (402 insufficient_credits) or `key_spend_limit` (402 key_spend_limit_exceeded); null when affordable. */
+            limited_by: ("balance" | "key_spend_limit") | null;
             lines: number;
         };
         BatchRequestLine: {
@@ -3623,7 +3842,7 @@ export interface components {
         Error: {
             error: {
                 /** @enum {string} */
-                code: "invalid_request" | "unauthorized" | "insufficient_credits" | "payment_required" | "api_access_disabled" | "not_found" | "method_not_allowed" | "not_acceptable" | "request_timeout" | "idempotency_conflict" | "length_required" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "concurrency_limit_exceeded" | "wait_limit_exceeded" | "stream_limit_exceeded" | "not_cancelable" | "internal_error" | "service_unavailable";
+                code: "invalid_request" | "unauthorized" | "insufficient_credits" | "key_spend_limit_exceeded" | "payment_required" | "api_access_disabled" | "key_model_not_allowed" | "key_read_only" | "not_found" | "method_not_allowed" | "not_acceptable" | "request_timeout" | "idempotency_conflict" | "length_required" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "concurrency_limit_exceeded" | "wait_limit_exceeded" | "stream_limit_exceeded" | "not_cancelable" | "internal_error" | "service_unavailable";
                 message: string;
             };
             /** @description Present on 400 invalid_request (and only there): one item per offending field. */
@@ -3876,6 +4095,38 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        KeyEvent: {
+            /**
+             * Format: date-time
+             * @description When it was committed.
+             */
+            created_at: string;
+            /** @description The key's limit as it stood when a request was first refused by it in this window. */
+            data: {
+                /** @description The key (`key_…`), as GET /v1/key names it. */
+                id: string;
+                /** @description What was left of the limit when the request was refused. */
+                limit_remaining: number;
+                /**
+                 * @description When the window restarts: each UTC day, ISO week (Monday to Sunday, UTC) or calendar month; `none`: a lifetime limit.
+                 * @enum {string}
+                 */
+                limit_reset: "daily" | "weekly" | "monthly" | "none";
+                /** @description The model of the refused request. */
+                model: string;
+                name: string | null;
+                prefix: string;
+                /** @description Its price: more than what was left. */
+                price: number;
+                /** @description When the current window ends and the limit is whole again; null for a lifetime limit, or none. */
+                resets_at: string | null;
+                spend_limit: number;
+            };
+            /** @description Unique within the key and increasing (1, 2, 3…). */
+            id: number;
+            /** @enum {string} */
+            type: "key.spend_limit_reached";
+        };
         ModelList: {
             data: {
                 /** @description Whether image inputs may be data:image/<type>;base64 URIs as well as HTTPS URLs. */
@@ -3993,7 +4244,7 @@ export interface components {
             };
         };
         Quote: {
-            /** @description Whether the balance covers the price now (a create would not be 402). */
+            /** @description Whether the balance and what is left of the key's spend limit both cover the price now (a create would not be 402). */
             affordable: boolean;
             balance: {
                 one_time: number;
@@ -4003,6 +4254,16 @@ export interface components {
             };
             /** @description The full price a create with this body would debit now. */
             credits: number;
+            /** @description The key's own spend limit now (see GET /v1/key); null when it has none. */
+            key_limit: {
+                limit_remaining: number;
+                /** @enum {string} */
+                limit_reset: "daily" | "weekly" | "monthly" | "none";
+                resets_at: string | null;
+                spend_limit: number;
+            } | null;
+            /** @description Which bound refuses it: `balance` (402 insufficient_credits) or `key_spend_limit` (402 key_spend_limit_exceeded); null when affordable. */
+            limited_by: ("balance" | "key_spend_limit") | null;
             model: string;
             /** @description The provider that would serve a create with this body now (its first route); null: none takes requests now (a create would be 503). */
             provider: string | null;

@@ -1,0 +1,51 @@
+import type { CommonQueryMethods } from 'slonik';
+import { findKeyLimit, type KeyLimitNow } from '../db/key-limits.js';
+import { ApiError } from '../errors.js';
+import { keyModelNotAllowedMessage } from '../workflows/generation-errors.js';
+
+/*
+ * A key's rules at the front doors (migration 0034). The doors refuse early what the key may not
+ * do; admission's SQL holds the same rules exactly (a batch line, a key changed meanwhile), and is
+ * alone in checking the spend limit, where the debit is.
+ */
+
+/** The key's rules as authentication read them (Principal): its models, null for all. */
+export interface KeyModels {
+  models?: readonly string[] | null;
+}
+
+/** 403 key_model_not_allowed for a body naming a model outside the key's list; the body is not read further. */
+export function checkKeyModel(principal: KeyModels, body: unknown): void {
+  const model = (body as { model?: unknown } | null)?.model;
+  if (principal.models && typeof model === 'string' && !principal.models.includes(model))
+    throw new ApiError('key_model_not_allowed', keyModelNotAllowedMessage(model, principal.models));
+}
+
+/** A read-only key's answer where it would create, cancel or change (every door says the same). */
+export const readOnlyRefusal = (): ApiError =>
+  new ApiError(
+    'key_read_only',
+    'This API key is read-only: it may read, stream and quote, not create, cancel or change. Use a key with full access.',
+  );
+
+/** What a quote adds about whether a create would be admitted: the balance's bound and the key's. */
+export interface Affordability {
+  affordable: boolean;
+  /** Which bound refuses it: `balance` (402 insufficient_credits) or `key_spend_limit`; null: neither. */
+  limited_by: 'balance' | 'key_spend_limit' | null;
+  /** The key's own limit now; null when it has none. */
+  key_limit: KeyLimitNow | null;
+}
+
+/** Whether `price` is within both the balance and what is left of the key's limit, as admission would judge now. */
+export async function affordability(
+  db: CommonQueryMethods,
+  keyId: string,
+  price: number,
+  balance: number,
+): Promise<Affordability> {
+  const keyLimit = await findKeyLimit(db, keyId);
+  const limitedBy =
+    balance < price ? 'balance' : keyLimit && keyLimit.limit_remaining < price ? 'key_spend_limit' : null;
+  return { affordable: limitedBy === null, limited_by: limitedBy, key_limit: keyLimit };
+}
