@@ -141,14 +141,14 @@ export class Previews {
       const preview = kind === 'video' ? await posterFrame(source, dir, signal) : await imagePreview(source);
       outcome = preview ? 'made' : 'none';
       // Empty: there is none to make (over 1 MB at every size), and nobody tries again.
-      await this.storage.put(key.prefix, name, preview ?? Buffer.alloc(0));
+      await this.keep(key, name, preview ?? Buffer.alloc(0));
       return preview;
     } catch (error) {
       // Stopped while decoding counts as a decode, aborted; while downloading, as none.
       if (signal.aborted) outcome &&= 'aborted';
       else if (error instanceof UnreadableMediaError) {
         outcome = 'unreadable';
-        await this.storage.put(key.prefix, name, Buffer.alloc(0)).catch(() => undefined);
+        await this.keep(key, name, Buffer.alloc(0)).catch(() => undefined);
       } else this.options.log.warn({ err: error, url }, 'a preview could not be made');
       return null;
     } finally {
@@ -156,6 +156,15 @@ export class Previews {
       if (dir) await rm(dir, { recursive: true, force: true }).catch(() => undefined);
       release();
     }
+  }
+
+  /**
+   * Keeps a preview beside its file, if the file is still there: its content may have expired
+   * meanwhile (its folder deleted), and a preview written now would outlive it.
+   */
+  private async keep(key: { prefix: string; name: string }, name: string, bytes: Buffer): Promise<void> {
+    if ((await this.storage.size(key.prefix, key.name)) !== null)
+      await this.storage.put(key.prefix, name, bytes);
   }
 }
 

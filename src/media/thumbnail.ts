@@ -1,8 +1,9 @@
 import sharp from 'sharp';
 
-// The worker makes each thumbnail once, from an image it never sees again: libvips' operation cache
-// (by default up to 50 MB and 100 operations) would only hold memory, and one libvips thread per
-// small image keeps each thread's buffers out of the worker's resident memory (see bench:idle).
+// The worker makes each thumbnail once (and the API each MCP preview, src/media/preview.ts), from a
+// file it never sees again: libvips' operation cache (by default up to 50 MB and 100 operations)
+// would only hold memory, and one libvips thread per small image keeps each thread's buffers out of
+// the process's resident memory (see bench:idle).
 sharp.cache(false);
 sharp.concurrency(1);
 
