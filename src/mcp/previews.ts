@@ -77,6 +77,8 @@ export class Previews {
         return null;
       }
       if (kept) return kept.length > 0 ? asPreview(kept) : null;
+      // Its client left while it read: nothing to start for it.
+      if (signal.aborted) return null;
       job = this.making.get(url) ?? this.start(url, { prefix: key.prefix, name: key.name }, kind);
     }
     return this.waitFor(url, job, signal);
