@@ -57,6 +57,8 @@ interface AppDeps {
     headersTimeoutMs: number;
     /** How long an MCP call waits for a generation (MCP_WAIT_SECONDS). */
     mcpWaitSeconds: number;
+    /** Previews one process makes at once for MCP results (MCP_PREVIEW_CONCURRENCY; default 2). */
+    mcpPreviewConcurrency?: number;
     /** Origins besides the API's own and loopback whose browsers may call /v1/mcp (MCP_ALLOWED_ORIGINS). */
     mcpAllowedOrigins: readonly string[];
   };
@@ -169,6 +171,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       balances: deps.balances,
       waiting: deps.generations.waiting,
       waitSeconds: deps.settings.mcpWaitSeconds,
+      previews: {
+        concurrency: deps.settings.mcpPreviewConcurrency,
+        registry: deps.metrics,
+        log: deps.logger,
+      },
     }),
   });
   if (deps.oauth) oauthMetadataRoutes(app, deps.oauth);

@@ -114,6 +114,7 @@ export async function createApiService(
       requestTimeoutMs: config.API_REQUEST_TIMEOUT_MS,
       headersTimeoutMs: config.API_HEADERS_TIMEOUT_MS,
       mcpWaitSeconds: config.MCP_WAIT_SECONDS,
+      mcpPreviewConcurrency: config.MCP_PREVIEW_CONCURRENCY,
       mcpAllowedOrigins: config.MCP_ALLOWED_ORIGINS,
     },
     eventStreams,

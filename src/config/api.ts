@@ -69,6 +69,7 @@ export const apiSettings = settingGroup({
     EVENT_STREAMS_PER_PROCESS: int(10_000, 1),
     EVENT_STREAM_KEEPALIVE_MS: int(15_000, 100),
     MCP_WAIT_SECONDS: int(50, 0),
+    MCP_PREVIEW_CONCURRENCY: int(2, 1),
     MCP_ALLOWED_ORIGINS: z
       .string()
       .default('')
@@ -146,6 +147,10 @@ export const apiSettings = settingGroup({
     MCP_WAIT_SECONDS: {
       readBy: ['api'],
       text: 'How long an MCP `create_generation` or `get_generation` call without a task waits for the generation to finish (sending progress notifications) before it answers with the generation as it stands; 0 answers at once. At most 60 s and within `API_REQUEST_TIMEOUT_MS`. See [MCP](mcp.md).',
+    },
+    MCP_PREVIEW_CONCURRENCY: {
+      readBy: ['api'],
+      text: 'Previews (an image’s, a video’s poster frame) one API process makes at once for MCP tool results; more wait their turn. Each is made once, on its first ask, and kept beside its file (`…-preview.webp`): later calls read it. See [MCP](mcp.md#results).',
     },
     MCP_ALLOWED_ORIGINS: {
       readBy: ['api'],

@@ -144,7 +144,7 @@ export async function cancel(deps: McpDeps, caller: McpCaller, args: unknown): P
   );
   deps.forget(id);
   if (!result) throw new ApiError('not_found', 'No generation with this id in this account.');
-  if (result.canceled) return generationResult(toResultDeps(deps), result.generation);
+  if (result.canceled) return generationResult(toResultDeps(deps, caller), result.generation);
   throw notCancelable(result.generation.status, deps.toGeneration(result.generation));
 }
 

@@ -101,7 +101,7 @@ export async function taskResult(deps: McpDeps, caller: McpCaller, taskId: strin
       );
   }
   return {
-    ...(await generationResult(toResultDeps(deps), row)),
+    ...(await generationResult(toResultDeps(deps, caller), row)),
     _meta: { 'io.modelcontextprotocol/related-task': { taskId } },
   };
 }

@@ -97,7 +97,7 @@ export async function createGeneration(
   ];
   if (!isTerminal(now.status))
     notes.push(`It is still running: call get_generation with id "${now.id}" to wait for its result.`);
-  return withMeta(await generationResult(toResultDeps(deps), now, notes), { idempotency_key: key });
+  return withMeta(await generationResult(toResultDeps(deps, caller), now, notes), { idempotency_key: key });
 }
 
 /**
@@ -141,7 +141,7 @@ export async function getGeneration(
   const notes = isTerminal(now.status)
     ? []
     : [`It is still running: call get_generation with id "${now.id}" again to wait for its result.`];
-  return generationResult(toResultDeps(deps), now, notes);
+  return generationResult(toResultDeps(deps, caller), now, notes);
 }
 
 /**
@@ -168,8 +168,10 @@ export async function waitForEnd(
   return now;
 }
 
-export const toResultDeps = (deps: McpDeps) => ({
-  storage: deps.admission.storage,
+/** What a tool result of a generation is made with: this process's previews, for this call. */
+export const toResultDeps = (deps: McpDeps, caller: McpCaller) => ({
+  previews: deps.previews,
+  signal: caller.signal,
   toGeneration: (row: GenerationRow) => deps.toGeneration(row),
 });
 

@@ -2,6 +2,7 @@ import type { CommonQueryMethods } from 'slonik';
 import type { CreditBalance } from '../db/credits-repository.js';
 import type { GenerationRow } from '../db/generation-reads.js';
 import type { AdmissionDeps } from '../generations/admit-generation.js';
+import type { Previews } from './previews.js';
 
 /** Waits for a generation to be terminal, woken by its change notification (the API's waiters of Prefer: wait). */
 export type WaitForGeneration = (
@@ -43,6 +44,8 @@ export interface McpDeps {
   };
   /** The API's Generation object of a row (src/api/generation-view.ts). */
   toGeneration(row: GenerationRow): Record<string, unknown>;
+  /** The previews of finished results, made once each and kept (MCP_PREVIEW_CONCURRENCY at once). */
+  previews: Pick<Previews, 'of'>;
 }
 
 /** Who calls: the API key's principal, and the request's life (aborted when the client goes away). */

@@ -4,11 +4,8 @@ import type { CatalogCache } from '../catalog/catalog-cache.js';
 import { publicModelSchema } from '../catalog/public-model.js';
 import { generationStatuses } from '../generation.js';
 import { toJsonSchema } from '../json-schema.js';
+import { PREVIEW_LONGEST_SIDE } from '../media/preview.js';
 import type { McpDeps } from './mcp-deps.js';
-
-/** The longest side of an image preview, and the most bytes one may take (see imagePreview). */
-export const PREVIEW_LONGEST_SIDE = 1024;
-export const PREVIEW_MAX_BYTES = 1024 * 1024;
 
 /** Every tool's name: what `tools/call` dispatches on. */
 export const toolNames = [

@@ -3,8 +3,8 @@ import { ServiceError } from '@temporalio/client';
 import { causeChain, isDependencyFailure } from '../dependency-failures.js';
 import type { GenerationRow } from '../db/generation-reads.js';
 import { ApiError, type ValidationIssue } from '../errors.js';
-import { mediaTypeOfName, type Storage } from '../storage/storage.js';
-import { imagePreview, posterFrame } from './previews.js';
+import { mediaTypeOfName } from '../storage/storage.js';
+import type { Previews } from './previews.js';
 
 type Content = CallToolResult['content'][number];
 
@@ -34,9 +34,16 @@ function statusWords(row: GenerationRow): string {
  * text, for clients that show only text), and for a finished one its files: each image as a preview
  * (`image`) and a `resource_link` to the full file on the result host; each video as a
  * `resource_link` and a poster frame. `notes` are sentences for the agent (what to do next).
+ * Previews are made once per file and kept (see Previews); one that cannot be had now (none can be
+ * made, the call's client left, the file is gone) is left out, its link kept.
  */
 export async function generationResult(
-  deps: { storage: Storage; toGeneration(row: GenerationRow): Record<string, unknown> },
+  deps: {
+    previews: Pick<Previews, 'of'>;
+    /** The call's life: its client gone, the previews it waits for are not made for it. */
+    signal: AbortSignal;
+    toGeneration(row: GenerationRow): Record<string, unknown>;
+  },
   row: GenerationRow,
   notes: string[] = [],
 ): Promise<CallToolResult> {
@@ -46,14 +53,26 @@ export async function generationResult(
     { type: 'text', text: JSON.stringify(generation) },
   ];
   const output = row.content_expired ? null : (row.output as OutputFiles | null);
-  for (const [index, image] of (output?.images ?? []).entries()) {
-    const preview = index < maxPreviews ? await imagePreview(deps.storage, image.url) : null;
+  const images = output?.images ?? [];
+  const videos = output?.videos ?? [];
+  const previewsOf = (files: OutputFile[], kind: 'image' | 'video') =>
+    Promise.all(
+      files.map((file, index) =>
+        index < maxPreviews ? deps.previews.of(file.url, kind, deps.signal) : Promise.resolve(null),
+      ),
+    );
+  const [imagePreviews, posters] = await Promise.all([
+    previewsOf(images, 'image'),
+    previewsOf(videos, 'video'),
+  ]);
+  for (const [index, image] of images.entries()) {
+    const preview = imagePreviews[index];
     if (preview) content.push({ type: 'image', ...preview });
     content.push(fileLink(image.url, 'image', image));
   }
-  for (const [index, video] of (output?.videos ?? []).entries()) {
+  for (const [index, video] of videos.entries()) {
     content.push(fileLink(video.url, 'video', video));
-    const poster = index < maxPreviews ? await posterFrame(deps.storage, video.url) : null;
+    const poster = posters[index];
     if (poster) content.push({ type: 'image', ...poster });
   }
   return {

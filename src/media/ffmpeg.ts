@@ -25,10 +25,17 @@ function ffmpegBinary(): string {
 /**
  * Runs ffmpeg (no shell) and resolves with what it wrote on stderr (where
  * ffmpeg reports, stream descriptions included); rejects with the end of
- * that output when it fails.
+ * that output when it fails. It is killed after `timeoutMs` (100 s unless
+ * told), or at once when `signal` aborts (the caller has gone: its work is
+ * nobody's any more).
  */
-export function runFfmpeg(args: string[]): Promise<string> {
+export function runFfmpeg(
+  args: string[],
+  options: { signal?: AbortSignal; timeoutMs?: number } = {},
+): Promise<string> {
   const binary = ffmpegBinary();
+  const { signal, timeoutMs = ffmpegTimeoutMs } = options;
+  if (signal?.aborted) return Promise.reject(abortedRun(signal));
   return new Promise((resolve, reject) => {
     const child = spawn(binary, args, {
       stdio: ['ignore', 'ignore', 'pipe'],
@@ -38,7 +45,13 @@ export function runFfmpeg(args: string[]): Promise<string> {
     const timer = setTimeout(() => {
       timedOut = true;
       child.kill('SIGKILL');
-    }, ffmpegTimeoutMs);
+    }, timeoutMs);
+    const abort = () => child.kill('SIGKILL');
+    signal?.addEventListener('abort', abort, { once: true });
+    const settled = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', abort);
+    };
     let stderr = '';
     child.stderr.setEncoding('utf8');
     child.stderr.on('data', (chunk: string) => {
@@ -46,20 +59,28 @@ export function runFfmpeg(args: string[]): Promise<string> {
       if (stderr.length > 1_000_000) stderr = stderr.slice(-500_000);
     });
     child.on('error', (error) => {
-      clearTimeout(timer);
+      settled();
       reject(new Error(`could not run ffmpeg (${binary}): ${error.message}`));
     });
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
+    child.on('close', (code, signalName) => {
+      settled();
       if (code === 0) return resolve(stderr);
+      if (signal?.aborted) return reject(abortedRun(signal));
       const why = timedOut
-        ? `took longer than ${ffmpegTimeoutMs} ms and was stopped`
-        : signal
-          ? `was killed by ${signal}`
+        ? `took longer than ${timeoutMs} ms and was stopped`
+        : signalName
+          ? `was killed by ${signalName}`
           : `exited with code ${code}`;
       reject(new Error(`ffmpeg ${why}: ${stderr.trim().slice(-4000) || '(no output)'}`));
     });
   });
+}
+
+/** The rejection of a run stopped by its signal: its reason when an Error, else an AbortError. */
+function abortedRun(signal: AbortSignal): Error {
+  return signal.reason instanceof Error
+    ? signal.reason
+    : new DOMException('ffmpeg was stopped: its caller has gone', 'AbortError');
 }
 
 /**

@@ -1,10 +1,14 @@
 import sharp from 'sharp';
 
-// The worker makes each thumbnail once, from an image it never sees again: libvips' operation cache
-// (by default up to 50 MB and 100 operations) would only hold memory, and one libvips thread per
-// small image keeps each thread's buffers out of the worker's resident memory (see bench:idle).
+// The worker makes each thumbnail once (and the API each MCP preview, src/media/preview.ts), from a
+// file it never sees again: libvips' operation cache (by default up to 50 MB and 100 operations)
+// would only hold memory, and one libvips thread per small image keeps each thread's buffers out of
+// the process's resident memory (see bench:idle).
 sharp.cache(false);
 sharp.concurrency(1);
+
+/** The most pixels a stored image may have for a thumbnail or preview to be made of it (16,384²). */
+export const MAX_INPUT_PIXELS = 16384 * 16384;
 
 /** Thumbnails for the console's gallery: WebP, at most this wide and high, made once when a result is persisted. */
 export const THUMBNAIL_SIZE = 400;
@@ -17,11 +21,17 @@ export const THUMBNAIL_SIZE = 400;
  */
 const webpOptions = { quality: 78, effort: 2 };
 
-/** The thumbnail's name beside its image in the same folder: `out-0.png` → `out-0-thumb.webp`. */
-export function thumbnailName(imageName: string): string {
-  const dot = imageName.lastIndexOf('.');
-  return `${dot > 0 ? imageName.slice(0, dot) : imageName}-thumb.webp`;
+/**
+ * The name of a WebP made from a stored file, kept beside it in the same folder (so it goes when
+ * the file's content expires): `out-0.png` → `out-0-thumb.webp` (`what`: thumb).
+ */
+export function besideName(fileName: string, what: 'thumb' | 'preview'): string {
+  const dot = fileName.lastIndexOf('.');
+  return `${dot > 0 ? fileName.slice(0, dot) : fileName}-${what}.webp`;
 }
+
+/** The gallery thumbnail's name beside its image: `out-0.png` → `out-0-thumb.webp`. */
+export const thumbnailName = (imageName: string): string => besideName(imageName, 'thumb');
 
 /**
  * A WebP no larger than 400×400 keeping the image's proportions (never enlarged), from the image's
@@ -32,7 +42,7 @@ export function thumbnailName(imageName: string): string {
  */
 export async function makeThumbnail(image: Buffer | string): Promise<Buffer> {
   try {
-    return await sharp(image, { limitInputPixels: 16384 * 16384 })
+    return await sharp(image, { limitInputPixels: MAX_INPUT_PIXELS })
       .rotate()
       .resize(THUMBNAIL_SIZE, THUMBNAIL_SIZE, { fit: 'inside', withoutEnlargement: true })
       .webp(webpOptions)

@@ -31,6 +31,7 @@ export const metricNames = {
   routeAttempts: 'route_attempts_total',
   routeFailovers: 'route_failovers_total',
   generationsServed: 'generations_served_total',
+  mcpPreviewsMade: 'mcp_previews_made_total',
 } as const;
 
 /** A registry with Node's own process metrics (CPU, memory, event loop lag, GC) in it. */

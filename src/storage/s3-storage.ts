@@ -1,5 +1,6 @@
-import { createReadStream } from 'node:fs';
+import { createReadStream, createWriteStream } from 'node:fs';
 import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import {
   DeleteObjectCommand,
   DeleteObjectsCommand,
@@ -92,6 +93,23 @@ export class S3Storage implements Storage {
       if (isNoSuchKey(error)) return null;
       throw error;
     }
+  }
+
+  async download(prefix: string, name: string, file: string, signal?: AbortSignal): Promise<boolean> {
+    if (!isSafeSegment(prefix) || !isSafeSegment(name)) return false;
+    let body: Readable;
+    try {
+      const object = await this.client.send(
+        new GetObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(prefix, name) }),
+        { abortSignal: signal },
+      );
+      body = object.Body as Readable;
+    } catch (error) {
+      if (isNoSuchKey(error)) return false;
+      throw error;
+    }
+    await pipeline(body, createWriteStream(file), { signal });
+    return true;
   }
 
   /**

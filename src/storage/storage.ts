@@ -1,5 +1,7 @@
+import { createReadStream, createWriteStream } from 'node:fs';
 import { copyFile, mkdir, readFile, rm, stat, writeFile, rename } from 'node:fs/promises';
 import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
 
 /**
  * Where results (and inline input images) are kept. Objects live under a
@@ -15,6 +17,12 @@ export interface Storage {
   size(prefix: string, name: string): Promise<number | null>;
   /** An object's bytes, or null when there is no such object (never written, deleted, or not a valid key). */
   read(prefix: string, name: string): Promise<Buffer | null>;
+  /**
+   * Copies an object into a local file, streamed (never held in memory whole), for a program that
+   * reads files (ffmpeg, libvips). False when there is no such object. Stops, rejecting, when
+   * `signal` aborts.
+   */
+  download(prefix: string, name: string, file: string, signal?: AbortSignal): Promise<boolean>;
   /**
    * Deletes everything under a prefix; deleting what is gone is not an error. Throws when it cannot
    * tell that everything is gone, so that the caller retries rather than records the content as deleted.
@@ -132,6 +140,18 @@ export class LocalStorage implements Storage {
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       if (code === 'ENOENT' || code === 'EISDIR' || code === 'ENOTDIR') return null;
+      throw error;
+    }
+  }
+
+  async download(prefix: string, name: string, file: string, signal?: AbortSignal): Promise<boolean> {
+    if (!safeSegment.test(prefix) || !safeSegment.test(name)) return false;
+    try {
+      await pipeline(createReadStream(this.pathOf(prefix, name)), createWriteStream(file), { signal });
+      return true;
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'EISDIR' || code === 'ENOTDIR') return false;
       throw error;
     }
   }

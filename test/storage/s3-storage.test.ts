@@ -1,3 +1,6 @@
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig, storageLocation } from '../../src/config.js';
@@ -66,6 +69,25 @@ describe('S3Storage', () => {
     expect(await storage.read('rabc', '../../x')).toBeNull();
     expect(storage.keyOf(url)).toEqual({ prefix: 'rabc', name: 'output-0.png' });
     await expect(storage.put('../up', 'x.png', Buffer.from('x'))).rejects.toThrow(/unsafe/);
+  });
+
+  it('downloads an object into a file (streamed), false for what is not there, and stops when told', async () => {
+    const storage = storageThrough(s3.endpoint);
+    const bytes = Buffer.alloc(3 * 1024 * 1024, 7);
+    await storage.put('rdown', 'output-0.mp4', bytes);
+    const dir = await mkdtemp(path.join(os.tmpdir(), 's3-download-'));
+    try {
+      const file = path.join(dir, 'copy.mp4');
+      expect(await storage.download('rdown', 'output-0.mp4', file)).toBe(true);
+      expect((await readFile(file)).equals(bytes)).toBe(true);
+      expect(await storage.download('rdown', 'other.mp4', path.join(dir, 'none'))).toBe(false);
+      expect(await storage.download('..', 'etc', path.join(dir, 'none'))).toBe(false);
+      await expect(
+        storage.download('rdown', 'output-0.mp4', path.join(dir, 'stopped'), AbortSignal.abort()),
+      ).rejects.toThrow(/abort/i);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it('a missing bucket is an error, not a missing file', async () => {

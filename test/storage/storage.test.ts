@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -27,6 +27,18 @@ describe('LocalStorage: reading our own files back', () => {
     expect(await storage.read('iabc', '../../x')).toBeNull();
     await storage.deletePrefix('iabc');
     expect(await storage.read('iabc', 'first_frame_image.png')).toBeNull();
+  });
+
+  it('downloads a file into another (streamed), false for what is not there, and stops when told', async () => {
+    await storage.put('idown', 'output-0.mp4', Buffer.from('a video'));
+    const copy = path.join(root, 'copy.mp4');
+    expect(await storage.download('idown', 'output-0.mp4', copy)).toBe(true);
+    expect(await readFile(copy, 'utf8')).toBe('a video');
+    expect(await storage.download('idown', 'other.mp4', path.join(root, 'none'))).toBe(false);
+    expect(await storage.download('..', 'etc', path.join(root, 'none'))).toBe(false);
+    await expect(
+      storage.download('idown', 'output-0.mp4', path.join(root, 'stopped'), AbortSignal.abort()),
+    ).rejects.toThrow(/abort/i);
   });
 
   it('knows its own URLs (a query changes nothing), and no one else’s', async () => {

@@ -5,6 +5,8 @@ import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { BaseLogger } from 'pino';
+import type { Registry } from 'prom-client';
 import type { CommonQueryMethods } from 'slonik';
 import { getBalance, type CreditBalance } from '../../db/credits-repository.js';
 import { ApiError } from '../../errors.js';
@@ -13,6 +15,7 @@ import type { InvalidatedCache } from '../../invalidated-cache.js';
 import { toJsonSchema } from '../../json-schema.js';
 import type { McpDeps } from '../../mcp/mcp-deps.js';
 import { buildMcpServer } from '../../mcp/mcp-server.js';
+import { previewConcurrency, Previews } from '../../mcp/previews.js';
 import { principalOf } from '../auth-plugin.js';
 import { readOwnGeneration, type GenerationCache } from '../cached-generation.js';
 import type { GenerationWaiters } from '../generation-waiters.js';
@@ -111,6 +114,8 @@ export function mcpDepsOf(deps: {
   waiting?: { waiters: GenerationWaiters; maxSeconds: number };
   /** MCP_WAIT_SECONDS. */
   waitSeconds: number;
+  /** MCP_PREVIEW_CONCURRENCY, and where the decodes are counted. */
+  previews: { concurrency?: number; registry?: Registry; log: Pick<BaseLogger, 'warn'> };
 }): McpDeps {
   const { db, balances, waiting } = deps;
   return {
@@ -131,6 +136,10 @@ export function mcpDepsOf(deps: {
       key: toJsonSchema(apiKeySchema),
     },
     toGeneration,
+    previews: new Previews(deps.admission.storage, {
+      ...deps.previews,
+      concurrency: deps.previews.concurrency ?? previewConcurrency,
+    }),
   };
 }
 
