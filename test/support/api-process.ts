@@ -7,6 +7,8 @@ import { freePort } from '../../src/dev/free-port.js';
 export interface ApiProcess {
   /** `http://127.0.0.1:PORT`. */
   origin: string;
+  /** Its process id (its memory is in /proc/PID/status). */
+  pid: number;
   /** Everything it wrote to stdout and stderr so far (JSON log lines). */
   logs(): string;
   stop(): Promise<void>;
@@ -41,5 +43,10 @@ export async function startApiProcess(env: Record<string, string>): Promise<ApiP
       resolve();
     });
   });
-  return { origin: `http://127.0.0.1:${port}`, logs: () => logs, stop: () => stopChild(child, 5000) };
+  return {
+    origin: `http://127.0.0.1:${port}`,
+    pid: child.pid!,
+    logs: () => logs,
+    stop: () => stopChild(child, 5000),
+  };
 }
