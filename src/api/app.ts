@@ -83,6 +83,8 @@ interface AppDeps {
     linesInFlight: number;
     historyEventsPerRun?: number;
     bodyLimitBytes: number;
+    /** Batch uploads read at once per API key (BATCH_UPLOADS_PER_KEY). */
+    uploadsPerKey: number;
   };
   /** Adds routes before the app is sealed (embedding; tests add probe routes). */
   configure?: (app: FastifyInstance) => void;
@@ -153,6 +155,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     batchRoutes(app, {
       ...deps.admission,
       ...deps.batches,
+      // One line of a batch is at most what a POST /v1/generations body may be.
+      lineLimitBytes: deps.settings.bodyLimitBytes,
       streams: deps.eventStreams,
     });
   healthRoutes(app, {

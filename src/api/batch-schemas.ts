@@ -111,7 +111,7 @@ export const batchResultsQuerySchema = z.object({
   after: z
     .string()
     .regex(/^[0-9]{1,9}$/, 'Must be a line index (0 for the first line).')
-    .pipe(z.coerce.number<string>().int())
+    .pipe(z.coerce.number<string>().int().min(0).max(999_999_999))
     .optional()
     .describe('Only lines after this index: the last index read, to resume.'),
 });

@@ -190,6 +190,7 @@ export const batchRequestLineSchema = {
     },
     model: {
       type: 'string',
+      minLength: 1,
       description: 'A model id; the other fields are that model’s (see GenerationRequest_*).',
     },
   },

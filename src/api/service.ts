@@ -134,6 +134,7 @@ export async function createApiService(
       linesInFlight: config.BATCH_LINES_IN_FLIGHT,
       historyEventsPerRun: config.BATCH_HISTORY_EVENTS_PER_RUN,
       bodyLimitBytes: config.BATCH_BODY_LIMIT_BYTES,
+      uploadsPerKey: config.BATCH_UPLOADS_PER_KEY,
     },
     configure,
   });

@@ -6,6 +6,7 @@ export const batchSettings = settingGroup({
   shape: {
     BATCH_MAX_LINES: int(50_000, 1),
     BATCH_BODY_LIMIT_BYTES: int(512 * 1024 * 1024, 1024),
+    BATCH_UPLOADS_PER_KEY: int(4, 1),
     BATCH_LINES_IN_FLIGHT: int(20, 1),
     BATCH_POLL_INTERVAL_MS: int(1_000, 10),
     BATCH_SLICE_MS: int(30_000, 100),
@@ -15,7 +16,11 @@ export const batchSettings = settingGroup({
     BATCH_MAX_LINES: { readBy: ['api'], text: 'Most request lines one batch may hold.' },
     BATCH_BODY_LIMIT_BYTES: {
       readBy: ['api'],
-      text: 'Largest body `POST /v1/batches` (and its quote) takes, JSON or JSONL (`application/x-ndjson`), in place of `BODY_LIMIT_BYTES`; either is read line by line as it arrives, never held whole.',
+      text: 'Largest body `POST /v1/batches` (and its quote) takes, JSON or JSONL (`application/x-ndjson`), in place of `BODY_LIMIT_BYTES`; either is read line by line as it arrives, never held whole. One line is at most `BODY_LIMIT_BYTES` (a `413` naming it, the rest unread).',
+    },
+    BATCH_UPLOADS_PER_KEY: {
+      readBy: ['api'],
+      text: 'Batch uploads (`POST /v1/batches` and its quote) one API process reads at once for one API key; one more is answered `429 rate_limited` with `Retry-After` before its body is read. An upload holds no database connection while it arrives: its lines are checked and staged (in memory, past 4 MiB in a file under `TMPDIR`), then written in one short transaction.',
     },
     BATCH_LINES_IN_FLIGHT: {
       readBy: ['api'],

@@ -19,11 +19,18 @@ export interface BatchLineInput {
   request: Record<string, unknown>;
 }
 
+/** A line as it is staged before its batch is written: its request as JSON text. */
+export interface StagedBatchLine {
+  line: number;
+  customId: string;
+  requestJson: string;
+}
+
 /** Writes a chunk of lines in one statement. */
 export async function insertBatchLines(
   db: CommonQueryMethods,
   batchId: string,
-  lines: readonly BatchLineInput[],
+  lines: readonly StagedBatchLine[],
 ): Promise<void> {
   if (lines.length === 0) return;
   await db.query(sql.unsafe`
@@ -36,7 +43,7 @@ export async function insertBatchLines(
       lines.map((l) => l.customId),
       'text',
     )}, ${sql.array(
-      lines.map((l) => JSON.stringify(l.request)),
+      lines.map((l) => l.requestJson),
       'text',
     )}) AS t(line, custom_id, request)`);
 }

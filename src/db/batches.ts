@@ -197,6 +197,7 @@ export async function batchCounts(db: CommonQueryMethods, batch: BatchRow): Prom
 }
 
 /** Takes back a batch whose workflow could not be started (its lines go with it; none was admitted). */
-export async function deleteBatch(db: CommonQueryMethods, id: string): Promise<void> {
-  await db.query(sql.unsafe`DELETE FROM batches WHERE id = ${id} AND status = 'validating'`);
+export async function deleteBatch(db: CommonQueryMethods, id: string): Promise<boolean> {
+  const result = await db.query(sql.unsafe`DELETE FROM batches WHERE id = ${id} AND status = 'validating'`);
+  return result.rowCount > 0;
 }

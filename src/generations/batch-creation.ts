@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { DatabasePool } from '../db/pool.js';
 import { recordBatchEvent } from '../db/batch-events.js';
-import { insertBatchLines, type BatchLineInput } from '../db/batch-lines.js';
+import { insertBatchLines } from '../db/batch-lines.js';
 import { batchEventResource } from '../db/batch-view.js';
 import {
   batchCounts,
@@ -16,6 +16,7 @@ import { ApiError, ValidationError, type ValidationIssue } from '../errors.js';
 import { newId } from '../ids.js';
 import { MAX_ISSUES } from '../storable-text.js';
 import { checkBatchEnvelope, customIdIssue, type BatchEnvelope } from './batch-envelope.js';
+import { StagedLines } from './batch-staging.js';
 import { startBatchOrRefuse, type BatchStartDeps } from './batch-start.js';
 import { canonicalJson } from './fingerprint.js';
 import { checkIdempotencyKey, checkRequest, type RequestCheckDeps } from './generation-request.js';
@@ -61,10 +62,12 @@ export function batchWorkflowId(keyId: string, key: string | null, batchId: stri
 }
 
 /**
- * Creates a batch: every line checked as admission checks a POST's body (checkRequest) while it is
- * written to PostgreSQL in chunks, then the envelope (whole only once the lines are read), in one
- * transaction that a bad line or envelope, a duplicate custom_id, a quoted total above the balance,
- * too many lines or a body past its limit rolls back whole; then its workflow is started.
+ * Creates a batch: every line checked as admission checks a POST's body (checkRequest) and staged
+ * (StagedLines) as the body arrives, then the envelope (whole only once the lines are read), all
+ * before any database connection is taken, so that a slow upload holds nothing shared. A bad line
+ * or envelope, a duplicate custom_id, a quoted total above the balance, too many lines or a body
+ * past its limit refuses it with nothing written; then one short transaction writes the batch and
+ * its staged lines, and its workflow is started.
  * The same Idempotency-Key with the same lines answers the batch it made (`created` false); with
  * others, 409. Nothing is charged: each line is, when its workflow admits it.
  */
@@ -80,39 +83,50 @@ export async function createBatch(
   const workflowId = batchWorkflowId(keyId, key, id);
   const hash = createHash('sha256');
   const createdAt = Date.now();
-  let existing = false;
-  await deps.pool.transaction(async (tx) => {
-    existing = !(await insertBatch(tx, { id, accountId, apiKeyId: keyId, workflowId, idempotencyKey: key }));
-    const read = await readLines(
-      deps,
-      request,
-      hash,
-      existing ? null : (chunk) => insertBatchLines(tx, id, chunk),
-    );
+  // A retry of a batch the key made: its lines are only hashed, to be matched with the first's.
+  const existing = key !== null && (await batchOfKey(deps.pool, keyId, key)) !== null;
+  const staged = existing ? null : new StagedLines();
+  try {
+    const read = await readLines(deps, request, hash, staged);
     const envelope = await checkBatchEnvelope(request.envelope(), deps.webhooks);
     if (!envelope.ok) throw new ValidationError([...envelope.issues, ...read.issues].slice(0, MAX_ISSUES));
     hash.update(canonicalJson(envelopeOf(envelope.envelope, envelope.webhook)));
-    if (existing) return;
+    const fingerprint = hash.digest('hex');
+    if (!staged) return await answerExisting(deps, keyId, key!, fingerprint);
     if (read.issues.length > 0) throw new ValidationError(read.issues.slice(0, MAX_ISSUES));
-    const balance = await getBalance(tx, accountId);
+    const balance = await getBalance(deps.pool, accountId);
     if (read.credits > balance.credits)
       throw new ApiError(
         'insufficient_credits',
         `The batch is quoted at ${read.credits} credits; the balance is ${balance.credits}.`,
       );
-    await finishInsert(tx, id, {
-      fingerprint: hash.digest('hex'),
-      lineCount: read.count,
-      quotedCredits: read.credits,
-      completionWindow: envelope.envelope.completionWindow,
-      expiresAt: new Date(createdAt + envelope.envelope.windowMs),
-      webhook: envelope.webhook,
-      metadata: envelope.envelope.metadata,
+    const inserted = await deps.pool.transaction(async (tx) => {
+      // False: the same key's batch was written meanwhile (a concurrent retry): it is answered.
+      if (!(await insertBatch(tx, { id, accountId, apiKeyId: keyId, workflowId, idempotencyKey: key })))
+        return false;
+      for await (const chunk of staged.chunks(chunkSize)) await insertBatchLines(tx, id, chunk);
+      await finishInsert(tx, id, {
+        fingerprint,
+        lineCount: read.count,
+        quotedCredits: read.credits,
+        completionWindow: envelope.envelope.completionWindow,
+        expiresAt: new Date(createdAt + envelope.envelope.windowMs),
+        webhook: envelope.webhook,
+        metadata: envelope.envelope.metadata,
+      });
+      const batch = (await getBatch(tx, accountId, id))!;
+      await recordBatchEvent(
+        tx,
+        id,
+        'batch.created',
+        batchEventResource(batch, await batchCounts(tx, batch)),
+      );
+      return true;
     });
-    const batch = (await getBatch(tx, accountId, id))!;
-    await recordBatchEvent(tx, id, 'batch.created', batchEventResource(batch, await batchCounts(tx, batch)));
-  });
-  if (existing) return answerExisting(deps, keyId, key!, hash.digest('hex'));
+    if (!inserted) return await answerExisting(deps, keyId, key!, fingerprint);
+  } finally {
+    await staged?.discard();
+  }
   const batch = (await getBatch(deps.pool, accountId, id))!;
   await startBatchOrRefuse(deps, batch, runOf(deps), key !== null);
   return { batch, created: true };
@@ -126,7 +140,7 @@ export async function quoteBatch(
   deps: Omit<BatchCreationDeps, 'pool' | 'temporal' | 'taskQueue' | 'linesInFlight' | 'historyEventsPerRun'>,
   request: Omit<BatchRequest, 'principal' | 'idempotencyKey'>,
 ): Promise<{ lines: number; credits: number }> {
-  const read = await readLines(deps, request, createHash('sha256'), () => Promise.resolve());
+  const read = await readLines(deps, request, createHash('sha256'), 'check');
   const envelope = await checkBatchEnvelope(request.envelope(), deps.webhooks);
   const issues = [...(envelope.ok ? [] : envelope.issues), ...read.issues];
   if (issues.length > 0) throw new ValidationError(issues.slice(0, MAX_ISSUES));
@@ -166,21 +180,23 @@ interface LinesRead {
   issues: ValidationIssue[];
 }
 
-/** Reads, hashes and checks every line; writes the good ones in chunks while none has failed. */
+/**
+ * Reads and hashes every line; unless `stage` is null (a retry: hashed only), checks each, and
+ * stages the good ones while none has failed (`check`: checked only, as a quote does).
+ */
 async function readLines(
   deps: RequestCheckDeps & { maxLines: number },
   request: Pick<BatchRequest, 'lines' | 'lineField'>,
   hash: ReturnType<typeof createHash>,
-  write: ((chunk: BatchLineInput[]) => Promise<void>) | null,
+  stage: StagedLines | 'check' | null,
 ): Promise<LinesRead> {
   const read: LinesRead = { count: 0, credits: 0, issues: [] };
   const seen = new Set<string>();
-  let chunk: BatchLineInput[] = [];
   for await (const value of request.lines) {
     const index = read.count++;
     hash.update(value instanceof NotJsonLine ? value.text : canonicalJson(value));
     hash.update('\n');
-    if (write === null) continue;
+    if (stage === null) continue;
     const name = request.lineField(index);
     if (value instanceof NotJsonLine) {
       if (read.issues.length < MAX_ISSUES)
@@ -207,16 +223,11 @@ async function readLines(
       continue;
     }
     read.credits += checked.credits;
-    if (read.issues.length > 0) continue;
-    chunk.push({ line: index, customId: checked.customId, request: checked.body });
-    if (chunk.length >= chunkSize) {
-      await write(chunk);
-      chunk = [];
-    }
+    if (read.issues.length > 0 || stage === 'check') continue;
+    await stage.add({ line: index, customId: checked.customId, requestJson: JSON.stringify(checked.body) });
   }
   if (read.count === 0)
     read.issues.push({ field: 'requests', code: 'too_small', message: 'A batch needs at least one line.' });
-  if (read.issues.length === 0 && write) await write(chunk);
   return read;
 }
 

@@ -13,7 +13,11 @@ export interface BatchStartDeps {
   webhooks?: Pick<WebhookSettings, 'retryDelaysMs'>;
 }
 
-/** Starts the batch's workflow; a 503 if it cannot be (a batch without a key is then taken back). */
+/**
+ * Starts the batch's workflow; a 503 if it cannot be (a batch without a key is then taken back).
+ * A start that failed may have been done, its answer lost: Temporal is asked first, and a workflow
+ * that exists runs the batch (no 503, whose resend would make a second batch).
+ */
 export async function startBatchOrRefuse(
   deps: BatchStartDeps & { pool: DatabasePool },
   batch: BatchRow,
@@ -23,13 +27,30 @@ export async function startBatchOrRefuse(
   try {
     await startBatchWorkflow(deps, batch, run);
   } catch (error) {
-    // Without a key no retry can find it: it is taken back whole (nothing was charged).
-    if (!keyed) await deleteBatch(deps.pool, batch.id).catch(() => undefined);
+    if (await workflowExists(deps.temporal, batch.workflow_id)) return;
+    // Without a key no retry can find it: it is taken back whole (nothing was charged), unless its
+    // workflow has moved it on from `validating` meanwhile (Temporal could not say): then it runs.
+    if (!keyed && (await deleteBatch(deps.pool, batch.id).catch(() => null)) === false) return;
     throw new ApiError(
       'service_unavailable',
       'The batch could not be started; send it again with the same Idempotency-Key.',
       { cause: error },
     );
+  }
+}
+
+/** Within this, Temporal says whether a batch's workflow exists (the request waits for it). */
+const existsDeadlineMs = 5_000;
+
+/** Whether Temporal has the workflow (running or ended); false when it has not, or cannot say in time. */
+async function workflowExists(temporal: Client, workflowId: string): Promise<boolean> {
+  try {
+    await temporal.withDeadline(Date.now() + existsDeadlineMs, () =>
+      temporal.workflow.getHandle(workflowId).describe(),
+    );
+    return true;
+  } catch {
+    return false;
   }
 }
 

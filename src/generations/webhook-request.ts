@@ -40,6 +40,13 @@ export interface WebhookSettings extends WebhookCheckRules {
 export type WebhookCheck =
   { ok: true; webhook: GenerationWebhook | null } | { ok: false; issues: ValidationIssue[] };
 
+/**
+ * The issue code of a webhook URL whose host name could not be resolved now (its name servers did
+ * not answer, or failed): a passing failure, unlike a name that does not exist. A batch's line is
+ * admitted again later for it, not refused.
+ */
+export const dnsUnavailableCode = 'dns_unavailable';
+
 const issue = (field: string, message: string, code = 'invalid_value'): ValidationIssue => ({
   field,
   code,
@@ -69,7 +76,7 @@ export async function checkWebhook(
     issues.push(issue('webhook.url', 'Expected an https URL of at most 2048 characters.', 'invalid_type'));
   else {
     const problem = await urlProblem(url, rules);
-    if (problem) issues.push(issue('webhook.url', problem));
+    if (problem) issues.push(typeof problem === 'string' ? issue('webhook.url', problem) : problem);
   }
   let chosen = [...choice.defaults];
   if (events !== undefined) {
@@ -92,8 +99,8 @@ export async function checkWebhook(
   return { ok: true, webhook: { url: url as string, events: chosen as GenerationWebhook['events'] } };
 }
 
-/** Why the URL would not be delivered to; null when it would. */
-async function urlProblem(value: string, rules: WebhookCheckRules): Promise<string | null> {
+/** Why the URL would not be delivered to (an issue of its own when its name could not be resolved now); null when it would. */
+async function urlProblem(value: string, rules: WebhookCheckRules): Promise<string | ValidationIssue | null> {
   let url: URL;
   try {
     url = new URL(value);
@@ -118,7 +125,19 @@ async function urlProblem(value: string, rules: WebhookCheckRules): Promise<stri
     (error: NodeJS.ErrnoException) => ({ addresses: [], code: error.code }),
   );
   if ('code' in found && found.code === 'ETIMEOUT')
-    return 'Its host name did not resolve in time (its name servers did not answer).';
+    return issue(
+      'webhook.url',
+      'Its host name did not resolve in time (its name servers did not answer).',
+      dnsUnavailableCode,
+    );
+  // The resolver says ENOTFOUND of a name with no address (NXDOMAIN, no record): anything else is
+  // a name server that failed (SERVFAIL, refused, unreachable).
+  if ('code' in found && found.code !== 'ENOTFOUND')
+    return issue(
+      'webhook.url',
+      `Its host name could not be resolved now (its name servers failed: ${found.code ?? 'unknown'}).`,
+      dnsUnavailableCode,
+    );
   if (found.addresses.length === 0) return 'Its host name does not resolve.';
   if (found.addresses.some(({ address }) => !policy.check(address).allowed))
     return schemes.includes('http:')

@@ -7,6 +7,7 @@ import { ApiError, ValidationError } from '../errors.js';
 import { admitGeneration, GenerationRefused, type AdmissionDeps } from '../generations/admit-generation.js';
 import { wireAdmission } from '../generations/admission-wiring.js';
 import { cancelGeneration } from '../generations/cancel-generation.js';
+import { dnsUnavailableCode } from '../generations/webhook-request.js';
 
 /** The Idempotency-Key a batch's line is admitted with: a retried admission meets its generation. */
 export const batchLineKey = (batchId: string, line: number) => `${batchId}:${line}`;
@@ -14,7 +15,8 @@ export const batchLineKey = (batchId: string, line: number) => `${batchId}:${lin
 /**
  * A batch's lines through admission (admitGeneration, as a POST's), and a running line stopped
  * under the generation cancel rules (cancelGeneration). An invalid line (the catalog changed since
- * the batch was checked) is refused without being recorded as a generation.
+ * the batch was checked) is refused without being recorded as a generation; one whose webhook host
+ * could not be resolved now (its name servers did not answer) is tried again later.
  */
 export function batchLineAdmission(
   deps: AdmissionDeps,
@@ -42,6 +44,10 @@ export function batchLineAdmission(
         if (error instanceof GenerationRefused && error.outcome === 'rejected')
           return { outcome: 'started', generationId: error.generationId };
         if (error instanceof ValidationError) {
+          // Only a webhook host that could not be resolved now: DNS is asked again at the next try.
+          const found = error.extra.issues ?? [];
+          if (found.length > 0 && found.every((i) => i.code === dnsUnavailableCode))
+            return { outcome: 'later' };
           const issues = (error.extra.issues ?? []).map((i) => `${i.field || 'body'}: ${i.message}`);
           return { outcome: 'refused', error: { code: 'invalid_request', message: issues.join(' ') } };
         }

@@ -245,6 +245,41 @@ describe('GET /v1/models, GET /v1/credits and GET /v1/openapi.json', () => {
     }
   });
 
+  it("openapi.json: a batch's results `after` and a line's `model` are described as the server reads them (issue 45, item 5)", async () => {
+    const doc = (await api.app.inject({ method: 'GET', url: '/v1/openapi.json' })).json();
+    const ajv = new Ajv2019.default({ strict: false, unicodeRegExp: true });
+    const after = (
+      doc.paths['/batches/{id}/results'].get.parameters as Array<{ name: string; schema: object }>
+    ).find((p) => p.name === 'after')!.schema;
+    expect(after).toMatchObject({ type: 'integer', minimum: 0 });
+    // What the schema takes the server takes (an unknown batch: 404), what it refuses is a 400.
+    for (const [raw, value] of [
+      ['0', 0],
+      ['7', 7],
+      ['999999999', 999_999_999],
+      ['-1', -1],
+      ['1000000000', 1_000_000_000],
+      ['1.5', 1.5],
+    ] as const) {
+      const response = await api.app.inject({
+        method: 'GET',
+        url: `/v1/batches/batch_none/results?after=${raw}`,
+        headers: bearer(account.key),
+      });
+      expect([raw, response.statusCode === 404], response.body).toEqual([raw, ajv.validate(after, value)]);
+    }
+    const line = doc.components.schemas.BatchRequestLine;
+    expect(line.properties.model).toMatchObject({ type: 'string', minLength: 1 });
+    expect(ajv.validate(line, { custom_id: 'a', model: '' })).toBe(false);
+    const quoted = await api.app.inject({
+      method: 'POST',
+      url: '/v1/batches/quote',
+      headers: { ...bearer(account.key), 'content-type': 'application/json' },
+      payload: JSON.stringify({ requests: [{ custom_id: 'a', model: '', prompt: 'x' }] }),
+    });
+    expect(quoted.statusCode, quoted.body).toBe(400);
+  });
+
   it('openapi.json: webhook.url and Last-Event-ID are described as the server reads them (issue 35, item 6)', async () => {
     const doc = (await api.app.inject({ method: 'GET', url: '/v1/openapi.json' })).json();
     const ajv = new Ajv2019.default({ strict: false, unicodeRegExp: true });

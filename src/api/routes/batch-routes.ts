@@ -1,7 +1,7 @@
-import { affordability } from '../../generations/key-rules.js';
 import { Readable } from 'node:stream';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { finishedLinesAfter } from '../../db/batch-lines.js';
+import { affordability } from '../../generations/key-rules.js';
 import { batchResultLine, toBatch } from '../../db/batch-view.js';
 import { batchCounts, getBatch, listBatches, type BatchRow } from '../../db/batches.js';
 import type { DatabasePool } from '../../db/pool.js';
@@ -10,7 +10,8 @@ import { cancelBatch } from '../../generations/batch-cancel.js';
 import { createBatch, quoteBatch, type BatchCreationDeps } from '../../generations/batch-creation.js';
 import { getBalance } from '../../db/credits-repository.js';
 import { principalOf } from '../auth-plugin.js';
-import { jsonBatchBody, jsonlBatchBody } from '../batch-bodies.js';
+import { jsonBatchBody, jsonlBatchBody, type BatchBodyLimits } from '../batch-bodies.js';
+import { BatchUploads } from '../batch-uploads.js';
 import {
   batchListSchema,
   batchPathSchema,
@@ -28,6 +29,10 @@ export interface BatchRouteDeps extends Omit<BatchCreationDeps, 'pool'> {
   pool: DatabasePool;
   /** Largest batch body, JSON or JSONL, read as it arrives (BATCH_BODY_LIMIT_BYTES). */
   bodyLimitBytes: number;
+  /** Largest line of one (BODY_LIMIT_BYTES: what a POST /v1/generations body may be). */
+  lineLimitBytes: number;
+  /** Batch uploads read at once per API key (BATCH_UPLOADS_PER_KEY). */
+  uploadsPerKey: number;
   /** The process's event streams: GET /v1/batches/{id}/events (batch-event-routes.ts). */
   streams: BatchEventRouteDeps['streams'];
 }
@@ -65,17 +70,39 @@ export function batchRoutes(root: FastifyInstance, deps: BatchRouteDeps): void {
 
 function routes(typed: ZodApp, deps: BatchRouteDeps) {
   const view = async (row: BatchRow) => toBatch(row, await batchCounts(deps.pool, row));
+  const uploads = new BatchUploads(deps.uploadsPerKey);
+  const limits = { bodyBytes: deps.bodyLimitBytes, lineBytes: deps.lineLimitBytes };
+
+  /**
+   * Reads a create's or a quote's body in one of its key's upload places (a 429 when it has none
+   * left). Answered before the body has all arrived (a 413, a 429, a line refused), the connection
+   * is closed after the answer: the rest of the body is never read.
+   */
+  async function upload<T>(request: FastifyRequest, reply: FastifyReply, work: () => Promise<T>): Promise<T> {
+    let release: (() => void) | undefined;
+    try {
+      release = uploads.take(principalOf(request).keyId);
+      return await work();
+    } catch (error) {
+      if (!request.raw.complete) reply.header('connection', 'close');
+      throw error;
+    } finally {
+      release?.();
+    }
+  }
 
   typed.post(
     '/v1/batches',
     { schema: batchRouteSchemas.createBatch, config: { checksOwnBody: true } },
     async (request, reply) => {
       const principal = principalOf(request);
-      const { batch, created } = await createBatch(deps, {
-        principal,
-        idempotencyKey: request.headers['idempotency-key'],
-        ...batchBody(request, deps.bodyLimitBytes),
-      });
+      const { batch, created } = await upload(request, reply, () =>
+        createBatch(deps, {
+          principal,
+          idempotencyKey: request.headers['idempotency-key'],
+          ...batchBody(request, limits),
+        }),
+      );
       reply.header('x-request-id', batch.id);
       return reply.status(created ? 201 : 200).send(await view(batch));
     },
@@ -84,9 +111,9 @@ function routes(typed: ZodApp, deps: BatchRouteDeps) {
   typed.post(
     '/v1/batches/quote',
     { schema: batchRouteSchemas.quoteBatch, config: { checksOwnBody: true } },
-    async (request) => {
+    async (request, reply) => {
       const principal = principalOf(request);
-      const quote = await quoteBatch(deps, batchBody(request, deps.bodyLimitBytes));
+      const quote = await upload(request, reply, () => quoteBatch(deps, batchBody(request, limits)));
       const balance = await getBalance(deps.pool, principal.accountId);
       return {
         ...quote,
@@ -143,7 +170,7 @@ function routes(typed: ZodApp, deps: BatchRouteDeps) {
 }
 
 /** The lines and envelope of a create or quote, read as the body arrives (JSONL: the envelope in the query). */
-function batchBody(request: FastifyRequest, bodyLimitBytes: number) {
+function batchBody(request: FastifyRequest, limits: BatchBodyLimits) {
   if (!(request.body instanceof Readable))
     throw new ApiError('invalid_request', 'The body needs `requests`: an array of request lines.', {
       issues: [{ field: 'requests', code: 'required', message: 'Expected an array of request lines.' }],
@@ -151,10 +178,10 @@ function batchBody(request: FastifyRequest, bodyLimitBytes: number) {
   const jsonl = /^application\/x-ndjson\b/i.test(request.headers['content-type'] ?? '');
   return jsonl
     ? {
-        ...jsonlBatchBody(request.body, bodyLimitBytes, envelopeFromQuery(request.query)),
+        ...jsonlBatchBody(request.body, limits, envelopeFromQuery(request.query)),
         lineField: (index: number) => `line ${index}`,
       }
-    : { ...jsonBatchBody(request.body, bodyLimitBytes), lineField: (index: number) => `requests[${index}]` };
+    : { ...jsonBatchBody(request.body, limits), lineField: (index: number) => `requests[${index}]` };
 }
 
 /** The finished lines after `after`, page by page: never the whole file in memory. */
