@@ -31,9 +31,10 @@ export interface McpRouteDeps {
  * lasts (generations, which are the tasks) is in PostgreSQL. An initialize is answered with an
  * Mcp-Session-Id that names no state (clients send it back; nothing checks it). The request is an
  * API request like any other: the API key authenticates it and its budget counts it once (a tool call
- * counts as the API call it makes), the body limit, the request log and the metrics apply. GET and
- * DELETE are 405 with Allow: POST (the app's unknown-method answer): a stateless server has no
- * stream to open and no session to end. A browser Origin other than the API's own, loopback or one
+ * counts as the API call it makes), the body limit, the request log and the metrics apply. So one
+ * request carries one message: a JSON-RPC batch (an array) is refused with -32600, whatever the
+ * protocol version. GET and DELETE are 405 with Allow: POST (the app's unknown-method answer): a
+ * stateless server has no stream to open and no session to end. A browser Origin other than the API's own, loopback or one
  * configured is refused (DNS rebinding).
  */
 export function mcpRoutes(app: FastifyInstance, deps: McpRouteDeps): void {
@@ -146,6 +147,16 @@ function readBody(request: FastifyRequest, limit: number): Promise<string> {
   });
 }
 
+/** Whether a body is a JSON-RPC batch (a JSON array); a body that is not JSON is the transport's -32700. */
+function isBatch(body: unknown): boolean {
+  if (typeof body !== 'string' || !/^\s*\[/.test(body)) return false;
+  try {
+    return Array.isArray(JSON.parse(body));
+  } catch {
+    return false;
+  }
+}
+
 function isInitialize(body: unknown): boolean {
   if (typeof body !== 'string' || !body.includes('initialize')) return false;
   try {
@@ -175,6 +186,24 @@ async function answer(
   caller: { accountId: string; keyId: string; refusal?: ApiError },
   body: unknown = request.body,
 ): Promise<FastifyReply> {
+  if (isBatch(body)) {
+    // One HTTP request is one call's worth of limits and one row of the request log: a batch of
+    // calls would have them all ride on one. Refused for every protocol version (those from
+    // 2025-06-18 have no batching; nothing needs it before), before any message runs.
+    request.errorCode = 'batch_not_supported';
+    request.log.info('MCP batch refused');
+    return reply
+      .code(400)
+      .type('application/json')
+      .send({
+        jsonrpc: '2.0',
+        error: {
+          code: -32600,
+          message: 'Invalid Request: JSON-RPC batches are not supported; send one message per HTTP request.',
+        },
+        id: null,
+      });
+  }
   const gone = new AbortController();
   const server = buildMcpServer(
     mcp,
