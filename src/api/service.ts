@@ -159,10 +159,11 @@ export async function createApiService(
       // Streams end now, so that their clients resume (Last-Event-ID) on another process.
       eventStreams.close();
       await app.close();
+      // Listeners and timers before the pool: a reload still querying an ending pool fails, and says so.
+      await listener.close();
       await admission.close();
       await requestLog.close();
       await limits.close();
-      await listener.close();
       await pool.end();
       await tracing?.shutdown();
     },
