@@ -60,8 +60,11 @@ export async function createApiService(
     unknownKeyTtlMs: config.UNKNOWN_KEY_CACHE_MS,
   });
   const resource = mcpResourceUrl(config.API_PUBLIC_URL);
-  // Access tokens for the MCP endpoint: looked up every time (no cache), so a revocation is immediate.
-  const oauthTokens = new OAuthTokenAuthenticator(pool, resource);
+  // Access tokens for the MCP endpoint: looked up every time (no cache), so a revocation is immediate;
+  // an unknown one is remembered as an unknown key is.
+  const oauthTokens = new OAuthTokenAuthenticator(pool, resource, {
+    unknownTtlMs: config.UNKNOWN_KEY_CACHE_MS,
+  });
   const balances = new InvalidatedCache<string, CreditBalance>({
     ttlMs: config.CACHE_TTL_MS,
     enabled: cacheEnabled,

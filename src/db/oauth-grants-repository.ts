@@ -124,6 +124,8 @@ const tokenPrincipalRow = z.object({
   revoked: z.boolean(),
   api_access_enabled: z.boolean(),
   paid: z.boolean(),
+  /** The token's scopes, space-separated (`mcp`, the only one the MCP endpoint takes). */
+  scope: z.string(),
 });
 /** What authentication needs to know about a presented access token (see KeyPrincipal). */
 export type TokenPrincipal = z.infer<typeof tokenPrincipalRow>;
@@ -140,7 +142,8 @@ export async function findAccessTokenPrincipal(
   return db.maybeOne(sql.type(tokenPrincipalRow)`
     SELECT k.id AS key_id, k.account_id,
            (k.revoked_at IS NOT NULL OR g.revoked_at IS NOT NULL) AS revoked,
-           a.api_access_enabled, ${qualifyingPurchaseSql} AS paid
+           a.api_access_enabled, ${qualifyingPurchaseSql} AS paid,
+           COALESCE(t.payload->>'scope', '') AS scope
     FROM oauth_store t
     JOIN oauth_grants g ON g.grant_id = t.grant_id
     JOIN api_keys k ON k.id = g.api_key_id

@@ -1,9 +1,38 @@
+import { randomBytes } from 'node:crypto';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ApiService } from '../../src/api/service.js';
 import { bearer, createPaidAccount, startTestApi } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { storedAccessToken } from '../support/oauth.js';
+
+const apiPublicUrl = 'http://127.0.0.1:9/v1';
+const resource = `${apiPublicUrl}/mcp`;
+const resourceMetadata = 'http://127.0.0.1:9/.well-known/oauth-protected-resource/v1/mcp';
+const mcpHeaders = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+const call = (id: number, name: string, args: Record<string, unknown> = {}) => ({
+  jsonrpc: '2.0',
+  id,
+  method: 'tools/call',
+  params: { name, arguments: args },
+});
+/** A bearer value shaped as the console's access tokens are (43 base64url characters), issued by nobody. */
+const madeUpToken = () => randomBytes(32).toString('base64url');
+let address = 0;
+/** A client address of its own, so that the per-address failed-authentication limit stays out of the way. */
+const nextAddress = () => `10.44.${Math.floor(++address / 250)}.${(address % 250) + 1}`;
+
+function poster(api: () => ApiService) {
+  return (key: string | null, body: unknown, headers: Record<string, string> = {}) =>
+    api().app.inject({
+      method: 'POST',
+      url: '/v1/mcp',
+      headers: { ...mcpHeaders, ...(key === null ? {} : bearer(key)), ...headers },
+      payload: JSON.stringify(body),
+      remoteAddress: nextAddress(),
+    });
+}
 
 /**
  * /v1/mcp at its edges (issue 44): one HTTP request is one call's worth of limits. The real API
@@ -14,27 +43,13 @@ describe('MCP at its edges', () => {
   let api: ApiService;
   beforeAll(async () => {
     db = await createTestDatabase();
-    api = await startTestApi(db.url, { RATE_LIMIT_PER_MINUTE: '2' });
+    api = await startTestApi(db.url, { RATE_LIMIT_PER_MINUTE: '2', API_PUBLIC_URL: apiPublicUrl });
   });
   afterAll(async () => {
     await api?.close();
     await db?.drop();
   });
-
-  const mcpHeaders = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
-  const post = (key: string, body: unknown) =>
-    api.app.inject({
-      method: 'POST',
-      url: '/v1/mcp',
-      headers: { ...mcpHeaders, ...bearer(key) },
-      payload: JSON.stringify(body),
-    });
-  const call = (id: number, name: string, args: Record<string, unknown> = {}) => ({
-    jsonrpc: '2.0',
-    id,
-    method: 'tools/call',
-    params: { name, arguments: args },
-  });
+  const post = poster(() => api);
 
   it('a JSON-RPC batch is refused with -32600 before any message runs, as one request counted and logged', async () => {
     const account = await createPaidAccount(db.pool, { oneTime: 100 });
@@ -71,5 +86,88 @@ describe('MCP at its edges', () => {
     // A batch of one message is a batch too.
     const other = await createPaidAccount(db.pool);
     expect((await post(other.key, [call(9, 'get_credits')])).json().error.code).toBe(-32600);
+  });
+
+  it('a token without the mcp scope is 403 insufficient_scope; a bad credential 401 invalid_token; none a 401 naming the scope', async () => {
+    const account = await createPaidAccount(db.pool);
+    const scoped = await storedAccessToken(db.pool, { accountId: account.accountId, resource, scope: 'mcp' });
+    const unscoped = await storedAccessToken(db.pool, {
+      accountId: account.accountId,
+      resource,
+      scope: 'offline_access',
+    });
+    expect((await post(scoped, call(1, 'get_credits'))).statusCode).toBe(200);
+
+    const refused = await post(unscoped, call(2, 'get_credits'));
+    expect(refused.statusCode, refused.body).toBe(403);
+    expect(refused.headers['www-authenticate']).toBe(
+      `Bearer error="insufficient_scope", scope="mcp", resource_metadata="${resourceMetadata}"`,
+    );
+    expect(refused.json()).toEqual({
+      jsonrpc: '2.0',
+      error: { code: -32000, message: expect.stringMatching(/not granted the "mcp" scope/) },
+      id: null,
+    });
+    await expect
+      .poll(() =>
+        db.pool.anyFirst(sql.type(z.object({ error_code: z.string().nullable() }))`
+          SELECT error_code FROM api_request_log
+          WHERE account_id = ${account.accountId} AND status_code = 403`),
+      )
+      .toEqual(['insufficient_scope']);
+
+    const challenges = {
+      none: (await post(null, call(3, 'get_credits'))).headers['www-authenticate'],
+      madeUpToken: (await post(madeUpToken(), call(4, 'get_credits'))).headers['www-authenticate'],
+      unknownKey: (await post(null, call(5, 'get_credits'), { 'x-api-key': 'gsk_live_nope' })).headers[
+        'www-authenticate'
+      ],
+      notBearer: (await post(null, call(6, 'get_credits'), { authorization: `Basic ${account.key}` }))
+        .headers['www-authenticate'],
+    };
+    expect(challenges).toEqual({
+      none: `Bearer scope="mcp", resource_metadata="${resourceMetadata}"`,
+      madeUpToken: `Bearer error="invalid_token", scope="mcp", resource_metadata="${resourceMetadata}"`,
+      unknownKey: `Bearer error="invalid_token", scope="mcp", resource_metadata="${resourceMetadata}"`,
+      notBearer: `Bearer error="invalid_request", scope="mcp", resource_metadata="${resourceMetadata}"`,
+    });
+  });
+});
+
+describe('made-up OAuth tokens meet the failed-lookup budget and the unknown-key memory (issue 44 §8)', () => {
+  let db: TestDatabase;
+  let api: ApiService;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    api = await startTestApi(db.url, { FAILED_AUTH_PROCESS_PER_MINUTE: '5', API_PUBLIC_URL: apiPublicUrl });
+  });
+  afterAll(async () => {
+    await api?.close();
+    await db?.drop();
+  });
+  const post = poster(() => api);
+
+  it('one token guessed again and again is looked up once; past the budget, guesses are refused unasked and a working token still works', async () => {
+    const account = await createPaidAccount(db.pool);
+    const working = await storedAccessToken(db.pool, {
+      accountId: account.accountId,
+      resource,
+      scope: 'mcp',
+    });
+    expect((await post(working, call(1, 'get_credits'))).statusCode).toBe(200);
+    // Ten times the same guess, from ten addresses: one lookup, one unit of the budget of 5.
+    const guess = madeUpToken();
+    for (let i = 0; i < 10; i++) expect((await post(guess, call(2, 'ping'))).statusCode).toBe(401);
+    // Four guesses more spend it; the next is refused without a query, as a made-up key would be.
+    for (let i = 0; i < 4; i++) expect((await post(madeUpToken(), call(3, 'ping'))).statusCode).toBe(401);
+    const refused = await post(madeUpToken(), call(4, 'ping'));
+    expect(refused.statusCode, refused.body).toBe(429);
+    expect(refused.json().error).toMatchObject({
+      code: 'rate_limited',
+      message: expect.stringMatching(/on this server/),
+    });
+    expect(Number(refused.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    // A token that worked lately is still looked up, and works.
+    expect((await post(working, call(5, 'get_credits'))).statusCode).toBe(200);
   });
 });

@@ -5,6 +5,8 @@ import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
 import { getBalance, type CreditBalance } from '../../db/credits-repository.js';
+import { MCP_SCOPE } from '../../auth/oauth-resource.js';
+import { InsufficientScopeError } from '../../auth/oauth-tokens.js';
 import { ApiError } from '../../errors.js';
 import type { AdmissionDeps } from '../../generations/admit-generation.js';
 import type { InvalidatedCache } from '../../invalidated-cache.js';
@@ -42,12 +44,23 @@ export function mcpRoutes(app: FastifyInstance, deps: McpRouteDeps): void {
   // RFC 9728's path form: the metadata of the resource `{origin}/v1/mcp`.
   const resourceMetadata = `${endpoint.origin}/.well-known/oauth-protected-resource${endpoint.pathname}`;
   const allowed = new Set([new URL(deps.publicUrl).origin.toLowerCase(), ...deps.allowedOrigins]);
+  const challenge = (error: string | null) =>
+    `Bearer ${error ? `error="${error}", ` : ''}scope="${MCP_SCOPE}", resource_metadata="${resourceMetadata}"`;
 
   void app.register((scope, _options, done) => {
     // An account the paid-purchase rule (or disabled access) refuses still gets the protocol: its
     // key is recognised, and each tool call answers the 403 in words. Every other error is the app's.
     const appErrors = scope.errorHandler;
     scope.setErrorHandler((error, request, reply) => {
+      // An access token without the `mcp` scope: the MCP authorization spec's 403 (RFC 6750 §3.1).
+      if (error instanceof InsufficientScopeError) {
+        request.errorCode = 'insufficient_scope';
+        return reply
+          .code(403)
+          .header('www-authenticate', challenge('insufficient_scope'))
+          .type('application/json')
+          .send({ jsonrpc: '2.0', error: { code: -32000, message: error.message }, id: null });
+      }
       const key = request.recognisedKey;
       if (
         error instanceof ApiError &&
@@ -75,10 +88,10 @@ export function mcpRoutes(app: FastifyInstance, deps: McpRouteDeps): void {
       '/v1/mcp',
       {
         config: { checksOwnBody: true },
-        // A 401 names where to learn how to get a token (the MCP authorization spec, RFC 9728).
-        onSend: (_request, reply, payload, next) => {
-          if (reply.statusCode === 401)
-            reply.header('www-authenticate', `Bearer resource_metadata="${resourceMetadata}"`);
+        // A 401 names where to learn how to get a token and the scope to ask for (the MCP
+        // authorization spec, RFC 9728), and whether what was sent was refused (RFC 6750 §3.1).
+        onSend: (request, reply, payload, next) => {
+          if (reply.statusCode === 401) reply.header('www-authenticate', challenge(refusedAs(request)));
           next(null, payload);
         },
         preHandler: (request, reply, next) => {
@@ -145,6 +158,18 @@ function readBody(request: FastifyRequest, limit: number): Promise<string> {
     request.raw.once('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
     request.raw.once('error', reject);
   });
+}
+
+/**
+ * The RFC 6750 error of a 401: none when no credential was sent (the client learns it needs one),
+ * `invalid_request` for an Authorization header that is not `Bearer <token>`, else `invalid_token`
+ * (unknown, expired, revoked or malformed).
+ */
+function refusedAs(request: FastifyRequest): string | null {
+  const authorization = request.headers.authorization;
+  if (authorization !== undefined)
+    return /^Bearer\s+\S+\s*$/i.test(authorization) ? 'invalid_token' : 'invalid_request';
+  return request.headers['x-api-key'] === undefined ? null : 'invalid_token';
 }
 
 /** Whether a body is a JSON-RPC batch (a JSON array); a body that is not JSON is the transport's -32700. */
