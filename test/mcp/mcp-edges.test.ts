@@ -1,7 +1,10 @@
 import { randomBytes } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { PassThrough } from 'node:stream';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mcpCommand } from '../../clients/typescript/src/cli/mcp-command.js';
 import type { ApiService } from '../../src/api/service.js';
 import { bearer, createPaidAccount, startTestApi } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
@@ -22,6 +25,31 @@ const madeUpToken = () => randomBytes(32).toString('base64url');
 let address = 0;
 /** A client address of its own, so that the per-address failed-authentication limit stays out of the way. */
 const nextAddress = () => `10.44.${Math.floor(++address / 250)}.${(address % 250) + 1}`;
+
+/** `gen mcp` relaying these lines to `baseURL`, as a desktop client writes them: what it answered. */
+async function relayed(baseURL: string, apiKey: string, lines: string[]) {
+  const stdin = new PassThrough();
+  let stdout = '';
+  let stderr = '';
+  const exit = mcpCommand(
+    { apiKey, baseURL },
+    {
+      stdin,
+      stdout: { write: (s: string) => (stdout += s) },
+      stderr: { write: (s: string) => (stderr += s) },
+    },
+  );
+  stdin.end(`${lines.join('\n')}\n`);
+  const code = await exit;
+  return {
+    code,
+    answers: stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as unknown),
+    stderr,
+  };
+}
 
 function poster(api: () => ApiService) {
   return (key: string | null, body: unknown, headers: Record<string, string> = {}) =>
@@ -86,6 +114,46 @@ describe('MCP at its edges', () => {
     // A batch of one message is a batch too.
     const other = await createPaidAccount(db.pool);
     expect((await post(other.key, [call(9, 'get_credits')])).json().error.code).toBe(-32600);
+  });
+
+  it('gen mcp answers every request it cannot relay: a line `null`, a batch the API refuses, one that never reaches it', async () => {
+    await api.app.listen({ host: '127.0.0.1', port: 0 });
+    const baseURL = `http://127.0.0.1:${(api.app.server.address() as AddressInfo).port}/v1`;
+    const account = await createPaidAccount(db.pool);
+    const batch = JSON.stringify([
+      { jsonrpc: '2.0', id: 1, method: 'ping' },
+      { jsonrpc: '2.0', method: 'notifications/initialized' },
+      call(2, 'get_credits'),
+    ]);
+    const answered = await relayed(baseURL, account.key, [
+      'null',
+      batch,
+      JSON.stringify(call(3, 'get_credits')),
+    ]);
+    expect(answered.code).toBe(0);
+    const refusal = { code: -32600, message: expect.stringMatching(/batches are not supported/) };
+    expect(answered.answers).toEqual(
+      expect.arrayContaining([
+        {
+          jsonrpc: '2.0',
+          id: null,
+          error: { code: -32600, message: 'Invalid Request: not a JSON-RPC message.' },
+        },
+        { jsonrpc: '2.0', id: 1, error: refusal },
+        { jsonrpc: '2.0', id: 2, error: refusal },
+        expect.objectContaining({ jsonrpc: '2.0', id: 3, result: expect.anything() }),
+      ]),
+    );
+    expect(answered.answers).toHaveLength(4);
+
+    // Nothing listens at port 9: each request of the batch is told, the notification is not answered.
+    const unreachable = await relayed('http://127.0.0.1:9/v1', account.key, [batch]);
+    expect(unreachable.code).toBe(0);
+    expect(unreachable.answers).toEqual([
+      { jsonrpc: '2.0', id: 1, error: { code: -32603, message: expect.stringMatching(/^Not relayed: /) } },
+      { jsonrpc: '2.0', id: 2, error: { code: -32603, message: expect.stringMatching(/^Not relayed: /) } },
+    ]);
+    expect(unreachable.stderr).toMatch(/gen mcp: a batch of 3 was not relayed/);
   });
 
   it('a token without the mcp scope is 403 insufficient_scope; a bad credential 401 invalid_token; none a 401 naming the scope', async () => {
