@@ -88,7 +88,7 @@ export class OAuthTokenAuthenticator {
       ok: false,
       error: new InsufficientScopeError(),
       countsAsFailedAuth: false,
-      recognised: { keyId: found.key_id, accountId: found.account_id },
+      recognised: outcome.ok ? outcome.principal : outcome.recognised,
       lookedUp: true,
     };
   }

@@ -36,8 +36,8 @@ export interface McpRouteDeps {
  * counts as the API call it makes), the body limit, the request log and the metrics apply. So one
  * request carries one message: a JSON-RPC batch (an array) is refused with -32600, whatever the
  * protocol version. GET and DELETE are 405 with Allow: POST (the app's unknown-method answer): a
- * stateless server has no stream to open and no session to end. A browser Origin other than the API's own, loopback or one
- * configured is refused (DNS rebinding).
+ * stateless server has no stream to open and no session to end. A browser Origin other than the
+ * API's own, loopback or one configured is refused (DNS rebinding).
  */
 export function mcpRoutes(app: FastifyInstance, deps: McpRouteDeps): void {
   const endpoint = new URL(`${deps.publicUrl}/mcp`);
