@@ -50,7 +50,7 @@ export const authPlugin = fp<AuthPluginOptions>(
         OAuthTokenAuthenticator.looksLikeToken(presented.key) &&
         request.headers.authorization !== undefined &&
         request.url.split('?')[0] === options.oauthPath
-          ? options.oauthTokens.authenticate(presented.key)
+          ? options.oauthTokens.authenticate(presented.key, app.callerLimits.lookupRefusal())
           : options.authenticator.authenticate(presented, app.callerLimits.lookupRefusal());
       if (outcome instanceof Promise) {
         // A throw in judge must reach Fastify, not become an unhandled rejection (which ends the

@@ -60,8 +60,11 @@ export async function createApiService(
     unknownKeyTtlMs: config.UNKNOWN_KEY_CACHE_MS,
   });
   const resource = mcpResourceUrl(config.API_PUBLIC_URL);
-  // Access tokens for the MCP endpoint: looked up every time (no cache), so a revocation is immediate.
-  const oauthTokens = new OAuthTokenAuthenticator(pool, resource);
+  // Access tokens for the MCP endpoint: looked up every time (no cache), so a revocation is immediate;
+  // an unknown one is remembered as an unknown key is.
+  const oauthTokens = new OAuthTokenAuthenticator(pool, resource, {
+    unknownTtlMs: config.UNKNOWN_KEY_CACHE_MS,
+  });
   const balances = new InvalidatedCache<string, CreditBalance>({
     ttlMs: config.CACHE_TTL_MS,
     enabled: cacheEnabled,
@@ -161,10 +164,11 @@ export async function createApiService(
       // Streams end now, so that their clients resume (Last-Event-ID) on another process.
       eventStreams.close();
       await app.close();
+      // Listeners and timers before the pool: a reload still querying an ending pool fails, and says so.
+      await listener.close();
       await admission.close();
       await requestLog.close();
       await limits.close();
-      await listener.close();
       await pool.end();
       await tracing?.shutdown();
     },

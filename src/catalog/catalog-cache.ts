@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { CommonQueryMethods } from 'slonik';
 import type { z } from 'zod';
 import { listActiveModels } from '../db/catalog-repository.js';
+import { InFlight } from '../in-flight.js';
 import { modelDefinitionSchema, type CatalogEntry } from './catalog-entry.js';
 import type { ProviderName } from './provider-mapping.js';
 import type { PublicModel } from './public-model.js';
@@ -45,6 +46,7 @@ export function compileModel(entry: CatalogEntry): CompiledModel {
 export class CatalogCache {
   private models = new Map<string, CompiledModel>();
   private timer: NodeJS.Timeout | null = null;
+  private readonly reloads = new InFlight();
   /** Bumped on every reload; lets derived documents (OpenAPI) know when to rebuild. */
   version = 0;
 
@@ -73,6 +75,10 @@ export class CatalogCache {
    * logged and left out, so one bad edit in the web app cannot take the whole catalog down.
    */
   async reload(): Promise<void> {
+    await this.reloads.run(() => this.load());
+  }
+
+  private async load(): Promise<void> {
     const next = new Map<string, CompiledModel>();
     for (const row of await listActiveModels(this.db)) {
       const parsed = modelDefinitionSchema.safeParse(row.definition);
@@ -108,7 +114,9 @@ export class CatalogCache {
     return [...this.models.values()];
   }
 
-  stop(): void {
+  /** No more reloads (timer or announced); resolves once the one running, if any, has ended. */
+  stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
+    return this.reloads.stop();
   }
 }

@@ -106,11 +106,11 @@ export const apiSettings = settingGroup({
     },
     FAILED_AUTH_PROCESS_PER_MINUTE: {
       readBy: ['api'],
-      text: 'Failed key lookups (unknown or revoked keys) one API process allows per minute, all clients together. Beyond it, a key that would need a query and has not worked on this process in the last day gets `429 rate_limited` without one; keys that worked lately are still looked up.',
+      text: 'Failed key lookups (unknown or revoked keys, and unknown OAuth access tokens at `/v1/mcp`) one API process allows per minute, all clients together. Beyond it, a key or token that would need a query and has not worked on this process in the last day gets `429 rate_limited` without one; those that worked lately are still looked up.',
     },
     UNKNOWN_KEY_CACHE_MS: {
       readBy: ['api'],
-      text: 'How long a key PostgreSQL does not know is answered `401` from memory (at most 100 000 remembered, forgotten on any key change); `0`: asked every time.',
+      text: 'How long a key (or an OAuth access token) PostgreSQL does not know is answered `401` from memory (at most 100 000 of each remembered; keys forgotten on any key change); `0`: asked every time.',
     },
     API_REQUEST_TIMEOUT_MS: {
       readBy: ['api'],

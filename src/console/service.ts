@@ -94,8 +94,9 @@ export async function createConsoleService(
     pool,
     async close() {
       await app.close();
-      await admission.close();
+      // Listeners and timers before the pool: a reload still querying an ending pool fails, and says so.
       await listener.close();
+      await admission.close();
       await requestLog.close();
       await limits.close();
       await pool.end();

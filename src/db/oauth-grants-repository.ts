@@ -2,7 +2,7 @@ import { hash, randomBytes } from 'node:crypto';
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { newId } from '../ids.js';
-import { keyPrincipalColumns, keyPrincipalRow, type KeyPrincipal } from './api-keys-repository.js';
+import { keyPrincipalColumns, keyPrincipalRow } from './api-keys-repository.js';
 
 /**
  * The apps an account approved (migration 0025): each grant acts as an API key row of kind
@@ -118,8 +118,12 @@ export async function revokeGrantRecord(db: CommonQueryMethods, grantId: string)
   });
 }
 
-/** What authentication needs to know about a presented access token. */
-export type TokenPrincipal = KeyPrincipal;
+const tokenPrincipalRow = keyPrincipalRow.extend({
+  /** The token's scopes, space-separated (`mcp`, the only one the MCP endpoint takes). */
+  scope: z.string(),
+});
+/** What authentication needs to know about a presented access token: its key row's facts and its scopes. */
+export type TokenPrincipal = z.infer<typeof tokenPrincipalRow>;
 
 /**
  * The key row an unexpired access token acts as, if the token was issued for `resource`; null when
@@ -130,8 +134,9 @@ export async function findAccessTokenPrincipal(
   tokenSha256: string,
   resource: string,
 ): Promise<TokenPrincipal | null> {
-  return db.maybeOne(sql.type(keyPrincipalRow)`
-    SELECT ${keyPrincipalColumns}, (k.revoked_at IS NOT NULL OR g.revoked_at IS NOT NULL) AS revoked
+  return db.maybeOne(sql.type(tokenPrincipalRow)`
+    SELECT ${keyPrincipalColumns}, (k.revoked_at IS NOT NULL OR g.revoked_at IS NOT NULL) AS revoked,
+           COALESCE(t.payload->>'scope', '') AS scope
     FROM oauth_store t
     JOIN oauth_grants g ON g.grant_id = t.grant_id
     JOIN api_keys k ON k.id = g.api_key_id

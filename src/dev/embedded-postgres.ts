@@ -20,6 +20,12 @@ export interface EmbeddedPostgresOptions {
    * cannot reach the project folder. Default /var/tmp.
    */
   reachableDir?: string;
+  /**
+   * A process group of its own (`npm start`): a Ctrl-C in the terminal then reaches only the
+   * launcher, which stops the server after the processes that use it. In the terminal's group, the
+   * server would take the Ctrl-C as a fast shutdown and cut their connections while they stop.
+   */
+  detached?: boolean;
 }
 
 /** The superuser the cluster is created with; also the name of its maintenance database. */
@@ -55,7 +61,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   const dataDir = await prepareDataDir(options.dataDir, runAs, reachableRoot);
   if (!existsSync(path.join(dataDir, 'PG_VERSION')))
     await initialise(binaries, dataDir, runAs, runAs ? reachableRoot : os.tmpdir(), log);
-  const server = await startServer(binaries, dataDir, options.port, runAs, log);
+  const server = await startServer(binaries, dataDir, options.port, runAs, log, options.detached ?? false);
 
   const base = `postgres://${user}:${password}@127.0.0.1:${options.port}`;
   const adminUrl = `${base}/postgres`;
@@ -137,6 +143,7 @@ async function startServer(
   port: number,
   ids: UserIds | null,
   log: (message: string) => void,
+  detached: boolean,
 ): Promise<{ stop(): Promise<void> }> {
   const args = [
     '-D',
@@ -149,6 +156,7 @@ async function startServer(
     ...ids,
     env: postgresEnv,
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached,
   });
   const output = collect(child, log);
   const exit = exited(child);

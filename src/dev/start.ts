@@ -55,7 +55,8 @@ async function shutdown(code: number): Promise<never> {
   if (shuttingDown) process.exit(code);
   shuttingDown = true;
   say('\nStopping...');
-  // Clients first (api, worker, result host), then the servers they use. One still running after a
+  // Clients first (api, worker, result host, console), then the servers they use (out of the
+  // terminal's process group, a Ctrl-C reached this launcher alone). One still running after a
   // moment is named, with what it waits for: a worker with a job in flight takes seconds.
   const config = running;
   const explain = setTimeout(() => {
@@ -96,6 +97,9 @@ async function main(): Promise<void> {
       port,
       database: 'generations',
       persistent: true,
+      // Out of the terminal's process group: a Ctrl-C reaches this launcher alone, which stops
+      // the processes first, then the servers they use (shutdown).
+      detached: true,
     });
     const running = postgres;
     cleanups.push(() => running.stop());
@@ -119,6 +123,7 @@ async function main(): Promise<void> {
       uiPort,
       dbFile: path.join(dataDir, 'temporal.db'),
       namespace: launcher.TEMPORAL_NAMESPACE,
+      detached: true,
     });
     const running = temporal;
     cleanups.push(() => running.stop());

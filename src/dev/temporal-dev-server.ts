@@ -15,6 +15,12 @@ interface DevServerOptions {
   /** Server settings (`--dynamic-config-value KEY=VALUE`), for a test server that must exceed a default. */
   dynamicConfig?: Record<string, number | string | boolean>;
   onOutput?: (line: string) => void;
+  /**
+   * A process group of its own (`npm start`): a Ctrl-C in the terminal then reaches only the
+   * launcher, which stops the server after the processes that use it (and kills it should the
+   * launcher end without stopping it).
+   */
+  detached?: boolean;
 }
 
 export interface RunningDevServer {
@@ -47,7 +53,10 @@ export async function startTemporalDevServer(options: DevServerOptions): Promise
     args.push('--dynamic-config-value', `${key}=${JSON.stringify(value)}`);
   if (options.uiPort === null) args.push('--headless');
   else args.push('--ui-port', String(options.uiPort), '--ui-ip', '127.0.0.1');
-  const child = spawn(executable, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(executable, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: options.detached });
+  // Out of the terminal's reach, it would outlive a launcher that ends without stopping it.
+  const killOnExit = () => child.exitCode === null && child.signalCode === null && child.kill('SIGKILL');
+  if (options.detached) process.on('exit', killOnExit);
   const output: string[] = [];
   const collect = (chunk: Buffer) => {
     for (const line of chunk.toString('utf8').split('\n')) {
@@ -79,7 +88,10 @@ export async function startTemporalDevServer(options: DevServerOptions): Promise
     address,
     uiUrl: options.uiPort === null ? null : `http://127.0.0.1:${options.uiPort}`,
     process: child,
-    stop: () => stopChild(child),
+    stop: async () => {
+      await stopChild(child);
+      process.off('exit', killOnExit);
+    },
   };
 }
 

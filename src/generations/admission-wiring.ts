@@ -104,9 +104,8 @@ export function wireAdmission(
       await routeDurations.start();
     },
     async close() {
-      catalog.stop();
-      providers.stop();
-      routeDurations.stop();
+      // Before the pool ends: a reload still querying it would fail, and say so.
+      await Promise.all([catalog.stop(), providers.stop(), routeDurations.stop()]);
       await connection.close();
     },
   };

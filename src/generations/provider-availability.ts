@@ -3,6 +3,7 @@ import type { CommonQueryMethods } from 'slonik';
 import type { CatalogEntry } from '../catalog/catalog-entry.js';
 import { providersDown } from '../db/provider-health.js';
 import { ApiError } from '../errors.js';
+import { InFlight } from '../in-flight.js';
 
 /**
  * Which providers are down, as workers last recorded it (provider_health), held in memory: POST
@@ -12,6 +13,7 @@ import { ApiError } from '../errors.js';
 export class ProviderAvailability {
   private down = new Map<string, { probeAt: number }>();
   private timer: NodeJS.Timeout | null = null;
+  private readonly reloads = new InFlight();
 
   constructor(
     private readonly db: CommonQueryMethods,
@@ -31,10 +33,12 @@ export class ProviderAvailability {
   }
 
   async reload(): Promise<void> {
-    const next = new Map<string, { probeAt: number }>();
-    for (const row of await providersDown(this.db))
-      next.set(row.provider, { probeAt: row.probe_at ? Date.parse(row.probe_at) : Date.now() });
-    this.down = next;
+    await this.reloads.run(async () => {
+      const next = new Map<string, { probeAt: number }>();
+      for (const row of await providersDown(this.db))
+        next.set(row.provider, { probeAt: row.probe_at ? Date.parse(row.probe_at) : Date.now() });
+      this.down = next;
+    });
   }
 
   /** Seconds until the provider is probed again, when it is down; null when it takes requests. */
@@ -44,8 +48,10 @@ export class ProviderAvailability {
     return Math.max(1, Math.ceil((down.probeAt - Date.now()) / 1000));
   }
 
-  stop(): void {
+  /** No more reloads; resolves once the one running, if any, has ended. */
+  stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
+    return this.reloads.stop();
   }
 }
 

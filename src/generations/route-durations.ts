@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { CommonQueryMethods } from 'slonik';
 import type { CatalogCache } from '../catalog/catalog-cache.js';
 import { recentRouteDurations } from '../db/route-durations.js';
+import { InFlight } from '../in-flight.js';
 
 /** How far back the measured durations reach, and how often they are read again. */
 export const routeDurationWindowMinutes = 60;
@@ -16,6 +17,7 @@ export const routeDurationRefreshMs = 60_000;
 export class RouteDurations {
   private p50 = new Map<string, number>();
   private timer: NodeJS.Timeout | null = null;
+  private readonly reloads = new InFlight();
 
   constructor(
     private readonly db: CommonQueryMethods,
@@ -35,10 +37,12 @@ export class RouteDurations {
   }
 
   async reload(): Promise<void> {
-    const next = new Map<string, number>();
-    for (const row of await recentRouteDurations(this.db, this.models(), routeDurationWindowMinutes))
-      next.set(`${row.model}\n${row.provider}`, row.p50_ms);
-    this.p50 = next;
+    await this.reloads.run(async () => {
+      const next = new Map<string, number>();
+      for (const row of await recentRouteDurations(this.db, this.models(), routeDurationWindowMinutes))
+        next.set(`${row.model}\n${row.provider}`, row.p50_ms);
+      this.p50 = next;
+    });
   }
 
   /** The route's measured p50 in milliseconds; undefined when it has no recent success (unknown). */
@@ -46,8 +50,10 @@ export class RouteDurations {
     return this.p50.get(`${model}\n${provider}`);
   }
 
-  stop(): void {
+  /** No more reloads; resolves once the one running, if any, has ended. */
+  stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
+    return this.reloads.stop();
   }
 }
 

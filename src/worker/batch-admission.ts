@@ -88,8 +88,8 @@ export async function wireBatchAdmission(
   return {
     lines: batchLineAdmission(admission.deps, logger.child({ component: 'batches' }), changes),
     async close() {
-      await admission.close();
       await listener.close();
+      await admission.close();
     },
   };
 }

@@ -76,7 +76,7 @@ if (batches) {
 // A thumbnail-only worker (WORKER_TASK_QUEUES=thumbnails) never calls a provider: it does not probe them.
 const stopProbing =
   config.WORKER_TASK_QUEUES === 'thumbnails'
-    ? () => undefined
+    ? () => Promise.resolve()
     : startProbing(providers, pool, healthPolicy(config), logger.child({ component: 'provider-health' }));
 // A bundle built ahead (WORKFLOW_BUNDLE_PATH, or the one `npm run build` put beside this module) starts the
 // worker without webpack; without one it bundles the workflows now.
@@ -171,7 +171,8 @@ await running.catch((error: unknown) => {
 });
 health?.close();
 await metricsServer?.close();
-stopProbing();
+// Whatever queries the pool on its own (the probes, batch admission's listener and reloads) stops first.
+await stopProbing();
 await batches?.close();
 await connection.close();
 await clientConnection.close();

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { CommonQueryMethods } from 'slonik';
+import { InFlight } from '../in-flight.js';
 import {
   claimProbe,
   providersDown,
@@ -117,8 +118,9 @@ export function startProbing(
   db: CommonQueryMethods,
   policy: HealthPolicy,
   log: Logger,
-): () => void {
+): () => Promise<void> {
   let running = false;
+  const ticks = new InFlight();
   const tick = async () => {
     if (running) return;
     running = true;
@@ -144,7 +146,11 @@ export function startProbing(
       running = false;
     }
   };
-  const timer = setInterval(() => void tick(), Math.min(5_000, policy.probeIntervalMs));
+  const timer = setInterval(() => void ticks.run(tick), Math.min(5_000, policy.probeIntervalMs));
   timer.unref();
-  return () => clearInterval(timer);
+  // Stopped before the pool ends: a probe still querying it would fail, and say so.
+  return () => {
+    clearInterval(timer);
+    return ticks.stop();
+  };
 }

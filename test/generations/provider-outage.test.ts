@@ -36,7 +36,7 @@ const policy: HealthPolicy = { downAfter: 3, probeIntervalMs: 1_000 };
 
 describe('a provider that is down', () => {
   let simulatedOutage: ReturnType<typeof outage>;
-  let stopProbing = () => {};
+  let stopProbing: () => Promise<void> = () => Promise.resolve();
   const stack = useGenerationStack({
     worker: {
       simDelayMs: 100,

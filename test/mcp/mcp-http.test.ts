@@ -323,7 +323,7 @@ describe('MCP over Streamable HTTP', () => {
     await anonymous.text();
     expect(anonymous.status).toBe(401);
     expect(anonymous.headers.get('www-authenticate')).toBe(
-      `Bearer resource_metadata="${api.origin}/.well-known/oauth-protected-resource/v1/mcp"`,
+      `Bearer scope="mcp", resource_metadata="${api.origin}/.well-known/oauth-protected-resource/v1/mcp"`,
     );
     const foreign = await post({
       authorization: `Bearer ${account.key}`,

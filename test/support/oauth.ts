@@ -1,4 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { sql, type CommonQueryMethods } from 'slonik';
+import { recordGrant } from '../../src/db/oauth-grants-repository.js';
 
 /**
  * An app registered at the console's authorization server by Dynamic Client Registration, and the
@@ -37,4 +39,32 @@ export async function registeredAppAuthorization(
     code_challenge_method: 'S256',
   }).toString();
   return { clientId, authorizationUrl: url.href, verifier };
+}
+
+/**
+ * An access token as the console's authorization server stores one (oauth-store.ts): a grant of the
+ * account (and the key row it acts as), and an unexpired AccessToken row for `resource` carrying
+ * `scope`, keyed by the token's SHA-256. What the MCP endpoint reads, without a browser's consent.
+ */
+export async function storedAccessToken(
+  db: CommonQueryMethods,
+  input: { accountId: string; resource: string; scope: string },
+): Promise<string> {
+  const grantId = randomBytes(16).toString('base64url');
+  await recordGrant(db, {
+    grantId,
+    accountId: input.accountId,
+    clientId: `client-${grantId}`,
+    clientName: 'Test App',
+    displayName: 'Test App',
+    resource: input.resource,
+    scope: input.scope,
+  });
+  const token = randomBytes(32).toString('base64url');
+  const payload = { kind: 'AccessToken', aud: input.resource, scope: input.scope, grantId };
+  await db.query(sql.unsafe`
+    INSERT INTO oauth_store (model, id_sha256, payload, grant_id, expires_at)
+    VALUES ('AccessToken', ${createHash('sha256').update(token).digest('hex')}, ${sql.jsonb(payload)},
+            ${grantId}, now() + interval '1 hour')`);
+  return token;
 }

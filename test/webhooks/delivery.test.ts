@@ -173,7 +173,7 @@ describe('webhook deliveries', () => {
         'generation.succeeded',
       ]);
     } finally {
-      catalog.stop();
+      await catalog.stop();
       await rm(dir, { recursive: true, force: true });
     }
   });

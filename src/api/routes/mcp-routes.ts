@@ -9,6 +9,8 @@ import type { BaseLogger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { CommonQueryMethods } from 'slonik';
 import { getBalance, type CreditBalance } from '../../db/credits-repository.js';
+import { MCP_SCOPE } from '../../auth/oauth-resource.js';
+import { InsufficientScopeError } from '../../auth/oauth-tokens.js';
 import { ApiError } from '../../errors.js';
 import type { AdmissionDeps } from '../../generations/admit-generation.js';
 import type { InvalidatedCache } from '../../invalidated-cache.js';
@@ -36,22 +38,34 @@ export interface McpRouteDeps {
  * lasts (generations, which are the tasks) is in PostgreSQL. An initialize is answered with an
  * Mcp-Session-Id that names no state (clients send it back; nothing checks it). The request is an
  * API request like any other: the API key authenticates it and its budget counts it once (a tool call
- * counts as the API call it makes), the body limit, the request log and the metrics apply. GET and
- * DELETE are 405 with Allow: POST (the app's unknown-method answer): a stateless server has no
- * stream to open and no session to end. A browser Origin other than the API's own, loopback or one
- * configured is refused (DNS rebinding).
+ * counts as the API call it makes), the body limit, the request log and the metrics apply. So one
+ * request carries one message: a JSON-RPC batch (an array) is refused with -32600, whatever the
+ * protocol version. GET and DELETE are 405 with Allow: POST (the app's unknown-method answer): a
+ * stateless server has no stream to open and no session to end. A browser Origin other than the
+ * API's own, loopback or one configured is refused (DNS rebinding).
  */
 export function mcpRoutes(app: FastifyInstance, deps: McpRouteDeps): void {
   const endpoint = new URL(`${deps.publicUrl}/mcp`);
   // RFC 9728's path form: the metadata of the resource `{origin}/v1/mcp`.
   const resourceMetadata = `${endpoint.origin}/.well-known/oauth-protected-resource${endpoint.pathname}`;
   const allowed = new Set([new URL(deps.publicUrl).origin.toLowerCase(), ...deps.allowedOrigins]);
+  const challenge = (error: string | null) =>
+    `Bearer ${error ? `error="${error}", ` : ''}scope="${MCP_SCOPE}", resource_metadata="${resourceMetadata}"`;
 
   void app.register((scope, _options, done) => {
     // An account the paid-purchase rule (or disabled access) refuses still gets the protocol: its
     // key is recognised, and each tool call answers the 403 in words. Every other error is the app's.
     const appErrors = scope.errorHandler;
     scope.setErrorHandler((error, request, reply) => {
+      // An access token without the `mcp` scope: the MCP authorization spec's 403 (RFC 6750 §3.1).
+      if (error instanceof InsufficientScopeError) {
+        request.errorCode = 'insufficient_scope';
+        return reply
+          .code(403)
+          .header('www-authenticate', challenge('insufficient_scope'))
+          .type('application/json')
+          .send({ jsonrpc: '2.0', error: { code: -32000, message: error.message }, id: null });
+      }
       const key = request.recognisedKey;
       if (
         error instanceof ApiError &&
@@ -79,10 +93,10 @@ export function mcpRoutes(app: FastifyInstance, deps: McpRouteDeps): void {
       '/v1/mcp',
       {
         config: { checksOwnBody: true },
-        // A 401 names where to learn how to get a token (the MCP authorization spec, RFC 9728).
-        onSend: (_request, reply, payload, next) => {
-          if (reply.statusCode === 401)
-            reply.header('www-authenticate', `Bearer resource_metadata="${resourceMetadata}"`);
+        // A 401 names where to learn how to get a token and the scope to ask for (the MCP
+        // authorization spec, RFC 9728), and whether what was sent was refused (RFC 6750 §3.1).
+        onSend: (request, reply, payload, next) => {
+          if (reply.statusCode === 401) reply.header('www-authenticate', challenge(refusedAs(request)));
           next(null, payload);
         },
         preHandler: (request, reply, next) => {
@@ -158,6 +172,28 @@ function readBody(request: FastifyRequest, limit: number): Promise<string> {
   });
 }
 
+/**
+ * The RFC 6750 error of a 401: none when no credential was sent (the client learns it needs one),
+ * `invalid_request` for an Authorization header that is not `Bearer <token>`, else `invalid_token`
+ * (unknown, expired, revoked or malformed).
+ */
+function refusedAs(request: FastifyRequest): string | null {
+  const authorization = request.headers.authorization;
+  if (authorization !== undefined)
+    return /^Bearer\s+\S+\s*$/i.test(authorization) ? 'invalid_token' : 'invalid_request';
+  return request.headers['x-api-key'] === undefined ? null : 'invalid_token';
+}
+
+/** Whether a body is a JSON-RPC batch (a JSON array); a body that is not JSON is the transport's -32700. */
+function isBatch(body: unknown): boolean {
+  if (typeof body !== 'string' || !/^\s*\[/.test(body)) return false;
+  try {
+    return Array.isArray(JSON.parse(body));
+  } catch {
+    return false;
+  }
+}
+
 function isInitialize(body: unknown): boolean {
   if (typeof body !== 'string' || !body.includes('initialize')) return false;
   try {
@@ -187,6 +223,24 @@ async function answer(
   caller: Pick<Principal, 'accountId' | 'keyId'> & Partial<Principal> & { refusal?: ApiError },
   body: unknown = request.body,
 ): Promise<FastifyReply> {
+  if (isBatch(body)) {
+    // One HTTP request is one call's worth of limits and one row of the request log: a batch of
+    // calls would have them all ride on one. Refused for every protocol version (those from
+    // 2025-06-18 have no batching; nothing needs it before), before any message runs.
+    request.errorCode = 'batch_not_supported';
+    request.log.info('MCP batch refused');
+    return reply
+      .code(400)
+      .type('application/json')
+      .send({
+        jsonrpc: '2.0',
+        error: {
+          code: -32600,
+          message: 'Invalid Request: JSON-RPC batches are not supported; send one message per HTTP request.',
+        },
+        id: null,
+      });
+  }
   const gone = new AbortController();
   const server = buildMcpServer(
     mcp,

@@ -13,9 +13,11 @@ import type { Io } from './run-command.js';
  *
  * Requests are relayed concurrently (a long create_generation does not hold a tools/list behind it);
  * the protocol version the server chose at initialize is sent on every later request, as the
- * transport asks. Nothing but MCP messages goes to stdout: what goes wrong is said on stderr, and a
- * request that gets no answer from the API is answered with a JSON-RPC error saying why, so the
- * client never waits for a reply that will not come. Ends when stdin ends, once every answer is in.
+ * transport asks. Nothing but MCP messages goes to stdout: what goes wrong is said on stderr, and
+ * every request gets one answer: one the API did not answer (it refused its line whole, as it does
+ * a batch, or was never reached) is answered with a JSON-RPC error saying why, and a line that is
+ * not JSON-RPC (`null`) with -32600, so the client never waits for a reply that will not come.
+ * Ends when stdin ends, once every answer is in.
  */
 export async function mcpCommand(
   remote: { apiKey: string; baseURL: string; fetch?: typeof fetch },
@@ -27,16 +29,35 @@ export async function mcpCommand(
   const inFlight = new Set<Promise<void>>();
   const write = (message: unknown) => io.stdout.write(JSON.stringify(message) + '\n');
 
-  /** One message from the client, relayed; its answer written back (or an error in its place). */
+  /**
+   * One line from the client (a message, or a batch of them), relayed; its answers written back.
+   * Every request in it gets exactly one answer: what the API did not answer (the line was refused
+   * whole, as a batch is, or never reached it) is answered here with a JSON-RPC error saying why.
+   */
   async function relay(line: string): Promise<void> {
-    let message: JsonRpcMessage;
+    let parsed: unknown;
     try {
-      message = JSON.parse(line) as JsonRpcMessage;
+      parsed = JSON.parse(line);
     } catch {
       write({ jsonrpc: '2.0', id: null, error: { code: -32700, message: 'Parse error: not JSON.' } });
       return;
     }
-    const isRequest = message.id !== undefined && typeof message.method === 'string';
+    const messages = Array.isArray(parsed) ? parsed : [parsed];
+    const requests = messages.filter(isRequest);
+    const waiting = new Set(requests.map((request) => request.id));
+    if (messages.length === 0 || !messages.every(isMessage)) {
+      // Not JSON-RPC (`null`, a number, an empty batch): answered here, never sent.
+      const invalid = { code: -32600, message: 'Invalid Request: not a JSON-RPC message.' };
+      for (const id of waiting.size > 0 ? waiting : [null]) write({ jsonrpc: '2.0', id, error: invalid });
+      return;
+    }
+    const initializeIds = new Set(requests.filter((r) => r.method === 'initialize').map((r) => r.id));
+    const what = messages.length > 1 ? `a batch of ${messages.length}` : (messages[0]!.method ?? 'a message');
+    /** Why the requests left unanswered were not: the API's error for the line as a whole, or ours. */
+    let unanswered: { code: number; message: string } = {
+      code: -32603,
+      message: 'Not relayed: the API gave no answer to this request.',
+    };
     try {
       const response = await send(endpoint, {
         method: 'POST',
@@ -49,24 +70,34 @@ export async function mcpCommand(
         },
         body: line,
       });
-      if (response.status === 202) return; // a notification or a response, taken
-      for await (const answer of answersOf(response)) {
-        if (message.method === 'initialize' && answer.id === message.id)
-          protocolVersion = answer.result?.protocolVersion ?? protocolVersion;
+      // 202: notifications or responses, taken (a request among them stays unanswered: said below).
+      const answers = response.status === 202 ? [] : answersOf(response);
+      for await (const answer of answers) {
+        const id = answer.id;
+        if (id !== undefined && id !== null && waiting.delete(id)) {
+          if (initializeIds.has(id)) protocolVersion = answer.result?.protocolVersion ?? protocolVersion;
+        } else if (id === null && answer.error && waiting.size > 0) {
+          // The line refused as a whole (a batch, say): said to each request it carried, by its id.
+          unanswered = answer.error;
+          continue;
+        }
         write(answer);
       }
     } catch (error) {
       const why = error instanceof Error ? error.message : String(error);
-      io.stderr.write(`gen mcp: ${message.method ?? 'a message'} was not relayed: ${why}\n`);
-      if (isRequest)
-        write({ jsonrpc: '2.0', id: message.id, error: { code: -32603, message: `Not relayed: ${why}` } });
+      io.stderr.write(`gen mcp: ${what} was not relayed: ${why}\n`);
+      unanswered = { code: -32603, message: `Not relayed: ${why}` };
     }
+    for (const id of waiting) write({ jsonrpc: '2.0', id, error: unanswered });
   }
 
   const lines = createInterface({ input: io.stdin, crlfDelay: Infinity });
   for await (const line of lines) {
     if (line.trim() === '') continue;
-    const relayed = relay(line).finally(() => inFlight.delete(relayed));
+    // Nothing a line holds may end the relay: the client would wait on every other request.
+    const relayed = relay(line)
+      .catch((error: unknown) => void io.stderr.write(`gen mcp: a line was not relayed: ${String(error)}\n`))
+      .finally(() => inFlight.delete(relayed));
     inFlight.add(relayed);
   }
   await Promise.all(inFlight);
@@ -78,6 +109,21 @@ interface JsonRpcMessage {
   id?: string | number | null;
   method?: string;
   result?: { protocolVersion?: string };
+  error?: { code: number; message: string };
+}
+
+/** A JSON-RPC message's shape, loosely: an object (a request, a notification or a response). */
+function isMessage(value: unknown): value is JsonRpcMessage {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** A request: a message with a method and an id (string or number), which expects one answer. */
+function isRequest(value: unknown): value is JsonRpcMessage & { id: string | number; method: string } {
+  return (
+    isMessage(value) &&
+    typeof value.method === 'string' &&
+    (typeof value.id === 'string' || typeof value.id === 'number')
+  );
 }
 
 /**
