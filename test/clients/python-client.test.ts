@@ -1,3 +1,4 @@
+import { setKeyRules } from '../../src/db/key-limits.js';
 import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { sql } from 'slonik';
@@ -38,6 +39,12 @@ describe('the Python client, built and installed as a wheel, against the real st
     // Generations to page through, made in one statement: 250 creates would take the run's time.
     const paging = await createPaidAccount(stack.db.pool);
     pagingKey = paging.key;
+    // Its key is held to rules of its own (tests/test_key.py): nothing a day, lumen-lite only.
+    await setKeyRules(stack.db.pool, paging.keyId, {
+      spend_limit: 0,
+      limit_reset: 'daily',
+      models: ['lumen-lite'],
+    });
     await stack.db.pool.query(sql.unsafe`
       INSERT INTO generations (id, account_id, api_key_id, status, model, media_type, input, error, created_at)
       SELECT 'gen_pypage' || lpad(i::text, 4, '0'), ${paging.accountId}, ${paging.keyId}, 'rejected',

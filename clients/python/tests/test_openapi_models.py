@@ -120,6 +120,7 @@ def test_the_client_covers_every_operation_and_list_filter() -> None:
         ("GET", "/webhooks/secret"),  # webhooks.secret
         ("POST", "/webhooks/secret/rotate"),  # webhooks.rotate_secret
         ("GET", "/credits"),  # credits.get
+        ("GET", "/key"),  # key.get
         ("GET", "/models"),  # models.list / get
         ("GET", "/openapi.json"),  # the document itself
         ("POST", "/batches"),  # batches.create

@@ -4,7 +4,7 @@ import type { RetryEvent } from './core/retry-policy.js';
 import { accountEvents, type AccountEvent, type AccountEventsOptions } from './resources/account-events.js';
 import { Batches } from './resources/batches.js';
 import { Generations } from './resources/generations.js';
-import { Credits, Models } from './resources/models.js';
+import { Credits, Key, Models } from './resources/models.js';
 import { Webhooks } from './resources/webhooks.js';
 import { clientVersion } from './version.js';
 
@@ -48,13 +48,15 @@ const inBrowser = () =>
   typeof (globalThis as { window?: unknown }).window !== 'undefined' &&
   typeof (globalThis as { document?: unknown }).document !== 'undefined';
 
-/** The Generation API: `client.generations`, `client.batches`, `client.models`, `client.credits`, `client.webhooks`, `client.events()`. */
+/** The Generation API: `client.generations`, `client.batches`, `client.models`, `client.credits`, `client.key`, `client.webhooks`, `client.events()`. */
 export class Client {
   readonly generations: Generations;
   /** Many generations from one request or JSONL file: create, get, list, cancel, results, wait. */
   readonly batches: Batches;
   readonly models: Models;
   readonly credits: Credits;
+  /** The key in use: `key.get()` gives its access, models, spend limit and what is left of it. */
+  readonly key: Key;
   /** The signing secret (`secret()`, `rotateSecret()`); verifying deliveries (`verify`, `unwrap`). */
   readonly webhooks: Webhooks;
   readonly baseURL: string;
@@ -89,6 +91,7 @@ export class Client {
     this.batches = new Batches(http);
     this.models = new Models(http);
     this.credits = new Credits(http);
+    this.key = new Key(http);
     this.webhooks = new Webhooks(http);
   }
 

@@ -6,6 +6,10 @@ export type GenerationStatus = Generation['status'];
 /** One page of GET /v1/generations. */
 export type GenerationListPage = components['schemas']['GenerationList'];
 export type CreditBalance = components['schemas']['CreditBalance'];
+/** GET /v1/key: the key in use, its access, models, spend limit (what is left, when it resets) and spend. */
+export type ApiKey = components['schemas']['ApiKey'];
+/** A key's limit now, as a quote gives it (null: the key has none). */
+export type KeyLimit = NonNullable<components['schemas']['Quote']['key_limit']>;
 /** One entry of a generation's event log (GET /v1/generations/{id}/events), and a webhook's body. */
 export type GenerationEvent = components['schemas']['GenerationEvent'];
 export type GenerationEventType = GenerationEvent['type'];
@@ -34,7 +38,11 @@ export interface Quote {
   model: string;
   credits: number;
   balance: { subscription: number; one_time: number; total: number };
+  /** Whether the balance and what is left of the key's spend limit both cover it now. */
   affordable: boolean;
+  /** Which bound refuses it: the balance, or the key's own spend limit; null when affordable. */
+  limited_by: 'balance' | 'key_spend_limit' | null;
+  key_limit: KeyLimit | null;
 }
 
 export const terminalStatuses: ReadonlySet<string> = new Set(['succeeded', 'failed', 'rejected']);

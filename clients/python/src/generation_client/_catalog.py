@@ -8,10 +8,11 @@ from typing import Any
 from ._core import Request
 from ._http import AsyncHttp, SyncHttp
 from .errors import NotFoundError
-from .types import CreditBalance, Model, ModelList
+from .types import ApiKey, CreditBalance, Model, ModelList
 
 _MODELS = Request("GET", "/models")
 _CREDITS = Request("GET", "/credits")
+_KEY = Request("GET", "/key")
 
 
 def _find(models: list[Model], model_id: str) -> Model:
@@ -62,6 +63,25 @@ class AsyncCredits:
 
     async def get(self) -> CreditBalance:
         return CreditBalance.model_validate((await self._http.request(_CREDITS)).data)
+
+
+class Key:
+    """The key (or connected app) the client calls with: its rules and its spend (GET /v1/key)."""
+
+    def __init__(self, http: SyncHttp) -> None:
+        self._http = http
+
+    def get(self) -> ApiKey:
+        """Its access, models, spend limit, what is left of it and when it resets, and what it spent."""
+        return ApiKey.model_validate(self._http.request(_KEY).data)
+
+
+class AsyncKey:
+    def __init__(self, http: AsyncHttp) -> None:
+        self._http = http
+
+    async def get(self) -> ApiKey:
+        return ApiKey.model_validate((await self._http.request(_KEY)).data)
 
 
 def price_of(model: Model, body: Mapping[str, Any]) -> int | None:

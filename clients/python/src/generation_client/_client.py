@@ -1,6 +1,6 @@
 """The Generation API: ``client.batches`` (many generations from one list or JSONL file),
 ``client.generations`` (with a generation's event stream, ``events``),
-``client.events()`` (the account's event stream), ``client.models``, ``client.credits``,
+``client.events()`` (the account's event stream), ``client.models``, ``client.credits``, ``client.key``,
 ``client.webhooks`` (the signing secret; ``verify`` / ``unwrap``, also ``generation_client.webhooks``
 without a client) and ``client.download``.
 """
@@ -15,7 +15,7 @@ import httpx
 
 from ._batches import Batches
 from ._batches_async import AsyncBatches
-from ._catalog import AsyncCredits, AsyncModels, Credits, Models
+from ._catalog import AsyncCredits, AsyncKey, AsyncModels, Credits, Key, Models
 from ._core import Settings
 from ._download import SavedFile, download_async, download_sync
 from ._events import events_async, events_sync
@@ -70,6 +70,7 @@ class Client:
         self.batches = Batches(http)
         self.models = Models(http)
         self.credits = Credits(http)
+        self.key = Key(http)
         self.webhooks = Webhooks(http)
 
     @property
@@ -128,6 +129,7 @@ class AsyncClient:
         self.batches = AsyncBatches(http)
         self.models = AsyncModels(http)
         self.credits = AsyncCredits(http)
+        self.key = AsyncKey(http)
         self.webhooks = AsyncWebhooks(http)
 
     @property

@@ -20,8 +20,11 @@ ErrorCode = Literal[
     "invalid_request",
     "unauthorized",
     "insufficient_credits",
+    "key_spend_limit_exceeded",
     "payment_required",
     "api_access_disabled",
+    "key_model_not_allowed",
+    "key_read_only",
     "not_found",
     "method_not_allowed",
     "not_acceptable",
@@ -157,8 +160,9 @@ class AccountEvent(ApiModel):
     model's JSON (``model_dump`` gives the API's fields only)."""
 
     cursor: str
-    #: A generation's event, or a batch's (``batch.created``, ``batch.progress``, ``batch.completed``…).
-    event: GenerationEvent | BatchEvent
+    #: A generation's event, a batch's (``batch.created``, ``batch.progress``, ``batch.completed``…),
+    #: or a key's (``key.spend_limit_reached``).
+    event: GenerationEvent | BatchEvent | KeyEvent
     _raw: str = PrivateAttr(default="")
 
     @property
@@ -172,6 +176,29 @@ class AccountEvent(ApiModel):
         item = cls(cursor=cursor, event=kind.model_validate(parsed))
         item._raw = raw
         return item
+
+
+class KeyEventData(ApiModel):
+    """A key's limit as it stood when a request was first refused by it in a window."""
+
+    id: str
+    name: str | None
+    prefix: str
+    spend_limit: int
+    limit_reset: Literal["daily", "weekly", "monthly", "none"]
+    limit_remaining: int
+    resets_at: datetime | None
+    model: str
+    price: int
+
+
+class KeyEvent(ApiModel):
+    """A key's event in the account's stream: ``key.spend_limit_reached``, once per key and window."""
+
+    id: int
+    type: Literal["key.spend_limit_reached"]
+    created_at: datetime
+    data: KeyEventData
 
 
 class AccountEventList(ApiModel):
@@ -267,6 +294,15 @@ class QuoteBalance(ApiModel):
     total: int
 
 
+class KeyLimit(ApiModel):
+    """A key's own spend limit now, as a quote gives it."""
+
+    spend_limit: int
+    limit_reset: Literal["daily", "weekly", "monthly", "none"]
+    limit_remaining: int
+    resets_at: datetime | None
+
+
 class Quote(ApiModel):
     """POST /v1/generations/quote: what a create with this body would cost, and whether it is affordable."""
 
@@ -275,7 +311,39 @@ class Quote(ApiModel):
     # The provider that would serve a create with this body now; None: none takes requests now.
     provider: str | None
     balance: QuoteBalance
+    # Whether the balance and what is left of the key's spend limit both cover it now.
     affordable: bool
+    # Which bound refuses it ("balance" or "key_spend_limit"); None when affordable.
+    limited_by: Literal["balance", "key_spend_limit"] | None
+    key_limit: KeyLimit | None
+
+
+class KeySpend(ApiModel):
+    """Credits a key spent (debits less refunds) this UTC day, ISO week, month and in all."""
+
+    today: int
+    this_week: int
+    this_month: int
+    total: int
+
+
+class ApiKey(ApiModel):
+    """GET /v1/key: the key in use: its access, models, spend limit (what is left, when it resets), spend."""
+
+    id: str
+    kind: Literal["key", "oauth"]
+    name: str | None
+    prefix: str
+    access: Literal["full", "read_only"]
+    # None: every model, present and future.
+    models: list[str] | None
+    # None: no limit of its own (the balance is the bound).
+    spend_limit: int | None
+    limit_reset: Literal["daily", "weekly", "monthly", "none"]
+    limit_remaining: int | None
+    resets_at: datetime | None
+    spend: KeySpend
+    created_at: datetime
 
 
 class ValidationIssue(ApiModel):
@@ -384,6 +452,8 @@ class BatchQuote(ApiModel):
     credits: int
     balance: QuoteBalance
     affordable: bool
+    limited_by: Literal["balance", "key_spend_limit"] | None
+    key_limit: KeyLimit | None
 
 
 class BatchRequestLine(ApiModel):
@@ -459,4 +529,6 @@ OPENAPI_COMPONENTS: dict[str, type[ApiModel]] = {
     "BatchEvent": BatchEvent,
     "BatchEventList": BatchEventList,
     "BatchWebhookSubscription": BatchWebhookSubscription,
+    "ApiKey": ApiKey,
+    "KeyEvent": KeyEvent,
 }

@@ -2,7 +2,7 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { Client } from '../client.js';
 import { ApiError, GenerationClientError, MissingApiKeyError } from '../core/errors.js';
 import { priceRange } from '../pricing.js';
-import type { Generation, GenerationStatus } from '../types.js';
+import type { ApiKey, Generation, GenerationStatus } from '../types.js';
 import { batchCommand } from './batch-command.js';
 import { chooseApiKey, chooseBaseURL, readConfig } from './config-file.js';
 import { exitCodeOf, UsageError } from './exit-codes.js';
@@ -22,6 +22,7 @@ export const usage = `gen: the Generation API from the command line
   gen get ID | gen wait ID | gen download ID [-o DIR] | gen cancel ID
   gen list [--status S[,S]] [--model M] [--limit N]
   gen credits
+  gen key                             the key in use: access, models, spend limit, what is left
   gen batch FILE.jsonl [--out DIR] [--window 24h] [--idempotency-key KEY] [--timeout 1h]
   gen batch --resume ID [--out DIR]   a batch from a JSONL file (one request a line, each with its
                                       custom_id): a progress bar while it runs, each line's files
@@ -142,6 +143,12 @@ export async function main(argv: string[], io: Io, env: NodeJS.ProcessEnv = proc
           io.stdout.write(
             `${balance.credits} credits (${balance.subscription_credits} subscription, ${balance.one_time_credits} one-time)\n`,
           );
+        return 0;
+      }
+      case 'key': {
+        const key = await client.key.get();
+        if (flags.json) json(key);
+        else io.stdout.write(describeKey(key));
         return 0;
       }
       case 'batch':
@@ -269,3 +276,19 @@ async function list(
   io.stdout.write(table([['ID', 'STATUS', 'MODEL', 'CREDITS', 'CREATED'], ...rows]) + '\n');
   return 0;
 }
+
+/** `gen key` for a person: the key's rules and spend in a few lines. */
+function describeKey(key: ApiKey): string {
+  const limit =
+    key.spend_limit === null
+      ? 'no spend limit of its own (the balance is the bound)'
+      : `${key.limit_remaining} of ${key.spend_limit} credits left ${key.limit_reset === 'none' ? 'in all' : `this ${windowOf[key.limit_reset]}`}${key.resets_at ? `; resets ${key.resets_at}` : ''}`;
+  return (
+    `${key.prefix}…${key.name ? `  ${key.name}` : ''}  (${key.id}, ${key.access === 'full' ? 'full access' : 'read-only'})\n` +
+    `limit:  ${limit}\n` +
+    `models: ${key.models === null ? 'all' : key.models.join(', ') || 'none'}\n` +
+    `spent:  ${key.spend.today} today, ${key.spend.this_week} this week, ${key.spend.this_month} this month, ${key.spend.total} in all\n`
+  );
+}
+
+const windowOf = { daily: 'day (UTC)', weekly: 'week (UTC)', monthly: 'month (UTC)' } as const;

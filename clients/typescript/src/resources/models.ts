@@ -1,6 +1,6 @@
 import { NotFoundError } from '../core/errors.js';
 import type { HttpCore } from '../core/http.js';
-import type { CreditBalance, Model } from '../types.js';
+import type { ApiKey, CreditBalance, Model } from '../types.js';
 
 /** client.models: the live catalog with each model's options, allowed values, defaults and prices. */
 export class Models {
@@ -36,5 +36,15 @@ export class Credits {
     return (
       await this.http.request<CreditBalance>({ method: 'GET', path: '/credits', signal: options.signal })
     ).data;
+  }
+}
+
+/** `client.key`: the key (or connected app) the client calls with, its rules and its spend (GET /v1/key). */
+export class Key {
+  constructor(private readonly http: HttpCore) {}
+
+  /** Its access, models, spend limit, what is left of it and when it resets, and what it spent. */
+  async get(options: { signal?: AbortSignal } = {}): Promise<ApiKey> {
+    return (await this.http.request<ApiKey>({ method: 'GET', path: '/key', signal: options.signal })).data;
   }
 }
