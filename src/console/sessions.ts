@@ -1,5 +1,5 @@
 import type { CommonQueryMethods } from 'slonik';
-import type { Authenticator } from '../auth/authenticator.js';
+import type { Authenticator, Principal } from '../auth/authenticator.js';
 import { judgeKeyPrincipal } from '../auth/authenticator.js';
 import {
   CONSOLE_SESSION_IDLE_MS,
@@ -15,6 +15,9 @@ import { newSecret, secretHash } from './session-ids.js';
 export interface ConsoleUser {
   accountId: string;
   keyId: string;
+  /** The key's own rules (Principal): the playground holds to them as the API does. */
+  access: Principal['access'];
+  models: Principal['models'];
   /** The cookie's plaintext session id, from which the CSRF token is derived. */
   sessionId: string;
 }

@@ -167,3 +167,22 @@ export async function findKeyLimit(db: CommonQueryMethods, keyId: string): Promi
            greatest(k.spend_limit - key_spend_in(k.id, w.starts), 0) AS limit_remaining
     FROM ${fromKeys} WHERE k.id = ${keyId} AND k.spend_limit IS NOT NULL`);
 }
+
+const reachedRow = z.object({ api_key_id: z.string(), reached_at: z.string() });
+
+/** The account's keys whose limit refused a request in its current window, and when it first did (key.spend_limit_reached). */
+export async function limitsReachedNow(
+  db: CommonQueryMethods,
+  accountId: string,
+): Promise<Map<string, string>> {
+  const rows = await db.any(sql.type(reachedRow)`
+    SELECT e.api_key_id, e.created_at AS reached_at
+    FROM ${fromKeys} JOIN key_events e ON e.api_key_id = k.id
+    WHERE k.account_id = ${accountId} AND e.type = 'key.spend_limit_reached'
+      AND e.window_start = coalesce(w.starts, '-infinity'::date)`);
+  return new Map(rows.map((r) => [r.api_key_id, r.reached_at]));
+}
+
+/** Whether a key is held to rules of its own (then it may not make or change keys and apps in the console). */
+export const isRestricted = (state: KeyRules): boolean =>
+  state.access !== 'full' || state.models !== null || state.spend_limit !== null;

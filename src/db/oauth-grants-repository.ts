@@ -2,6 +2,7 @@ import { hash, randomBytes } from 'node:crypto';
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { newId } from '../ids.js';
+import { setKeyRules, type KeyRules } from './key-limits.js';
 import { keyPrincipalColumns, keyPrincipalRow } from './api-keys-repository.js';
 
 /**
@@ -58,6 +59,8 @@ export async function recordGrant(
     displayName: string;
     resource: string;
     scope: string;
+    /** The limits the user chose on the consent page (the key's rules; none given: none). */
+    rules?: Partial<KeyRules>;
   },
 ): Promise<void> {
   await db.transaction(async (tx) => {
@@ -70,6 +73,7 @@ export async function recordGrant(
       INSERT INTO oauth_grants (grant_id, account_id, api_key_id, client_id, client_name, resource, scope)
       VALUES (${input.grantId}, ${input.accountId}, ${keyId}, ${input.clientId}, ${input.clientName},
               ${input.resource}, ${input.scope})`);
+    if (input.rules) await setKeyRules(tx, keyId, input.rules);
   });
 }
 

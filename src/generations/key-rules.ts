@@ -1,5 +1,13 @@
 import type { CommonQueryMethods } from 'slonik';
-import { findKeyLimit, type KeyLimitNow } from '../db/key-limits.js';
+import {
+  findKeyLimit,
+  keyAccessLevels,
+  keyLimitResets,
+  type KeyAccess,
+  type KeyLimitNow,
+  type KeyLimitReset,
+  type KeyRules,
+} from '../db/key-limits.js';
 import { ApiError } from '../errors.js';
 import { keyModelNotAllowedMessage } from '../workflows/generation-errors.js';
 
@@ -48,4 +56,47 @@ export async function affordability(
   const limitedBy =
     balance < price ? 'balance' : keyLimit && keyLimit.limit_remaining < price ? 'key_spend_limit' : null;
   return { affordable: limitedBy === null, limited_by: limitedBy, key_limit: keyLimit };
+}
+
+/** A key's rules given in words that do not make rules (a limit that is no number, say). */
+export class InvalidKeyRules extends Error {
+  override readonly name = 'InvalidKeyRules';
+}
+
+/** The rules given as words (the CLI's options, the console's forms): InvalidKeyRules names a bad one. */
+export function parseKeyRules(given: {
+  spendLimit?: string | undefined;
+  reset?: string | undefined;
+  models?: string | undefined;
+  access?: string | undefined;
+}): Partial<KeyRules> {
+  const rules: Partial<KeyRules> = {};
+  if (given.spendLimit !== undefined) {
+    const text = given.spendLimit.trim();
+    const n = Number(text);
+    if (text !== 'none' && (text === '' || !Number.isSafeInteger(n) || n < 0 || n > 2_147_483_647))
+      throw new InvalidKeyRules('The spend limit must be a whole number of credits (0 or more), or none.');
+    rules.spend_limit = text === 'none' ? null : n;
+  }
+  if (given.reset !== undefined) {
+    if (!(keyLimitResets as readonly string[]).includes(given.reset))
+      throw new InvalidKeyRules(`The reset must be one of ${keyLimitResets.join(', ')}.`);
+    rules.limit_reset = given.reset as KeyLimitReset;
+  }
+  if (given.models !== undefined) {
+    const text = given.models.trim();
+    rules.models =
+      text === 'all'
+        ? null
+        : text
+            .split(/[\s,]+/)
+            .map((m) => m.trim())
+            .filter((m) => m !== '');
+  }
+  if (given.access !== undefined) {
+    if (!(keyAccessLevels as readonly string[]).includes(given.access))
+      throw new InvalidKeyRules(`The access must be one of ${keyAccessLevels.join(', ')}.`);
+    rules.access = given.access as KeyAccess;
+  }
+  return rules;
 }

@@ -1,3 +1,4 @@
+import { readOnlyRefusal } from '../../generations/key-rules.js';
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { CompiledModel } from '../../catalog/catalog-cache.js';
@@ -148,6 +149,10 @@ export function playgroundRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): 
       reply.header('retry-after', String(verdict.retryAfterSeconds));
       const message = `Rate limit of ${deps.limits.requestsPerKey} requests per minute exceeded for this key (the API's limit). Nothing was charged; try again in ${verdict.retryAfterSeconds} s.`;
       return show(request, reply, firstModel, { message, status: 429 });
+    }
+    if (user.access === 'read_only') {
+      logRequest(newId('req'), 'key_read_only');
+      return show(request, reply, firstModel, { message: readOnlyRefusal().message, status: 403 });
     }
     try {
       await form.readAll();
