@@ -1,4 +1,6 @@
 import { Client, Connection, WithStartWorkflowOperation } from '@temporalio/client';
+import { setKeyRules } from '../src/db/key-limits.js';
+import { createFundedAccount } from '../src/dev/funded-account.js';
 import { randomBase62 } from '../src/ids.js';
 import {
   alternatingRounds,
@@ -27,7 +29,8 @@ import { loadAverage, printTargets } from './targets.js';
  * children only (other people's servers on the machine are not). Admitted
  * generations park at the provider (a long simulated delay), so the figures
  * are admission's. A bare update-with-start of an empty workflow on the same
- * Temporal server is printed for reference. BENCH_SECONDS (default 30 per loop,
+ * Temporal server is printed for reference, and the same POST by a key held to a spend limit and a
+ * list of models (issue 46: within 5 % of the unlimited key's throughput). BENCH_SECONDS (default 30 per loop,
  * split over the rounds), BENCH_ROUNDS (default 3), BENCH_CLIENTS (default 20).
  */
 const { seconds, clients, rounds } = closedLoopSettings();
@@ -51,11 +54,23 @@ try {
     });
   const barecall = updateWithStart('emptyWorkflow');
   const shape = updateWithStart('noopAdmissionWorkflow');
-  const ours = async () => {
+  // A second account whose key is held to every rule a key can carry (issue 46): a daily spend limit
+  // (far above what the run spends, so every POST is admitted), a list of models, full access.
+  const limited = await createFundedAccount(stack.pool, {
+    email: `bench-limited-${randomBase62(6)}@example.test`,
+    oneTime: 1_000_000_000,
+    reason: 'bench',
+  });
+  await setKeyRules(stack.pool, limited.keyId, {
+    spend_limit: 1_000_000_000,
+    limit_reset: 'daily',
+    models: ['lumen-lite', 'lumen-pro'],
+  });
+  const post = (key: string) => async () => {
     const response = await fetch(`${stack.apiUrl}/generations`, {
       method: 'POST',
       headers: {
-        authorization: `Bearer ${stack.key}`,
+        authorization: `Bearer ${key}`,
         'content-type': 'application/json',
         'idempotency-key': randomBase62(24),
       },
@@ -64,9 +79,12 @@ try {
     if (response.status !== 202) throw new Error(`status ${response.status}`);
     await response.arrayBuffer();
   };
+  const ours = post(stack.key);
+  const oursLimited = post(limited.key);
   await closedLoop(clients, 3, barecall); // warm-up
   await closedLoop(clients, 3, shape);
   await closedLoop(clients, 3, ours);
+  await closedLoop(clients, 3, oursLimited);
   const processes = {
     ...stack.processes,
     'bare worker': { pid: bare.pid },
@@ -75,7 +93,7 @@ try {
   const loadBefore = await loadAverage();
   const results = await alternatingRounds(
     { rounds, seconds: seconds / rounds, clients, processes },
-    { bare: barecall, shape, ours },
+    { bare: barecall, shape, ours, oursLimited },
   );
   printComparison(
     `${clients} concurrent clients, ${seconds} s each in ${rounds} alternating rounds, one machine (2 cores) for clients, API, worker, Temporal dev server and PostgreSQL`,
@@ -83,17 +101,20 @@ try {
       { label: 'bare update-with-start (empty workflow)', ...results.bare },
       { label: 'admission shape, no-op steps', ...results.shape },
       { label: 'POST /v1/generations → 202', ...results.ours },
+      { label: 'the same, its key limited (spend limit, models)', ...results.oursLimited },
     ],
   );
   printCpu('CPU ms per call, by process:', [
     ['bare', results.bare.cpu],
     ['shape', results.shape.cpu],
     ['ours', results.ours.cpu],
+    ['ours, key limited', results.oursLimited.cpu],
   ]);
   printRounds([
     ['bare', results.bare.rounds],
     ['shape', results.shape.rounds],
     ['ours', results.ours.rounds],
+    ['ours, key limited', results.oursLimited.rounds],
   ]);
   const ratio = (a: number, b: number) => (a / b).toFixed(2);
   const { ours: o, shape: sh } = results;
@@ -132,6 +153,14 @@ try {
       target: 1.5,
       unit: 'ratio',
       detail: `ours ${o.cpu.api!.toFixed(1)} + ${o.cpu.worker!.toFixed(1)} + ${o.cpu.temporal!.toFixed(1)} + ${o.cpu.postgres!.toFixed(1)} = ${oursAll.toFixed(1)} ms; budget ${(1.5 * shapeWt).toFixed(1)} ms`,
+    },
+    {
+      label: 'throughput, key limited / not limited (issue 46)',
+      value: results.oursLimited.perSecond / o.perSecond,
+      kind: 'min',
+      target: 0.95,
+      unit: 'ratio',
+      detail: `${results.oursLimited.perSecond.toFixed(1)} / ${o.perSecond.toFixed(1)} per s; PostgreSQL CPU per POST ${results.oursLimited.cpu.postgres!.toFixed(2)} / ${o.cpu.postgres!.toFixed(2)} ms`,
     },
     { label: 'API CPU per POST', value: o.cpu.api!, kind: 'max', target: 3, unit: 'ms' },
     { label: 'PostgreSQL CPU per POST', value: o.cpu.postgres!, kind: 'max', target: 3, unit: 'ms' },
