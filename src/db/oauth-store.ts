@@ -1,4 +1,5 @@
 import { hash } from 'node:crypto';
+import { errors } from 'oidc-provider';
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { revokeGrantRecord } from './oauth-grants-repository.js';
@@ -20,6 +21,12 @@ export type OAuthPayload = Record<string, unknown> & {
 };
 
 const storedRow = z.object({ payload: z.record(z.string(), z.unknown()), consumed: z.number().nullable() });
+
+const consumedRow = z.object({ won: z.boolean(), grant_id: z.string().nullable() });
+const labels: Record<string, string> = {
+  AuthorizationCode: 'authorization code',
+  RefreshToken: 'refresh token',
+};
 
 export function oauthIdHash(id: string): string {
   return hash('sha256', id, 'hex');
@@ -70,10 +77,26 @@ export function oauthAdapterClass(db: CommonQueryMethods): new (model: string) =
       return this.findWhere(sql.fragment`user_code_sha256 = ${oauthIdHash(userCode)}`, null);
     }
 
+    /**
+     * Marks a code or refresh token used, once: oidc-provider read it unused a moment ago, but a
+     * second request with the same code may have read it too. Only one UPDATE finds it unused; the
+     * other is a reuse, answered as oidc-provider answers one (OAuth 2.1 §4.1.3, §4.3.1): the grant
+     * and every token made from it are revoked, and the request gets `invalid_grant`.
+     */
     async consume(id: string): Promise<void> {
-      await db.query(sql.unsafe`
-        UPDATE oauth_store SET consumed_at = now()
-        WHERE model = ${this.model} AND id_sha256 = ${oauthIdHash(id)}`);
+      const idSha256 = oauthIdHash(id);
+      const outcome = await db.one(sql.type(consumedRow)`
+        WITH won AS (
+          UPDATE oauth_store SET consumed_at = now()
+          WHERE model = ${this.model} AND id_sha256 = ${idSha256} AND consumed_at IS NULL
+          RETURNING 1)
+        SELECT EXISTS (SELECT 1 FROM won) AS won,
+               (SELECT grant_id FROM oauth_store
+                WHERE model = ${this.model} AND id_sha256 = ${idSha256}) AS grant_id`);
+      if (outcome.won) return;
+      // Used meanwhile, or already gone with its grant (another request's reuse revoked it).
+      if (outcome.grant_id) await revokeGrantRecord(db, outcome.grant_id);
+      throw new errors.InvalidGrant(`${labels[this.model] ?? this.model} already used`);
     }
 
     async destroy(id: string): Promise<void> {
