@@ -1,16 +1,29 @@
 import { hash } from 'node:crypto';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { sql } from 'slonik';
 import { z } from 'zod';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createConsoleService, type ConsoleService } from '../../src/console/service.js';
+import { loadConfig } from '../../src/config.js';
+import { freePort } from '../../src/dev/free-port.js';
+import { createLogger } from '../../src/logger.js';
 import { signInOverHttp } from '../support/console-http.js';
-import { useConsole } from '../support/console.js';
+import { createTestCertificates } from '../support/test-certificates.js';
 import { createPaidAccount, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { decideConsent, registeredAppAuthorization, tokenRequest } from '../support/oauth.js';
+import {
+  authorizationUrlFor,
+  decideConsent,
+  publicAppMetadata,
+  registerApp,
+  registeredAppAuthorization,
+  tokenRequest,
+} from '../support/oauth.js';
 
 const resource = 'http://127.0.0.1:8080/v1/mcp';
 const redirectUri = 'http://127.0.0.1:7/callback';
@@ -22,46 +35,76 @@ const grantRow = z.object({ grant_id: z.string(), revoked_at: z.string().nullabl
  * store).
  */
 describe('OAuth edges: single-use codes, redirect URIs, consent, registration limits', () => {
-  const apiEnv: Record<string, string> = {};
-  const stack = { worker: { apiEnv } } as {
-    db: TestDatabase;
-    worker: { apiEnv: Record<string, string> };
-    account: TestAccount;
-  };
+  let db: TestDatabase;
+  let account: TestAccount;
   let storageDir = '';
+  let consoleService: ConsoleService;
+  let consoleUrl = '';
+  let cookie = '';
+  /** Client ID Metadata Documents, served over HTTPS on loopback: path → what is answered. */
+  const documents = new Map<string, { status?: number; headers?: Record<string, string>; body: unknown }>();
+  const documentRequests: string[] = [];
+  let documentServer: https.Server;
+  let documentOrigin = '';
+
   beforeAll(async () => {
     storageDir = await mkdtemp(join(tmpdir(), 'oauth-edges-'));
-    stack.db = await createTestDatabase();
-    stack.account = await createPaidAccount(stack.db.pool);
-    Object.assign(apiEnv, {
+    db = await createTestDatabase();
+    account = await createPaidAccount(db.pool);
+    const certificates = await createTestCertificates('localhost');
+    documentServer = https.createServer(
+      { cert: certificates.server.cert, key: certificates.server.key },
+      (request, response) => {
+        documentRequests.push(request.url!);
+        const document = documents.get(request.url!);
+        response.writeHead(document?.status ?? (document ? 200 : 404), {
+          'content-type': 'application/json',
+          ...document?.headers,
+        });
+        response.end(JSON.stringify(document?.body ?? {}));
+      },
+    );
+    await new Promise<void>((done) => documentServer.listen(0, '127.0.0.1', done));
+    documentOrigin = `https://localhost:${(documentServer.address() as AddressInfo).port}`;
+    const port = await freePort();
+    consoleUrl = `http://127.0.0.1:${port}`;
+    const config = loadConfig({
+      DATABASE_URL: db.url,
+      TEMPORAL_ADDRESS: inject('temporalAddress'),
       TEMPORAL_TASK_QUEUE: 'oauth-edges-unused',
       STORAGE_DIR: storageDir,
       RESULT_BASE_URL: 'http://127.0.0.1:9/results',
       API_PUBLIC_URL: 'http://127.0.0.1:8080/v1',
+      CONSOLE_PORT: String(port),
+      // Clients are told apart by X-Forwarded-For, as behind the TLS proxy.
+      TRUST_PROXY: '1',
+      OAUTH_CLIENT_METADATA_ALLOW_CIDRS: '127.0.0.1',
     });
-  });
-  const consoleUi = useConsole(stack, {}, { browser: false });
-  let cookie = '';
-  beforeAll(async () => {
-    cookie = (await signInOverHttp(consoleUi.url, stack.account.key)).cookie;
+    consoleService = await createConsoleService(config, createLogger('console-test', 'silent'), {
+      outboundExtraCa: [certificates.ca.cert],
+    });
+    await consoleService.app.listen({ host: '127.0.0.1', port });
+    cookie = (await signInOverHttp(consoleUrl, account.key)).cookie;
   });
   afterAll(async () => {
-    await stack.db?.drop();
+    await consoleService?.close();
+    documentServer?.close();
+    await db?.drop();
     await rm(storageDir, { recursive: true, force: true });
   });
 
   const grantsOf = (clientId: string) =>
-    stack.db.pool.any(sql.type(grantRow)`
+    db.pool.any(sql.type(grantRow)`
       SELECT grant_id, revoked_at FROM oauth_grants WHERE client_id = ${clientId}`);
 
   /** An app registered and approved: its client id, the code it got back and its PKCE verifier. */
   async function approvedCode(name: string) {
-    const app = await registeredAppAuthorization(consoleUi.url, resource, { name, redirectUri });
-    const { back } = await decideConsent(consoleUi.url, cookie, app.authorizationUrl);
+    const app = await registeredAppAuthorization(consoleUrl, resource, { name, redirectUri });
+    const { back } = await decideConsent(consoleUrl, cookie, app.authorizationUrl);
     return { ...app, code: back.searchParams.get('code')! };
   }
   const redeem = (app: { clientId: string; verifier: string }, code: string) =>
-    tokenRequest(consoleUi.url, {
+    tokenRequest(consoleUrl, {
       grant_type: 'authorization_code',
       client_id: app.clientId,
       code,
@@ -75,7 +118,7 @@ describe('OAuth edges: single-use codes, redirect URIs, consent, registration li
    * of two redemptions, every time.
    */
   async function racing(model: string, secret: string, requests: () => Promise<Response>[]) {
-    const locker = new pg.Client({ connectionString: stack.db.url });
+    const locker = new pg.Client({ connectionString: db.url });
     await locker.connect();
     try {
       await locker.query('BEGIN');
@@ -87,7 +130,7 @@ describe('OAuth edges: single-use codes, redirect URIs, consent, registration li
       await expect
         .poll(
           () =>
-            stack.db.pool.oneFirst(sql.type(z.object({ n: z.number() }))`
+            db.pool.oneFirst(sql.type(z.object({ n: z.number() }))`
               SELECT count(*)::int AS n FROM pg_stat_activity
               WHERE datname = current_database() AND wait_event_type = 'Lock'
                 AND query LIKE '%UPDATE oauth_store SET consumed_at%'`),
@@ -116,7 +159,7 @@ describe('OAuth edges: single-use codes, redirect URIs, consent, registration li
     // A used code sent again is a reuse (OAuth 2.1 §4.1.3): the tokens it gave are revoked with the grant.
     expect((await grantsOf(app.clientId)).map((g) => g.revoked_at !== null)).toEqual([true]);
     const winner = answers.find((a) => a.status === 200)!.body;
-    const refresh = await tokenRequest(consoleUi.url, {
+    const refresh = await tokenRequest(consoleUrl, {
       grant_type: 'refresh_token',
       client_id: app.clientId,
       refresh_token: winner.refresh_token!,
@@ -131,7 +174,7 @@ describe('OAuth edges: single-use codes, redirect URIs, consent, registration li
     const { refresh_token: refreshToken } = (await first.json()) as { refresh_token: string };
     const answers = await racing('RefreshToken', refreshToken, () =>
       Array.from({ length: 10 }, () =>
-        tokenRequest(consoleUi.url, {
+        tokenRequest(consoleUrl, {
           grant_type: 'refresh_token',
           client_id: app.clientId,
           refresh_token: refreshToken,
@@ -141,5 +184,62 @@ describe('OAuth edges: single-use codes, redirect URIs, consent, registration li
     expect(answers.filter((a) => a.status === 200)).toHaveLength(1);
     expect(answers.filter((a) => a.status === 400 && a.body.error === 'invalid_grant')).toHaveLength(9);
     expect((await grantsOf(app.clientId)).map((g) => g.revoked_at !== null)).toEqual([true]);
+  });
+
+  it('registers https, loopback http on any port and reverse-domain app schemes only: anything else is invalid_redirect_uri', async () => {
+    const register = async (uri: string) => {
+      const answer = await registerApp(consoleUrl, publicAppMetadata('Redirecting App', uri));
+      return { uri, status: answer.status, error: ((await answer.json()) as { error?: string }).error };
+    };
+    const refused = (uri: string) => ({ uri, status: 400, error: 'invalid_redirect_uri' });
+    const accepted = (uri: string) => ({ uri, status: 201, error: undefined });
+    for (const uri of [
+      'http://evil.example/cb',
+      'http://127.0.0.1.evil.example/cb',
+      'https://user:pass@app.example/cb',
+      'myapp://callback',
+      'javascript:alert(1)//',
+      'data:text/html,hi',
+    ])
+      expect(await register(uri)).toEqual(refused(uri));
+    for (const uri of [
+      'https://app.example/callback',
+      'http://127.0.0.1:51234/callback',
+      'http://localhost/callback',
+      'http://[::1]:9/callback',
+      'com.example.app:/oauth/callback',
+    ])
+      expect(await register(uri)).toEqual(accepted(uri));
+    // A loopback redirect is matched whatever its port (RFC 8252 §7.3): a native app picks a free one.
+    const app = await registeredAppAuthorization(consoleUrl, resource, {
+      name: 'Loopback App',
+      redirectUri: 'http://127.0.0.1/callback',
+    });
+    const elsewhere = authorizationUrlFor(
+      consoleUrl,
+      app.clientId,
+      'http://127.0.0.1:61234/callback',
+      resource,
+    );
+    const { back } = await decideConsent(consoleUrl, cookie, elsewhere.authorizationUrl);
+    expect(back.origin).toBe('http://127.0.0.1:61234');
+    expect(back.searchParams.get('code')).toBeTruthy();
+  });
+
+  it('refuses a metadata document whose redirect is plain http elsewhere: never sends a code there', async () => {
+    const clientId = `${documentOrigin}/apps/plain-http.json`;
+    documents.set('/apps/plain-http.json', {
+      body: { ...publicAppMetadata('Plain App', 'http://evil.example/cb'), client_id: clientId },
+    });
+    const { authorizationUrl } = authorizationUrlFor(
+      consoleUrl,
+      clientId,
+      'http://evil.example/cb',
+      resource,
+    );
+    const answer = await fetch(authorizationUrl, { redirect: 'manual', headers: { cookie } });
+    expect(answer.status).toBe(400);
+    expect(answer.headers.get('location')).toBeNull();
+    expect(await answer.text()).toContain('http://evil.example/cb is plain http');
   });
 });

@@ -7,6 +7,7 @@ import { oauthAdapterClass } from '../../db/oauth-store.js';
 import { serverSecret } from '../../db/oauth-server-secrets.js';
 import { outboundFetch } from '../../net/outbound-fetch.js';
 import { escapeHtml } from './html.js';
+import { checkRedirectUris } from './redirect-uris.js';
 
 export interface AuthorizationServerOptions {
   db: CommonQueryMethods;
@@ -68,6 +69,8 @@ export async function createAuthorizationServer(options: AuthorizationServerOpti
     responseTypes: ['code'],
     pkce: { required: () => true },
     clientAuthMethods: ['none', 'client_secret_basic', 'client_secret_post'],
+    // Redirects are https, loopback http or a native app's own scheme, for every kind of client.
+    extraClientMetadata: { properties: ['redirect_uris'], validator: checkRedirectUris },
     clientDefaults: {
       grant_types: ['authorization_code', 'refresh_token'],
       response_types: ['code'],

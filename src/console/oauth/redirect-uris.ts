@@ -1,0 +1,65 @@
+import { errors } from 'oidc-provider';
+
+/** The loopback hosts a redirect may use over plain HTTP (RFC 8252 §7.3, OAuth 2.1 §8.4.3). */
+const loopbacks = new Set(['localhost', '127.0.0.1', '[::1]']);
+/** Schemes a browser or the system runs or reads itself: never a redirect. */
+const forbiddenSchemes = new Set(['javascript:', 'vbscript:', 'data:', 'blob:', 'file:', 'about:', 'ftp:']);
+
+/** What kind of redirect a URI is, or why it may not be one. */
+export type RedirectKind = 'https' | 'loopback' | 'private-use';
+
+/**
+ * Where an authorization code may be sent (OAuth 2.1 §2.3.1 and §8.4, the MCP authorization spec's
+ * "HTTPS or localhost"): an `https://` URL; an `http://` URL on a loopback host (any port); or a
+ * native app's private-use scheme named after a domain it controls, in reverse order
+ * (`com.example.app:/callback`, RFC 8252 §7.1). Never a fragment or credentials in the URL. The
+ * kind, or a sentence saying why not.
+ */
+export function redirectUriKind(uri: string): { kind: RedirectKind } | { problem: string } {
+  const url = URL.parse(uri);
+  if (!url) return { problem: `${uri} is not a URL` };
+  if (url.hash || uri.includes('#')) return { problem: `${uri} has a fragment` };
+  if (url.username || url.password) return { problem: `${uri} carries credentials` };
+  if (url.protocol === 'https:') return url.hostname ? { kind: 'https' } : { problem: `${uri} has no host` };
+  if (url.protocol === 'http:')
+    return loopbacks.has(url.hostname)
+      ? { kind: 'loopback' }
+      : { problem: `${uri} is plain http on a host that is not loopback: use https` };
+  if (forbiddenSchemes.has(url.protocol)) return { problem: `${uri} uses a scheme that is never a redirect` };
+  if (!url.protocol.slice(0, -1).includes('.'))
+    return {
+      problem: `${uri}: a native app's own scheme is named after its domain, in reverse order (com.example.app:/callback)`,
+    };
+  if (!url.pathname && !url.host) return { problem: `${uri} names no path` };
+  return { kind: 'private-use' };
+}
+
+/**
+ * oidc-provider's `extraClientMetadata` validator for `redirect_uris`: every client, registered
+ * (RFC 7591) or described by its metadata document, is held to redirectUriKind, checked each time
+ * its metadata is read (a stored client registered before a rule changed is held to it too).
+ * Refused: 400 `invalid_redirect_uri`, the error RFC 7591 §3.2.2 names. A client whose redirects are
+ * a loopback or a private-use scheme is a native app (oidc-provider then accepts the scheme and
+ * matches a loopback redirect whatever its port, RFC 8252 §7.3).
+ */
+export function checkRedirectUris(
+  _ctx: unknown,
+  key: string,
+  value: unknown,
+  metadata: Record<string, unknown>,
+): void {
+  if (key !== 'redirect_uris' || !Array.isArray(value)) return; // the schema itself says what is wrong
+  const kinds = value
+    .filter((uri): uri is string => typeof uri === 'string')
+    .map((uri) => {
+      const judged = redirectUriKind(uri);
+      if ('problem' in judged)
+        throw new errors.CustomOIDCProviderError('invalid_redirect_uri', judged.problem);
+      return {
+        kind: judged.kind,
+        loopbackHttps: judged.kind === 'https' && loopbacks.has(new URL(uri).hostname),
+      };
+    });
+  if (kinds.some((k) => k.kind !== 'https') && !kinds.some((k) => k.loopbackHttps))
+    metadata.application_type = 'native';
+}
