@@ -242,4 +242,57 @@ describe('OAuth edges: single-use codes, redirect URIs, consent, registration li
     expect(answer.headers.get('location')).toBeNull();
     expect(await answer.text()).toContain('http://evil.example/cb is plain http');
   });
+
+  /** A page's text as a person reads it. */
+  const textOf = (html: string) =>
+    html
+      .replace(/<[^>]+>/g, ' ')
+      .replace(/&#39;|&rsquo;|’/g, "'")
+      .replace(/\s+/g, ' ');
+
+  it('the consent page names the host the code goes to (this request’s redirect), and the name as the app’s own', async () => {
+    const registered = await registerApp(consoleUrl, {
+      ...publicAppMetadata('Claude', 'https://claude.ai/api/mcp/auth_callback'),
+      redirect_uris: ['https://claude.ai/api/mcp/auth_callback', 'https://evil.example/cb'],
+    });
+    const { client_id: clientId } = (await registered.json()) as { client_id: string };
+    const { authorizationUrl } = authorizationUrlFor(
+      consoleUrl,
+      clientId,
+      'https://evil.example/cb',
+      resource,
+    );
+    const { consentHtml, back } = await decideConsent(consoleUrl, cookie, authorizationUrl, 'deny');
+    const text = textOf(consentHtml);
+    expect(text).toContain('Connect Claude?');
+    expect(text).toContain('Approving sends you, with a code that lets it act for you, to evil.example .');
+    expect(text).toContain('Sends you back to https://evil.example/cb');
+    expect(text).toContain('(the name it gave itself when it registered: not verified)');
+    expect(text).not.toContain('claude.ai');
+    expect(back.origin).toBe('https://evil.example');
+  });
+
+  it('warns when a metadata document’s app sends the code to another host than the document’s', async () => {
+    const documentHost = new URL(documentOrigin).host;
+    const consentFor = async (path: string, redirect: string) => {
+      const clientId = `${documentOrigin}${path}`;
+      documents.set(path, {
+        body: {
+          ...publicAppMetadata('Docs App', 'https://unused.example/cb'),
+          redirect_uris: [redirect],
+          client_id: clientId,
+        },
+      });
+      const { authorizationUrl } = authorizationUrlFor(consoleUrl, clientId, redirect, resource);
+      return textOf((await decideConsent(consoleUrl, cookie, authorizationUrl, 'deny')).consentHtml);
+    };
+    const elsewhere = await consentFor('/apps/elsewhere.json', 'https://elsewhere.example/cb');
+    expect(elsewhere).toContain(
+      `This app's description is at ${documentHost} , but the code goes to elsewhere.example , another site.`,
+    );
+    expect(elsewhere).toContain(`(the name its description at ${documentHost} gives)`);
+    const home = await consentFor('/apps/home.json', `${documentOrigin}/callback`);
+    expect(home).not.toContain('another site');
+    expect(home).toContain(`to ${documentHost} .`);
+  });
 });

@@ -112,12 +112,21 @@ export function oauthRoutes(
   );
 
   const consentPage = async (details: Interaction, user: ConsoleUser) => {
-    const client = await provider.Client.find(String(details.params.client_id));
+    const clientId = String(details.params.client_id);
+    const client = await provider.Client.find(clientId);
     const balance = await getBalance(deps.db, user.accountId);
+    const identity = appIdentity(client, clientId);
+    const destination = redirectDestination(String(details.params.redirect_uri));
+    const documentHost = client?.clientIdMetadataDocument ? hostOf(clientId) : null;
     return {
       title: 'Connect an app',
       uid: details.uid,
-      app: appIdentity(client, String(details.params.client_id)),
+      app: identity,
+      // Where the name comes from: the app's own document at a host, or its registration here.
+      documentHost,
+      destination,
+      // A document at one host sending the code to another web host: said plainly, before Approve.
+      elsewhere: documentHost !== null && destination.kind === 'web' && destination.host !== documentHost,
       resource,
       balance,
       format,
@@ -145,7 +154,11 @@ export function oauthRoutes(
         accountId,
         clientId,
         clientName: client?.clientName ?? null,
-        displayName: identity.name,
+        // Unnamed and registered here: known by where it took the person back to.
+        displayName:
+          identity.name === clientId
+            ? redirectDestination(String(details.params.redirect_uri)).host
+            : identity.name,
         resource,
         scope: MCP_SCOPE,
       });
@@ -154,13 +167,35 @@ export function oauthRoutes(
   };
 }
 
-/** How an app is named to the person: its registered name, else the host it is known by. */
+/**
+ * How an app is named to the person: the name it gave itself (in its registration or its metadata
+ * document: nothing checks it), else the host its client id names (a metadata document's URL), else
+ * its client id.
+ */
 export function appIdentity(
-  client: { clientName?: string | undefined; redirectUris?: readonly string[] | undefined } | undefined,
+  client: { clientName?: string | undefined } | undefined,
   clientId: string,
-): { name: string; clientId: string; host: string } {
-  const host = hostOf(clientId) ?? hostOf(client?.redirectUris?.[0] ?? '') ?? 'unknown';
-  return { name: client?.clientName?.trim() || host, clientId, host };
+): { name: string; clientId: string; selfNamed: boolean } {
+  const name = client?.clientName?.trim();
+  return name
+    ? { name, clientId, selfNamed: true }
+    : { name: hostOf(clientId) ?? clientId, clientId, selfNamed: false };
+}
+
+/**
+ * Where approving sends the person, and the code with them: this request's redirect URI (one of the
+ * app's registered ones, which oidc-provider checked), as a person reads it: a web host, a program on
+ * this computer (a loopback address), or an app of this device (its own URI scheme).
+ */
+export function redirectDestination(redirectUri: string): {
+  uri: string;
+  kind: 'web' | 'loopback' | 'app';
+  host: string;
+} {
+  const url = new URL(redirectUri);
+  if (url.protocol === 'https:') return { uri: redirectUri, kind: 'web', host: url.host };
+  if (url.protocol === 'http:') return { uri: redirectUri, kind: 'loopback', host: url.host };
+  return { uri: redirectUri, kind: 'app', host: url.protocol.slice(0, -1) };
 }
 
 function hostOf(url: string): string | null {
