@@ -1,7 +1,7 @@
 import { hash } from 'node:crypto';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -12,6 +12,7 @@ import { createConsoleService, type ConsoleService } from '../../src/console/ser
 import { loadConfig } from '../../src/config.js';
 import { freePort } from '../../src/dev/free-port.js';
 import { createLogger } from '../../src/logger.js';
+import { recordGrant } from '../../src/db/oauth-grants-repository.js';
 import { signInOverHttp } from '../support/console-http.js';
 import { createTestCertificates } from '../support/test-certificates.js';
 import { createPaidAccount, type TestAccount } from '../support/api.js';
@@ -294,5 +295,68 @@ describe('OAuth edges: single-use codes, redirect URIs, consent, registration li
     const home = await consentFor('/apps/home.json', `${documentOrigin}/callback`);
     expect(home).not.toContain('another site');
     expect(home).toContain(`to ${documentHost} .`);
+  });
+
+  it('takes public clients only: a registration asking for a client secret is refused, none is stored', async () => {
+    for (const method of ['client_secret_basic', 'client_secret_post']) {
+      const answer = await registerApp(consoleUrl, {
+        ...publicAppMetadata('Confidential App', redirectUri),
+        token_endpoint_auth_method: method,
+      });
+      expect(answer.status).toBe(400);
+      expect(((await answer.json()) as { error: string }).error).toBe('invalid_client_metadata');
+    }
+    const { token_endpoint_auth_method: _none, ...unsaid } = publicAppMetadata('Unsaid App', redirectUri);
+    const registered = await registerApp(consoleUrl, unsaid);
+    expect(registered.status, await registered.clone().text()).toBe(201);
+    const body = (await registered.json()) as Record<string, unknown>;
+    expect(body.token_endpoint_auth_method).toBe('none');
+    expect(body).not.toHaveProperty('client_secret');
+    const metadata = (await (await fetch(`${consoleUrl}/.well-known/oauth-authorization-server`)).json()) as {
+      token_endpoint_auth_methods_supported: string[];
+    };
+    expect(metadata.token_endpoint_auth_methods_supported).toEqual(['none']);
+    expect(
+      await db.pool.oneFirst(sql.type(z.object({ n: z.number() }))`
+        SELECT count(*)::int AS n FROM oauth_store WHERE payload ? 'client_secret'`),
+    ).toBe(0);
+  });
+
+  it('migration 0032 drops the secrets stored before: a public client keeps its row, a confidential one goes with its apps', async () => {
+    const hex = (n: number) => n.toString(16).padStart(64, '0');
+    const client = (clientId: string, method: string, n: number) =>
+      db.pool.query(sql.unsafe`
+      INSERT INTO oauth_store (model, id_sha256, payload)
+      VALUES ('Client', ${hex(n)}, ${sql.jsonb({ client_id: clientId, client_secret: 'in clear', token_endpoint_auth_method: method })})`);
+    await client('confidential-client', 'client_secret_basic', 901);
+    await client('public-client', 'none', 902);
+    await recordGrant(db.pool, {
+      grantId: 'grant-of-confidential',
+      accountId: account.accountId,
+      clientId: 'confidential-client',
+      clientName: null,
+      displayName: 'Confidential',
+      resource,
+      scope: 'mcp',
+    });
+    await db.pool.query(sql.unsafe`
+      INSERT INTO oauth_store (model, id_sha256, payload, grant_id, expires_at)
+      VALUES ('AccessToken', ${hex(903)}, '{}', 'grant-of-confidential', now() + interval '1 hour'),
+             ('Grant', ${hash('sha256', 'grant-of-confidential', 'hex')}, '{}', NULL, now() + interval '1 day')`);
+    const migration = await readFile(
+      new URL('../../src/db/migrations/0032_oauth_store_limits.sql', import.meta.url),
+      'utf8',
+    );
+    const migrator = new pg.Client({ connectionString: db.url });
+    await migrator.connect();
+    await migrator.query(migration).finally(() => migrator.end());
+    const rows = await db.pool.any(sql.type(
+      z.object({ model: z.string(), payload: z.record(z.string(), z.unknown()) }),
+    )`
+      SELECT model, payload FROM oauth_store WHERE id_sha256 IN (${hex(901)}, ${hex(902)}, ${hex(903)}, ${hash('sha256', 'grant-of-confidential', 'hex')})`);
+    expect(rows).toEqual([
+      { model: 'Client', payload: { client_id: 'public-client', token_endpoint_auth_method: 'none' } },
+    ]);
+    expect((await grantsOf('confidential-client')).map((g) => g.revoked_at !== null)).toEqual([true]);
   });
 });

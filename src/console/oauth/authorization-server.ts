@@ -7,7 +7,7 @@ import { oauthAdapterClass } from '../../db/oauth-store.js';
 import { serverSecret } from '../../db/oauth-server-secrets.js';
 import { outboundFetch } from '../../net/outbound-fetch.js';
 import { escapeHtml } from './html.js';
-import { checkRedirectUris } from './redirect-uris.js';
+import { checkClientMetadata } from './client-metadata.js';
 
 export interface AuthorizationServerOptions {
   db: CommonQueryMethods;
@@ -68,9 +68,11 @@ export async function createAuthorizationServer(options: AuthorizationServerOpti
     scopes: [MCP_SCOPE, 'offline_access'],
     responseTypes: ['code'],
     pkce: { required: () => true },
-    clientAuthMethods: ['none', 'client_secret_basic', 'client_secret_post'],
-    // Redirects are https, loopback http or a native app's own scheme, for every kind of client.
-    extraClientMetadata: { properties: ['redirect_uris'], validator: checkRedirectUris },
+    // MCP clients are public (OAuth 2.1 §2.1): PKCE, no secret to keep, none stored here.
+    clientAuthMethods: ['none'],
+    // Redirects are https, loopback http or a native app's own scheme, for every kind of client;
+    // no client holds a secret (see checkClientMetadata).
+    extraClientMetadata: { properties: ['redirect_uris', 'client_secret'], validator: checkClientMetadata },
     clientDefaults: {
       grant_types: ['authorization_code', 'refresh_token'],
       response_types: ['code'],

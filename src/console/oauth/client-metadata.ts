@@ -35,19 +35,31 @@ export function redirectUriKind(uri: string): { kind: RedirectKind } | { problem
 }
 
 /**
- * oidc-provider's `extraClientMetadata` validator for `redirect_uris`: every client, registered
- * (RFC 7591) or described by its metadata document, is held to redirectUriKind, checked each time
- * its metadata is read (a stored client registered before a rule changed is held to it too).
- * Refused: 400 `invalid_redirect_uri`, the error RFC 7591 §3.2.2 names. A client whose redirects are
- * a loopback or a private-use scheme is a native app (oidc-provider then accepts the scheme and
- * matches a loopback redirect whatever its port, RFC 8252 §7.3).
+ * oidc-provider's `extraClientMetadata` validator, run on every client's metadata, registered (RFC
+ * 7591) or described by its metadata document, each time it is read (a stored client is held to
+ * today's rules too):
+ *
+ * - `redirect_uris`: each is held to redirectUriKind; refused, 400 `invalid_redirect_uri` (RFC 7591
+ *   §3.2.2). A client whose redirects are a loopback or a private-use scheme is a native app
+ *   (oidc-provider then accepts the scheme and matches a loopback redirect whatever its port, RFC
+ *   8252 §7.3).
+ * - `client_secret`: none is kept. Clients are public (token endpoint auth `none`, the only method
+ *   offered). oidc-provider makes a secret for a registration that does not name its method (RFC
+ *   7591's default is `client_secret_basic`, though this server's is `none`), and would store it in
+ *   clear: it is dropped here, and metadata that truly needs one (an HMAC algorithm) is then refused,
+ *   400 `invalid_client_metadata`.
  */
-export function checkRedirectUris(
+export function checkClientMetadata(
   _ctx: unknown,
   key: string,
   value: unknown,
   metadata: Record<string, unknown>,
 ): void {
+  if (key === 'client_secret') {
+    delete metadata.client_secret;
+    delete metadata.client_secret_expires_at;
+    return;
+  }
   if (key !== 'redirect_uris' || !Array.isArray(value)) return; // the schema itself says what is wrong
   const kinds = value
     .filter((uri): uri is string => typeof uri === 'string')
