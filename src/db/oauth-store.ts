@@ -9,6 +9,8 @@ import { revokeGrantRecord } from './oauth-grants-repository.js';
  * `oauth_store` per model and id. Every id (a token's id is the token itself), uid and user code is
  * stored only as its SHA-256, and the payload is stored without its `jti` (the id again), which
  * `find` puts back from the id it was asked for: a copy of the table hands out no working token.
+ * `grant_id` names the grant a row belongs to: a token's or code's, and a Grant's own id (grant ids
+ * are no secret: oauth_grants keeps them), so that pruning finds every row of a grant no app holds.
  */
 
 /** A stored model's payload, as oidc-provider reads and writes it. */
@@ -57,7 +59,8 @@ export function oauthAdapterClass(db: CommonQueryMethods): new (model: string) =
       await db.query(sql.unsafe`
         INSERT INTO oauth_store (model, id_sha256, payload, grant_id, uid_sha256, user_code_sha256, expires_at)
         VALUES (${this.model}, ${oauthIdHash(id)}, ${sql.jsonb(stored as Parameters<typeof sql.jsonb>[0])},
-                ${payload.grantId ?? null}, ${payload.uid ? oauthIdHash(payload.uid) : null},
+                ${payload.grantId ?? (this.model === 'Grant' ? id : null)},
+                ${payload.uid ? oauthIdHash(payload.uid) : null},
                 ${payload.userCode ? oauthIdHash(payload.userCode) : null}, ${expires})
         ON CONFLICT (model, id_sha256) DO UPDATE SET
           payload = EXCLUDED.payload, grant_id = EXCLUDED.grant_id, uid_sha256 = EXCLUDED.uid_sha256,

@@ -13,6 +13,7 @@ import { loadConfig } from '../../src/config.js';
 import { freePort } from '../../src/dev/free-port.js';
 import { createLogger } from '../../src/logger.js';
 import { recordGrant } from '../../src/db/oauth-grants-repository.js';
+import { CONSOLE_SESSION_IDLE_MS, pruneConsoleRecords } from '../../src/db/console-sessions.js';
 import { signInOverHttp } from '../support/console-http.js';
 import { createTestCertificates } from '../support/test-certificates.js';
 import { createPaidAccount, type TestAccount } from '../support/api.js';
@@ -80,6 +81,8 @@ describe('OAuth edges: single-use codes, redirect URIs, consent, registration li
       // Clients are told apart by X-Forwarded-For, as behind the TLS proxy.
       TRUST_PROXY: '1',
       OAUTH_CLIENT_METADATA_ALLOW_CIDRS: '127.0.0.1',
+      OAUTH_REGISTRATIONS_PER_HOUR: '50',
+      OAUTH_CLIENT_METADATA_FETCHES_PER_MINUTE: '20',
     });
     consoleService = await createConsoleService(config, createLogger('console-test', 'silent'), {
       outboundExtraCa: [certificates.ca.cert],
@@ -358,5 +361,105 @@ describe('OAuth edges: single-use codes, redirect URIs, consent, registration li
       { model: 'Client', payload: { client_id: 'public-client', token_endpoint_auth_method: 'none' } },
     ]);
     expect((await grantsOf('confidential-client')).map((g) => g.revoked_at !== null)).toEqual([true]);
+  });
+
+  it('limits registrations per address: 1,000 from one address, 50 stored (no registration access token); pruning leaves no orphan row', async () => {
+    const from = { 'x-forwarded-for': '203.0.113.50' };
+    const answers: { status: number; retryAfter: string | null; body: Record<string, unknown> }[] = [];
+    for (let batch = 0; batch < 20; batch++)
+      answers.push(
+        ...(await Promise.all(
+          Array.from({ length: 50 }, async (_, i) => {
+            const answer = await registerApp(
+              consoleUrl,
+              publicAppMetadata(`Flood ${batch}.${i}`, redirectUri),
+              from,
+            );
+            return {
+              status: answer.status,
+              retryAfter: answer.headers.get('retry-after'),
+              body: (await answer.json()) as Record<string, unknown>,
+            };
+          }),
+        )),
+      );
+    const accepted = answers.filter((a) => a.status === 201);
+    expect(accepted).toHaveLength(50);
+    const refused = answers.filter((a) => a.status !== 201);
+    expect(new Set(refused.map((a) => `${a.status} ${String(a.body.error)}`))).toEqual(
+      new Set(['429 too_many_requests']),
+    );
+    expect(Number(refused[0]!.retryAfter)).toBeGreaterThan(0);
+    expect(accepted.filter((a) => 'registration_access_token' in a.body)).toEqual([]);
+    // Another address is not held back.
+    const other = await registerApp(consoleUrl, publicAppMetadata('Neighbour', redirectUri), {
+      'x-forwarded-for': '203.0.113.51',
+    });
+    expect(other.status).toBe(201);
+    // A registration is small: metadata past 5 KiB is refused.
+    const large = await registerApp(consoleUrl, publicAppMetadata('L'.repeat(6000), redirectUri), {
+      'x-forwarded-for': '203.0.113.52',
+    });
+    expect(large.status).toBe(400);
+    expect(((await large.json()) as { error: string }).error).toBe('invalid_client_metadata');
+
+    // An app in use, and what an older server left: a registration access token, a token of a grant
+    // that was revoked as it was issued (the race of item 6).
+    const kept = await approvedCode('Kept App');
+    expect((await redeem(kept, kept.code)).status).toBe(200);
+    const keptGrant = (await grantsOf(kept.clientId))[0]!.grant_id;
+    await db.pool.query(sql.unsafe`
+      INSERT INTO oauth_store (model, id_sha256, payload, grant_id, expires_at)
+      VALUES ('RegistrationAccessToken', ${'e'.repeat(64)}, '{}', NULL, NULL),
+             ('AccessToken', ${'f'.repeat(64)}, '{}', 'grant-revoked-meanwhile', now() + interval '1 hour')`);
+
+    // A week and an hour later, pruning leaves nothing that no live app holds.
+    const count = (where: ReturnType<typeof sql.fragment>) =>
+      db.pool.oneFirst(
+        sql.type(z.object({ n: z.number() }))`SELECT count(*)::int AS n FROM oauth_store s WHERE ${where}`,
+      );
+    const orphans = sql.fragment`
+      s.model = 'RegistrationAccessToken'
+      OR (s.model = 'Client' AND NOT EXISTS (SELECT 1 FROM oauth_grants g
+                                             WHERE g.client_id = s.payload->>'client_id' AND g.revoked_at IS NULL))
+      OR (s.model <> 'Client' AND (s.grant_id IS NULL OR NOT EXISTS (
+            SELECT 1 FROM oauth_grants g WHERE g.grant_id = s.grant_id AND g.revoked_at IS NULL)))`;
+    expect(await count(orphans)).toBeGreaterThanOrEqual(53);
+    await db.pool.query(sql.unsafe`
+      UPDATE oauth_store SET created_at = created_at - interval '8 days',
+        expires_at = CASE WHEN grant_id IS NULL THEN expires_at - interval '8 days' ELSE expires_at END`);
+    while ((await pruneConsoleRecords(db.pool, CONSOLE_SESSION_IDLE_MS, 1000)) > 0);
+    expect(await count(orphans)).toBe(0);
+    expect(
+      await count(
+        sql.fragment`s.grant_id = ${keptGrant} AND s.model IN ('Grant', 'AccessToken', 'RefreshToken')`,
+      ),
+    ).toBe(3);
+  });
+
+  it('limits metadata document fetches per address: past the limit, 429 and no fetch', async () => {
+    const from = { 'x-forwarded-for': '203.0.113.60' };
+    const answers = [];
+    for (let i = 0; i < 25; i++) {
+      const path = `/apps/flood-${i}.json`;
+      const clientId = `${documentOrigin}${path}`;
+      documents.set(path, { body: { ...publicAppMetadata(`Flood ${i}`, redirectUri), client_id: clientId } });
+      const { authorizationUrl } = authorizationUrlFor(consoleUrl, clientId, redirectUri, resource);
+      const answer = await fetch(authorizationUrl, {
+        redirect: 'manual',
+        headers: from,
+      });
+      answers.push({
+        status: answer.status,
+        retryAfter: answer.headers.get('retry-after'),
+        body: await answer.text(),
+      });
+    }
+    expect(answers.slice(0, 20).map((a) => a.status)).toEqual(Array(20).fill(303));
+    expect(answers.slice(20).map((a) => a.status)).toEqual(Array(5).fill(429));
+    // A browser's navigation: the console's error page, saying why.
+    expect(answers[20]!.body).toContain('too many client metadata documents fetched for this address');
+    expect(Number(answers[20]!.retryAfter)).toBeGreaterThan(0);
+    expect(documentRequests.filter((r) => r.startsWith('/apps/flood-'))).toHaveLength(20);
   });
 });

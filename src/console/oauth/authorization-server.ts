@@ -7,7 +7,8 @@ import { oauthAdapterClass } from '../../db/oauth-store.js';
 import { serverSecret } from '../../db/oauth-server-secrets.js';
 import { outboundFetch } from '../../net/outbound-fetch.js';
 import { escapeHtml } from './html.js';
-import { checkClientMetadata } from './client-metadata.js';
+import { checkClientMetadata, MAX_CLIENT_METADATA_BYTES } from './client-metadata.js';
+import { clientSubjectOf, type OAuthClientLimits, type TooManyRequests } from './client-limits.js';
 
 export interface AuthorizationServerOptions {
   db: CommonQueryMethods;
@@ -19,6 +20,8 @@ export interface AuthorizationServerOptions {
   refreshTokenTtlSeconds: number;
   /** How a Client ID Metadata Document (or any URL a client's metadata names) is fetched. */
   clientMetadata: { allowCidrs: readonly string[]; timeoutMs: number; extraCa?: readonly string[] };
+  /** Registrations and metadata document fetches per client address. */
+  limits: OAuthClientLimits;
   logger: Logger;
 }
 
@@ -35,7 +38,7 @@ export const oauthRoutes = {
 export const interactionPath = (uid: string) => `/oauth/interaction/${uid}`;
 
 /** The largest metadata document fetched (oidc-provider's own limit for CIMD is the same). */
-const maxMetadataBytes = 5 * 1024;
+const maxMetadataBytes = MAX_CLIENT_METADATA_BYTES;
 
 /**
  * The console's OAuth 2.1 authorization server for chat apps: oidc-provider (a certified,
@@ -80,11 +83,22 @@ export async function createAuthorizationServer(options: AuthorizationServerOpti
     },
     features: {
       devInteractions: { enabled: false },
-      registration: { enabled: true },
+      // No registration access token: nothing reads or changes a registration afterwards (RFC 7592
+      // is off), so none is made or stored.
+      registration: { enabled: true, issueRegistrationAccessToken: false },
       revocation: { enabled: true },
       userinfo: { enabled: false },
       rpInitiatedLogout: { enabled: false },
-      clientIdMetadataDocument: { enabled: true, ack: 'draft-02' },
+      clientIdMetadataDocument: {
+        enabled: true,
+        ack: 'draft-02',
+        // Asked before each fetch (a document not in the cache): counted for the requesting address.
+        allowFetch: (ctx) => {
+          const refused = options.limits.metadataFetch(clientSubjectOf(ctx?.req));
+          if (refused) throw withRetryAfter(ctx, refused);
+          return true;
+        },
+      },
       resourceIndicators: {
         enabled: true,
         defaultResource: () => options.resource,
@@ -139,12 +153,29 @@ export async function createAuthorizationServer(options: AuthorizationServerOpti
     options.logger.error({ err: error }, 'authorization server failed a request'),
   );
   provider.use(async (ctx: KoaContextWithOIDC, next: () => Promise<unknown>) => {
+    if (ctx.method === 'POST' && ctx.path === oauthRoutes.registration) {
+      const refused = options.limits.registration(clientSubjectOf(ctx.req));
+      if (refused) {
+        withRetryAfter(ctx, refused);
+        ctx.set('cache-control', 'no-store');
+        ctx.set('access-control-allow-origin', '*');
+        ctx.status = refused.statusCode;
+        ctx.body = { error: refused.error, error_description: refused.error_description };
+        return;
+      }
+    }
     await next();
     ctx.set('x-content-type-options', 'nosniff');
     ctx.set('referrer-policy', 'no-referrer');
     ctx.set('x-frame-options', 'DENY');
   });
   return provider;
+}
+
+/** A 429's Retry-After, on the answer being made. */
+function withRetryAfter(ctx: KoaContextWithOIDC | undefined, refused: TooManyRequests): TooManyRequests {
+  ctx?.set('retry-after', String(refused.retryAfterSeconds));
+  return refused;
 }
 
 /**

@@ -5,6 +5,9 @@ const loopbacks = new Set(['localhost', '127.0.0.1', '[::1]']);
 /** Schemes a browser or the system runs or reads itself: never a redirect. */
 const forbiddenSchemes = new Set(['javascript:', 'vbscript:', 'data:', 'blob:', 'file:', 'about:', 'ftp:']);
 
+/** The most client metadata kept for one client, registered or fetched (a real one is under 1 KiB). */
+export const MAX_CLIENT_METADATA_BYTES = 5 * 1024;
+
 /** What kind of redirect a URI is, or why it may not be one. */
 export type RedirectKind = 'https' | 'loopback' | 'private-use';
 
@@ -48,6 +51,8 @@ export function redirectUriKind(uri: string): { kind: RedirectKind } | { problem
  *   7591's default is `client_secret_basic`, though this server's is `none`), and would store it in
  *   clear: it is dropped here, and metadata that truly needs one (an HMAC algorithm) is then refused,
  *   400 `invalid_client_metadata`.
+ * - Size: the metadata kept (what oidc-provider recognizes, the rest is dropped) is at most
+ *   MAX_CLIENT_METADATA_BYTES, as a metadata document is; larger, 400 `invalid_client_metadata`.
  */
 export function checkClientMetadata(
   _ctx: unknown,
@@ -58,6 +63,10 @@ export function checkClientMetadata(
   if (key === 'client_secret') {
     delete metadata.client_secret;
     delete metadata.client_secret_expires_at;
+    if (Buffer.byteLength(JSON.stringify(metadata)) > MAX_CLIENT_METADATA_BYTES)
+      throw new errors.InvalidClientMetadata(
+        `client metadata is larger than ${MAX_CLIENT_METADATA_BYTES / 1024} KiB`,
+      );
     return;
   }
   if (key !== 'redirect_uris' || !Array.isArray(value)) return; // the schema itself says what is wrong
