@@ -133,8 +133,10 @@ const pruneConsoleRecordsRow = z.object({ n: z.number() });
  * past its expiry (codes, tokens, grants, interactions, sessions); a registered client (Dynamic
  * Client Registration is open) over a week old that no live grant uses; a registration access token
  * (none is made since issue 44: nothing reads one); a row of a grant that no live app record holds
- * (revoked, or never recorded), an hour after it was written. At most `limit` rows of each; the
- * number deleted.
+ * (revoked, or never recorded), an hour after it was written. An approved app (oauth_grants) left
+ * without a live code or token an hour after its approval (never redeemed, or its refresh token
+ * unused past its lifetime) is revoked: Connected apps lists no app that cannot call. At most
+ * `limit` rows of each; the number deleted or revoked.
  */
 export async function pruneConsoleRecords(
   db: CommonQueryMethods,
@@ -171,6 +173,20 @@ export async function pruneConsoleRecords(
                                    WHERE g.grant_id = s.grant_id AND g.revoked_at IS NULL)))
         LIMIT ${limit})
       RETURNING 1
+    ), tokenless AS (
+      UPDATE oauth_grants SET revoked_at = now()
+      WHERE grant_id IN (
+        SELECT g.grant_id FROM oauth_grants g
+        WHERE g.revoked_at IS NULL AND g.created_at < now() - interval '1 hour'
+          AND NOT EXISTS (SELECT 1 FROM oauth_store s
+                          WHERE s.grant_id = g.grant_id
+                            AND s.model IN ('AuthorizationCode', 'AccessToken', 'RefreshToken')
+                            AND s.expires_at > now())
+        LIMIT ${limit})
+      RETURNING api_key_id
+    ), tokenless_keys AS (
+      UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now())
+      WHERE id IN (SELECT api_key_id FROM tokenless)
     ), clients AS (
       DELETE FROM oauth_store WHERE (model, id_sha256) IN (
         SELECT s.model, s.id_sha256 FROM oauth_store s
@@ -181,6 +197,6 @@ export async function pruneConsoleRecords(
       RETURNING 1
     )
     SELECT ((SELECT count(*) FROM sessions) + (SELECT count(*) FROM links) + (SELECT count(*) FROM forms)
-            + (SELECT count(*) FROM oauth) + (SELECT count(*) FROM unheld)
+            + (SELECT count(*) FROM oauth) + (SELECT count(*) FROM unheld) + (SELECT count(*) FROM tokenless)
             + (SELECT count(*) FROM clients))::int AS n`);
 }

@@ -34,6 +34,15 @@ export function oauthIdHash(id: string): string {
   return hash('sha256', id, 'hex');
 }
 
+/**
+ * Ends oidc-provider's sign-in session `uid` (its Session row; the browser's cookie then names
+ * none), as its end-session endpoint would: the next sign-in through it starts a new one.
+ */
+export async function endOAuthSession(db: CommonQueryMethods, uid: string): Promise<void> {
+  await db.query(sql.unsafe`
+    DELETE FROM oauth_store WHERE model = 'Session' AND uid_sha256 = ${oauthIdHash(uid)}`);
+}
+
 /** The adapter oidc-provider makes one of per model (`new Adapter('AccessToken')`). */
 export interface OAuthAdapter {
   upsert(id: string, payload: OAuthPayload, expiresIn?: number): Promise<void>;

@@ -462,4 +462,56 @@ describe('OAuth edges: single-use codes, redirect URIs, consent, registration li
     expect(Number(answers[20]!.retryAfter)).toBeGreaterThan(0);
     expect(documentRequests.filter((r) => r.startsWith('/apps/flood-'))).toHaveLength(20);
   });
+
+  it('another account signing in within the sign-in session’s 10 minutes connects as itself: no 404, no grant without tokens', async () => {
+    const other = await createPaidAccount(db.pool);
+    const first = await registeredAppAuthorization(consoleUrl, resource, { name: 'Shared App', redirectUri });
+    const asFirst = await decideConsent(consoleUrl, cookie, first.authorizationUrl);
+    expect(asFirst.back.searchParams.get('code')).toBeTruthy();
+    // The same browser: the other account signs in (the first one's OAuth sign-in session is still on).
+    const signedIn = (await signInOverHttp(consoleUrl, other.key)).cookie;
+    const jar = [
+      ...new Map(
+        [asFirst.jar, signedIn]
+          .flatMap((j) => j.split('; '))
+          .map((pair) => pair.split('=', 2) as [string, string]),
+      ),
+    ]
+      .map(([name, value]) => `${name}=${value}`)
+      .join('; ');
+    const second = authorizationUrlFor(consoleUrl, first.clientId, redirectUri, resource);
+    const asOther = await decideConsent(consoleUrl, jar, second.authorizationUrl);
+    const code = asOther.back.searchParams.get('code')!;
+    expect(code).toBeTruthy();
+    const tokens = await redeem({ clientId: first.clientId, verifier: second.verifier }, code);
+    expect(tokens.status).toBe(200);
+    // The code is the other account's: its grant, with tokens; every live grant of the app has some.
+    const grants = await db.pool.any(sql.type(z.object({ account_id: z.string(), rows: z.number() }))`
+      SELECT g.account_id, (SELECT count(*)::int FROM oauth_store s
+                            WHERE s.grant_id = g.grant_id AND s.model IN ('AccessToken', 'RefreshToken')) AS rows
+      FROM oauth_grants g WHERE g.client_id = ${first.clientId} AND g.revoked_at IS NULL ORDER BY g.created_at`);
+    expect(grants.map((g) => g.account_id)).toEqual([account.accountId, other.accountId]);
+    expect(grants[1]!.rows).toBe(2);
+
+    // An approval whose code is never redeemed (the tab closed, the app gone): an hour later, pruning
+    // revokes it and its key row, and Connected apps shows it so.
+    const abandoned = await registeredAppAuthorization(consoleUrl, resource, {
+      name: 'Gone App',
+      redirectUri,
+    });
+    await decideConsent(consoleUrl, cookie, abandoned.authorizationUrl);
+    await db.pool.query(sql.unsafe`
+      UPDATE oauth_grants SET created_at = now() - interval '2 hours' WHERE client_id = ${abandoned.clientId}`);
+    await db.pool.query(sql.unsafe`
+      UPDATE oauth_store SET expires_at = now() - interval '1 second'
+      WHERE model = 'AuthorizationCode' AND grant_id IN (
+        SELECT grant_id FROM oauth_grants WHERE client_id = ${abandoned.clientId})`);
+    await pruneConsoleRecords(db.pool, CONSOLE_SESSION_IDLE_MS, 1000);
+    const revoked = await db.pool.one(sql.type(z.object({ grant: z.boolean(), key: z.boolean() }))`
+      SELECT g.revoked_at IS NOT NULL AS grant, k.revoked_at IS NOT NULL AS key
+      FROM oauth_grants g JOIN api_keys k ON k.id = g.api_key_id WHERE g.client_id = ${abandoned.clientId}`);
+    expect(revoked).toEqual({ grant: true, key: true });
+    // The apps in use keep theirs.
+    expect((await grantsOf(first.clientId)).map((g) => g.revoked_at)).toEqual([null, null]);
+  });
 });

@@ -88,7 +88,7 @@ export async function decideConsent(
   cookie: string,
   authorizationUrl: string,
   decision: 'approve' | 'deny' = 'approve',
-): Promise<{ consentHtml: string; back: URL }> {
+): Promise<{ consentHtml: string; back: URL; jar: string }> {
   const browser = cookieWalker(consoleUrl, cookie);
   const started = await browser.step(authorizationUrl);
   if (started.status !== 303) throw new Error(`authorize: ${started.status} ${await started.text()}`);
@@ -102,7 +102,10 @@ export async function decideConsent(
     body: new URLSearchParams({ _csrf: inputValue(consentHtml, '_csrf'), decision }).toString(),
   });
   const resumed = await browser.step(posted.headers.get('location')!);
-  return { consentHtml, back: new URL(resumed.headers.get('location')!) };
+  const back = resumed.headers.get('location');
+  if (resumed.status !== 303 || !back)
+    throw new Error(`resuming the authorization: ${resumed.status} ${await resumed.text()}`);
+  return { consentHtml, back: new URL(back), jar: browser.jar };
 }
 
 /** POST /oauth/token with a form; the raw answer. */

@@ -3,6 +3,7 @@ import type Provider from 'oidc-provider';
 import { MCP_SCOPE } from '../../auth/oauth-resource.js';
 import { getBalance } from '../../db/credits-repository.js';
 import { liveGrantOf, recordGrant, revokeGrantRecord } from '../../db/oauth-grants-repository.js';
+import { endOAuthSession } from '../../db/oauth-store.js';
 import { interactionPath } from '../oauth/authorization-server.js';
 import { format, sendPage } from '../render.js';
 import { formField, SESSION_COOKIE } from '../request-fields.js';
@@ -95,6 +96,7 @@ export function oauthRoutes(
           .send('This form has expired or did not come from this site.');
       const details = await interactionOf(request, reply);
       if (!details) return expired(request, reply);
+      await endSessionOfAnotherAccount(details, user.accountId);
       if (formField(request.body, 'decision') !== 'approve') {
         const denied = { error: 'access_denied', error_description: 'The account holder declined.' };
         reply.hijack();
@@ -110,6 +112,20 @@ export function oauthRoutes(
       });
     },
   );
+
+  /**
+   * oidc-provider keeps its own sign-in session (10 minutes, cookie `oauth_session`) beside the
+   * console's. When another console account signs in within it, oidc-provider would ask the person to
+   * sign out at its end-session page, which is not served (the console's sign-in is the one that
+   * counts): that session is ended here instead, and this interaction let go of it, so that the
+   * approval is the signed-in account's and ends in the app's code.
+   */
+  const endSessionOfAnotherAccount = async (details: Interaction, accountId: string) => {
+    if (!details.session || details.session.accountId === accountId) return;
+    await endOAuthSession(deps.db, details.session.uid);
+    details.session = undefined;
+    await details.save(Math.max(1, details.exp - Math.floor(Date.now() / 1000)));
+  };
 
   const consentPage = async (details: Interaction, user: ConsoleUser) => {
     const clientId = String(details.params.client_id);
