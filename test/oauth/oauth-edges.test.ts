@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { sql } from 'slonik';
 import { z } from 'zod';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { createConsoleService, type ConsoleService } from '../../src/console/service.js';
 import { loadConfig } from '../../src/config.js';
 import { freePort } from '../../src/dev/free-port.js';
@@ -513,5 +513,81 @@ describe('OAuth edges: single-use codes, redirect URIs, consent, registration li
     expect(revoked).toEqual({ grant: true, key: true });
     // The apps in use keep theirs.
     expect((await grantsOf(first.clientId)).map((g) => g.revoked_at)).toEqual([null, null]);
+  });
+
+  describe('metadata documents: their Cache-Control is honoured within bounds, failures are remembered briefly', () => {
+    let offsetMs = 0;
+    beforeAll(() => {
+      const realNow = Date.now.bind(Date);
+      vi.spyOn(Date, 'now').mockImplementation(() => realNow() + offsetMs);
+    });
+    afterAll(() => {
+      vi.restoreAllMocks();
+    });
+    /** Serves `path` as a document of its own URL (or as `status`), and authorizes with it. */
+    const serve = (path: string, headers: Record<string, string> = {}, status?: number) => {
+      const clientId = `${documentOrigin}${path}`;
+      documents.set(path, {
+        headers,
+        ...(status ? { status } : {}),
+        body: { ...publicAppMetadata('Cached App', redirectUri), client_id: clientId },
+      });
+      return clientId;
+    };
+    const authorize = async (clientId: string) => {
+      const { authorizationUrl } = authorizationUrlFor(consoleUrl, clientId, redirectUri, resource);
+      const answer = await fetch(authorizationUrl, { redirect: 'manual' });
+      return { status: answer.status, text: await answer.text() };
+    };
+    const fetchesOf = (path: string) => documentRequests.filter((r) => r === path).length;
+
+    it('uses a document for its max-age (600 s): two minutes later it is not fetched again', async () => {
+      const clientId = serve('/apps/cached-600.json', { 'cache-control': 'public, max-age=600' });
+      expect((await authorize(clientId)).status).toBe(303);
+      offsetMs = 120_000;
+      expect((await authorize(clientId)).status).toBe(303);
+      expect(fetchesOf('/apps/cached-600.json')).toBe(1);
+      offsetMs = 601_000;
+      expect((await authorize(clientId)).status).toBe(303);
+      expect(fetchesOf('/apps/cached-600.json')).toBe(2);
+    });
+
+    it('holds a short max-age (5 s) to the 30-second floor', async () => {
+      offsetMs = 0;
+      const clientId = serve('/apps/cached-5.json', { 'cache-control': 'max-age=5' });
+      expect((await authorize(clientId)).status).toBe(303);
+      offsetMs = 10_000;
+      expect((await authorize(clientId)).status).toBe(303);
+      expect(fetchesOf('/apps/cached-5.json')).toBe(1);
+      offsetMs = 31_000;
+      expect((await authorize(clientId)).status).toBe(303);
+      expect(fetchesOf('/apps/cached-5.json')).toBe(2);
+    });
+
+    it('remembers a failed document for 30 s: asked again meanwhile, refused without a fetch', async () => {
+      offsetMs = 0;
+      const failing = serve('/apps/failing.json', {}, 500);
+      expect((await authorize(failing)).status).toBe(400);
+      const again = await authorize(failing);
+      expect(again.status).toBe(400);
+      expect(again.text).toContain('it is not fetched again for 30 s');
+      expect(fetchesOf('/apps/failing.json')).toBe(1);
+      // A document refused for what it says: the first answer names why, the next is not fetched.
+      const plain = '/apps/plain-redirect.json';
+      documents.set(plain, {
+        body: {
+          ...publicAppMetadata('Plain', 'http://evil.example/cb'),
+          client_id: `${documentOrigin}${plain}`,
+        },
+      });
+      expect((await authorize(`${documentOrigin}${plain}`)).text).toContain('is plain http');
+      expect((await authorize(`${documentOrigin}${plain}`)).text).toContain('is plain http');
+      expect(fetchesOf(plain)).toBe(1);
+      // Past the 30 s, the failed one is fetched again (and now answers).
+      offsetMs = 31_000;
+      serve('/apps/failing.json');
+      expect((await authorize(failing)).status).toBe(303);
+      expect(fetchesOf('/apps/failing.json')).toBe(2);
+    });
   });
 });

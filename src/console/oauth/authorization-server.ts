@@ -5,10 +5,10 @@ import type { CommonQueryMethods } from 'slonik';
 import { MCP_SCOPE } from '../../auth/oauth-resource.js';
 import { oauthAdapterClass } from '../../db/oauth-store.js';
 import { serverSecret } from '../../db/oauth-server-secrets.js';
-import { outboundFetch } from '../../net/outbound-fetch.js';
 import { escapeHtml } from './html.js';
 import { checkClientMetadata, MAX_CLIENT_METADATA_BYTES } from './client-metadata.js';
 import { clientSubjectOf, type OAuthClientLimits, type TooManyRequests } from './client-limits.js';
+import { METADATA_CACHE_SECONDS, MetadataDocuments, type MetadataFetchRules } from './metadata-documents.js';
 
 export interface AuthorizationServerOptions {
   db: CommonQueryMethods;
@@ -18,8 +18,8 @@ export interface AuthorizationServerOptions {
   resource: string;
   accessTokenTtlSeconds: number;
   refreshTokenTtlSeconds: number;
-  /** How a Client ID Metadata Document (or any URL a client's metadata names) is fetched. */
-  clientMetadata: { allowCidrs: readonly string[]; timeoutMs: number; extraCa?: readonly string[] };
+  /** How a Client ID Metadata Document is fetched. */
+  clientMetadata: MetadataFetchRules;
   /** Registrations and metadata document fetches per client address. */
   limits: OAuthClientLimits;
   logger: Logger;
@@ -37,9 +37,6 @@ export const oauthRoutes = {
 /** Where a sign-in and consent of the authorization server happens: a console page. */
 export const interactionPath = (uid: string) => `/oauth/interaction/${uid}`;
 
-/** The largest metadata document fetched (oidc-provider's own limit for CIMD is the same). */
-const maxMetadataBytes = MAX_CLIENT_METADATA_BYTES;
-
 /**
  * The console's OAuth 2.1 authorization server for chat apps: oidc-provider (a certified,
  * maintained implementation) configured for one resource (the MCP URL, RFC 8707), the
@@ -54,6 +51,7 @@ export async function createAuthorizationServer(options: AuthorizationServerOpti
     serverSecret(options.db, 'jwks', () => Promise.resolve({ keys: [newSigningKey()] })),
     serverSecret(options.db, 'cookie_keys', () => Promise.resolve([randomBytes(32).toString('base64url')])),
   ]);
+  const documents = new MetadataDocuments(options.clientMetadata);
   const resourceServer = {
     scope: MCP_SCOPE,
     audience: options.resource,
@@ -92,12 +90,15 @@ export async function createAuthorizationServer(options: AuthorizationServerOpti
       clientIdMetadataDocument: {
         enabled: true,
         ack: 'draft-02',
-        // Asked before each fetch (a document not in the cache): counted for the requesting address.
-        allowFetch: (ctx) => {
+        // Asked before each fetch (a document not in the cache): one that failed lately is not
+        // fetched again yet; the others are counted for the requesting address.
+        allowFetch: (ctx, clientId) => {
+          documents.refuseIfFailedLately(clientId);
           const refused = options.limits.metadataFetch(clientSubjectOf(ctx?.req));
           if (refused) throw withRetryAfter(ctx, refused);
           return true;
         },
+        cacheDuration: METADATA_CACHE_SECONDS,
       },
       resourceIndicators: {
         enabled: true,
@@ -133,13 +134,8 @@ export async function createAuthorizationServer(options: AuthorizationServerOpti
       // The console's own session is what says who is signed in; this one only spans a sign-in.
       Session: 600,
     },
-    fetch: (input, init) =>
-      fetchUnderOutboundRules(
-        input instanceof Request ? input.url : input.toString(),
-        init,
-        options.clientMetadata,
-      ),
-    fetchResponseBodyLimits: { 'client_id metadata document': maxMetadataBytes },
+    fetch: (input, init) => documents.fetch(input instanceof Request ? input.url : input.toString(), init),
+    fetchResponseBodyLimits: { 'client_id metadata document': MAX_CLIENT_METADATA_BYTES },
     renderError: (ctx, out) => {
       ctx.type = 'html';
       ctx.body = errorPage(out.error_description ?? out.error);
@@ -176,31 +172,6 @@ export async function createAuthorizationServer(options: AuthorizationServerOpti
 function withRetryAfter(ctx: KoaContextWithOIDC | undefined, refused: TooManyRequests): TooManyRequests {
   ctx?.set('retry-after', String(refused.retryAfterSeconds));
   return refused;
-}
-
-/**
- * What oidc-provider fetches (a client's metadata document) goes through the service's outbound
- * rules (src/net): public addresses only unless allowed on purpose, checked at the connection; no
- * redirects; at most 5 KiB; one deadline.
- */
-async function fetchUnderOutboundRules(
-  url: string,
-  init: RequestInit | undefined,
-  rules: AuthorizationServerOptions['clientMetadata'],
-): Promise<Response> {
-  const fetched = await outboundFetch(url, {
-    maxBytes: maxMetadataBytes,
-    timeoutMs: rules.timeoutMs,
-    accept: ['application/json'],
-    maxRedirects: 0,
-    allowCidrs: rules.allowCidrs,
-    ...(rules.extraCa?.length ? { extraCa: rules.extraCa } : {}),
-    ...(init?.signal ? { signal: init.signal } : {}),
-  });
-  return new Response(new Uint8Array(fetched.bytes), {
-    status: 200,
-    headers: { 'content-type': fetched.contentType },
-  });
 }
 
 function newSigningKey(): Record<string, unknown> {
