@@ -131,8 +131,8 @@ export function oauthRoutes(
     const clientId = String(details.params.client_id);
     const client = await provider.Client.find(clientId);
     const balance = await getBalance(deps.db, user.accountId);
-    const identity = appIdentity(client, clientId);
     const destination = redirectDestination(String(details.params.redirect_uri));
+    const identity = appIdentity(client, clientId, destination.host);
     const documentHost = client?.clientIdMetadataDocument ? hostOf(clientId) : null;
     return {
       title: 'Connect an app',
@@ -164,17 +164,13 @@ export function oauthRoutes(
     const grantId = await grant.save();
     if (!existing) {
       const client = await provider.Client.find(clientId);
-      const identity = appIdentity(client, clientId);
+      const destination = redirectDestination(String(details.params.redirect_uri));
       await recordGrant(deps.db, {
         grantId,
         accountId,
         clientId,
         clientName: client?.clientName ?? null,
-        // Unnamed and registered here: known by where it took the person back to.
-        displayName:
-          identity.name === clientId
-            ? redirectDestination(String(details.params.redirect_uri)).host
-            : identity.name,
+        displayName: appIdentity(client, clientId, destination.host).name,
         resource,
         scope: MCP_SCOPE,
       });
@@ -186,16 +182,17 @@ export function oauthRoutes(
 /**
  * How an app is named to the person: the name it gave itself (in its registration or its metadata
  * document: nothing checks it), else the host its client id names (a metadata document's URL), else
- * its client id.
+ * `unnamed` (where it sends the person back to, for one registered here), else its client id.
  */
 export function appIdentity(
   client: { clientName?: string | undefined } | undefined,
   clientId: string,
+  unnamed?: string,
 ): { name: string; clientId: string; selfNamed: boolean } {
   const name = client?.clientName?.trim();
   return name
     ? { name, clientId, selfNamed: true }
-    : { name: hostOf(clientId) ?? clientId, clientId, selfNamed: false };
+    : { name: hostOf(clientId) ?? unnamed ?? clientId, clientId, selfNamed: false };
 }
 
 /**
