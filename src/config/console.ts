@@ -12,6 +12,8 @@ export const consoleSettings = settingGroup({
     OAUTH_REFRESH_TOKEN_TTL_SECONDS: int(30 * 24 * 3600, 3600),
     OAUTH_CLIENT_METADATA_ALLOW_CIDRS: addressRanges(),
     OAUTH_CLIENT_METADATA_TIMEOUT_MS: int(5_000, 100),
+    OAUTH_REGISTRATIONS_PER_HOUR: int(20, 1),
+    OAUTH_CLIENT_METADATA_FETCHES_PER_MINUTE: int(10, 1),
   },
   docs: {
     CONSOLE_HOST: { readBy: ['console'], text: 'The address the account console listens on.' },
@@ -37,6 +39,14 @@ export const consoleSettings = settingGroup({
     OAUTH_CLIENT_METADATA_TIMEOUT_MS: {
       readBy: ['console'],
       text: 'The time limit for fetching a Client ID Metadata Document (at most 5 KiB, no redirects); past it the app’s sign-in is refused.',
+    },
+    OAUTH_REGISTRATIONS_PER_HOUR: {
+      readBy: ['console'],
+      text: 'How many apps one client address may register (Dynamic Client Registration, `POST /oauth/register`, open to anyone) per hour, per console process; past it `429 too_many_requests` with `Retry-After`. An app registers once per server: this bounds what a script can store, not people. Counted by the address `TRUST_PROXY` resolves, an IPv6 client by its `FAILED_AUTH_IPV6_PREFIX` network.',
+    },
+    OAUTH_CLIENT_METADATA_FETCHES_PER_MINUTE: {
+      readBy: ['console'],
+      text: 'How many Client ID Metadata Documents the console fetches for one client address per minute, per console process (a document still cached costs nothing); past it the app’s request is refused, `429 too_many_requests`.',
     },
   },
 });

@@ -13,6 +13,7 @@ import { buildConsoleApp } from './app.js';
 import { ConsoleSessions } from './sessions.js';
 import { mcpResourceUrl } from '../auth/oauth-resource.js';
 import { createAuthorizationServer } from './oauth/authorization-server.js';
+import { OAuthClientLimits } from './oauth/client-limits.js';
 
 export interface ConsoleService {
   app: FastifyInstance;
@@ -50,6 +51,10 @@ export async function createConsoleService(
   const limits = await authLimitsFor(config, logger);
   // The authorization server chat apps sign in through, for the API's MCP endpoint.
   const resource = mcpResourceUrl(config.API_PUBLIC_URL);
+  const oauthLimits = new OAuthClientLimits({
+    registrationsPerHour: config.OAUTH_REGISTRATIONS_PER_HOUR,
+    metadataFetchesPerMinute: config.OAUTH_CLIENT_METADATA_FETCHES_PER_MINUTE,
+  });
   const provider = await createAuthorizationServer({
     db: pool,
     issuer: config.CONSOLE_PUBLIC_URL,
@@ -57,6 +62,7 @@ export async function createConsoleService(
     accessTokenTtlSeconds: config.OAUTH_ACCESS_TOKEN_TTL_SECONDS,
     refreshTokenTtlSeconds: config.OAUTH_REFRESH_TOKEN_TTL_SECONDS,
     logger: logger.child({ component: 'oauth' }),
+    limits: oauthLimits,
     clientMetadata: {
       allowCidrs: config.OAUTH_CLIENT_METADATA_ALLOW_CIDRS,
       timeoutMs: config.OAUTH_CLIENT_METADATA_TIMEOUT_MS,

@@ -121,9 +121,14 @@ const pruneConsoleRecordsRow = z.object({ n: z.number() });
 
 /**
  * Pruning: sessions idle past `idleMs`, sign-in links past their expiry, form uses older than a
- * day, the authorization server's expired rows (codes, tokens, interactions: oauth_store) and the
- * clients registered (Dynamic Client Registration is open) over a week ago that no live grant uses,
- * at most `limit` rows of each; the number deleted.
+ * day, and the authorization server's rows (oauth_store), every one of which goes by one of these:
+ * past its expiry (codes, tokens, grants, interactions, sessions); a registered client (Dynamic
+ * Client Registration is open) over a week old that no live grant uses; a registration access token
+ * (none is made since issue 44: nothing reads one); a row of a grant that no live app record holds
+ * (revoked, or never recorded), an hour after it was written. An approved app (oauth_grants) left
+ * without a live code or token an hour after its approval (never redeemed, or its refresh token
+ * unused past its lifetime) is revoked: Connected apps lists no app that cannot call. At most
+ * `limit` rows of each; the number deleted or revoked.
  */
 export async function pruneConsoleRecords(
   db: CommonQueryMethods,
@@ -150,6 +155,30 @@ export async function pruneConsoleRecords(
       DELETE FROM oauth_store WHERE (model, id_sha256) IN (
         SELECT model, id_sha256 FROM oauth_store WHERE expires_at < now() LIMIT ${limit})
       RETURNING 1
+    ), unheld AS (
+      DELETE FROM oauth_store WHERE (model, id_sha256) IN (
+        SELECT s.model, s.id_sha256 FROM oauth_store s
+        WHERE (s.expires_at IS NULL OR s.expires_at >= now())
+          AND (s.model = 'RegistrationAccessToken'
+               OR (s.grant_id IS NOT NULL AND s.created_at < now() - interval '1 hour'
+                   AND NOT EXISTS (SELECT 1 FROM oauth_grants g
+                                   WHERE g.grant_id = s.grant_id AND g.revoked_at IS NULL)))
+        LIMIT ${limit})
+      RETURNING 1
+    ), tokenless AS (
+      UPDATE oauth_grants SET revoked_at = now()
+      WHERE grant_id IN (
+        SELECT g.grant_id FROM oauth_grants g
+        WHERE g.revoked_at IS NULL AND g.created_at < now() - interval '1 hour'
+          AND NOT EXISTS (SELECT 1 FROM oauth_store s
+                          WHERE s.grant_id = g.grant_id
+                            AND s.model IN ('AuthorizationCode', 'AccessToken', 'RefreshToken')
+                            AND s.expires_at > now())
+        LIMIT ${limit})
+      RETURNING api_key_id
+    ), tokenless_keys AS (
+      UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now())
+      WHERE id IN (SELECT api_key_id FROM tokenless)
     ), clients AS (
       DELETE FROM oauth_store WHERE (model, id_sha256) IN (
         SELECT s.model, s.id_sha256 FROM oauth_store s
@@ -160,5 +189,6 @@ export async function pruneConsoleRecords(
       RETURNING 1
     )
     SELECT ((SELECT count(*) FROM sessions) + (SELECT count(*) FROM links) + (SELECT count(*) FROM forms)
-            + (SELECT count(*) FROM oauth) + (SELECT count(*) FROM clients))::int AS n`);
+            + (SELECT count(*) FROM oauth) + (SELECT count(*) FROM unheld) + (SELECT count(*) FROM tokenless)
+            + (SELECT count(*) FROM clients))::int AS n`);
 }

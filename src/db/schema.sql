@@ -32,6 +32,7 @@
 -- 0027_provider_place_lanes.sql
 -- 0028_cancel_after.sql
 -- 0029_batch_webhooks.sql
+-- 0032_oauth_store_limits.sql
 -- 0034_key_limits.sql
 
 CREATE SEQUENCE webhook_delivery_attempts_id_seq AS bigint START 1 INCREMENT 1;

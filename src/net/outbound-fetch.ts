@@ -45,6 +45,8 @@ export interface FetchedBody {
   bytes: Buffer;
   /** The declared media type, lower case, without parameters. */
   contentType: string;
+  /** The answer's headers (Cache-Control, say). */
+  headers: http.IncomingHttpHeaders;
 }
 
 const redirectStatuses = new Set([301, 302, 303, 307, 308]);
@@ -57,7 +59,11 @@ export async function outboundFetch(input: string, options: OutboundFetchOptions
   const signal = options.signal ? AbortSignal.any([deadline, options.signal]) : deadline;
   const { response, url, contentType } = await openOutbound(input, options, signal, deadline);
   try {
-    return { bytes: await readCapped(response, url, options.maxBytes), contentType };
+    return {
+      bytes: await readCapped(response, url, options.maxBytes),
+      contentType,
+      headers: response.headers,
+    };
   } catch (error) {
     throw classify(error, url, deadline);
   } finally {

@@ -114,6 +114,7 @@ describe('outboundFetch', () => {
     expect(await outboundFetch(`${server.origin}/image.png`, allowed())).toEqual({
       bytes: png,
       contentType: 'image/png',
+      headers: expect.objectContaining({ 'content-type': 'image/png' }) as unknown,
     });
     expect((await outboundFetch(`${server.origin}/redirect-twice`, allowed())).bytes.equals(png)).toBe(true);
     // By name: resolved, and connected to, on the allow-listed address.

@@ -5,8 +5,10 @@ import type { CommonQueryMethods } from 'slonik';
 import { MCP_SCOPE } from '../../auth/oauth-resource.js';
 import { oauthAdapterClass } from '../../db/oauth-store.js';
 import { serverSecret } from '../../db/oauth-server-secrets.js';
-import { outboundFetch } from '../../net/outbound-fetch.js';
 import { escapeHtml } from './html.js';
+import { checkClientMetadata, MAX_CLIENT_METADATA_BYTES } from './client-metadata.js';
+import { clientSubjectOf, type OAuthClientLimits, type TooManyRequests } from './client-limits.js';
+import { METADATA_CACHE_SECONDS, MetadataDocuments, type MetadataFetchRules } from './metadata-documents.js';
 
 export interface AuthorizationServerOptions {
   db: CommonQueryMethods;
@@ -16,8 +18,10 @@ export interface AuthorizationServerOptions {
   resource: string;
   accessTokenTtlSeconds: number;
   refreshTokenTtlSeconds: number;
-  /** How a Client ID Metadata Document (or any URL a client's metadata names) is fetched. */
-  clientMetadata: { allowCidrs: readonly string[]; timeoutMs: number; extraCa?: readonly string[] };
+  /** How a Client ID Metadata Document is fetched. */
+  clientMetadata: MetadataFetchRules;
+  /** Registrations and metadata document fetches per client address. */
+  limits: OAuthClientLimits;
   logger: Logger;
 }
 
@@ -33,9 +37,6 @@ export const oauthRoutes = {
 /** Where a sign-in and consent of the authorization server happens: a console page. */
 export const interactionPath = (uid: string) => `/oauth/interaction/${uid}`;
 
-/** The largest metadata document fetched (oidc-provider's own limit for CIMD is the same). */
-const maxMetadataBytes = 5 * 1024;
-
 /**
  * The console's OAuth 2.1 authorization server for chat apps: oidc-provider (a certified,
  * maintained implementation) configured for one resource (the MCP URL, RFC 8707), the
@@ -50,6 +51,7 @@ export async function createAuthorizationServer(options: AuthorizationServerOpti
     serverSecret(options.db, 'jwks', () => Promise.resolve({ keys: [newSigningKey()] })),
     serverSecret(options.db, 'cookie_keys', () => Promise.resolve([randomBytes(32).toString('base64url')])),
   ]);
+  const documents = new MetadataDocuments(options.clientMetadata);
   const resourceServer = {
     scope: MCP_SCOPE,
     audience: options.resource,
@@ -67,7 +69,11 @@ export async function createAuthorizationServer(options: AuthorizationServerOpti
     scopes: [MCP_SCOPE, 'offline_access'],
     responseTypes: ['code'],
     pkce: { required: () => true },
-    clientAuthMethods: ['none', 'client_secret_basic', 'client_secret_post'],
+    // MCP clients are public (OAuth 2.1 §2.1): PKCE, no secret to keep, none stored here.
+    clientAuthMethods: ['none'],
+    // Redirects are https, loopback http or a native app's own scheme, for every kind of client;
+    // no client holds a secret (see checkClientMetadata).
+    extraClientMetadata: { properties: ['redirect_uris', 'client_secret'], validator: checkClientMetadata },
     clientDefaults: {
       grant_types: ['authorization_code', 'refresh_token'],
       response_types: ['code'],
@@ -75,11 +81,25 @@ export async function createAuthorizationServer(options: AuthorizationServerOpti
     },
     features: {
       devInteractions: { enabled: false },
-      registration: { enabled: true },
+      // No registration access token: nothing reads or changes a registration afterwards (RFC 7592
+      // is off), so none is made or stored.
+      registration: { enabled: true, issueRegistrationAccessToken: false },
       revocation: { enabled: true },
       userinfo: { enabled: false },
       rpInitiatedLogout: { enabled: false },
-      clientIdMetadataDocument: { enabled: true, ack: 'draft-02' },
+      clientIdMetadataDocument: {
+        enabled: true,
+        ack: 'draft-02',
+        // Asked before each fetch (a document not in the cache): one that failed lately is not
+        // fetched again yet; the others are counted for the requesting address.
+        allowFetch: (ctx, clientId) => {
+          documents.refuseIfFailedLately(clientId);
+          const refused = options.limits.metadataFetch(clientSubjectOf(ctx?.req));
+          if (refused) throw withRetryAfter(ctx, refused);
+          return true;
+        },
+        cacheDuration: METADATA_CACHE_SECONDS,
+      },
       resourceIndicators: {
         enabled: true,
         defaultResource: () => options.resource,
@@ -114,13 +134,8 @@ export async function createAuthorizationServer(options: AuthorizationServerOpti
       // The console's own session is what says who is signed in; this one only spans a sign-in.
       Session: 600,
     },
-    fetch: (input, init) =>
-      fetchUnderOutboundRules(
-        input instanceof Request ? input.url : input.toString(),
-        init,
-        options.clientMetadata,
-      ),
-    fetchResponseBodyLimits: { 'client_id metadata document': maxMetadataBytes },
+    fetch: (input, init) => documents.fetch(input instanceof Request ? input.url : input.toString(), init),
+    fetchResponseBodyLimits: { 'client_id metadata document': MAX_CLIENT_METADATA_BYTES },
     renderError: (ctx, out) => {
       ctx.type = 'html';
       ctx.body = errorPage(out.error_description ?? out.error);
@@ -134,6 +149,17 @@ export async function createAuthorizationServer(options: AuthorizationServerOpti
     options.logger.error({ err: error }, 'authorization server failed a request'),
   );
   provider.use(async (ctx: KoaContextWithOIDC, next: () => Promise<unknown>) => {
+    if (ctx.method === 'POST' && ctx.path === oauthRoutes.registration) {
+      const refused = options.limits.registration(clientSubjectOf(ctx.req));
+      if (refused) {
+        withRetryAfter(ctx, refused);
+        ctx.set('cache-control', 'no-store');
+        ctx.set('access-control-allow-origin', '*');
+        ctx.status = refused.statusCode;
+        ctx.body = { error: refused.error, error_description: refused.error_description };
+        return;
+      }
+    }
     await next();
     ctx.set('x-content-type-options', 'nosniff');
     ctx.set('referrer-policy', 'no-referrer');
@@ -142,29 +168,10 @@ export async function createAuthorizationServer(options: AuthorizationServerOpti
   return provider;
 }
 
-/**
- * What oidc-provider fetches (a client's metadata document) goes through the service's outbound
- * rules (src/net): public addresses only unless allowed on purpose, checked at the connection; no
- * redirects; at most 5 KiB; one deadline.
- */
-async function fetchUnderOutboundRules(
-  url: string,
-  init: RequestInit | undefined,
-  rules: AuthorizationServerOptions['clientMetadata'],
-): Promise<Response> {
-  const fetched = await outboundFetch(url, {
-    maxBytes: maxMetadataBytes,
-    timeoutMs: rules.timeoutMs,
-    accept: ['application/json'],
-    maxRedirects: 0,
-    allowCidrs: rules.allowCidrs,
-    ...(rules.extraCa?.length ? { extraCa: rules.extraCa } : {}),
-    ...(init?.signal ? { signal: init.signal } : {}),
-  });
-  return new Response(new Uint8Array(fetched.bytes), {
-    status: 200,
-    headers: { 'content-type': fetched.contentType },
-  });
+/** A 429's Retry-After, on the answer being made. */
+function withRetryAfter(ctx: KoaContextWithOIDC | undefined, refused: TooManyRequests): TooManyRequests {
+  ctx?.set('retry-after', String(refused.retryAfterSeconds));
+  return refused;
 }
 
 function newSigningKey(): Record<string, unknown> {

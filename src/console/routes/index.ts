@@ -28,6 +28,6 @@ export function consoleRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): voi
   connectedAppsRoutes(app, deps);
   if (deps.oauth) {
     oauthRoutes(app, { ...deps, oauth: deps.oauth });
-    mountAuthorizationServer(app, deps.oauth.provider, deps.oauth.issuer);
+    mountAuthorizationServer(app, deps.oauth.provider, deps.oauth.issuer, deps.clientSubject);
   }
 }

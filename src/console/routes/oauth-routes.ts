@@ -3,6 +3,7 @@ import type Provider from 'oidc-provider';
 import { MCP_SCOPE } from '../../auth/oauth-resource.js';
 import { getBalance } from '../../db/credits-repository.js';
 import { liveGrantOf, recordGrant, revokeGrantRecord } from '../../db/oauth-grants-repository.js';
+import { endOAuthSession } from '../../db/oauth-store.js';
 import { interactionPath } from '../oauth/authorization-server.js';
 import { format, sendPage } from '../render.js';
 import { formField, SESSION_COOKIE } from '../request-fields.js';
@@ -95,6 +96,7 @@ export function oauthRoutes(
           .send('This form has expired or did not come from this site.');
       const details = await interactionOf(request, reply);
       if (!details) return expired(request, reply);
+      await endSessionOfAnotherAccount(details, user.accountId);
       if (formField(request.body, 'decision') !== 'approve') {
         const denied = { error: 'access_denied', error_description: 'The account holder declined.' };
         reply.hijack();
@@ -111,13 +113,36 @@ export function oauthRoutes(
     },
   );
 
+  /**
+   * oidc-provider keeps its own sign-in session (10 minutes, cookie `oauth_session`) beside the
+   * console's. When another console account signs in within it, oidc-provider would ask the person to
+   * sign out at its end-session page, which is not served (the console's sign-in is the one that
+   * counts): that session is ended here instead, and this interaction let go of it, so that the
+   * approval is the signed-in account's and ends in the app's code.
+   */
+  const endSessionOfAnotherAccount = async (details: Interaction, accountId: string) => {
+    if (!details.session || details.session.accountId === accountId) return;
+    await endOAuthSession(deps.db, details.session.uid);
+    details.session = undefined;
+    await details.save(Math.max(1, details.exp - Math.floor(Date.now() / 1000)));
+  };
+
   const consentPage = async (details: Interaction, user: ConsoleUser) => {
-    const client = await provider.Client.find(String(details.params.client_id));
+    const clientId = String(details.params.client_id);
+    const client = await provider.Client.find(clientId);
     const balance = await getBalance(deps.db, user.accountId);
+    const destination = redirectDestination(String(details.params.redirect_uri));
+    const identity = appIdentity(client, clientId, destination.host);
+    const documentHost = client?.clientIdMetadataDocument ? hostOf(clientId) : null;
     return {
       title: 'Connect an app',
       uid: details.uid,
-      app: appIdentity(client, String(details.params.client_id)),
+      app: identity,
+      // Where the name comes from: the app's own document at a host, or its registration here.
+      documentHost,
+      destination,
+      // A document at one host sending the code to another web host: said plainly, before Approve.
+      elsewhere: documentHost !== null && destination.kind === 'web' && destination.host !== documentHost,
       resource,
       balance,
       format,
@@ -139,13 +164,13 @@ export function oauthRoutes(
     const grantId = await grant.save();
     if (!existing) {
       const client = await provider.Client.find(clientId);
-      const identity = appIdentity(client, clientId);
+      const destination = redirectDestination(String(details.params.redirect_uri));
       await recordGrant(deps.db, {
         grantId,
         accountId,
         clientId,
         clientName: client?.clientName ?? null,
-        displayName: identity.name,
+        displayName: appIdentity(client, clientId, destination.host).name,
         resource,
         scope: MCP_SCOPE,
       });
@@ -154,13 +179,36 @@ export function oauthRoutes(
   };
 }
 
-/** How an app is named to the person: its registered name, else the host it is known by. */
+/**
+ * How an app is named to the person: the name it gave itself (in its registration or its metadata
+ * document: nothing checks it), else the host its client id names (a metadata document's URL), else
+ * `unnamed` (where it sends the person back to, for one registered here), else its client id.
+ */
 export function appIdentity(
-  client: { clientName?: string | undefined; redirectUris?: readonly string[] | undefined } | undefined,
+  client: { clientName?: string | undefined } | undefined,
   clientId: string,
-): { name: string; clientId: string; host: string } {
-  const host = hostOf(clientId) ?? hostOf(client?.redirectUris?.[0] ?? '') ?? 'unknown';
-  return { name: client?.clientName?.trim() || host, clientId, host };
+  unnamed?: string,
+): { name: string; clientId: string; selfNamed: boolean } {
+  const name = client?.clientName?.trim();
+  return name
+    ? { name, clientId, selfNamed: true }
+    : { name: hostOf(clientId) ?? unnamed ?? clientId, clientId, selfNamed: false };
+}
+
+/**
+ * Where approving sends the person, and the code with them: this request's redirect URI (one of the
+ * app's registered ones, which oidc-provider checked), as a person reads it: a web host, a program on
+ * this computer (a loopback address), or an app of this device (its own URI scheme).
+ */
+export function redirectDestination(redirectUri: string): {
+  uri: string;
+  kind: 'web' | 'loopback' | 'app';
+  host: string;
+} {
+  const url = new URL(redirectUri);
+  if (url.protocol === 'https:') return { uri: redirectUri, kind: 'web', host: url.host };
+  if (url.protocol === 'http:') return { uri: redirectUri, kind: 'loopback', host: url.host };
+  return { uri: redirectUri, kind: 'app', host: url.protocol.slice(0, -1) };
 }
 
 function hostOf(url: string): string | null {
