@@ -108,6 +108,8 @@ export async function listKeyStates(
   return rows.map(toKeyState);
 }
 
+const changedRow = z.object({ id: z.string() });
+
 /**
  * Changes a key's rules (those given; `models: []` allows none, null all) and returns its state.
  * Every process's authentication cache drops the key on the change (the api_keys trigger), and
@@ -128,7 +130,7 @@ export async function setKeyRules(
     ...(rules.access ? [sql.fragment`access = ${rules.access}`] : []),
   ];
   if (sets.length > 0) {
-    const changed = await db.maybeOneFirst(sql.type(z.object({ id: z.string() }))`
+    const changed = await db.maybeOneFirst(sql.type(changedRow)`
       UPDATE api_keys k SET ${sql.join(sets, sql.fragment`, `)}
       WHERE k.id = ${keyId} ${accountId === undefined ? sql.fragment`` : sql.fragment`AND k.account_id = ${accountId}`}
       RETURNING k.id`);
