@@ -181,12 +181,20 @@ describe('console pages in Chromium against the real stack', () => {
     await page.waitForURL('**/oauth/interaction/**');
     expect(await page.getByRole('heading', { level: 1 }).textContent()).toBe('Connect Example Chat?');
     await expectAccessible(page);
+    // The app's limits: 100 credits a day unless changed here; changed to 40 a week.
+    expect(await page.locator('#app-spend-limit').inputValue()).toBe('100');
+    expect(await page.locator('#app-reset').inputValue()).toBe('daily');
+    await page.locator('#app-spend-limit').fill('40');
+    await page.locator('#app-reset').selectOption('weekly');
     await page.getByRole('button', { name: 'Approve' }).click();
     await page.waitForURL('https://chat.example/**');
     expect(returned).toMatch(/^https:\/\/chat\.example\/callback\?code=/);
     await page.goto('/apps');
     await expectAccessible(page);
     expect(await page.locator('[data-grant-id]').count()).toBe(1);
+    expect(await page.locator('[data-grant-id] [data-limit-words]').textContent()).toContain(
+      '0 of 40 credits this week',
+    );
     await page.getByRole('button', { name: 'Revoke Example Chat' }).click();
     await expect.poll(() => page.getByText(/^revoked /).count()).toBe(1);
     await context.close();

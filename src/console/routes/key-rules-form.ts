@@ -8,11 +8,18 @@ import { formField } from '../request-fields.js';
  * page) and how a row shows them.
  */
 
-/** The rules a form sent (`spend_limit` empty: none; `models` empty: all), or why they are not rules. */
+/** The limits an app gets unless the person changes them on the consent page: 100 credits a day. */
+export const appDefaultLimits = { spend_limit: '100', limit_reset: 'daily', models: '', access: 'full' };
+
+/**
+ * The rules a form sent (`spend_limit` empty: none; `models` empty: all), or why they are not rules.
+ * A field the form did not send at all takes its value from `absent` (the consent page's defaults).
+ */
 export function rulesOfForm(
   body: unknown,
+  absent: Record<string, string> = {},
 ): { ok: true; rules: Partial<KeyRules> } | { ok: false; message: string } {
-  const field = (name: string) => (formField(body, name) ?? '').trim();
+  const field = (name: string) => (formField(body, name) ?? absent[name] ?? '').trim();
   try {
     const rules = parseKeyRules({
       spendLimit: field('spend_limit') === '' ? 'none' : field('spend_limit'),
@@ -26,6 +33,17 @@ export function rulesOfForm(
       return { ok: false, message: `Nothing was changed: ${error.message}` };
     throw error;
   }
+}
+
+/** The form's limit fields as sent (to show them again beside the reason they were refused). */
+export function limitsOfForm(body: unknown) {
+  const field = (name: string) => (formField(body, name) ?? '').trim().slice(0, 1000);
+  return {
+    spend_limit: field('spend_limit'),
+    limit_reset: field('limit_reset') || 'daily',
+    models: field('models'),
+    access: field('access') || 'full',
+  };
 }
 
 /** Why this session may not make or change keys and apps: its own key has rules (null: it may). */

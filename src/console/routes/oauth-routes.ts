@@ -2,10 +2,12 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type Provider from 'oidc-provider';
 import { MCP_SCOPE } from '../../auth/oauth-resource.js';
 import { getBalance } from '../../db/credits-repository.js';
-import { liveGrantOf, recordGrant, revokeGrantRecord } from '../../db/oauth-grants-repository.js';
+import { setKeyRules, type KeyRules } from '../../db/key-limits.js';
+import { findGrant, liveGrantOf, recordGrant, revokeGrantRecord } from '../../db/oauth-grants-repository.js';
 import { endOAuthSession } from '../../db/oauth-store.js';
 import { interactionPath } from '../oauth/authorization-server.js';
 import { format, sendPage } from '../render.js';
+import { appDefaultLimits, limitsOfForm, manageRefusal, rulesOfForm } from './key-rules-form.js';
 import { formField, SESSION_COOKIE } from '../request-fields.js';
 import type { ConsoleRouteDeps, OAuthConsoleDeps } from '../route-deps.js';
 import { csrfTokenFor, sameToken } from '../session-ids.js';
@@ -104,7 +106,16 @@ export function oauthRoutes(
           mergeWithLastSubmission: false,
         });
       }
-      const grantId = await approve(details, user.accountId);
+      // The app's limits, as the person chose them on the page (its key's rules); a session of a key
+      // with rules of its own may not connect an app (it could give the app more than it has).
+      const refusal = await manageRefusal(deps.db, user);
+      const rules = rulesOfForm(request.body, appDefaultLimits);
+      if (refusal || !rules.ok) {
+        const message = refusal ?? (rules.ok ? '' : rules.message);
+        const page = { ...(await consentPage(details, user)), message, values: limitsOfForm(request.body) };
+        return sendPage(request, reply, 'consent', page, refusal ? 403 : 400);
+      }
+      const grantId = await approve(details, user.accountId, rules.rules);
       reply.hijack();
       return provider.interactionFinished(request.raw, reply.raw, {
         login: { accountId: user.accountId },
@@ -145,12 +156,19 @@ export function oauthRoutes(
       elsewhere: documentHost !== null && destination.kind === 'web' && destination.host !== documentHost,
       resource,
       balance,
+      // The limits the app gets unless the person changes them: 100 credits a day, every model.
+      values: appDefaultLimits,
+      message: null as string | null,
       format,
     };
   };
 
   /** The account's grant for this app: the live one, given this resource again, or a new one. */
-  const approve = async (details: Interaction, accountId: string): Promise<string> => {
+  const approve = async (
+    details: Interaction,
+    accountId: string,
+    rules: Partial<KeyRules>,
+  ): Promise<string> => {
     const clientId = String(details.params.client_id);
     const existingId = await liveGrantOf(deps.db, accountId, clientId);
     const existing = existingId ? await provider.Grant.find(existingId) : undefined;
@@ -173,7 +191,12 @@ export function oauthRoutes(
         displayName: appIdentity(client, clientId, destination.host).name,
         resource,
         scope: MCP_SCOPE,
+        rules,
       });
+    } else {
+      // Approved again: the limits chosen now are the app's.
+      const record = await findGrant(deps.db, accountId, grantId);
+      if (record) await setKeyRules(deps.db, record.api_key_id, rules, accountId);
     }
     return grantId;
   };
