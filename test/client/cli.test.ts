@@ -3,6 +3,7 @@ import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
+import { setKeyRules } from '../../src/db/key-limits.js';
 import { createPaidAccount, type TestAccount } from '../support/api.js';
 import { startFaultyFront } from '../support/faulty-front.js';
 import { chargesOf } from '../support/ledger.js';
@@ -154,6 +155,27 @@ describe('gen, the command line, as a user meets it (real stack)', () => {
     const capped = await gen(['run', 'lumen-pro', 'capped', '--max-credits', '3']);
     expect(capped.code).toBe(4);
     expect(capped.stderr).toContain('nothing was sent');
+
+    // A key held to a limit: gen key says what is left; past it, exit 4 like any credit refusal.
+    const limited: TestAccount = await createPaidAccount(stack.db.pool, { oneTime: 100 });
+    await setKeyRules(stack.db.pool, limited.keyId, {
+      spend_limit: 3,
+      limit_reset: 'weekly',
+      models: ['lumen-lite'],
+    });
+    expect(JSON.parse((await gen(['key'], { key: limited.key })).stdout)).toMatchObject({
+      spend_limit: 3,
+      limit_reset: 'weekly',
+      limit_remaining: 3,
+      models: ['lumen-lite'],
+    });
+    const overLimit = await gen(['run', 'lumen-lite', 'over [sim:slow=0]', '--no-wait'], {
+      key: limited.key,
+    });
+    expect(overLimit.code, overLimit.stderr).toBe(0);
+    const past = await gen(['run', 'lumen-lite', 'past the limit'], { key: limited.key });
+    expect(past.code, past.stderr).toBe(4);
+    expect(past.stderr).toContain('key_spend_limit_exceeded');
 
     expect((await gen(['credits'], { key: 'sk_live_wrong' })).code).toBe(3);
     expect((await gen(['credits'], { key: undefined })).code).toBe(3);
