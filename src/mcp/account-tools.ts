@@ -5,7 +5,6 @@ import { cancelGeneration } from '../generations/cancel-generation.js';
 import { quoteGeneration } from '../generations/admit-generation.js';
 import { affordability } from '../generations/key-rules.js';
 import { findKeyState } from '../db/key-limits.js';
-import { toApiKey } from '../api/key-schemas.js';
 import { listGenerationsQuerySchema, pageOfGenerations } from '../generations/list-query.js';
 import { generationStatuses } from '../generation.js';
 import type { McpCaller, McpDeps } from './mcp-deps.js';
@@ -78,7 +77,7 @@ export async function getKeyLimits(deps: McpDeps, caller: McpCaller, args: unkno
   parseArgs(noArgs, args);
   const state = await findKeyState(deps.db, caller.keyId, caller.accountId);
   if (!state) throw new ApiError('unauthorized', 'Unknown API key.');
-  const key = toApiKey(state);
+  const key = deps.toApiKey(state);
   const limit =
     key.spend_limit === null
       ? 'No spend limit of its own: the account balance is the bound.'

@@ -1,6 +1,7 @@
 import type { CommonQueryMethods } from 'slonik';
 import type { CreditBalance } from '../db/credits-repository.js';
 import type { GenerationRow } from '../db/generation-reads.js';
+import type { KeyState } from '../db/key-limits.js';
 import type { AdmissionDeps } from '../generations/admit-generation.js';
 import type { Previews } from './previews.js';
 
@@ -44,6 +45,8 @@ export interface McpDeps {
   };
   /** The API's Generation object of a row (src/api/generation-view.ts). */
   toGeneration(row: GenerationRow): Record<string, unknown>;
+  /** The API's ApiKey object (GET /v1/key) of a key's state (src/api/key-schemas.ts). */
+  toApiKey(state: KeyState): ApiKeyView;
   /** The previews of finished results, made once each and kept (MCP_PREVIEW_CONCURRENCY at once). */
   previews: Pick<Previews, 'of'>;
 }
@@ -58,4 +61,14 @@ export interface McpCaller {
   signal: AbortSignal;
   /** A tool call answered with the API's error `code` (the request log records it). */
   noteError?(code: string): void;
+}
+
+/** GET /v1/key's object, as get_key_limits words it. */
+export interface ApiKeyView {
+  spend_limit: number | null;
+  limit_remaining: number | null;
+  resets_at: string | null;
+  models: string[] | null;
+  access: 'full' | 'read_only';
+  [field: string]: unknown;
 }

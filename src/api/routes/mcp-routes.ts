@@ -1,5 +1,5 @@
 import type { Principal } from '../../auth/authenticator.js';
-import { apiKeySchema } from '../key-schemas.js';
+import { apiKeySchema, toApiKey } from '../key-schemas.js';
 import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
@@ -150,6 +150,7 @@ export function mcpDepsOf(deps: {
       key: toJsonSchema(apiKeySchema),
     },
     toGeneration,
+    toApiKey,
     previews: new Previews(deps.admission.storage, {
       ...deps.previews,
       concurrency: deps.previews.concurrency ?? previewConcurrency,
