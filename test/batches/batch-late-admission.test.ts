@@ -7,6 +7,7 @@ import { revokeApiKey } from '../../src/db/api-keys-repository.js';
 import type { DatabasePool } from '../../src/db/pool.js';
 import { bearer, createPaidAccount, type TestAccount } from '../support/api.js';
 import { balanceOf, batchLines, postBatch, useBatchStack, waitForBatch } from '../support/batches.js';
+import { createGeneration } from '../support/generations.js';
 import { batchLedger, readBatchFromDb, type LedgerOfLines } from '../support/batch-lines.js';
 
 /** Prompts that mark how late their line's admission decides (see lateAdmissions). */
@@ -155,4 +156,29 @@ describe('batch lines whose admission outlasts the slice, and batches that lose 
       expect(ledger.neverStarted.length).toBe(read.counts.canceled);
       expect(1_000 - (await balanceOf(stack.db.pool, account.accountId))).toBe(ledger.linesCharged);
     }, 60_000);
+  it("a client's own Idempotency-Key batch_…:N is refused (400): the lines' keys are reserved", async () => {
+    const account = await createPaidAccount(stack.db.pool, { oneTime: 1_000 });
+    const created = await postBatch(stack.api, account.key, {
+      requests: batchLines(3, (i) => `own line ${i}`),
+    });
+    const batch = created.json();
+    // Sent before the batch reaches line 2, it would have been line 2's generation (or its conflict).
+    const taken = await createGeneration(
+      stack.api,
+      account.key,
+      { model: 'lumen-pro', prompt: 'not a line', aspect_ratio: '1:1' },
+      `${batch.id as string}:2`,
+    );
+    expect(taken.statusCode, taken.body).toBe(400);
+    expect(taken.json().issues).toEqual([
+      expect.objectContaining({ field: 'Idempotency-Key', code: 'reserved' }),
+    ]);
+    const done = await waitForBatch(stack.api, account.key, batch.id, undefined, 30_000);
+    expect(done.request_counts).toMatchObject({ total: 3, succeeded: 3 });
+    // Each line has its own generation; the refused request is recorded apart (rejected, no line's).
+    const ledger = await batchLedger(stack.api, stack.db.pool, account, batch.id);
+    expect(ledger.started).toEqual(['line-0', 'line-1', 'line-2']);
+    expect(ledger.unlinkedGenerations).toEqual([taken.headers['x-request-id']]);
+    expect(1_000 - (await balanceOf(stack.db.pool, account.accountId))).toBe(ledger.linesCharged);
+  }, 60_000);
 });
