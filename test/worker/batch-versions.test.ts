@@ -61,7 +61,7 @@ describe('a batch across a change of build', () => {
     const a = buildIdOf(await readFile(bundleA, 'utf8'));
     const b = buildIdOf(await readFile(bundleB, 'utf8'));
     const created = await postBatch(stack.api, stack.account.key, {
-      requests: batchLines(10, (i) => `line ${i} across builds [sim:slow=1]`),
+      requests: batchLines(16, (i) => `line ${i} across builds [sim:slow=1]`),
     });
     expect(created.statusCode, created.body).toBe(201);
     const batch = created.json();
@@ -99,7 +99,7 @@ describe('a batch across a change of build', () => {
           .toBe(0);
         await stack.worker.stopWorker();
         const done = await waitForBatch(stack.api, stack.account.key, batch.id, undefined, 60_000);
-        expect(done).toMatchObject({ status: 'completed', request_counts: { total: 10, succeeded: 10 } });
+        expect(done).toMatchObject({ status: 'completed', request_counts: { total: 16, succeeded: 16 } });
 
         const workflowId = await stack.db.pool.oneFirst(sql.type(z.object({ workflow_id: z.string() }))`
           SELECT workflow_id FROM batches WHERE id = ${batch.id as string}`);
