@@ -13,6 +13,7 @@ import { createWorker, NativeConnection } from '../../src/worker/create-worker.j
 import { buildWorkflowBundle } from '../../src/worker/workflow-bundle.js';
 import { buildIdOf } from '../../src/worker/worker-version.js';
 import { batchLines, postBatch, useBatchStack, waitForBatch } from '../support/batches.js';
+import { runAdminCli } from '../support/admin.js';
 import { runsOf } from '../support/workflow-runs.js';
 
 type History = temporal.api.history.v1.IHistory;
@@ -35,6 +36,8 @@ const countRow = z.object({ n: z.coerce.number() });
  * A's workers stop once the lines' generations A started have ended (their active lives are
  * Pinned, and finish on A). The batch's workflow is Auto-Upgrade: its next tasks run on B, and it
  * finishes. Its history, which spans both builds (and continues as new), replays on either build.
+ * A second batch, pinned to A as a batch of a build from before is, waits once A is gone, until
+ * `admin cancel-batch` moves it to B, which cancels it (`admin batch` shows where it stands).
  */
 describe('a batch across a change of build', () => {
   const deploymentName = `batch-builds-${randomBase62(6)}`;
@@ -56,22 +59,42 @@ describe('a batch across a change of build', () => {
   }, 120_000);
   afterAll(() => rm(scratch, { recursive: true, force: true }));
 
-  it('a batch started on A finishes on B once A’s workers are gone; its history replays on both builds', async () => {
+  const workflowIdOf = (batchId: string) =>
+    stack.db.pool.oneFirst(sql.type(z.object({ workflow_id: z.string() }))`
+      SELECT workflow_id FROM batches WHERE id = ${batchId}`);
+  const admin = async (args: string[]) => {
+    const ran = await runAdminCli([...args, '--json'], stack.db.url, {
+      TEMPORAL_ADDRESS: inject('temporalAddress'),
+      TEMPORAL_TASK_QUEUE: stack.worker.taskQueue,
+    });
+    expect(ran.code, ran.stderr).toBe(0);
+    return JSON.parse(ran.stdout) as Record<string, any>;
+  };
+
+  it('a batch started on A finishes on B once A’s workers are gone, and its history replays on both builds; one left Pinned to A is canceled by admin cancel-batch', async () => {
     const bundleA = inject('workflowBundlePath');
     const a = buildIdOf(await readFile(bundleA, 'utf8'));
     const b = buildIdOf(await readFile(bundleB, 'utf8'));
-    const created = await postBatch(stack.api, stack.account.key, {
-      requests: batchLines(16, (i) => `line ${i} across builds [sim:slow=1]`),
+    const start = async (what: string) => {
+      const created = await postBatch(stack.api, stack.account.key, {
+        requests: batchLines(16, (i) => `line ${i} ${what} [sim:slow=1]`),
+      });
+      expect(created.statusCode, created.body).toBe(201);
+      return created.json().id as string;
+    };
+    const batch = await start('across builds');
+    // The second stands for a batch a build from before started Pinned: pinned to A by an override.
+    const pinned = await start('pinned to A');
+    await stack.client.workflowService.updateWorkflowExecutionOptions({
+      namespace: 'default',
+      workflowExecution: { workflowId: await workflowIdOf(pinned) },
+      workflowExecutionOptions: {
+        versioningOverride: { pinned: { behavior: 1, version: { deploymentName, buildId: a } } },
+      },
+      updateMask: { paths: ['versioning_override'] },
     });
-    expect(created.statusCode, created.body).toBe(201);
-    const batch = created.json();
-    await waitForBatch(
-      stack.api,
-      stack.account.key,
-      batch.id,
-      (x) => x.request_counts.succeeded >= 2,
-      30_000,
-    );
+    for (const id of [batch, pinned])
+      await waitForBatch(stack.api, stack.account.key, id, (x) => x.request_counts.succeeded >= 2, 30_000);
 
     const connection = await NativeConnection.connect({ address: inject('temporalAddress') });
     const workerB = await createWorker({
@@ -93,16 +116,15 @@ describe('a batch across a change of build', () => {
             () =>
               stack.db.pool.oneFirst(sql.type(countRow)`
                 SELECT count(*) AS n FROM generations
-                WHERE batch_id = ${batch.id as string} AND status = 'queued' AND created_at < ${switched}`),
+                WHERE batch_id IN (${batch}, ${pinned}) AND status = 'queued' AND created_at < ${switched}`),
             { timeout: 30_000, interval: 200 },
           )
           .toBe(0);
         await stack.worker.stopWorker();
-        const done = await waitForBatch(stack.api, stack.account.key, batch.id, undefined, 60_000);
+        const done = await waitForBatch(stack.api, stack.account.key, batch, undefined, 60_000);
         expect(done).toMatchObject({ status: 'completed', request_counts: { total: 16, succeeded: 16 } });
 
-        const workflowId = await stack.db.pool.oneFirst(sql.type(z.object({ workflow_id: z.string() }))`
-          SELECT workflow_id FROM batches WHERE id = ${batch.id as string}`);
+        const workflowId = await workflowIdOf(batch);
         const runs = await runsOf(stack.client, workflowId);
         expect(runs.length).toBeGreaterThan(1);
         const builds = runs.flatMap((run) => ranOn(run.history));
@@ -117,9 +139,32 @@ describe('a batch across a change of build', () => {
               run.history,
               `${workflowId}-${i}`,
             );
+
+        // The one pinned to A waits for A's workers, for good: admin batch shows it so, and
+        // admin cancel-batch moves it to the current build, which carries the cancel out.
+        const shown = await admin(['batch', '--id', pinned]);
+        expect(shown).toMatchObject({
+          batch: { id: pinned, status: 'in_progress' },
+          workflow: { running: true, override: 'pinned', pinned: true },
+        });
+        expect(shown.request_counts.pending).toBeGreaterThan(0);
+        const canceled = await admin(['cancel-batch', '--id', pinned]);
+        expect(canceled).toMatchObject({
+          batch: { status: 'canceling' },
+          moved_to_current_build: true,
+          workflow: { running: true, override: 'auto_upgrade', pinned: false },
+        });
+        const ended = await waitForBatch(stack.api, stack.account.key, pinned, undefined, 60_000);
+        expect(ended.status).toBe('canceled');
+        expect(ended.request_counts.canceled).toBeGreaterThan(0);
+        expect(ended.request_counts.pending + ended.request_counts.queued).toBe(0);
+        expect((await admin(['batch', '--id', pinned])).workflow).toMatchObject({
+          running: false,
+          status: 'COMPLETED',
+        });
       });
     } finally {
       await connection.close();
     }
-  }, 180_000);
+  }, 240_000);
 });
