@@ -135,6 +135,10 @@ export async function settleAdmission(
         // admit_generation() compares only a quoted price with the balance (no price: unavailable).
         refusal = admissionRefusals.insufficientCredits(price!, decision.available);
         break;
+      case 'batch_ended':
+        // Its batch ended first: nothing is recorded (no generation, no debit), and the batch's
+        // workflow ends the line with its others, `canceled` or `expired` (migration 0036).
+        return { outcome: 'rejected', error: admissionRefusals.batchEnded(decision.state), claimsKey: false };
       case 'model_not_allowed':
         refusal = admissionRefusals.modelNotAllowed(start.model, decision.models);
         break;

@@ -22,6 +22,7 @@ import { consoleCommands } from './console-commands.js';
 import { appCommands } from './app-commands.js';
 import { supportCommands } from './support-commands.js';
 import { webhookCommands } from './webhook-commands.js';
+import { batchCommands } from './batch-commands.js';
 import {
   oneOf,
   optional,
@@ -210,6 +211,7 @@ const commands: Record<string, Command> = {
   ...consoleCommands,
   ...appCommands,
   ...webhookCommands,
+  ...batchCommands,
   ...keyCommands,
 };
 

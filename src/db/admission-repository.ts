@@ -48,6 +48,7 @@ const admissionDecision = z.discriminatedUnion('outcome', [
     resets_at: z.string().nullable(),
   }),
   z.object({ outcome: z.literal('accepted'), credits: z.number() }),
+  z.object({ outcome: z.literal('batch_ended'), state: z.enum(['canceled', 'expired']) }),
   z.object({
     outcome: z.literal('key_held'),
     generation_id: z.string(),
@@ -58,7 +59,7 @@ const admissionDecision = z.discriminatedUnion('outcome', [
     error: generationErrorColumn.nullable(),
   }),
 ]);
-/** What admit_generation() decided (its outcomes are listed in migrations 0007, 0012 and 0034). */
+/** What admit_generation() decided (its outcomes are listed in migrations 0007, 0012, 0034 and 0036). */
 type AdmissionDecision = z.infer<typeof admissionDecision>;
 
 const decideAdmissionRow = z.object({ decision: admissionDecision });

@@ -85,19 +85,21 @@ export async function settleLine(
       WHERE batch_id = ${batchId} AND line = ${line} AND state = 'pending'`);
 }
 
-const endedRow = z.object({ ended: z.coerce.number() });
+const endedRow = z.object({ ended: z.number() });
 
-/** Every line not admitted yet ends `state` (a cancel, the completion window): never charged. */
+/**
+ * Every line not admitted yet ends `state` (a cancel, the completion window): never charged. A
+ * pending line whose generation exists (its admission answered the slice too late, or the slice's
+ * worker died before writing it) is linked to it instead. end_pending_batch_lines() (migration 0036)
+ * does both under the account's lock, against which admit_generation() refuses the lines of an
+ * ended batch; `expired` ends nothing before the database's clock reaches expires_at.
+ */
 export async function endPendingLines(
   db: CommonQueryMethods,
   batchId: string,
   state: 'canceled' | 'expired',
 ): Promise<number> {
-  return db.oneFirst(sql.type(endedRow)`
-    WITH ended AS (
-      UPDATE batch_lines SET state = ${state}, ended_at = date_trunc('milliseconds', now())
-      WHERE batch_id = ${batchId} AND state = 'pending' RETURNING 1)
-    SELECT count(*) AS ended FROM ended`);
+  return db.oneFirst(sql.type(endedRow)`SELECT end_pending_batch_lines(${batchId}, ${state}) AS ended`);
 }
 
 const standingRow = z.object({

@@ -1,4 +1,5 @@
-import type { BatchResultRow } from './batch-lines.js';
+import type { CommonQueryMethods } from 'slonik';
+import { finishedLinesAfter, type BatchResultRow } from './batch-lines.js';
 import type { BatchCounts, BatchRow } from './batches.js';
 import { toGeneration } from './generation-view.js';
 
@@ -60,5 +61,52 @@ export function batchResultLine(row: BatchResultRow) {
     custom_id: row.custom_id,
     generation: row.generation ? toGeneration(row.generation) : null,
     error: row.generation ? (row.generation.error ?? null) : error,
+  };
+}
+
+/** Lines of the results file read at once: the file is never held whole. */
+const resultsPageSize = 500;
+
+/**
+ * The results file after line `after` (GET /v1/batches/{id}/results, the console's download), as
+ * JSONL text read page by page. Its first page is read before it is returned, so that a failure
+ * there is the request's own error answer. A later page that cannot be read (PostgreSQL failed)
+ * ends the file with one line of its own, the spec's error envelope
+ * `{"error": {"code": "service_unavailable", "message"}}` (no `line`): the answer is already under
+ * way, and without it a file cut short would look complete. The clients report it (and, as for a
+ * dropped connection, read again after the last line they have). `cutShort` is told the failure.
+ */
+export async function batchResultsFile(
+  db: CommonQueryMethods,
+  batchId: string,
+  after: number,
+  cutShort: (error: unknown) => void = () => undefined,
+): Promise<AsyncGenerator<string>> {
+  const first = await finishedLinesAfter(db, batchId, after, resultsPageSize);
+  return (async function* () {
+    let [rows, last] = [first, after];
+    try {
+      for (;;) {
+        for (const row of rows) {
+          yield `${JSON.stringify(batchResultLine(row))}\n`;
+          last = row.line;
+        }
+        if (rows.length < resultsPageSize) return;
+        rows = await finishedLinesAfter(db, batchId, last, resultsPageSize);
+      }
+    } catch (error) {
+      cutShort(error);
+      yield `${JSON.stringify(resultsCutShort(last))}\n`;
+    }
+  })();
+}
+
+/** The last line of a results file cut short after line `last`. */
+export function resultsCutShort(last: number) {
+  return {
+    error: {
+      code: 'service_unavailable',
+      message: `The results could not be read to their end: this read stops after line ${last}. Read them again with ?after=${last}.`,
+    },
   };
 }

@@ -34,6 +34,7 @@
 -- 0029_batch_webhooks.sql
 -- 0032_oauth_store_limits.sql
 -- 0034_key_limits.sql
+-- 0036_batch_line_admission.sql
 
 CREATE SEQUENCE webhook_delivery_attempts_id_seq AS bigint START 1 INCREMENT 1;
 
@@ -76,6 +77,7 @@ CREATE TABLE accounts (
   CONSTRAINT accounts_email_key UNIQUE (email),
   CONSTRAINT accounts_id_check CHECK (id ~ '^acct_[A-Za-z0-9]+$'::text)
 );
+CREATE TRIGGER accounts_access_disabled_cancel_batches AFTER UPDATE OF api_access_enabled ON accounts FOR EACH ROW WHEN (old.api_access_enabled AND NOT new.api_access_enabled) EXECUTE FUNCTION cancel_batches_of_lost_access();
 CREATE TRIGGER accounts_auth_changed AFTER DELETE OR UPDATE ON accounts FOR EACH ROW EXECUTE FUNCTION notify_auth_changed_account();
 
 CREATE TABLE api_key_spend (
@@ -113,6 +115,7 @@ CREATE TABLE api_keys (
 CREATE INDEX api_keys_account ON public.api_keys USING btree (account_id) WHERE (revoked_at IS NULL);
 CREATE TRIGGER api_keys_active_limit BEFORE INSERT OR UPDATE OF revoked_at ON api_keys FOR EACH ROW EXECUTE FUNCTION api_keys_enforce_active_limit();
 CREATE TRIGGER api_keys_auth_changed AFTER INSERT OR DELETE OR UPDATE ON api_keys FOR EACH ROW EXECUTE FUNCTION notify_auth_changed();
+CREATE TRIGGER api_keys_revoked_cancel_batches AFTER UPDATE OF revoked_at ON api_keys FOR EACH ROW WHEN (old.revoked_at IS NULL AND new.revoked_at IS NOT NULL) EXECUTE FUNCTION cancel_batches_of_lost_access();
 
 CREATE TABLE api_request_log (
   id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
@@ -386,6 +389,7 @@ CREATE INDEX generations_account_created ON public.generations USING btree (acco
 CREATE INDEX generations_account_model_created ON public.generations USING btree (account_id, model, created_at DESC, id DESC);
 CREATE INDEX generations_account_queued ON public.generations USING btree (account_id) WHERE (status = 'queued'::text);
 CREATE INDEX generations_account_status_created ON public.generations USING btree (account_id, status, created_at DESC, id DESC);
+CREATE INDEX generations_batch_line ON public.generations USING btree (batch_id, custom_id) WHERE (batch_id IS NOT NULL);
 CREATE INDEX generations_batch_status ON public.generations USING btree (batch_id, status) WHERE (batch_id IS NOT NULL);
 CREATE INDEX generations_needs_review ON public.generations USING btree (id) WHERE needs_review;
 CREATE INDEX generations_queued_since ON public.generations USING btree (updated_at) WHERE (status = 'queued'::text);
@@ -700,6 +704,7 @@ DECLARE
   api_key              record;
   key_window           record;
   key_spent            bigint;
+  batch                record;
 BEGIN
   IF p_concurrency_limit IS NULL THEN
     RAISE EXCEPTION 'admit_generation: no concurrency limit given';
@@ -724,6 +729,20 @@ BEGIN
       RETURN jsonb_build_object('outcome', 'key_held', 'generation_id', holder.generation_id,
                                 'fingerprint', holder.fingerprint, 'held_until', holder.held_until,
                                 'status', holder.status, 'credits', holder.credits, 'error', holder.error);
+    END IF;
+  END IF;
+
+  -- A batch's line is admitted only while its batch runs (0036): not once it is canceling or
+  -- canceled (a cancel, the key that made it revoked, its account's API access disabled), nor
+  -- past its completion window, judged by clock_timestamp() under the account's lock, so after any
+  -- end_pending_batch_lines() that held it. Nothing is written: the batch's workflow ends the line
+  -- with its other pending ones, never charged. A line admitted before (its generation exists) was
+  -- answered above, as `existing` or `key_held`.
+  IF generation.batch_id IS NOT NULL THEN
+    SELECT b.status, b.expires_at INTO batch FROM batches b WHERE b.id = generation.batch_id;
+    IF batch.status NOT IN ('validating', 'in_progress') OR batch.expires_at <= clock_timestamp() THEN
+      RETURN jsonb_build_object('outcome', 'batch_ended', 'state',
+        CASE WHEN batch.status IN ('canceling', 'canceled') THEN 'canceled' ELSE 'expired' END);
     END IF;
   END IF;
 
@@ -876,12 +895,54 @@ BEGIN
   RETURN NULL;
 END $function$;
 
+CREATE OR REPLACE FUNCTION public.cancel_batches_of_lost_access()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  UPDATE batches SET status = 'canceling', cancel_requested_at = date_trunc('milliseconds', now())
+  WHERE status IN ('validating', 'in_progress')
+    AND CASE TG_TABLE_NAME WHEN 'api_keys' THEN api_key_id = NEW.id ELSE account_id = NEW.id END;
+  RETURN NULL;
+END $function$;
+
 CREATE OR REPLACE FUNCTION public.credit_ledger_append_only()
  RETURNS trigger
  LANGUAGE plpgsql
 AS $function$
 BEGIN
   RAISE EXCEPTION 'credit_ledger is append-only' USING ERRCODE = 'restrict_violation';
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.end_pending_batch_lines(p_batch text, p_state text)
+ RETURNS integer
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  account text;
+  ended   integer;
+BEGIN
+  IF p_state IS NULL OR p_state NOT IN ('canceled', 'expired') THEN
+    RAISE EXCEPTION 'end_pending_batch_lines: no state %', p_state;
+  END IF;
+  SELECT b.account_id INTO account FROM batches b
+  WHERE b.id = p_batch AND CASE p_state WHEN 'canceled' THEN b.status IN ('canceling', 'canceled')
+                                        ELSE b.expires_at <= clock_timestamp() END;
+  IF NOT FOUND THEN
+    RETURN 0;
+  END IF;
+  PERFORM FROM accounts WHERE id = account FOR NO KEY UPDATE;
+  -- Of a line's generations, the one not rejected (at most one was admitted: its key), else the newest.
+  UPDATE batch_lines l SET state = 'started', generation_id = found.id
+  FROM (SELECT p.line, (SELECT g.id FROM generations g
+                        WHERE g.batch_id = p.batch_id AND g.custom_id = p.custom_id
+                        ORDER BY g.status = 'rejected', g.created_at DESC LIMIT 1) AS id
+        FROM batch_lines p WHERE p.batch_id = p_batch AND p.state = 'pending') found
+  WHERE l.batch_id = p_batch AND l.line = found.line AND l.state = 'pending' AND found.id IS NOT NULL;
+  UPDATE batch_lines SET state = p_state, ended_at = date_trunc('milliseconds', now())
+  WHERE batch_id = p_batch AND state = 'pending';
+  GET DIAGNOSTICS ended = ROW_COUNT;
+  RETURN ended;
 END $function$;
 
 CREATE OR REPLACE FUNCTION public.keep_generation_success()

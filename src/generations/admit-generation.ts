@@ -55,7 +55,7 @@ export async function admitGeneration(
 ): Promise<{ generationId: string; known: GenerationRow }> {
   const { principal, uploads } = request;
   checkKeyModel(principal, request.body);
-  const key = checkIdempotencyKey(request.idempotencyKey);
+  const key = checkIdempotencyKey(request.idempotencyKey, { batchLine: request.batch !== undefined });
   const deadline = checkCancelAfter(request.cancelAfter, deps.cancelAfterMinSeconds ?? 5);
   const checked = await checkRequest(deps, request.body);
   if (!key.ok || !deadline.ok || !checked.ok || (uploads?.issues.length ?? 0) > 0) {

@@ -15,9 +15,19 @@ export { fingerprint } from './fingerprint.js';
 /** Idempotency-Key: 1 to 128 printable ASCII characters, no spaces. */
 const idempotencyKeyPattern = /^[\x21-\x7e]{1,128}$/;
 
+/**
+ * The keys a batch's lines are admitted with (`<batch id>:<line>`, see batchLineKey): reserved, so
+ * that no request of a client's can take a line's key, and with it the line (issue 45 §5).
+ */
+const batchLineKeyPattern = /^batch_[A-Za-z0-9]+:\d+$/;
+
 export type IdempotencyKeyCheck = { ok: true; key: string | null } | { ok: false; issue: ValidationIssue };
 
-export function checkIdempotencyKey(header: string | string[] | undefined): IdempotencyKeyCheck {
+/** The Idempotency-Key header as sent; `batchLine`: the request is a batch's line (its key is its own). */
+export function checkIdempotencyKey(
+  header: string | string[] | undefined,
+  { batchLine = false }: { batchLine?: boolean } = {},
+): IdempotencyKeyCheck {
   if (header === undefined) return { ok: true, key: null };
   const value = Array.isArray(header) ? header.join(',') : header;
   if (!idempotencyKeyPattern.test(value)) {
@@ -30,6 +40,15 @@ export function checkIdempotencyKey(header: string | string[] | undefined): Idem
       },
     };
   }
+  if (!batchLine && batchLineKeyPattern.test(value))
+    return {
+      ok: false,
+      issue: {
+        field: 'Idempotency-Key',
+        code: 'reserved',
+        message: 'Keys of the form batch_<id>:<line> are reserved for the lines of batches; use another key.',
+      },
+    };
   return { ok: true, key: value };
 }
 

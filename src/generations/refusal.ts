@@ -11,6 +11,11 @@ import type { StartOutcome } from './start-outcome.js';
 export class GenerationRefused extends ApiError {
   readonly generationId: string;
   readonly outcome: 'conflict' | 'rejected';
+  /**
+   * The refusal's own code (a rejected generation's `error.code`), which `code` keeps only when the
+   * API answers with it: `batch_canceled`, say, is answered as `invalid_request`.
+   */
+  readonly reason: string;
 
   constructor(refusal: Exclude<StartOutcome, { outcome: 'admitted' }>) {
     const error =
@@ -20,6 +25,7 @@ export class GenerationRefused extends ApiError {
     super(error.code, error.message, error.extra);
     this.generationId = refusal.generationId;
     this.outcome = refusal.outcome;
+    this.reason = refusal.outcome === 'rejected' ? refusal.error.code : error.code;
   }
 }
 

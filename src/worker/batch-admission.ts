@@ -12,6 +12,9 @@ import { dnsUnavailableCode } from '../generations/webhook-request.js';
 /** The Idempotency-Key a batch's line is admitted with: a retried admission meets its generation. */
 export const batchLineKey = (batchId: string, line: number) => `${batchId}:${line}`;
 
+/** Admission's refusals of a line whose batch ended: admissionRefusals.batchEnded. */
+const batchEndedReasons = new Set(['batch_canceled', 'batch_expired']);
+
 /**
  * A batch's lines through admission (admitGeneration, as a POST's), and a running line stopped
  * under the generation cancel rules (cancelGeneration). An invalid line (the catalog changed since
@@ -40,6 +43,10 @@ export function batchLineAdmission(
         );
         return { outcome: 'started', generationId: admitted.generationId };
       } catch (error) {
+        // Its batch ended first (canceled, or past its window): the database refused the line and
+        // wrote nothing; the slice ends it with the batch's other pending lines (migration 0036).
+        if (error instanceof GenerationRefused && batchEndedReasons.has(error.reason))
+          return { outcome: 'later' };
         // Refused at admission (credits, say): its generation is recorded, rejected, never charged.
         if (error instanceof GenerationRefused && error.outcome === 'rejected')
           return { outcome: 'started', generationId: error.generationId };

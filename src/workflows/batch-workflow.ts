@@ -1,4 +1,10 @@
-import { continueAsNew, proxyActivities, setCurrentDetails, workflowInfo } from '@temporalio/workflow';
+import {
+  makeContinueAsNewFunc,
+  proxyActivities,
+  setCurrentDetails,
+  setWorkflowOptions,
+  workflowInfo,
+} from '@temporalio/workflow';
 import { startWebhookDeliveries } from './generation-webhooks.js';
 import type { WebhookSubscription } from './webhook-delivery-types.js';
 
@@ -9,6 +15,11 @@ import type { WebhookSubscription } from './webhook-delivery-types.js';
  * twice), keeps at most `linesInFlight` of them queued, and waits there, heartbeating, for lines to
  * end, a cancel or the deadline. The workflow only loops over those slices, asks the running
  * lines to stop on a cancel, and continues as new long before its history grows large.
+ *
+ * Auto-Upgrade (issue 45 §4): a batch lives up to its completion window (7 days), and its state is
+ * in PostgreSQL, so each of its tasks runs on the deployment's current build: a deploy that
+ * replaces the workers never strands it. A change to the commands it issues must replay its
+ * recorded histories, those of the build before included (docs/developing.md).
  */
 
 /** What a batch's workflow is started with (and continues as new with). */
@@ -95,7 +106,17 @@ export async function batchWorkflow(start: BatchStart): Promise<string> {
     if (standing.pending === 0 && standing.queued === 0) break;
     const eventsPerRun = start.historyEventsPerRun ?? defaultHistoryEventsPerRun;
     if (workflowInfo().historyLength > eventsPerRun || workflowInfo().continueAsNewSuggested)
-      await continueAsNew<typeof batchWorkflow>({ ...start, cancelSent });
+      await continueBatch({ ...start, cancelSent });
   }
   return finishBatch(batchId);
 }
+setWorkflowOptions({ versioningBehavior: 'AUTO_UPGRADE' }, batchWorkflow);
+
+/**
+ * The next run of the batch: its first task on the current build, whatever build the run before
+ * was on (a run an operator moved off a build that batches were Pinned to, say).
+ */
+const continueBatch = makeContinueAsNewFunc<typeof batchWorkflow>({
+  workflowType: 'batchWorkflow',
+  initialVersioningBehavior: 'AUTO_UPGRADE',
+});

@@ -118,6 +118,20 @@ export const admissionRefusals = {
     code: 'key_model_not_allowed',
     message: keyModelNotAllowedMessage(model, models),
   }),
+  /**
+   * A batch's line whose batch ended first (canceled, or its completion window passed): nothing is
+   * written or charged, and the batch's workflow ends the line `state` (docs/api: its results line).
+   */
+  batchEnded: (state: 'canceled' | 'expired'): GenerationError =>
+    state === 'canceled'
+      ? {
+          code: 'batch_canceled',
+          message: 'The batch was canceled before this line started; nothing was charged.',
+        }
+      : {
+          code: 'batch_expired',
+          message: 'The completion window passed before this line started; nothing was charged.',
+        },
   keySpendLimit: (price: number, limit: KeyLimitFigures): GenerationError => ({
     code: 'key_spend_limit_exceeded',
     message: `This generation costs ${price} credits; this key's limit is ${limit.spendLimit} credits ${windowWords[limit.limitReset]} and ${limit.remaining} ${limit.remaining === 1 ? 'is' : 'are'} left${limit.resetsAt ? ` until it resets at ${limit.resetsAt}` : ' (it does not reset)'}. Nothing was charged.`,

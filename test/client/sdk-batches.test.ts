@@ -2,17 +2,20 @@ import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
+import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   BatchWaitTimeoutError,
   Client,
   InvalidRequestError,
+  ServiceUnavailableError,
   type Batch,
   type BatchEvent,
   type BatchResultLine,
 } from '../../clients/typescript/src/index.js';
 import { downloadBatch, folderOf, jsonlFile } from '../../clients/typescript/src/node/index.js';
 import { balanceOf, batchCharges, batchLines } from '../support/batches.js';
+import { randomBase62 } from '../../src/ids.js';
 import { startFaultyFront } from '../support/faulty-front.js';
 import { useListeningBatchStack } from './client-stack.js';
 
@@ -189,5 +192,55 @@ describe('batches with the TypeScript client (real stack)', () => {
     } finally {
       await front.close();
     }
+  });
+  it('a results read cut short by a failed page ends with an error line, which the client reports', async () => {
+    // A batch of 502 ended lines, made in PostgreSQL: the results' second page (lines 500 on) holds
+    // line 501, whose stored error is not one the reader accepts, so that page fails to read.
+    const { accountId, keyId } = stack.account;
+    const id = `batch_cut${randomBase62(10)}`;
+    await stack.db.pool.query(sql.unsafe`
+      INSERT INTO batches (id, account_id, api_key_id, workflow_id, fingerprint, status, completion_window,
+                           line_count, quoted_credits, expires_at, completed_at)
+      VALUES (${id}, ${accountId}, ${keyId}, ${id}, 'cut', 'canceled', '24h', 502, 0, now(), now())`);
+    await stack.db.pool.query(sql.unsafe`
+      INSERT INTO batch_lines (batch_id, line, custom_id, request, state, error, ended_at)
+      SELECT ${id}, i, 'line-' || i, '{}'::jsonb, CASE WHEN i = 501 THEN 'refused' ELSE 'canceled' END,
+             CASE WHEN i = 501 THEN '{"unreadable": true}'::jsonb END, now()
+      FROM generate_series(0, 501) AS i`);
+
+    const response = await fetch(`${stack.listening.baseURL}/batches/${id}/results`, {
+      headers: { authorization: `Bearer ${stack.account.key}` },
+    });
+    expect(response.status).toBe(200);
+    const lines = (await response.text())
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, any>);
+    expect(lines).toHaveLength(501);
+    expect(lines.at(-2)).toMatchObject({ line: 499, error: { code: 'batch_canceled' } });
+    expect(lines.at(-1)).toEqual({
+      error: {
+        code: 'service_unavailable',
+        message:
+          'The results could not be read to their end: this read stops after line 499. Read them again with ?after=499.',
+      },
+    });
+
+    // The client reads up to the cut and reports it (as a 503: without retries, at once); with a
+    // retry, it reads again after line 499, whose first page fails (a 500), and reports that.
+    const readAll = async (maxRetries: number) => {
+      const read: number[] = [];
+      const client = new Client({ apiKey: stack.account.key, baseURL: stack.listening.baseURL, maxRetries });
+      const failure = await (async () => {
+        for await (const line of client.batches.results(id)) read.push(line.line);
+      })().catch((error: unknown) => error);
+      return { read, failure };
+    };
+    const once = await readAll(0);
+    expect(once.read).toEqual(Array.from({ length: 500 }, (_, i) => i));
+    expect(once.failure).toBeInstanceOf(ServiceUnavailableError);
+    const retried = await readAll(1);
+    expect(retried.read).toEqual(once.read);
+    expect(retried.failure).toMatchObject({ status: 500 });
   });
 });

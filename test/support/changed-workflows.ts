@@ -6,6 +6,10 @@ import { generationWorkflow as firstBuild } from '../../src/workflows/generation
 export { generationRetentionWorkflow } from '../../src/workflows/generation-workflow.js';
 export { reconciliationWorkflow } from '../../src/workflows/reconciliation-workflow.js';
 export { pruningWorkflow } from '../../src/workflows/pruning-workflow.js';
+// Unchanged, so that this build runs batches (and their webhook deliveries) once it is current.
+export { batchWorkflow } from '../../src/workflows/batch-workflow.js';
+export { webhookDeliveryWorkflow } from '../../src/workflows/webhook-delivery-workflow.js';
+export { thumbnailsWorkflow } from '../../src/workflows/thumbnails-workflow.js';
 
 export function generationWorkflow(...args: Parameters<typeof firstBuild>) {
   // The story first: its handlers are registered in the first activation, as the update needs.

@@ -73,3 +73,19 @@ export const generationStories: Record<string, readonly string[]> = {
     'batch-webhook-deliveries',
   ],
 };
+
+/**
+ * Histories recorded by an earlier build of a workflow that moves to new builds (Auto-Upgrade),
+ * kept beside the stories' (and not recorded again) while a run of that build can still be open:
+ * replay.test.ts replays them against the current code, as the current build does when it takes
+ * such a run over. Each names the date it can go.
+ */
+export const keptHistories: Record<string, readonly string[]> = {
+  // Recorded when batches were Pinned (before issue 45 §4); an open batch of that build is moved
+  // to the current one (admin cancel-batch, or Temporal's versioning override). Can go 7 days (a
+  // batch's longest completion window) after the change is deployed.
+  'a batch run by the build before batches were Auto-Upgrade: the current build replays it': [
+    'batch-completed-pinned',
+    'batch-webhook-pinned',
+  ],
+};

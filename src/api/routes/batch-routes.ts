@@ -1,8 +1,7 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { finishedLinesAfter } from '../../db/batch-lines.js';
+import { batchResultsFile, toBatch } from '../../db/batch-view.js';
 import { affordability } from '../../generations/key-rules.js';
-import { batchResultLine, toBatch } from '../../db/batch-view.js';
 import { batchCounts, getBatch, listBatches, type BatchRow } from '../../db/batches.js';
 import type { DatabasePool } from '../../db/pool.js';
 import { ApiError } from '../../errors.js';
@@ -46,8 +45,6 @@ export const batchRouteSchemas = {
   batchResults: { params: batchPathSchema, querystring: batchResultsQuerySchema },
   batchEvents: batchEventsSchema,
 } as const;
-
-const pageSize = 500;
 
 /**
  * POST /v1/batches (JSON `{"requests": […]}`, or JSONL lines, `application/x-ndjson`; either read
@@ -158,8 +155,11 @@ function routes(typed: ZodApp, deps: BatchRouteDeps) {
 
   typed.get('/v1/batches/:id/results', { schema: batchRouteSchemas.batchResults }, async (request, reply) => {
     const batch = await ownBatch(request.params.id, principalOf(request).accountId);
+    const lines = await batchResultsFile(deps.pool, batch.id, request.query.after ?? -1, (error) =>
+      request.log.error({ err: error, batchId: batch.id }, "a batch's results were cut short"),
+    );
     reply.header('content-type', 'application/x-ndjson; charset=utf-8');
-    return reply.send(Readable.from(resultLines(deps.pool, batch.id, request.query.after ?? -1)));
+    return reply.send(Readable.from(lines));
   });
 
   async function ownBatch(id: string, accountId: string): Promise<BatchRow> {
@@ -182,16 +182,6 @@ function batchBody(request: FastifyRequest, limits: BatchBodyLimits) {
         lineField: (index: number) => `line ${index}`,
       }
     : { ...jsonBatchBody(request.body, limits), lineField: (index: number) => `requests[${index}]` };
-}
-
-/** The finished lines after `after`, page by page: never the whole file in memory. */
-async function* resultLines(pool: DatabasePool, batchId: string, after: number): AsyncGenerator<string> {
-  for (let last = after; ;) {
-    const rows = await finishedLinesAfter(pool, batchId, last, pageSize);
-    for (const row of rows) yield `${JSON.stringify(batchResultLine(row))}\n`;
-    if (rows.length < pageSize) return;
-    last = rows.at(-1)!.line;
-  }
 }
 
 function envelopeFromQuery(query: unknown): Record<string, unknown> {

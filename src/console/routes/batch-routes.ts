@@ -1,9 +1,8 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
-import { finishedLinesAfter } from '../../db/batch-lines.js';
 import { batchCounts, getBatch, listBatches, type BatchRow } from '../../db/batches.js';
 import { cancelBatch } from '../../generations/batch-cancel.js';
-import { batchResultLine } from '../../db/batch-view.js';
+import { batchResultsFile } from '../../db/batch-view.js';
 import { batchLineStatuses, batchLinesPage, type BatchLineStatus } from '../../db/console-batch-reads.js';
 import type { CommonQueryMethods } from 'slonik';
 import { format, sendPage } from '../render.js';
@@ -81,19 +80,13 @@ export function batchRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): void 
     const { accountId } = userOf(request);
     const row = await getBatch(deps.db, accountId, request.params.id);
     if (!row) return sendPage(request, reply, 'not-found', { title: 'Not found' }, 404);
+    const lines = await batchResultsFile(deps.db, row.id, -1, (error) =>
+      request.log.error({ err: error, batchId: row.id }, "a batch's results were cut short"),
+    );
     reply.header('content-type', 'application/x-ndjson; charset=utf-8');
     reply.header('content-disposition', `attachment; filename="${row.id}-results.jsonl"`);
-    return reply.send(Readable.from(resultLines(deps.db, row.id)));
+    return reply.send(Readable.from(lines));
   });
-}
-
-async function* resultLines(db: CommonQueryMethods, batchId: string): AsyncGenerator<string> {
-  for (let last = -1; ;) {
-    const rows = await finishedLinesAfter(db, batchId, last, 500);
-    for (const row of rows) yield `${JSON.stringify(batchResultLine(row))}\n`;
-    if (rows.length < 500) return;
-    last = rows.at(-1)!.line;
-  }
 }
 
 function parseCursor(cursor: string | undefined): { createdAt: string; id: string } | null {

@@ -9,7 +9,7 @@ import random
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 import anyio
@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from ._core import Request
 from ._download import SavedFile
+from .errors import api_error_for
 from .types import BatchResultLine
 
 #: A JSONL body: a file's path (read as it is sent, opened again for each retry) or its bytes.
@@ -104,8 +105,24 @@ def results_request(batch_id: str, after: int) -> Request:
 
 
 def parse_line(text: str) -> BatchResultLine | None:
+    """One line of the results; a read the server could not finish ends with the error envelope on a
+    line of its own (``{"error": {"code": "service_unavailable", "message"}}``): raised as that 503,
+    which ``results`` retries after the last line read."""
     text = text.strip()
-    return BatchResultLine.model_validate_json(text) if text else None
+    if not text:
+        return None
+    value: Any = json.loads(text)
+    if isinstance(value, dict) and "line" not in value:
+        error: Any = cast(dict[str, Any], value).get("error")
+        if isinstance(error, dict):
+            fields = cast(dict[str, Any], error)
+            raise api_error_for(
+                status=503,
+                code=str(fields.get("code", "service_unavailable")),
+                message=str(fields.get("message", "The results read was cut short.")),
+                body=value,
+            )
+    return BatchResultLine.model_validate(value)
 
 
 def next_pause(pause: float, first: float, changed: bool) -> float:

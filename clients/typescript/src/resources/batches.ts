@@ -1,4 +1,10 @@
-import { AbortedError, ApiError, BatchWaitTimeoutError, ConnectionError } from '../core/errors.js';
+import {
+  AbortedError,
+  ApiError,
+  apiErrorFor,
+  BatchWaitTimeoutError,
+  ConnectionError,
+} from '../core/errors.js';
 import type { HttpCore, Upload } from '../core/http.js';
 import { newIdempotencyKey } from '../core/ids.js';
 import { backoffMs, isRetryableStatus } from '../core/retry-policy.js';
@@ -69,6 +75,21 @@ export interface BatchPage extends BatchListPage {
 }
 
 const longestPauseMs = 30_000;
+
+/**
+ * The last line of a results read the server could not finish (a page it could not read): the
+ * error envelope, `{"error": {"code": "service_unavailable", "message"}}`. As a 503 it is retried
+ * after the last line read, and thrown once the retries are spent.
+ */
+function cutShort(line: unknown): ApiError {
+  const error = (line as { error?: { code?: unknown; message?: unknown } } | null)?.error;
+  return apiErrorFor({
+    status: 503,
+    code: typeof error?.code === 'string' ? error.code : 'service_unavailable',
+    message: typeof error?.message === 'string' ? error.message : 'The results read was cut short.',
+    body: line,
+  });
+}
 
 /** client.batches: create, quote, get, list, cancel, results, events, wait. (Downloads: `downloadBatch` in /node.) */
 export class Batches {
@@ -156,6 +177,8 @@ export class Batches {
         if (!response.body) return;
         for await (const line of jsonLines(response.body)) {
           const result = line as BatchResultLine;
+          // A read the server could not finish ends with the error envelope on a line of its own.
+          if (typeof result.line !== 'number') throw cutShort(line);
           after = result.line;
           failures = 0;
           yield result;
