@@ -23,6 +23,7 @@ const operations: Record<string, Coverage> = {
   'GET /webhooks/secret': { typescript: 'webhooks.secret', python: 'webhooks.secret' },
   'POST /webhooks/secret/rotate': { typescript: 'webhooks.rotateSecret', python: 'webhooks.rotate_secret' },
   'GET /credits': { typescript: 'credits.get', python: 'credits.get' },
+  'GET /key': { typescript: 'key.get', python: 'key.get' },
   'GET /models': { typescript: 'models.list', python: 'models.list' },
   'POST /batches': { typescript: 'batches.create', python: 'batches.create' },
   'POST /batches/quote': { typescript: 'batches.quote', python: 'batches.quote' },
@@ -41,6 +42,7 @@ const pythonClasses: Record<string, { file: string; classes: string[] } | { file
     generations: { file: '_generations.py', classes: ['Generations', 'AsyncGenerations'] },
     webhooks: { file: '_webhooks_resource.py', classes: ['Webhooks', 'AsyncWebhooks'] },
     credits: { file: '_catalog.py', classes: ['Credits', 'AsyncCredits'] },
+    key: { file: '_catalog.py', classes: ['Key', 'AsyncKey'] },
     models: { file: '_catalog.py', classes: ['Models', 'AsyncModels'] },
     batches: { files: { Batches: '_batches.py', AsyncBatches: '_batches_async.py' } },
   };
