@@ -54,14 +54,31 @@ function streamPost(
         request.destroy();
       });
     });
-    // Once answered, the server may close the connection under a write: not a failure.
-    request.on('error', (error) => (answered ? undefined : reject(error)));
+    // Once answered, the server may close the connection under a write: not a failure. On a busy
+    // machine the broken pipe can be seen before the answer that preceded it is read: give the
+    // answer a moment to arrive before calling it a failure.
+    request.on('error', (error: NodeJS.ErrnoException) => {
+      if (answered) return;
+      if (error.code === 'EPIPE' || error.code === 'ECONNRESET')
+        setTimeout(() => (answered ? undefined : reject(error)), 2_000);
+      else reject(error);
+    });
     request.flushHeaders();
     void (async () => {
       for await (const piece of body) {
         if (answered) return;
         sentBytes += piece.length;
-        if (!request.write(piece)) await new Promise((done) => request.once('drain', done));
+        if (!request.write(piece))
+          await new Promise<void>((done) => {
+            const finish = () => {
+              request.off('drain', finish);
+              request.off('close', finish);
+              done();
+            };
+            request.on('drain', finish);
+            request.on('close', finish);
+          });
+        if (request.destroyed) return;
       }
       bodyDone = true;
       if (!answered) request.end();
