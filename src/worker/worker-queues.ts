@@ -10,7 +10,12 @@ import type { Tracing } from '../observability/tracing.js';
 import { workflowSpanProcessor } from '../observability/workflow-spans.js';
 import { classifyFailure } from '../activities/failures.js';
 import type { Activities } from '../activities/index.js';
-import { batchQueue, providerWaitQueue, thumbnailQueue, webhookQueue } from '../workflows/generation-types.js';
+import {
+  batchQueue,
+  providerWaitQueue,
+  thumbnailQueue,
+  webhookQueue,
+} from '../workflows/generation-types.js';
 import type { VersioningOptions } from './worker-version.js';
 
 /**

@@ -1,34 +1,53 @@
 import { sql } from 'slonik';
+import { setTimeout as delay } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createPaidAccount, type TestAccount } from '../support/api.js';
 import { batchLines, postBatch, useBatchStack } from '../support/batches.js';
 import { createGeneration } from '../support/generations.js';
+import type { Provider, ProviderJob } from '../../src/providers/provider.js';
 
 /**
  * Issue 45, item 2: one account's batches do not crowd out another account's generations. Many
  * open batches of slow lines (each batch's slice holds a worker slot while it waits for its line),
  * then an interactive generation of another account: its time from creation to
- * `generation.processing` stays close to the same with no batch open. `BATCH_CROWDING_BATCHES`
- * sets how many batches (150 here; more in a longer run).
+ * `generation.processing` stays close to the same with no batch open. The generation names a
+ * reference image by URL, so that the steps before its job reaches the provider are activities on
+ * the task queue (the images' step, then the submit in the background), as a slice was.
+ * `BATCH_CROWDING_BATCHES` sets how many batches (150 here; more in a longer run).
  */
 const batches = Number(process.env.BATCH_CROWDING_BATCHES ?? 150);
 /** Interactive generations measured each time: their median is compared. */
 const samples = 5;
+/** How long one is waited for (one still not processing counts as at least this long). */
+const patienceMs = 10_000;
 
-const startRow = z.object({ ms: z.number().nullable() });
-const standingRow = z.object({ open: z.number(), queued: z.number() });
+const startRow = z.object({ ms: z.number().nullable(), waited: z.number() });
+const queuedRow = z.object({ queued: z.number() });
+const workflowRow = z.object({ workflow_id: z.string() });
 
 describe('batches crowding', () => {
   const stack = useBatchStack({
-    // The worker's default slots, and its batch lines slow: they stay in flight throughout.
-    worker: { simDelayMs: 200 },
+    worker: {
+      // The worker's default slots; the batch lines run for minutes, in flight throughout. A create
+      // takes half a second, as a real provider's may: the figures compared are not all noise.
+      simDelayMs: 200,
+      wrapProvider: (simulated) =>
+        Object.assign(Object.create(simulated) as Provider, {
+          submit: async (job: ProviderJob) => {
+            await delay(500);
+            return simulated.submit(job);
+          },
+        }),
+    },
     apiEnv: {
       BATCH_OPEN_PER_ACCOUNT: String(batches),
       // The provider waits poll at a production-like pace (the lines' waits are not what is measured).
       PROVIDER_POLL_INTERVAL_MS: '2000',
     },
+    // Production's pace: a slice looks every second and reports every 30 s.
     pollIntervalMs: 1_000,
+    sliceMs: 30_000,
     account: { oneTime: 1_000_000 },
   });
 
@@ -40,22 +59,32 @@ describe('batches crowding', () => {
 
     // One-line batches of slow lines, a few created at once.
     const slow = batchLines(1, () => 'crowding [sim:slow=600]');
+    const ids: string[] = [];
     for (let i = 0; i < batches; i += 10) {
       const created = await Promise.all(
-        Array.from({ length: Math.min(10, batches - i) }, () => postBatch(api, account.key, { requests: slow })),
+        Array.from({ length: Math.min(10, batches - i) }, () =>
+          postBatch(api, account.key, { requests: slow }),
+        ),
       );
       for (const response of created) expect(response.statusCode, response.body).toBe(201);
+      ids.push(...created.map((response) => response.json().id as string));
     }
-    // Every batch running, and its lines in flight as far as the account's bound lets them.
+    // Each runs on the batches' queue, at batch priority, its account the fairness key.
+    const row = await db.pool.one(
+      sql.type(workflowRow)`SELECT workflow_id FROM batches WHERE id = ${ids[0]!}`,
+    );
+    const described = await stack.client.workflow.getHandle(row.workflow_id).describe();
+    expect(described.taskQueue).toBe(`${stack.worker.taskQueue}.batches`);
+    expect(described.priority).toMatchObject({ priorityKey: 4, fairnessKey: account.accountId });
+    // Lines in flight as far as the worker's slots let batches run (its default, 100: past them,
+    // batches take turns).
     await expect
       .poll(
         async () => {
-          const now = await db.pool.one(sql.type(standingRow)`
-            SELECT (SELECT count(*)::int FROM batches WHERE account_id = ${account.accountId}
-                      AND status = 'in_progress') AS open,
-                   (SELECT count(*)::int FROM generations WHERE account_id = ${account.accountId}
-                      AND status = 'queued') AS queued`);
-          return now.open === batches && now.queued === batches;
+          const queued = await db.pool.oneFirst(sql.type(queuedRow)`
+            SELECT count(*)::int AS queued FROM generations
+            WHERE account_id = ${account.accountId} AND status = 'queued'`);
+          return queued >= Math.min(batches, 100);
         },
         { timeout: 60_000, interval: 500 },
       )
@@ -69,11 +98,13 @@ describe('batches crowding', () => {
         `(${(busyMs / idleMs).toFixed(2)}×; idle ${idle.map((ms) => ms.toFixed(0)).join(', ')}; ` +
         `busy ${busy.map((ms) => ms.toFixed(0)).join(', ')})`,
     );
-    // Within 1.5× (and a few milliseconds: an idle figure near nothing is not a bar).
-    expect(busyMs).toBeLessThanOrEqual(Math.max(1.5 * idleMs, idleMs + 50));
+    expect(busyMs).toBeLessThanOrEqual(1.5 * idleMs);
   }, 180_000);
 
-  /** `n` generations of `owner`, one after another: each one's created → processing, ms. */
+  /**
+   * `n` generations of `owner`, one after another: each one's created → processing, ms. One not
+   * processing after `patienceMs` counts as that long (at least) and the next is sent.
+   */
   async function timeToProcessing(owner: TestAccount, label: string, n: number): Promise<number[]> {
     const times: number[] = [];
     for (let i = 0; i < n; i++) {
@@ -81,24 +112,24 @@ describe('batches crowding', () => {
         model: 'lumen-pro',
         prompt: `${label} ${i}`,
         aspect_ratio: '1:1',
+        images: [`https://images.example/cat-${label}-${i}.png`],
       });
       expect(response.statusCode, response.body).toBe(202);
       const id = response.json().id as string;
-      let ms: number | null = null;
-      await expect
-        .poll(
-          async () => {
-            ms = await stack.db.pool.oneFirst(sql.type(startRow)`
-              SELECT (extract(epoch FROM min(e.created_at) - g.created_at) * 1000)::float8 AS ms
-              FROM generations g
-              LEFT JOIN generation_events e ON e.generation_id = g.id AND e.type = 'generation.processing'
-              WHERE g.id = ${id} GROUP BY g.id`);
-            return ms;
-          },
-          { timeout: 60_000, interval: 50 },
-        )
-        .not.toBeNull();
-      times.push(ms!);
+      const deadline = Date.now() + patienceMs;
+      for (;;) {
+        const started = await stack.db.pool.one(sql.type(startRow)`
+          SELECT (extract(epoch FROM min(e.created_at) - g.created_at) * 1000)::float8 AS ms,
+                 (extract(epoch FROM now() - g.created_at) * 1000)::float8 AS waited
+          FROM generations g
+          LEFT JOIN generation_events e ON e.generation_id = g.id AND e.type = 'generation.processing'
+          WHERE g.id = ${id} GROUP BY g.id`);
+        if (started.ms !== null || Date.now() >= deadline) {
+          times.push(started.ms ?? started.waited);
+          break;
+        }
+        await delay(50);
+      }
     }
     return times;
   }
