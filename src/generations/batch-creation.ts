@@ -15,6 +15,7 @@ import { getBalance } from '../db/credits-repository.js';
 import { ApiError, ValidationError, type ValidationIssue } from '../errors.js';
 import { newId } from '../ids.js';
 import { MAX_ISSUES } from '../storable-text.js';
+import { checkBatchCaps, type BatchCaps } from './batch-caps.js';
 import { checkBatchEnvelope, customIdIssue, type BatchEnvelope } from './batch-envelope.js';
 import { startBatchOrRefuse, type BatchStartDeps } from './batch-start.js';
 import { canonicalJson } from './fingerprint.js';
@@ -30,6 +31,8 @@ export interface BatchCreationDeps extends RequestCheckDeps, BatchStartDeps {
   linesInFlight: number;
   /** History events after which a batch's workflow continues as new (its default when absent). */
   historyEventsPerRun?: number;
+  /** What an account's open batches may hold together (absent: no caps). */
+  caps?: BatchCaps;
 }
 
 /** A request for a batch as the route received it: the envelope's fields, and its lines as they arrive. */
@@ -100,6 +103,7 @@ export async function createBatch(
         'insufficient_credits',
         `The batch is quoted at ${read.credits} credits; the balance is ${balance.credits}.`,
       );
+    if (deps.caps) await checkBatchCaps(tx, { accountId, batchId: id, lines: read.count }, deps.caps);
     await finishInsert(tx, id, {
       fingerprint: hash.digest('hex'),
       lineCount: read.count,
