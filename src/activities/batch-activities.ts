@@ -79,7 +79,9 @@ export function createBatchActivities(
               accountLimit: deps.batchLinesPerAccount ?? Number.MAX_SAFE_INTEGER,
             });
             const laterMs = timing.laterRetryMs ?? defaultLaterRetryMs;
-            const outcomes = await Promise.all(next.map((line) => admitLine(db, lines, batch, line, laterMs)));
+            const outcomes = await Promise.all(
+              next.map((line) => admitLine(db, lines, batch, line, laterMs)),
+            );
             for (const outcome of outcomes) {
               if (outcome.generationId) running.add(outcome.generationId);
               if (outcome.settled) admitted++;

@@ -46,7 +46,7 @@ export async function takeLines(
         WHERE batch_id = ${take.batchId} AND state = 'pending'
           AND coalesce(retry_at, '-infinity'::timestamptz) <= now()
         ORDER BY coalesce(retry_at, '-infinity'::timestamptz), line
-        LIMIT greatest(0, least(${take.room}::int, ${take.accountLimit}::int - (SELECT n FROM flight)))
+        LIMIT greatest(0, least(${take.room}::bigint, ${take.accountLimit}::bigint - (SELECT n FROM flight)))
       )
       UPDATE batch_lines l
       SET admitting_until = now() + make_interval(secs => ${admittingLeaseSeconds})

@@ -34,7 +34,8 @@ describe('batch limits', () => {
     });
     try {
       const account = await createPaidAccount(db.pool, { oneTime: 10_000 });
-      const slow = (n: number) => ({ requests: lines(n, (i) => `held ${i} [sim:slow=600]`) });
+      // Lines that wait in the provider's queue: a cancel stops them at once.
+      const slow = (n: number) => ({ requests: lines(n, (i) => `held ${i} [sim:queued=600]`) });
       const a = await postBatch(api, account.key, slow(2));
       const b = await postBatch(api, account.key, slow(3));
       expect([a.statusCode, b.statusCode], b.body).toEqual([201, 201]);
