@@ -1,6 +1,7 @@
 import { sql } from 'slonik';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { batchCounts, batchCountsOf, listBatches } from '../../src/db/batches.js';
 import { pruneRejectedGenerations } from '../../src/db/pruning-repository.js';
 import { bearer, createPaidAccount, startTestApi } from '../support/api.js';
 import { batchLines as lines, postBatch, useBatchStack, waitForBatch } from '../support/batches.js';
@@ -171,4 +172,24 @@ describe('batch limits', () => {
     expect(refused?.error).toMatchObject({ code: 'insufficient_credits' });
     expect(results.filter((line) => line.generation !== null)).toHaveLength(1);
   }, 60_000);
+
+  it('counts a page of batches in one statement (GET /v1/batches)', async () => {
+    const { db, account } = stack;
+    const page = await listBatches(db.pool, { accountId: account.accountId, limit: 100, after: null });
+    expect(page.length).toBeGreaterThan(1);
+    let statements = 0;
+    const counted = new Proxy(db.pool, {
+      get(target, name, receiver) {
+        const value = Reflect.get(target, name, receiver) as unknown;
+        if (typeof value !== 'function') return value;
+        return (...args: unknown[]) => {
+          statements++;
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+    const counts = await batchCountsOf(counted, page);
+    expect(statements).toBe(1);
+    for (const row of page) expect(counts.get(row.id)).toEqual(await batchCounts(db.pool, row));
+  });
 });
