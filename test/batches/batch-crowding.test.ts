@@ -32,6 +32,8 @@ describe('batches crowding', () => {
       // The worker's default slots; the batch lines run for minutes, in flight throughout. A create
       // takes half a second, as a real provider's may: the figures compared are not all noise.
       simDelayMs: 200,
+      // As production's default (BATCH_LINES_IN_FLIGHT_PER_ACCOUNT).
+      overrides: { batchLinesPerAccount: 100 },
       wrapProvider: (simulated) =>
         Object.assign(Object.create(simulated) as Provider, {
           submit: async (job: ProviderJob) => {

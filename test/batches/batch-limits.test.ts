@@ -8,6 +8,7 @@ import { batchLines as lines, postBatch, useBatchStack, waitForBatch } from '../
 import { offerExampleModels } from '../support/worker-providers.js';
 
 const countRow = z.object({ n: z.number() });
+const workflowRow = z.object({ workflow_id: z.string() });
 
 /**
  * Issue 45: what one account's batches may take. Caps at creation on the open batches and the lines
@@ -22,6 +23,8 @@ describe('batch limits', () => {
     // fal is configured (never reached: it is down throughout), so that its models are offered.
     apiEnv: { FAL_KEY: 'test-key', FAL_QUEUE_URL: 'http://127.0.0.1:9' },
     account: { oneTime: 100_000 },
+    // Short slices: a batch's workflow continues as new within seconds (see the last test).
+    sliceMs: 1_000,
   });
   const cancel = (key: string, id: string) =>
     stack.api.app.inject({ method: 'POST', url: `/v1/batches/${id}/cancel`, headers: bearer(key) });
@@ -192,4 +195,32 @@ describe('batch limits', () => {
     expect(statements).toBe(1);
     for (const row of page) expect(counts.get(row.id)).toEqual(await batchCounts(db.pool, row));
   });
+
+  it("runs a batch on the batches' queue at batch priority, its account the fairness key, across continue-as-new", async () => {
+    const { db } = stack;
+    const api = await startTestApi(db.url, {
+      ...stack.worker.apiEnv,
+      BATCH_HISTORY_EVENTS_PER_RUN: '20',
+      BATCH_LINES_IN_FLIGHT: '1',
+    });
+    try {
+      const account = await createPaidAccount(db.pool, { oneTime: 10_000 });
+      const created = await postBatch(api, account.key, {
+        requests: lines(6, (i) => `runs ${i} [sim:slow=1]`),
+      });
+      const id = created.json().id as string;
+      await waitForBatch(api, account.key, id, undefined, 60_000);
+      const workflowId = await db.pool.oneFirst(sql.type(workflowRow)`
+        SELECT workflow_id FROM batches WHERE id = ${id}`);
+      const runs: string[] = [];
+      for await (const run of stack.client.workflow.list({ query: `WorkflowId = '${workflowId}'` }))
+        runs.push(run.runId);
+      expect(runs.length).toBeGreaterThan(1);
+      const last = await stack.client.workflow.getHandle(workflowId).describe();
+      expect(last.taskQueue).toBe(`${stack.worker.taskQueue}.batches`);
+      expect(last.priority).toMatchObject({ priorityKey: 4, fairnessKey: account.accountId });
+    } finally {
+      await api.close();
+    }
+  }, 90_000);
 });
