@@ -72,20 +72,13 @@ export function createBatchActivities(
           capped ||= standing.holding + standing.waiting > 0;
           const room = admissionRoom({ ...standing, capped }, linesInFlight);
           if (!canceling && standing.pending > 0 && room > 0) {
-            const next = await takeLines(db, {
-              batchId,
-              accountId: batch.account_id,
+            const round = await admitRound(db, lines, batch, {
               room,
               accountLimit: deps.batchLinesPerAccount ?? Number.MAX_SAFE_INTEGER,
+              laterMs: timing.laterRetryMs ?? defaultLaterRetryMs,
             });
-            const laterMs = timing.laterRetryMs ?? defaultLaterRetryMs;
-            const outcomes = await Promise.all(
-              next.map((line) => admitLine(db, lines, batch, line, laterMs)),
-            );
-            for (const outcome of outcomes) {
-              if (outcome.generationId) running.add(outcome.generationId);
-              if (outcome.settled) admitted++;
-            }
+            for (const id of round.started) running.add(id);
+            admitted += round.settled;
             standing = await lineStanding(db, batchId, 1);
           }
           const now = `${admitted}/${standing.queued}`;
@@ -183,6 +176,30 @@ async function readBatch(db: CommonQueryMethods, batchId: string): Promise<Batch
   const batch = await getBatch(db, null, batchId);
   if (!batch) throw ApplicationFailure.nonRetryable(`no batch ${batchId}`, 'BatchNotFound');
   return batch;
+}
+
+/**
+ * One round of admission: the batch's lines whose turn it is (takeLines: up to `room`, within the
+ * account's bound, lines put off passed over until they are due), each through admission at once.
+ * The generations they started, and how many lines were settled.
+ */
+async function admitRound(
+  db: ActivityDeps['db'],
+  lines: BatchLineAdmission,
+  batch: BatchRow,
+  turn: { room: number; accountLimit: number; laterMs: number },
+): Promise<{ started: string[]; settled: number }> {
+  const next = await takeLines(db, {
+    batchId: batch.id,
+    accountId: batch.account_id,
+    room: turn.room,
+    accountLimit: turn.accountLimit,
+  });
+  const outcomes = await Promise.all(next.map((line) => admitLine(db, lines, batch, line, turn.laterMs)));
+  return {
+    started: outcomes.flatMap((outcome) => (outcome.generationId ? [outcome.generationId] : [])),
+    settled: outcomes.filter((outcome) => outcome.settled).length,
+  };
 }
 
 /**
