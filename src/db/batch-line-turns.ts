@@ -1,7 +1,6 @@
 import { sql, type CommonQueryMethods, type DatabasePool } from 'slonik';
 import { z } from 'zod';
 import type { BatchLineInput } from './batch-lines.js';
-import { openBatchStatuses } from './open-batches.js';
 
 /**
  * Whose turn it is among a batch's lines (migration 0035): the lines a slice takes to admit next,
@@ -38,7 +37,7 @@ export async function takeLines(
                 WHERE account_id = ${take.accountId} AND status = 'queued' AND batch_id IS NOT NULL)
              + (SELECT count(*) FROM batches b JOIN batch_lines l ON l.batch_id = b.id
                 WHERE b.account_id = ${take.accountId}
-                  AND b.status = ANY(${sql.array([...openBatchStatuses], 'text')})
+                  AND b.status IN ('validating', 'in_progress', 'canceling')
                   AND l.state = 'pending' AND l.admitting_until IS NOT NULL
                   AND l.admitting_until > now()) AS n
       ), next AS (

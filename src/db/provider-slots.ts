@@ -40,7 +40,8 @@ const placeStandingRow = z.object({
  * oldest first; then batch lines, round-robin between accounts (the account holding the fewest
  * places goes next) and, within an account, between its batches the same way. Batch lines together
  * never hold more than their places (batchPlaces: `batchShare` of the cap, never its last place),
- * so a place is always left for an interactive generation. A waiter that stopped trying is passed over after a few seconds.
+ * so a place is always left for an interactive generation. A waiter that stopped trying is passed
+ * over after a few seconds.
  */
 export async function takeProviderSlot(
   db: Transactional,
