@@ -36,6 +36,16 @@ export const errorCodes = {
     description: 'The request was not received in time; the connection is closed.',
   },
   idempotency_conflict: { status: 409, description: 'The Idempotency-Key was used with a different body.' },
+  open_batch_limit_exceeded: {
+    status: 409,
+    description:
+      'The account has as many open batches (not ended) as it may; one must end (complete, expire or be canceled) before another is created. Nothing was written or charged; not worth retrying before then.',
+  },
+  batch_lines_limit_exceeded: {
+    status: 409,
+    description:
+      "The account's open batches hold as many lines as they may, and this batch's would pass it: send it once earlier batches have ended, or in parts. Nothing was written or charged.",
+  },
   length_required: { status: 411, description: 'The request needs a Content-Length.' },
   payload_too_large: { status: 413, description: 'The request body is larger than the service accepts.' },
   unsupported_media_type: { status: 415, description: 'The body is not application/json.' },

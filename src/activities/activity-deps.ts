@@ -53,4 +53,9 @@ export interface ActivityDeps {
   batchLines?: BatchLineAdmission;
   /** How often a batch's slice looks in PostgreSQL, and how long it runs (BATCH_POLL_INTERVAL_MS, BATCH_SLICE_MS). */
   batchTiming?: BatchTiming;
+  /**
+   * Lines of one account's batches in flight at once, across its batches and workers
+   * (BATCH_LINES_IN_FLIGHT_PER_ACCOUNT; absent: no bound but each batch's own).
+   */
+  batchLinesPerAccount?: number;
 }

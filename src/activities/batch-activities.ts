@@ -1,10 +1,10 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { CommonQueryMethods } from 'slonik';
 import { recordBatchEvent } from '../db/batch-events.js';
+import { pruneLineRequests, putOffLine, takeLines } from '../db/batch-line-turns.js';
 import {
   endPendingLines,
   lineStanding,
-  pendingLines,
   queuedGenerationsOf,
   settleLine,
   type BatchLineInput,
@@ -20,11 +20,15 @@ export type { BatchLineAdmission, BatchTiming } from './batch-line-admission.js'
 
 const defaultTiming: BatchTiming = { pollIntervalMs: 1_000, sliceMs: 30_000 };
 
+/** How long a line whose admission could not be decided (`later`) waits before it is tried again. */
+const defaultLaterRetryMs = 10_000;
+
 /** How often a slice says it is alive, whatever it is doing: well within its 15 s heartbeat timeout. */
 const aliveEveryMs = 3_000;
 
 export function createBatchActivities(
-  deps: Pick<ActivityDeps, 'db' | 'batchLines' | 'batchTiming'> & Partial<Pick<ActivityDeps, 'temporal'>>,
+  deps: Pick<ActivityDeps, 'db' | 'batchLines' | 'batchTiming'> &
+    Partial<Pick<ActivityDeps, 'temporal' | 'batchLinesPerAccount'>>,
 ): BatchActivities {
   const { db } = deps;
   const nudge = webhookNudge(deps);
@@ -68,11 +72,13 @@ export function createBatchActivities(
           capped ||= standing.holding + standing.waiting > 0;
           const room = admissionRoom({ ...standing, capped }, linesInFlight);
           if (!canceling && standing.pending > 0 && room > 0) {
-            const next = await pendingLines(db, batchId, room);
-            for (const outcome of await Promise.all(next.map((line) => admitLine(db, lines, batch, line)))) {
-              if (outcome.generationId) running.add(outcome.generationId);
-              if (outcome.settled) admitted++;
-            }
+            const round = await admitRound(db, lines, batch, {
+              room,
+              accountLimit: deps.batchLinesPerAccount ?? Number.MAX_SAFE_INTEGER,
+              laterMs: timing.laterRetryMs ?? defaultLaterRetryMs,
+            });
+            for (const id of round.started) running.add(id);
+            admitted += round.settled;
             standing = await lineStanding(db, batchId, 1);
           }
           const now = `${admitted}/${standing.queued}`;
@@ -112,6 +118,8 @@ export function createBatchActivities(
             ? 'expired'
             : 'completed';
       const ended = (await setBatchStatus(db, batchId, status))!;
+      // Its lines' requests are of no more use: the results keep each line's outcome.
+      await pruneLineRequests(db, batchId);
       await recordBatchEvent(db, batchId, `batch.${ended.status as typeof status}`, {
         ...batchEventResource(ended, await batchCounts(db, ended)),
       });
@@ -171,14 +179,39 @@ async function readBatch(db: CommonQueryMethods, batchId: string): Promise<Batch
 }
 
 /**
- * One line through admission, its outcome written on the line (a `later` leaves it pending, not
- * settled); its generation's id when it has one.
+ * One round of admission: the batch's lines whose turn it is (takeLines: up to `room`, within the
+ * account's bound, lines put off passed over until they are due), each through admission at once.
+ * The generations they started, and how many lines were settled.
+ */
+async function admitRound(
+  db: ActivityDeps['db'],
+  lines: BatchLineAdmission,
+  batch: BatchRow,
+  turn: { room: number; accountLimit: number; laterMs: number },
+): Promise<{ started: string[]; settled: number }> {
+  const next = await takeLines(db, {
+    batchId: batch.id,
+    accountId: batch.account_id,
+    room: turn.room,
+    accountLimit: turn.accountLimit,
+  });
+  const outcomes = await Promise.all(next.map((line) => admitLine(db, lines, batch, line, turn.laterMs)));
+  return {
+    started: outcomes.flatMap((outcome) => (outcome.generationId ? [outcome.generationId] : [])),
+    settled: outcomes.filter((outcome) => outcome.settled).length,
+  };
+}
+
+/**
+ * One line through admission, its outcome written on the line (a `later` leaves it pending, put off
+ * for `laterMs`: the lines behind it go first meanwhile); its generation's id when it has one.
  */
 async function admitLine(
   db: CommonQueryMethods,
   lines: BatchLineAdmission,
   batch: BatchRow,
   line: BatchLineInput,
+  laterMs: number,
 ): Promise<{ settled: boolean; generationId?: string }> {
   const admitted = await lines.admit({
     accountId: batch.account_id,
@@ -190,7 +223,10 @@ async function admitLine(
     await settleLine(db, batch.id, line.line, { generationId: admitted.generationId });
     return { settled: true, generationId: admitted.generationId };
   }
-  if (admitted.outcome === 'later') return { settled: false };
+  if (admitted.outcome === 'later') {
+    await putOffLine(db, batch.id, line.line, laterMs);
+    return { settled: false };
+  }
   await settleLine(db, batch.id, line.line, { error: admitted.error });
   return { settled: true };
 }

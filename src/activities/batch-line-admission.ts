@@ -32,8 +32,12 @@ export interface BatchLineAdmission {
   waitForChange?(generationIds: ReadonlySet<string>, timeoutMs: number): Promise<void>;
 }
 
-/** How often a slice looks in PostgreSQL, and how long it runs before reporting. */
+/**
+ * How often a slice looks in PostgreSQL, how long it runs before reporting, and how long a line
+ * whose admission could not be decided waits before it is tried again (absent: 10 s).
+ */
 export interface BatchTiming {
   pollIntervalMs: number;
   sliceMs: number;
+  laterRetryMs?: number;
 }

@@ -21,6 +21,7 @@ import { cancelRoutes } from './routes/cancel-routes.js';
 import { creditsRoutes } from './routes/credits-routes.js';
 import { keyRoutes } from './routes/key-routes.js';
 import type { AdmissionDeps } from '../generations/admit-generation.js';
+import type { BatchCaps } from '../generations/batch-caps.js';
 import { generationRoutes, type GenerationRouteDeps } from './routes/generation-routes.js';
 import { modelsRoutes } from './routes/models-routes.js';
 import { quoteRoutes } from './routes/quote-routes.js';
@@ -82,6 +83,8 @@ interface AppDeps {
     maxLines: number;
     linesInFlight: number;
     historyEventsPerRun?: number;
+    /** What an account's open batches may hold (BATCH_OPEN_PER_ACCOUNT, BATCH_QUEUED_LINES_PER_ACCOUNT). */
+    caps?: BatchCaps;
     bodyLimitBytes: number;
     /** Batch uploads read at once per API key (BATCH_UPLOADS_PER_KEY). */
     uploadsPerKey: number;

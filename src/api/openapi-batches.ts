@@ -70,6 +70,8 @@ export function batchPaths(
             'idempotency_conflict',
             'payload_too_large',
             'unsupported_media_type',
+            'open_batch_limit_exceeded',
+            'batch_lines_limit_exceeded',
             ...every,
           ),
         },

@@ -136,6 +136,10 @@ export async function createApiService(
       maxLines: config.BATCH_MAX_LINES,
       linesInFlight: config.BATCH_LINES_IN_FLIGHT,
       historyEventsPerRun: config.BATCH_HISTORY_EVENTS_PER_RUN,
+      caps: {
+        openPerAccount: config.BATCH_OPEN_PER_ACCOUNT,
+        queuedLinesPerAccount: config.BATCH_QUEUED_LINES_PER_ACCOUNT,
+      },
       bodyLimitBytes: config.BATCH_BODY_LIMIT_BYTES,
       uploadsPerKey: config.BATCH_UPLOADS_PER_KEY,
     },

@@ -11,6 +11,9 @@ export const batchSettings = settingGroup({
     BATCH_POLL_INTERVAL_MS: int(1_000, 10),
     BATCH_SLICE_MS: int(30_000, 100),
     BATCH_HISTORY_EVENTS_PER_RUN: int(2_000, 20),
+    BATCH_LINES_IN_FLIGHT_PER_ACCOUNT: int(100, 1),
+    BATCH_OPEN_PER_ACCOUNT: int(100, 1),
+    BATCH_QUEUED_LINES_PER_ACCOUNT: int(200_000, 1),
   },
   docs: {
     BATCH_MAX_LINES: { readBy: ['api'], text: 'Most request lines one batch may hold.' },
@@ -24,7 +27,7 @@ export const batchSettings = settingGroup({
     },
     BATCH_LINES_IN_FLIGHT: {
       readBy: ['api'],
-      text: "Lines of one batch queued at once (admitted, not yet ended): the batch starts its next line when one ends. While its lines hold places of a capped provider, fewer: those places and 2 more. Batch lines do not count against `CONCURRENT_GENERATIONS_PER_ACCOUNT`. Read when the batch's workflow starts.",
+      text: "Lines of one batch queued at once (admitted, not yet ended): the batch starts its next line when one ends. While its lines hold places of a capped provider, fewer: those places and 2 more. Batch lines do not count against `CONCURRENT_GENERATIONS_PER_ACCOUNT`; all of an account's batches together keep to `BATCH_LINES_IN_FLIGHT_PER_ACCOUNT`. Read when the batch's workflow starts.",
     },
     BATCH_POLL_INTERVAL_MS: {
       readBy: ['worker'],
@@ -37,6 +40,18 @@ export const batchSettings = settingGroup({
     BATCH_HISTORY_EVENTS_PER_RUN: {
       readBy: ['api'],
       text: "History events after which a batch's workflow continues as new (sooner if Temporal suggests it): each slice adds a handful, so its history stays small whatever the batch's size. Read when the batch's workflow starts.",
+    },
+    BATCH_LINES_IN_FLIGHT_PER_ACCOUNT: {
+      readBy: ['worker'],
+      text: "Lines of one account's batches queued at once, all its batches together (each batch also keeps to `BATCH_LINES_IN_FLIGHT`): however many batches an account opens, its lines in flight stay this many; a batch whose turn it is starts its next line when one of the account's ends.",
+    },
+    BATCH_OPEN_PER_ACCOUNT: {
+      readBy: ['api'],
+      text: 'Batches one account may have open (not ended: validating, in_progress or canceling); one more is refused with `409 open_batch_limit_exceeded`, nothing written.',
+    },
+    BATCH_QUEUED_LINES_PER_ACCOUNT: {
+      readBy: ['api'],
+      text: "Lines one account's open batches may hold together (each batch's lines count until it ends); a batch that would take it past this is refused with `409 batch_lines_limit_exceeded`, nothing written.",
     },
   },
 });

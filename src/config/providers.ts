@@ -71,7 +71,7 @@ export const providerSettings = settingGroup({
     },
     BATCH_PROVIDER_SHARE: {
       readBy: ['worker'],
-      text: "The share (0 to 1) of a capped provider's in-flight places that batch lines may hold together; the rest are kept for generations created on their own, which also go first for any place that frees. At least one place is always open to batch lines.",
+      text: "The share (0 to 1) of a capped provider's in-flight places that batch lines may hold together; the rest are kept for generations created on their own, which also go first for any place that frees. Batch lines may always hold at least one place, but never a provider's last one unless this is 1: a provider with one place serves them only then (otherwise they go to their model's next route, or wait).",
     },
     PROVIDER_DOWN_AFTER_FAILURES: {
       readBy: ['worker'],

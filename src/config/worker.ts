@@ -8,6 +8,7 @@ export const workerSettings = settingGroup({
     WORKER_MAX_CACHED_WORKFLOWS: int(100, 2),
     WORKER_MAX_CONCURRENT_ACTIVITIES: int(100, 1),
     WORKER_MAX_PROVIDER_WAITS: int(1000, 1),
+    WORKER_MAX_BATCH_SLICES: int(100, 1),
     WORKER_HEALTH_PORT: z.coerce.number().int().min(1).max(65_535).optional(),
     WORKER_HEALTH_HOST: z.string().default('127.0.0.1'),
     WORKER_SHUTDOWN_GRACE_MS: int(30_000, 0),
@@ -32,6 +33,10 @@ export const workerSettings = settingGroup({
     WORKER_MAX_PROVIDER_WAITS: {
       readBy: ['worker'],
       text: 'Provider waits a worker runs at once (their own task queue, so slow jobs never starve the steps).',
+    },
+    WORKER_MAX_BATCH_SLICES: {
+      readBy: ['worker'],
+      text: "Batch activities a worker runs at once, on the batches' own task queue (`<TEMPORAL_TASK_QUEUE>.batches`): each open batch's slice holds one for up to `BATCH_SLICE_MS`, so past this many open batches per worker they take turns, fairly between accounts; generation steps never wait for these slots, nor batches for theirs.",
     },
     WORKER_HEALTH_PORT: {
       readBy: ['worker'],

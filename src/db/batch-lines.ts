@@ -48,25 +48,6 @@ export async function insertBatchLines(
     )}) AS t(line, custom_id, request)`);
 }
 
-const pendingRow = z.object({
-  line: z.number(),
-  custom_id: z.string(),
-  request: z.record(z.string(), z.unknown()),
-});
-
-/** The next `limit` lines not admitted yet, in input order. */
-export async function pendingLines(
-  db: CommonQueryMethods,
-  batchId: string,
-  limit: number,
-): Promise<BatchLineInput[]> {
-  if (limit <= 0) return [];
-  const rows = await db.any(sql.type(pendingRow)`
-    SELECT line, custom_id, request FROM batch_lines
-    WHERE batch_id = ${batchId} AND state = 'pending' ORDER BY line LIMIT ${limit}`);
-  return rows.map((r) => ({ line: r.line, customId: r.custom_id, request: r.request }));
-}
-
 /** A line's admission decided: its generation (accepted or refused at admission), or a refusal without one. */
 export async function settleLine(
   db: CommonQueryMethods,

@@ -166,6 +166,7 @@ export interface BatchCounts {
 }
 
 const countsRow = z.object({
+  id: z.string(),
   pending: z.coerce.number(),
   refused: z.coerce.number(),
   canceled: z.coerce.number(),
@@ -179,21 +180,41 @@ const countsRow = z.object({
 
 /** The batch's counts (two index scans over its lines and its generations). */
 export async function batchCounts(db: CommonQueryMethods, batch: BatchRow): Promise<BatchCounts> {
-  const row = await db.one(sql.type(countsRow)`
-    SELECT l.pending, l.refused, l.canceled, l.expired, g.queued, g.succeeded, g.failed, g.rejected, g.spent
-    FROM (SELECT count(*) FILTER (WHERE state = 'pending') AS pending,
-                 count(*) FILTER (WHERE state = 'refused') AS refused,
-                 count(*) FILTER (WHERE state = 'canceled') AS canceled,
-                 count(*) FILTER (WHERE state = 'expired') AS expired
-          FROM batch_lines WHERE batch_id = ${batch.id}) l,
-         (SELECT count(*) FILTER (WHERE status = 'queued') AS queued,
-                 count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
-                 count(*) FILTER (WHERE status = 'failed') AS failed,
-                 count(*) FILTER (WHERE status = 'rejected') AS rejected,
-                 coalesce(sum(credits) FILTER (WHERE NOT credits_refunded), 0) AS spent
-          FROM generations WHERE batch_id = ${batch.id}) g`);
-  const { spent, ...counts } = row;
-  return { total: batch.line_count, ...counts, creditsSpent: spent };
+  return (await batchCountsOf(db, [batch])).get(batch.id)!;
+}
+
+/**
+ * The counts of each of `batches` (a page of a list), in one statement: one connection and one
+ * round trip for the page, however many batches it holds.
+ */
+export async function batchCountsOf(
+  db: CommonQueryMethods,
+  batches: readonly BatchRow[],
+): Promise<Map<string, BatchCounts>> {
+  if (batches.length === 0) return new Map();
+  const rows = await db.any(sql.type(countsRow)`
+    SELECT b.id, l.pending, l.refused, l.canceled, l.expired, g.queued, g.succeeded, g.failed, g.rejected, g.spent
+    FROM unnest(${sql.array(
+      batches.map((batch) => batch.id),
+      'text',
+    )}) AS b(id)
+    CROSS JOIN LATERAL (
+      SELECT count(*) FILTER (WHERE state = 'pending') AS pending,
+             count(*) FILTER (WHERE state = 'refused') AS refused,
+             count(*) FILTER (WHERE state = 'canceled') AS canceled,
+             count(*) FILTER (WHERE state = 'expired') AS expired
+      FROM batch_lines WHERE batch_id = b.id) l
+    CROSS JOIN LATERAL (
+      SELECT count(*) FILTER (WHERE status = 'queued') AS queued,
+             count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
+             count(*) FILTER (WHERE status = 'failed') AS failed,
+             count(*) FILTER (WHERE status = 'rejected') AS rejected,
+             coalesce(sum(credits) FILTER (WHERE NOT credits_refunded), 0) AS spent
+      FROM generations WHERE batch_id = b.id) g`);
+  const total = new Map(batches.map((batch) => [batch.id, batch.line_count]));
+  return new Map(
+    rows.map(({ id, spent, ...counts }) => [id, { total: total.get(id)!, ...counts, creditsSpent: spent }]),
+  );
 }
 
 /** Takes back a batch whose workflow could not be started (its lines go with it; none was admitted). */

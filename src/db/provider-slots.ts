@@ -10,7 +10,10 @@ type Transactional = Pick<DatabasePool | DatabaseTransactionConnection, 'transac
 export type PlaceClaim =
   { lane: 'interactive'; accountId: string } | { lane: 'batch'; accountId: string; batchId: string };
 
-/** How places are shared: batch lines hold at most `batchShare` of a provider's cap (at least one place). */
+/**
+ * How places are shared: batch lines hold at most `batchShare` of a provider's cap, and, unless that
+ * share is all of it, always leave one place for interactive generations (see batchPlaces).
+ */
 export interface PlaceRules {
   cap: number;
   batchShare: number;
@@ -36,8 +39,9 @@ const placeStandingRow = z.object({
  * is retried). The free places go to the waiters in this order: interactive generations first,
  * oldest first; then batch lines, round-robin between accounts (the account holding the fewest
  * places goes next) and, within an account, between its batches the same way. Batch lines together
- * never hold more than `batchShare` of the cap, so a place is always left for an interactive
- * generation. A waiter that stopped trying is passed over after a few seconds.
+ * never hold more than their places (batchPlaces: `batchShare` of the cap, never its last place),
+ * so a place is always left for an interactive generation. A waiter that stopped trying is passed
+ * over after a few seconds.
  */
 export async function takeProviderSlot(
   db: Transactional,
@@ -92,12 +96,11 @@ export async function takeProviderSlot(
              (SELECT count(*) FROM held WHERE lane = 'batch')::int AS batch_held,
              (SELECT turn FROM ordered WHERE generation_id = ${generationId})::int AS turn`);
     const free = rules.cap - standing.held;
-    const batchPlaces = Math.max(1, Math.floor(rules.cap * rules.batchShare));
     const mayTake =
       standing.holds ||
       (standing.turn !== null &&
         standing.turn <= free &&
-        (claim.lane === 'interactive' || standing.batch_held < batchPlaces));
+        (claim.lane === 'interactive' || standing.batch_held < batchPlaces(rules)));
     if (!mayTake) return false;
     await tx.query(sql.unsafe`
       INSERT INTO provider_slots (generation_id, provider, lane, account_id, batch_id)
@@ -110,6 +113,17 @@ export async function takeProviderSlot(
          OR (provider = ${provider} AND tried_at < now() - interval '5 minutes')`);
     return true;
   });
+}
+
+/**
+ * The places batch lines may hold together: their share of the cap, at least one, and never the
+ * last one (an interactive generation always finds a place at once) unless the share is the whole
+ * cap. So a provider with one place serves batch lines only when BATCH_PROVIDER_SHARE is 1;
+ * otherwise they go to their model's next route, or wait.
+ */
+export function batchPlaces({ cap, batchShare }: PlaceRules): number {
+  if (batchShare >= 1) return cap;
+  return Math.min(cap - 1, Math.max(1, Math.floor(cap * batchShare)));
 }
 
 /**

@@ -25,7 +25,12 @@ export function pruneRequestLog(db: CommonQueryMethods, retentionMs: number, lim
     SELECT count(*)::int AS n FROM gone`);
 }
 
-/** Rejected generations (nothing charged, nothing stored) created more than `retentionMs` ago, and no key holds. */
+/**
+ * Rejected generations (nothing charged, nothing stored) created more than `retentionMs` ago, and no
+ * key holds. A batch's line whose generation goes keeps what its results line shows: it is refused,
+ * with the generation's error (its results line `{generation: null, error}` then, as a line refused
+ * without a generation).
+ */
 export function pruneRejectedGenerations(
   db: CommonQueryMethods,
   retentionMs: number,
@@ -44,7 +49,15 @@ export function pruneRejectedGenerations(
         )
       ORDER BY created_at LIMIT ${limit}
     ), gone AS (
-      DELETE FROM generations g USING old WHERE g.id = old.id AND g.status = 'rejected' RETURNING 1
+      DELETE FROM generations g USING old WHERE g.id = old.id AND g.status = 'rejected'
+      RETURNING g.id, g.batch_id, g.custom_id, g.error, g.created_at
+    ), lines AS (
+      UPDATE batch_lines l SET state = 'refused', generation_id = NULL, request = NULL,
+        error = coalesce(gone.error, '{"code": "rejected", "message": "Refused at admission."}'::jsonb),
+        ended_at = coalesce(l.ended_at, date_trunc('milliseconds', gone.created_at))
+      FROM gone
+      WHERE gone.batch_id IS NOT NULL AND l.batch_id = gone.batch_id AND l.custom_id = gone.custom_id
+        AND l.generation_id = gone.id
     )
     SELECT count(*)::int AS n FROM gone`);
 }

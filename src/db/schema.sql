@@ -34,6 +34,7 @@
 -- 0029_batch_webhooks.sql
 -- 0032_oauth_store_limits.sql
 -- 0034_key_limits.sql
+-- 0035_batch_scheduling.sql
 -- 0036_batch_line_admission.sql
 
 CREATE SEQUENCE webhook_delivery_attempts_id_seq AS bigint START 1 INCREMENT 1;
@@ -152,20 +153,24 @@ CREATE TABLE batch_lines (
   batch_id text NOT NULL,
   line integer NOT NULL,
   custom_id text NOT NULL,
-  request jsonb NOT NULL,
+  request jsonb,
   state text DEFAULT 'pending'::text NOT NULL,
   generation_id text,
   error jsonb,
   ended_at timestamp with time zone,
+  retry_at timestamp with time zone,
+  admitting_until timestamp with time zone,
   CONSTRAINT batch_lines_pkey PRIMARY KEY (batch_id, line),
   CONSTRAINT batch_lines_batch_id_custom_id_key UNIQUE (batch_id, custom_id),
   CONSTRAINT batch_lines_error CHECK ((state = 'refused'::text) = (error IS NOT NULL)),
   CONSTRAINT batch_lines_generation CHECK ((state = 'started'::text) = (generation_id IS NOT NULL)),
   CONSTRAINT batch_lines_line_check CHECK (line >= 0),
+  CONSTRAINT batch_lines_request CHECK (request IS NOT NULL OR state <> 'pending'::text),
   CONSTRAINT batch_lines_state_check CHECK (state = ANY (ARRAY['pending'::text, 'started'::text, 'refused'::text, 'canceled'::text, 'expired'::text])),
   CONSTRAINT batch_lines_batch_id_fkey FOREIGN KEY (batch_id) REFERENCES batches(id) ON DELETE CASCADE
 );
-CREATE INDEX batch_lines_pending ON public.batch_lines USING btree (batch_id, line) WHERE (state = 'pending'::text);
+CREATE INDEX batch_lines_admitting ON public.batch_lines USING btree (batch_id) WHERE ((state = 'pending'::text) AND (admitting_until IS NOT NULL));
+CREATE INDEX batch_lines_pending ON public.batch_lines USING btree (batch_id, COALESCE(retry_at, '-infinity'::timestamp with time zone), line) WHERE (state = 'pending'::text);
 
 CREATE TABLE batch_webhooks (
   batch_id text NOT NULL,
@@ -206,6 +211,7 @@ CREATE TABLE batches (
   CONSTRAINT batches_api_key_id_fkey FOREIGN KEY (api_key_id) REFERENCES api_keys(id)
 );
 CREATE INDEX batches_account_created ON public.batches USING btree (account_id, created_at DESC, id DESC);
+CREATE INDEX batches_account_open ON public.batches USING btree (account_id) WHERE (status = ANY (ARRAY['validating'::text, 'in_progress'::text, 'canceling'::text]));
 
 CREATE TABLE console_form_uses (
   form_sha256 text NOT NULL,

@@ -104,7 +104,8 @@ function admit(
 }
 
 /**
- * The task priority of a batch's line: one below the default (3), so that on a contended task
+ * The task priority of a batch's line (and of its batch's workflow, on the batches queue): one
+ * below the default (3), so that on a contended task
  * queue its workflow and activity tasks (activities inherit their workflow's priority) wait behind
  * generations created on their own, and fair between accounts (the account is the fairness key),
  * so that one account's many lines do not hold back another's. Provider places, which the service

@@ -15,6 +15,7 @@ import { getBalance } from '../db/credits-repository.js';
 import { ApiError, ValidationError, type ValidationIssue } from '../errors.js';
 import { newId } from '../ids.js';
 import { MAX_ISSUES } from '../storable-text.js';
+import { checkBatchCaps, type BatchCaps } from './batch-caps.js';
 import { checkBatchEnvelope, customIdIssue, type BatchEnvelope } from './batch-envelope.js';
 import { StagedLines } from './batch-staging.js';
 import { startBatchOrRefuse, type BatchStartDeps } from './batch-start.js';
@@ -31,6 +32,8 @@ export interface BatchCreationDeps extends RequestCheckDeps, BatchStartDeps {
   linesInFlight: number;
   /** History events after which a batch's workflow continues as new (its default when absent). */
   historyEventsPerRun?: number;
+  /** What an account's open batches may hold together (absent: no caps). */
+  caps?: BatchCaps;
 }
 
 /** A request for a batch as the route received it: the envelope's fields, and its lines as they arrive. */
@@ -104,6 +107,7 @@ export async function createBatch(
       // False: the same key's batch was written meanwhile (a concurrent retry): it is answered.
       if (!(await insertBatch(tx, { id, accountId, apiKeyId: keyId, workflowId, idempotencyKey: key })))
         return false;
+      if (deps.caps) await checkBatchCaps(tx, { accountId, batchId: id, lines: read.count }, deps.caps);
       for await (const chunk of staged.chunks(chunkSize)) await insertBatchLines(tx, id, chunk);
       await finishInsert(tx, id, {
         fingerprint,

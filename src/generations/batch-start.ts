@@ -3,6 +3,8 @@ import { deleteBatch, type BatchRow } from '../db/batches.js';
 import type { DatabasePool } from '../db/pool.js';
 import { ApiError } from '../errors.js';
 import type { BatchStart } from '../workflows/batch-workflow.js';
+import { batchQueue } from '../workflows/generation-types.js';
+import { batchLinePriority } from './admit-update.js';
 import type { WebhookSettings } from './webhook-request.js';
 
 /** What starting a batch's workflow needs: Temporal, and the settings its run is started with. */
@@ -58,6 +60,10 @@ async function workflowExists(temporal: Client, workflowId: string): Promise<boo
  * Starts a batch's workflow unless it runs or has run: its id is the batch's (the key's), a running
  * one is met, and one that has ended is not started again (it ended the batch). The batch's own
  * webhook subscription goes with it: the workflow starts its delivery, as a generation's does.
+ * It runs on the batches queue (batchQueue: slots of its own, never a generation step's), at a
+ * batch line's priority with its account as the fairness key: however many batches one account
+ * opens, the slices of another account's batches are dispatched beside them, not behind them.
+ * Its slices inherit both (activities run on their workflow's queue, at its priority).
  */
 export async function startBatchWorkflow(
   deps: BatchStartDeps,
@@ -74,7 +80,8 @@ export async function startBatchWorkflow(
   try {
     await deps.temporal.workflow.start('batchWorkflow', {
       workflowId: batch.workflow_id,
-      taskQueue: deps.taskQueue,
+      taskQueue: batchQueue(deps.taskQueue),
+      priority: batchLinePriority(batch.account_id),
       args: [start],
       workflowIdConflictPolicy: 'USE_EXISTING',
       workflowIdReusePolicy: 'REJECT_DUPLICATE',

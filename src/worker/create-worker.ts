@@ -23,6 +23,8 @@ interface WorkerOptions {
   maxConcurrentActivities?: number;
   /** Provider waits running at once; each is an idle poll loop, so many fit. */
   maxProviderWaits?: number;
+  /** Batch activities running at once on the batches queue (a slice holds one up to BATCH_SLICE_MS). */
+  maxBatchSlices?: number;
   /** Which task queues it polls (see WorkerQueues); `all` by default. */
   queues?: WorkerQueues;
   /** After a shutdown starts, how long activities in flight may run on before they are cancelled. */

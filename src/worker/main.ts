@@ -90,6 +90,7 @@ const worker = await createWorker({
   maxCachedWorkflows: config.WORKER_MAX_CACHED_WORKFLOWS,
   maxConcurrentActivities: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
   maxProviderWaits: config.WORKER_MAX_PROVIDER_WAITS,
+  maxBatchSlices: config.WORKER_MAX_BATCH_SLICES,
   shutdownGraceMs: config.WORKER_SHUTDOWN_GRACE_MS,
   tracing,
   queues: config.WORKER_TASK_QUEUES,

@@ -93,6 +93,7 @@ export function activityDeps(
       storage,
       inFlightCap: (name) => caps[name],
       batchProviderShare: config.BATCH_PROVIDER_SHARE,
+      batchLinesPerAccount: config.BATCH_LINES_IN_FLIGHT_PER_ACCOUNT,
       submitClaimWindowMs: config.SUBMIT_CLAIM_WINDOW_MS,
       concurrencyLimit: config.CONCURRENT_GENERATIONS_PER_ACCOUNT,
       webhookDeliveriesPerAccount: config.WEBHOOK_DELIVERIES_PER_ACCOUNT,

@@ -10,7 +10,12 @@ import type { Tracing } from '../observability/tracing.js';
 import { workflowSpanProcessor } from '../observability/workflow-spans.js';
 import { classifyFailure } from '../activities/failures.js';
 import type { Activities } from '../activities/index.js';
-import { providerWaitQueue, thumbnailQueue, webhookQueue } from '../workflows/generation-types.js';
+import {
+  batchQueue,
+  providerWaitQueue,
+  thumbnailQueue,
+  webhookQueue,
+} from '../workflows/generation-types.js';
 import type { VersioningOptions } from './worker-version.js';
 
 /**
@@ -29,6 +34,8 @@ export interface QueueWorkerOptions {
   maxCachedWorkflows?: number;
   maxConcurrentActivities?: number;
   maxProviderWaits?: number;
+  /** Batch activities (a slice holds one for up to BATCH_SLICE_MS) at once, on the batches queue. */
+  maxBatchSlices?: number;
   shutdownGraceMs?: number;
   tracing?: Tracing;
   /** The same on every queue's worker (see versioningOptions). */
@@ -40,8 +47,8 @@ export const webhookDeliverySlots = 200;
 
 /**
  * One Temporal worker a task queue: the workflows and their short activities poll the task queue;
- * the provider waits poll a queue of their own (providerWaitQueue), and the webhook deliveries
- * theirs, workflows and activities (webhookQueue). A wait holds its slot for as
+ * the provider waits poll a queue of their own (providerWaitQueue), the batches theirs, workflows
+ * and slices (batchQueue), and the webhook deliveries theirs, workflows and activities (webhookQueue). A wait holds its slot for as
  * long as the provider works, minutes for a video: sharing one slot budget, a few hundred slow jobs
  * would leave no slot for anyone's submit, persist or refund.
  */
@@ -65,6 +72,16 @@ export async function createQueueWorkers(options: QueueWorkerOptions): Promise<W
     nextWebhookEvents: activities.nextWebhookEvents.bind(activities),
     deliverWebhook: activities.deliverWebhook.bind(activities),
   };
+  // Batches (their workflows and slices): a slice holds its slot for up to BATCH_SLICE_MS, and one
+  // account may open many: their own task queue and slots, so they never take a generation step's.
+  const batches = {
+    startBatch: activities.startBatch.bind(activities),
+    runBatchSlice: activities.runBatchSlice.bind(activities),
+    cancelBatchGenerations: activities.cancelBatchGenerations.bind(activities),
+    finishBatch: activities.finishBatch.bind(activities),
+  };
+  // The steps keep the batch activities too: a batch started before they had a queue of their own
+  // runs its slices on the task queue until it ends.
   const steps = Object.fromEntries(
     Object.entries(activities).filter(
       ([name]) => !(name in waits) && !(name in thumbnails) && !(name in deliveries),
@@ -87,6 +104,15 @@ export async function createQueueWorkers(options: QueueWorkerOptions): Promise<W
       taskQueue: providerWaitQueue(options.taskQueue),
       activities: waits,
       maxConcurrentActivityTaskExecutions: options.maxProviderWaits ?? 1000,
+    }),
+    await Worker.create({
+      ...shared,
+      taskQueue: batchQueue(options.taskQueue),
+      activities: batches,
+      maxConcurrentActivityTaskExecutions: options.maxBatchSlices ?? 100,
+      sinks: workflowSpanSinks(options.tracing),
+      ...(options.maxCachedWorkflows ? { maxCachedWorkflows: options.maxCachedWorkflows } : {}),
+      workflowBundle: options.workflowBundle,
     }),
     await Worker.create({
       ...shared,

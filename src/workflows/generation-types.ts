@@ -204,10 +204,18 @@ export const providerWaitQueue = (taskQueue: string): string => `${taskQueue}.pr
 
 /**
  * Where webhook deliveries run (their own slots: a slow receiver never holds a generation's step):
- * the webhooks queue of `taskQueue`, which is that queue itself when it is one.
+ * the webhooks queue of `taskQueue`, which is that queue itself when it is one (and the one beside
+ * it for the batches queue: a batch's own deliveries go where the generations' do).
  */
 export const webhookQueue = (taskQueue: string): string =>
-  taskQueue.endsWith('.webhooks') ? taskQueue : `${taskQueue}.webhooks`;
+  taskQueue.endsWith('.webhooks') ? taskQueue : `${taskQueue.replace(/\.batches$/, '')}.webhooks`;
+
+/**
+ * Where batches' workflows and their slices run: a queue of their own, with a worker slot budget
+ * of its own (WORKER_MAX_BATCH_SLICES), so that however many batches are open, a slice never holds
+ * a slot that a generation's submit, persist or refund needs.
+ */
+export const batchQueue = (taskQueue: string): string => `${taskQueue}.batches`;
 
 /**
  * The task queue of the gallery's thumbnails: made after a generation succeeded, off its critical

@@ -87,6 +87,29 @@ describe('provider places in the fair order', () => {
     ).toEqual([]);
   });
 
+  it('never gives batch lines a provider’s only place (issue 45): an interactive one finds it free', async () => {
+    const [a, b] = accounts as [string, string];
+    const line = await generation(a);
+    // Nothing held, nobody waiting: still not the last place.
+    expect(await take(line, batchLine(a, 'batch_a'), 1, 0.8)).toBe(false);
+    const person = await generation(b);
+    expect(await take(person, interactive(b), 1, 0.8)).toBe(true);
+    // With two places, batch lines hold one and leave the other.
+    await releaseProviderSlot(db.pool, person);
+    const lines = await Promise.all([1, 2].map(() => generation(a)));
+    expect(
+      await tryAll(
+        lines.map((id) => ({ id, claim: batchLine(a, 'batch_a') })),
+        2,
+        0.8,
+      ),
+    ).toEqual([lines[0]]);
+    // A share of the whole cap is the operator's choice: then batch lines may take every place.
+    expect(await take(line, batchLine(a, 'batch_a'), 1, 1)).toBe(false); // the one place is another's now
+    await releaseProviderSlot(db.pool, lines[0]!);
+    expect(await take(line, batchLine(a, 'batch_a'), 1, 1)).toBe(true);
+  });
+
   it('goes round-robin between accounts: one account’s many lines do not starve another’s few', async () => {
     const [a, b] = accounts as [string, string];
     const many = await Promise.all(Array.from({ length: 12 }, () => generation(a)));

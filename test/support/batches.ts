@@ -11,9 +11,11 @@ import type { DatabasePool } from '../../src/db/pool.js';
 
 /**
  * The generation stack with batches wired in its worker (admission as the worker process wires
- * it), looking in PostgreSQL every `pollIntervalMs`.
+ * it), looking in PostgreSQL every `pollIntervalMs`, its slices `sliceMs` long (5 s unless told).
  */
-export function useBatchStack(options: GenerationStackOptions & { pollIntervalMs?: number } = {}) {
+export function useBatchStack(
+  options: GenerationStackOptions & { pollIntervalMs?: number; sliceMs?: number } = {},
+) {
   const stack = useGenerationStack(options);
   let close: (() => Promise<void>) | undefined;
   beforeAll(async () => {
@@ -26,7 +28,10 @@ export function useBatchStack(options: GenerationStackOptions & { pollIntervalMs
     });
     const wired = await wireBatchAdmission(config, stack.db.pool, createLogger('batches-test', 'silent'));
     stack.worker.deps.batchLines = wired.lines;
-    stack.worker.deps.batchTiming = { pollIntervalMs: options.pollIntervalMs ?? 100, sliceMs: 5_000 };
+    stack.worker.deps.batchTiming = {
+      pollIntervalMs: options.pollIntervalMs ?? 100,
+      sliceMs: options.sliceMs ?? 5_000,
+    };
     close = () => wired.close();
   });
   afterAll(async () => {

@@ -51,6 +51,8 @@ export async function startTestWorker(
     overrides?: Partial<ActivityDeps>;
     /** Worker slots for short activities (the worker's default: 100). */
     maxConcurrentActivities?: number;
+    /** Worker slots for batch activities, on the batches queue (the worker's default: 100). */
+    maxBatchSlices?: number;
     /** Stands between the worker and the simulated provider (an outage, a counter). */
     wrapProvider?: (simulated: Provider) => Provider;
     /** What the simulated provider's frame fetches may reach besides public addresses (OUTBOUND_ALLOW_CIDRS). */
@@ -112,6 +114,7 @@ export async function startTestWorker(
       ...(options.maxConcurrentActivities
         ? { maxConcurrentActivities: options.maxConcurrentActivities }
         : {}),
+      ...(options.maxBatchSlices ? { maxBatchSlices: options.maxBatchSlices } : {}),
     });
     running = worker.run();
     // Generations started from here on go to a current version (the first worker made it current).

@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { batchResultsFile, toBatch } from '../../db/batch-view.js';
 import { affordability } from '../../generations/key-rules.js';
-import { batchCounts, getBatch, listBatches, type BatchRow } from '../../db/batches.js';
+import { batchCounts, batchCountsOf, getBatch, listBatches, type BatchRow } from '../../db/batches.js';
 import type { DatabasePool } from '../../db/pool.js';
 import { ApiError } from '../../errors.js';
 import { cancelBatch } from '../../generations/batch-cancel.js';
@@ -141,8 +141,10 @@ function routes(typed: ZodApp, deps: BatchRouteDeps) {
       after: request.query.cursor ?? null,
     });
     const page = rows.slice(0, limit);
+    // The page's counts in one statement (a page of 100 once held every connection of the pool).
+    const counts = await batchCountsOf(deps.pool, page);
     return {
-      data: await Promise.all(page.map(view)),
+      data: page.map((row) => toBatch(row, counts.get(row.id)!)),
       next_cursor: rows.length > limit && page.length > 0 ? encodeBatchCursor(page.at(-1)!) : null,
     };
   });

@@ -1,6 +1,13 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
-import { batchCounts, getBatch, listBatches, type BatchRow } from '../../db/batches.js';
+import {
+  batchCounts,
+  batchCountsOf,
+  getBatch,
+  listBatches,
+  type BatchCounts,
+  type BatchRow,
+} from '../../db/batches.js';
 import { cancelBatch } from '../../generations/batch-cancel.js';
 import { batchResultsFile } from '../../db/batch-view.js';
 import { batchLineStatuses, batchLinesPage, type BatchLineStatus } from '../../db/console-batch-reads.js';
@@ -14,7 +21,10 @@ const ended = new Set(['completed', 'canceled', 'expired']);
 
 /** A batch with its counts, and the share of its lines that have ended (for the progress bar). */
 async function withCounts(db: CommonQueryMethods, row: BatchRow) {
-  const counts = await batchCounts(db, row);
+  return progressOf(row, await batchCounts(db, row));
+}
+
+function progressOf(row: BatchRow, counts: BatchCounts) {
   const done = counts.total - counts.pending - counts.queued;
   return { row, counts, done, percent: counts.total === 0 ? 100 : Math.floor((done / counts.total) * 100) };
 }
@@ -28,7 +38,8 @@ export function batchRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): void 
     const { accountId } = userOf(request);
     const cursor = parseCursor(request.query.cursor);
     const rows = await listBatches(deps.db, { accountId, limit: PAGE + 1, after: cursor });
-    const page = await Promise.all(rows.slice(0, PAGE).map((row) => withCounts(deps.db, row)));
+    const counts = await batchCountsOf(deps.db, rows.slice(0, PAGE));
+    const page = rows.slice(0, PAGE).map((row) => progressOf(row, counts.get(row.id)!));
     const last = rows.length > PAGE ? rows[PAGE - 1]! : null;
     return sendPage(request, reply, 'batches', {
       title: 'Batches',

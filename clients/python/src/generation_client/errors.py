@@ -122,6 +122,16 @@ class NotCancelableError(ConflictError):
         return Generation.model_validate(body["generation"]) if "generation" in body else None
 
 
+class OpenBatchLimitError(ConflictError):
+    """409 open_batch_limit_exceeded: the account has as many open batches as it may; create another
+    once one has ended. Never retried."""
+
+
+class BatchLinesLimitError(ConflictError):
+    """409 batch_lines_limit_exceeded: the account's open batches hold as many lines as they may;
+    send this batch once earlier ones have ended, or in parts. Never retried."""
+
+
 class MethodNotAllowedError(ApiError):
     """405 method_not_allowed: the route exists, but not with this method."""
 
@@ -270,6 +280,8 @@ ERROR_CLASSES: Mapping[str, type[ApiError]] = {
     "not_acceptable": NotAcceptableError,
     "request_timeout": ServerRequestTimeoutError,
     "idempotency_conflict": IdempotencyConflictError,
+    "open_batch_limit_exceeded": OpenBatchLimitError,
+    "batch_lines_limit_exceeded": BatchLinesLimitError,
     "length_required": LengthRequiredError,
     "payload_too_large": PayloadTooLargeError,
     "unsupported_media_type": UnsupportedMediaTypeError,

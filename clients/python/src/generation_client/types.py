@@ -30,6 +30,8 @@ ErrorCode = Literal[
     "not_acceptable",
     "request_timeout",
     "idempotency_conflict",
+    "open_batch_limit_exceeded",
+    "batch_lines_limit_exceeded",
     "length_required",
     "payload_too_large",
     "unsupported_media_type",

@@ -100,6 +100,16 @@ export class NotCancelableError extends ConflictError {
     return this.body;
   }
 }
+/**
+ * 409 open_batch_limit_exceeded: the account has as many open batches as it may; create another
+ * once one has ended. Never retried.
+ */
+export class OpenBatchLimitError extends ConflictError {}
+/**
+ * 409 batch_lines_limit_exceeded: the account's open batches hold as many lines as they may; send
+ * this batch once earlier ones have ended, or in parts. Never retried.
+ */
+export class BatchLinesLimitError extends ConflictError {}
 /** 405 method_not_allowed: the route exists, but not with this method. */
 export class MethodNotAllowedError extends ApiError {}
 /** 406 not_acceptable: no answer in a form the Accept header allows. */
@@ -213,6 +223,8 @@ export const errorClasses: { readonly [Code in ApiErrorCode]: typeof ApiError } 
   not_acceptable: NotAcceptableError,
   request_timeout: ServerRequestTimeoutError,
   idempotency_conflict: IdempotencyConflictError,
+  open_batch_limit_exceeded: OpenBatchLimitError,
+  batch_lines_limit_exceeded: BatchLinesLimitError,
   length_required: LengthRequiredError,
   payload_too_large: PayloadTooLargeError,
   unsupported_media_type: UnsupportedMediaTypeError,

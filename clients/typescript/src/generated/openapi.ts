@@ -201,7 +201,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description `idempotency_conflict`: The Idempotency-Key was used with a different body. */
+                /** @description `idempotency_conflict`: The Idempotency-Key was used with a different body. `open_batch_limit_exceeded`: The account has as many open batches (not ended) as it may; one must end (complete, expire or be canceled) before another is created. Nothing was written or charged; not worth retrying before then. `batch_lines_limit_exceeded`: The account's open batches hold as many lines as they may, and this batch's would pass it: send it once earlier batches have ended, or in parts. Nothing was written or charged. */
                 409: {
                     headers: {
                         /** @description The generation id on generation endpoints, a request id (req_…) elsewhere; quote it to support. */
@@ -3842,7 +3842,7 @@ export interface components {
         Error: {
             error: {
                 /** @enum {string} */
-                code: "invalid_request" | "unauthorized" | "insufficient_credits" | "key_spend_limit_exceeded" | "payment_required" | "api_access_disabled" | "key_model_not_allowed" | "key_read_only" | "not_found" | "method_not_allowed" | "not_acceptable" | "request_timeout" | "idempotency_conflict" | "length_required" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "concurrency_limit_exceeded" | "wait_limit_exceeded" | "stream_limit_exceeded" | "not_cancelable" | "internal_error" | "service_unavailable";
+                code: "invalid_request" | "unauthorized" | "insufficient_credits" | "key_spend_limit_exceeded" | "payment_required" | "api_access_disabled" | "key_model_not_allowed" | "key_read_only" | "not_found" | "method_not_allowed" | "not_acceptable" | "request_timeout" | "idempotency_conflict" | "open_batch_limit_exceeded" | "batch_lines_limit_exceeded" | "length_required" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "concurrency_limit_exceeded" | "wait_limit_exceeded" | "stream_limit_exceeded" | "not_cancelable" | "internal_error" | "service_unavailable";
                 message: string;
             };
             /** @description Present on 400 invalid_request (and only there): one item per offending field. */
