@@ -44,6 +44,8 @@ describe('batches crowding', () => {
     },
     apiEnv: {
       BATCH_OPEN_PER_ACCOUNT: String(batches),
+      // The batches are uploaded all at once from one key: past the uploads read at once per key.
+      BATCH_UPLOADS_PER_KEY: String(batches),
       // The provider waits poll at a production-like pace (the lines' waits are not what is measured).
       PROVIDER_POLL_INTERVAL_MS: '2000',
     },
