@@ -161,9 +161,13 @@ describe('batch uploads hold nothing shared while they arrive', () => {
       await sleep(1_500);
     }
     console.log(answers.map((a) => `${a.what}: ${a.status} in ${a.ms.toFixed(0)} ms`).join('\n'));
+    // Idle, each answers in tens to hundreds of ms (the issue's 1 s; figures printed above). The
+    // bound asserted is what tells holding from not: while uploads held the pool's 3 connections, a
+    // request waited for an upload to end, 6.7 s and more of the 8 s trickle; a busy test machine
+    // (other files running beside this one) can add a second without anything being held.
     for (const answer of answers) {
       expect(answer.status, answer.what).toBeLessThan(300);
-      expect(answer.ms, answer.what).toBeLessThan(1_000);
+      expect(answer.ms, answer.what).toBeLessThan(2_500);
     }
     // A third upload of a key with two open: refused before its body is read.
     const third = await streamPost(`${api.origin}/v1/batches`, accounts[0]!.key, 'application/x-ndjson', [
