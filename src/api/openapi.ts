@@ -7,8 +7,8 @@ import * as events from './openapi-events.js';
 import { batchPaths, batchRequestLineSchema, batchWebhookEntries } from './openapi-batches.js';
 import * as batches from './batch-schemas.js';
 import { pathParameters, queryParameters } from './openapi-parameters.js';
-import { readOnlyAllowedPaths } from './auth-plugin.js';
 import { apiKeySchema, keyEventSchema } from './key-schemas.js';
+import { addReadOnlyRefusals, keyPath } from './openapi-keys.js';
 import { routeSchemas } from './route-schemas.js';
 import {
   accountEventListSchema,
@@ -273,20 +273,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
           },
         },
       },
-      '/key': {
-        get: {
-          summary: 'The key in use: its access, models, spend limit and spend',
-          description:
-            'What the key (or connected app) that sends this request may do and has spent: its spend limit, what is left of it and when it resets. Read-only keys may call it.',
-          responses: {
-            '200': {
-              description: 'The key.',
-              content: json(refTo(routeSchemas.getKey.response[200])),
-            },
-            ...errorResponses(...everyOperation),
-          },
-        },
-      },
+      '/key': keyPath(json(refTo(routeSchemas.getKey.response[200])), errorResponses(...everyOperation)),
       '/models': {
         get: {
           summary: 'Model catalog with options and prices',
@@ -311,27 +298,8 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
       },
     },
   };
-  addReadOnlyRefusals(document.paths);
+  addReadOnlyRefusals(document.paths, errorResponses('key_read_only')['403'] as { description: string });
   return document;
-}
-
-/**
- * A read-only key's 403 on every operation that creates, cancels or changes (every method but GET,
- * the quotes and the MCP endpoint excepted: the rule auth-plugin.ts applies), beside the 403s the
- * operation has already.
- */
-function addReadOnlyRefusals(paths: Record<string, Record<string, { responses?: Record<string, unknown> }>>) {
-  const readOnly = errorResponses('key_read_only')['403'] as { description: string };
-  for (const [path, operations] of Object.entries(paths)) {
-    if (readOnlyAllowedPaths.has(`/v1${path}`)) continue;
-    for (const [method, operation] of Object.entries(operations)) {
-      if (method === 'get' || !operation.responses) continue;
-      const existing = operation.responses['403'] as { description: string } | undefined;
-      operation.responses['403'] = existing
-        ? { ...existing, description: `${existing.description} ${readOnly.description}` }
-        : readOnly;
-    }
-  }
 }
 
 /** A model's request schema with the envelope's `webhook` field beside its own (a copy: the catalog's stays as it is). */

@@ -1,3 +1,4 @@
+import { keyLimitResets } from '../db/key-limits.js';
 import { keyEventSchema } from './key-schemas.js';
 import { z } from 'zod';
 import { batchEventSchema } from './batch-resource.js';
@@ -131,7 +132,7 @@ export const affordabilityShape = {
   key_limit: z
     .object({
       spend_limit: z.number().int().nonnegative(),
-      limit_reset: z.enum(['daily', 'weekly', 'monthly', 'none']),
+      limit_reset: z.enum(keyLimitResets),
       limit_remaining: z.number().int().nonnegative(),
       resets_at: z.string().datetime({ precision: 3 }).nullable(),
     })

@@ -2,6 +2,7 @@ import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import type { GenerationError, KeyClaim } from '../generation.js';
 import { generationErrorColumn } from './generation-reads.js';
+import { keyLimitResets } from './key-limits.js';
 
 /**
  * The generation's row as admission writes it, accepted or refused: columns of `generations`.
@@ -43,7 +44,7 @@ const admissionDecision = z.discriminatedUnion('outcome', [
   z.object({
     outcome: z.literal('key_spend_limit'),
     spend_limit: z.number(),
-    limit_reset: z.enum(['daily', 'weekly', 'monthly', 'none']),
+    limit_reset: z.enum(keyLimitResets),
     remaining: z.number(),
     resets_at: z.string().nullable(),
   }),
