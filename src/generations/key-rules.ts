@@ -8,6 +8,7 @@ import {
   type KeyLimitReset,
   type KeyRules,
 } from '../db/key-limits.js';
+import type { CreditBalance } from '../db/credits-repository.js';
 import { ApiError } from '../errors.js';
 import { keyModelNotAllowedMessage } from '../workflows/generation-errors.js';
 
@@ -36,8 +37,10 @@ export const readOnlyRefusal = (): ApiError =>
     'This API key is read-only: it may read, stream and quote, not create, cancel or change. Use a key with full access.',
   );
 
-/** What a quote adds about whether a create would be admitted: the balance's bound and the key's. */
+/** What a quote adds about whether a create would be admitted: the balance, and the key's limit. */
 export interface Affordability {
+  /** The balance a create draws from (subscription credits first). */
+  balance: { subscription: number; one_time: number; total: number };
   affordable: boolean;
   /** Which bound refuses it: `balance` (402 insufficient_credits) or `key_spend_limit`; null: neither. */
   limited_by: 'balance' | 'key_spend_limit' | null;
@@ -45,17 +48,33 @@ export interface Affordability {
   key_limit: KeyLimitNow | null;
 }
 
-/** Whether `price` is within both the balance and what is left of the key's limit, as admission would judge now. */
+/**
+ * Whether `price` is within both the balance and what is left of the key's limit, as admission
+ * would judge now: what every quote (the API's two, the MCP tool) answers beside its price.
+ */
 export async function affordability(
   db: CommonQueryMethods,
   keyId: string,
   price: number,
-  balance: number,
+  balance: CreditBalance,
 ): Promise<Affordability> {
   const keyLimit = await findKeyLimit(db, keyId);
   const limitedBy =
-    balance < price ? 'balance' : keyLimit && keyLimit.limit_remaining < price ? 'key_spend_limit' : null;
-  return { affordable: limitedBy === null, limited_by: limitedBy, key_limit: keyLimit };
+    balance.credits < price
+      ? 'balance'
+      : keyLimit && keyLimit.limit_remaining < price
+        ? 'key_spend_limit'
+        : null;
+  return {
+    balance: {
+      subscription: balance.subscription_credits,
+      one_time: balance.one_time_credits,
+      total: balance.credits,
+    },
+    affordable: limitedBy === null,
+    limited_by: limitedBy,
+    key_limit: keyLimit,
+  };
 }
 
 /** A key's rules given in words that do not make rules (a limit that is no number, say). */

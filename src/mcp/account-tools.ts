@@ -51,16 +51,8 @@ export async function quote(deps: McpDeps, caller: McpCaller, args: unknown): Pr
   const { request } = parseArgs(z.object({ request: z.unknown() }).strict(), args);
   const priced = await quoteGeneration(deps.admission, request, caller);
   const balance = await deps.balance(caller.accountId);
-  const bounds = await affordability(deps.db, caller.keyId, priced.credits, balance.credits);
-  const answer = {
-    ...priced,
-    balance: {
-      subscription: balance.subscription_credits,
-      one_time: balance.one_time_credits,
-      total: balance.credits,
-    },
-    ...bounds,
-  };
+  const bounds = await affordability(deps.db, caller.keyId, priced.credits, balance);
+  const answer = { ...priced, ...bounds };
   const limit = bounds.key_limit;
   return structured(
     answer,

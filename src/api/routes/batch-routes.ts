@@ -114,12 +114,7 @@ function routes(typed: ZodApp, deps: BatchRouteDeps) {
       const balance = await getBalance(deps.pool, principal.accountId);
       return {
         ...quote,
-        balance: {
-          subscription: balance.subscription_credits,
-          one_time: balance.one_time_credits,
-          total: balance.credits,
-        },
-        ...(await affordability(deps.pool, principal.keyId, quote.credits, balance.credits)),
+        ...(await affordability(deps.pool, principal.keyId, quote.credits, balance)),
       };
     },
   );

@@ -34,12 +34,7 @@ export function quoteRoutes(
         (await deps.balances.get(accountId, (id) => getBalance(deps.db, id)));
       return {
         ...quote,
-        balance: {
-          subscription: balance.subscription_credits,
-          one_time: balance.one_time_credits,
-          total: balance.credits,
-        },
-        ...(await affordability(deps.db, principal.keyId, quote.credits, balance.credits)),
+        ...(await affordability(deps.db, principal.keyId, quote.credits, balance)),
       };
     },
   );
