@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { ProviderName } from '../catalog/provider-mapping.js';
-import { addressRanges, baseUrl, int, secret, settingGroup } from './setting.js';
+import { addressRanges, baseUrl, blankIsUnset, int, secret, settingGroup } from './setting.js';
 
 /**
  * Real providers. A provider without its key is not offered: its catalog models are left out of
@@ -16,6 +16,18 @@ export const providerSettings = settingGroup({
     REPLICATE_API_URL: baseUrl('https://api.replicate.com/v1'),
     OPENAI_API_KEY: secret,
     OPENAI_BASE_URL: baseUrl('https://api.openai.com/v1'),
+    PROVIDER_WEBHOOK_BASE_URL: blankIsUnset(
+      z
+        .string()
+        .url()
+        .refine(
+          (url) => /^https?:$/.test(new URL(url).protocol) && ['', '/'].includes(new URL(url).pathname),
+          {
+            message: 'must be an origin (scheme, host and port), such as https://api.example.com',
+          },
+        )
+        .transform((url) => url.replace(/\/+$/, '')),
+    ),
     FAL_MAX_IN_FLIGHT: int(10),
     REPLICATE_MAX_IN_FLIGHT: int(20),
     OPENAI_MAX_IN_FLIGHT: int(5),
@@ -59,6 +71,11 @@ export const providerSettings = settingGroup({
       text: 'OpenAI’s key. Unset: OpenAI’s models are not offered.',
     },
     OPENAI_BASE_URL: { readBy: ['worker'], text: 'OpenAI’s API, or anything speaking its protocol.' },
+    PROVIDER_WEBHOOK_BASE_URL: {
+      readBy: ['api', 'worker'],
+      text: 'The public origin (scheme, host and port) at which fal and Replicate reach the API: set, every fal and Replicate job is sent a webhook URL on it (`/provider-webhooks/…`) and polling becomes a slow fallback. Unset (as under `npm start`, where providers cannot reach a laptop): jobs are polled every `PROVIDER_POLL_INTERVAL_MS`. See [Provider webhooks](operating.md#provider-webhooks).',
+      default: '(none: polling)',
+    },
     FAL_MAX_IN_FLIGHT: {
       readBy: ['worker'],
       text: 'Jobs the fal account may have in flight at once; more wait in our queue (`queued`) instead of collecting 429s. 0: no cap.',

@@ -29,8 +29,12 @@ export interface Provider {
    * create that may have reached the provider. Without it, `submit` is the send.
    */
   prepare?(job: ProviderJob): Promise<{ send: () => Promise<{ jobId: string }> }>;
-  /** Where the job stands. */
-  status(jobId: string): Promise<ProviderStatus>;
+  /**
+   * Where the job stands. `reason`: why it is asked (a push woke the generation, a fallback read
+   * while a push is expected, or a poll where none can come); the request budget lets fallback
+   * reads give way first.
+   */
+  status(jobId: string, reason?: StatusReason): Promise<ProviderStatus>;
   /**
    * One result (`index` into the succeeded status's results, which `result` is): its bytes when
    * they are small and already in hand, or a file it was streamed into (see ResultContent).
@@ -65,7 +69,17 @@ export interface Provider {
    * says nothing of the provider's health.
    */
   readonly submitsLocally?: boolean;
+  /**
+   * The provider pushes the end of a job sent with a `webhookUrl` (fal, Replicate), or of every job
+   * (the simulated provider, which signals the workflow itself: see `pushesWithoutUrl`).
+   */
+  readonly pushes?: boolean;
+  /** The provider pushes every job's end without a URL (the simulated provider, in the worker). */
+  readonly pushesWithoutUrl?: boolean;
 }
+
+/** Why a job's status is read: see Provider.status. */
+export type StatusReason = 'pushed' | 'fallback' | 'poll';
 
 export interface ProviderJob {
   /** Idempotency token: stable for a generation across retries, crashes and resets. */
@@ -81,6 +95,12 @@ export interface ProviderJob {
   longEdgePx: number;
   /** For a catalog entry with a `provider` block: the provider's model and its input, built by the mapping. */
   target?: ProviderTarget;
+  /**
+   * Where the provider should push the job's end (its webhook: see provider-push.ts); absent when
+   * no push can come (no PROVIDER_WEBHOOK_BASE_URL). An adapter whose provider pushes (`pushes`)
+   * sends it with the create.
+   */
+  webhookUrl?: string;
 }
 
 /** The provider's side of a job: its model id (and Replicate version) and the input it is sent. */

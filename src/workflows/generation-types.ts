@@ -137,6 +137,16 @@ export interface GenerationResumed {
   providerJobId: string;
 }
 
+/**
+ * What wakes a generation waiting for its provider (providerJobEndedSignal): its id (the workflow id
+ * may have moved on to a newer generation) and the job's reference as the generation recorded it
+ * (`replicate:<id>`, `fal:<model>::<id>::<ms>`, a bare simulated id). See src/providers/provider-push.ts.
+ */
+export interface ProviderJobEnded {
+  generationId: string;
+  jobId: string;
+}
+
 /** Support's decision on a generation whose provider acceptance is unresolved. */
 export type Resolution =
   { action: 'refund'; note?: string } | { action: 'succeed'; providerJobId: string; note?: string };
