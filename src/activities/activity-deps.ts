@@ -47,6 +47,13 @@ export interface ActivityDeps {
    * (WEBHOOK_DELIVERIES_PER_ACCOUNT; default 20): the others wait their turn.
    */
   webhookDeliveriesPerAccount?: number;
+  /**
+   * PROVIDER_WEBHOOK_BASE_URL: the public origin providers push a job's end to (absent: no push
+   * URL is sent, and fal's and Replicate's jobs are polled).
+   */
+  providerWebhookBaseUrl?: string;
+  /** With a push expected, the fallback reads' interval (PROVIDER_FALLBACK_READ_INTERVAL_MS; default 30 s). */
+  fallbackReadIntervalMs?: number;
   /** Counts each generation's outcomes where they commit (absent: nothing is counted). */
   metrics?: GenerationMetrics;
   /** How batches' lines are admitted and stopped (absent: this worker's batch activities fail, retried). */

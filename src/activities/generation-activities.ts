@@ -1,4 +1,5 @@
-import { Context, heartbeat, sleep } from '@temporalio/activity';
+import { Context } from '@temporalio/activity';
+import type { ProviderName } from '../catalog/provider-mapping.js';
 import { markNeedsReview, resumeWithProviderJob } from '../db/provider-submissions.js';
 import type { StoredOutput } from '../db/generation-results.js';
 import { endGenerationCharged, refundGeneration } from '../db/credits-repository.js';
@@ -51,29 +52,22 @@ export function createGenerationActivities(
     ...createSubmitActivities(deps),
 
     /**
-     * Polls the provider until the job ends; heartbeats so a lost worker is noticed in seconds. A
-     * synchronous provider makes its one call inside `status`, which can take a minute: the worker
-     * says it is alive on a clock meanwhile (every 5 s, under the shortest heartbeat timeout of 10 s).
+     * One read of the job at the provider. A synchronous provider makes its one call inside
+     * `status`, which can take minutes: the worker says it is alive on a clock meanwhile (every
+     * 5 s, under the step's heartbeat timeout of 30 s). An ended job frees its in-flight place.
      */
-    async waitForProvider(generation, pollIntervalMs) {
-      const { provider, jobId } = providerOfJob(generation.jobId);
+    async readProviderJob(generation, reason) {
+      const { provider, jobId, name } = providerOfJob(generation.jobId);
       const context = Context.current();
-      let polls = 0;
-      let progress: number | null = null;
-      const alive = setInterval(() => context.heartbeat({ polls, progress }), 5_000);
+      const alive = setInterval(() => context.heartbeat(), 5_000);
       try {
-        for (;;) {
-          const status = await provider.status(jobId);
-          if (status.state !== 'running') {
-            // The provider's job has ended: its in-flight place is free for the next one.
-            if (generation.generationId) await releaseProviderSlot(db, generation.generationId);
-            return status;
-          }
-          progress = status.progress ?? null;
-          await sleep(pollIntervalMs);
-          polls += 1;
-          heartbeat({ polls, progress });
-        }
+        const status = await provider.status(jobId, reason);
+        if (status.state === 'running') return { state: 'running' };
+        // A fallback read found the end a push should have brought (lost, late, or never sent).
+        if (reason === 'fallback') metrics.fallbackReadFoundEnd(name);
+        // The provider's job has ended: its in-flight place is free for the next one.
+        if (generation.generationId) await releaseProviderSlot(db, generation.generationId);
+        return status;
       } catch (error) {
         if (error instanceof ProviderUncertainError)
           throw providerUncertain(error.message, { retryable: false });
@@ -118,8 +112,8 @@ export function createGenerationActivities(
   };
 
   /** The provider holding a recorded job, and its own id for it. */
-  function providerOfJob(reference: string): { provider: Provider; jobId: string } {
+  function providerOfJob(reference: string): { provider: Provider; jobId: string; name: ProviderName } {
     const { provider, jobId } = parseJobReference(reference);
-    return { provider: deps.providerFor(provider), jobId };
+    return { provider: deps.providerFor(provider), jobId, name: provider };
   }
 }

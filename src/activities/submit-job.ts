@@ -54,5 +54,6 @@ export function providerJob(
     images,
     longEdgePx,
     target,
+    generationId: start.generationId,
   };
 }

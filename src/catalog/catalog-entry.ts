@@ -87,6 +87,16 @@ export const modelDefinitionSchema = z
       .object({ by: z.string(), long_edge_px: z.record(z.string(), z.number().int().positive()) })
       .optional(),
     pricing: pricingSchema,
+    /**
+     * How long a job of this model usually runs at its provider, in seconds (default: 20 for an
+     * image model, 180 for a video model): with provider push on, the wait's first fallback read
+     * comes only after it (see docs/providers.md).
+     */
+    expected_run_seconds: z
+      .number()
+      .positive()
+      .max(6 * 3600)
+      .optional(),
     /** Which provider runs the model and how the request maps onto its input; absent: the simulated provider. */
     provider: providerBlockSchema.optional(),
     /** Several providers serving the model (instead of `provider`); see routes.ts. */

@@ -12,6 +12,7 @@ export const generationSettings = settingGroup({
     // Keep 2 × this under ADMISSION_TIMEOUT_MS.
     PROVIDER_SUBMIT_TIMEOUT_MS: int(3_000, 10),
     PROVIDER_POLL_INTERVAL_MS: int(2_000, 10),
+    PROVIDER_FALLBACK_READ_INTERVAL_MS: int(30_000, 10),
     // Admission's horizon must leave the handover room within ADMISSION_TIMEOUT_MS.
     ADMISSION_HORIZON_MS: int(4_000, 100),
     SUBMIT_HORIZON_MS: int(3_600_000, 1_000),
@@ -42,7 +43,11 @@ export const generationSettings = settingGroup({
     },
     PROVIDER_POLL_INTERVAL_MS: {
       readBy: ['api'],
-      text: 'How often the worker asks the provider about a job.',
+      text: 'How often a job is read at its provider when no push of its end can come (no `PROVIDER_WEBHOOK_BASE_URL`, OpenAI’s synchronous calls).',
+    },
+    PROVIDER_FALLBACK_READ_INTERVAL_MS: {
+      readBy: ['worker'],
+      text: 'When the provider will push a job’s end (fal and Replicate with `PROVIDER_WEBHOOK_BASE_URL`, the simulated provider): the fallback reads’ interval, the first coming after the model’s `expected_run_seconds` and a grace of this or 10 s, whichever is less. See [Provider push](providers.md#provider-push).',
     },
     ADMISSION_HORIZON_MS: {
       readBy: ['api'],

@@ -31,6 +31,7 @@ export const metricNames = {
   routeAttempts: 'route_attempts_total',
   routeFailovers: 'route_failovers_total',
   generationsServed: 'generations_served_total',
+  fallbackReadsFoundEnd: 'provider_fallback_reads_found_end_total',
   mcpPreviewsMade: 'mcp_previews_made_total',
 } as const;
 
@@ -89,6 +90,8 @@ export interface GenerationMetrics {
   failover(model: string, from: string, to: string): void;
   /** A generation that succeeded, by the provider whose job served it. */
   served(model: string, provider: string): void;
+  /** A fallback read (a push was expected) found the job ended: the push was lost, late, or never sent. */
+  fallbackReadFoundEnd(provider: string): void;
 }
 
 export type RouteAttemptOutcome = 'accepted' | 'not_accepted' | 'never_started';
@@ -103,6 +106,7 @@ export const noGenerationMetrics: GenerationMetrics = {
   routeAttempt: () => undefined,
   failover: () => undefined,
   served: () => undefined,
+  fallbackReadFoundEnd: () => undefined,
 };
 
 export function workerGenerationMetrics(registry: Registry): GenerationMetrics {
@@ -142,6 +146,12 @@ export function workerGenerationMetrics(registry: Registry): GenerationMetrics {
     labelNames: ['model', 'provider'],
     registers: [registry],
   });
+  const foundEnd = new Counter({
+    name: metricNames.fallbackReadsFoundEnd,
+    help: 'Fallback reads (a push was expected) that found the job ended: pushes lost, late or never sent, by provider',
+    labelNames: ['provider'],
+    registers: [registry],
+  });
   return {
     admitted(model, credits) {
       admitted.inc({ model });
@@ -159,6 +169,7 @@ export function workerGenerationMetrics(registry: Registry): GenerationMetrics {
     routeAttempt: (provider, outcome) => attempts.inc({ provider, outcome }),
     failover: (model, from, to) => failovers.inc({ model, from, to }),
     served: (model, provider) => served.inc({ model, provider }),
+    fallbackReadFoundEnd: (provider) => foundEnd.inc({ provider }),
   };
 }
 

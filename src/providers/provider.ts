@@ -76,6 +76,11 @@ export interface Provider {
   readonly pushes?: boolean;
   /** The provider pushes every job's end without a URL (the simulated provider, in the worker). */
   readonly pushesWithoutUrl?: boolean;
+  /**
+   * How long its jobs run, when the provider itself knows (the simulated provider's delay): the
+   * wait's first fallback read comes after it, unless the catalog entry says (expected_run_seconds).
+   */
+  readonly expectedRunMs?: number;
 }
 
 /** Why a job's status is read: see Provider.status. */
@@ -101,6 +106,8 @@ export interface ProviderJob {
    * sends it with the create.
    */
   webhookUrl?: string;
+  /** The generation the job serves (the simulated provider pushes the job's end to it). */
+  generationId?: string;
 }
 
 /** The provider's side of a job: its model id (and Replicate version) and the input it is sent. */

@@ -14,6 +14,7 @@ import { ChildProcessRenderer } from '../providers/simulated/renderer.js';
 import { SimulatedProvider } from '../providers/simulated/simulated-provider.js';
 import { openStorage } from '../storage/open-storage.js';
 import { providerRegistry } from './provider-registry.js';
+import { signalSimulatedJobEnded } from './simulated-push.js';
 import { measureProvider } from './provider-metrics.js';
 import type { WorkerMetrics } from './worker-metrics.js';
 
@@ -47,6 +48,11 @@ export function activityDeps(
           renderer: new ChildProcessRenderer(),
           storage,
           frameFetch: { allowCidrs: config.OUTBOUND_ALLOW_CIDRS },
+          push: signalSimulatedJobEnded(
+            db,
+            overrides.temporal,
+            logger.child({ component: 'simulated-provider' }),
+          ),
         }),
       fal: () =>
         new FalQueueProvider({
@@ -106,6 +112,10 @@ export function activityDeps(
         resolve: webhookResolverOf(config).resolve,
       },
       metrics: metrics?.generations,
+      ...(config.PROVIDER_WEBHOOK_BASE_URL
+        ? { providerWebhookBaseUrl: config.PROVIDER_WEBHOOK_BASE_URL }
+        : {}),
+      fallbackReadIntervalMs: config.PROVIDER_FALLBACK_READ_INTERVAL_MS,
       ...overrides,
     },
     providers,

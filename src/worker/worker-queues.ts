@@ -63,7 +63,7 @@ export async function createQueueWorkers(options: QueueWorkerOptions): Promise<W
     ...shutdownTimes(options.shutdownGraceMs),
     ...versioning,
   };
-  const waits = { waitForProvider: activities.waitForProvider.bind(activities) };
+  const waits = { readProviderJob: activities.readProviderJob.bind(activities) };
   const thumbnails = { makePendingThumbnails: activities.makePendingThumbnails.bind(activities) };
   // Webhook deliveries (their workflows and activities) wait on receivers (15 s each), and there
   // may be many: their own task queue, slots and workflow tasks, apart from the generations'.

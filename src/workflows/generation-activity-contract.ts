@@ -1,5 +1,5 @@
 import type { GenerationError, ProviderJobEnd } from '../generation.js';
-import type { Admission, GenerationStart, KeyClaim } from './generation-types.js';
+import type { Admission, GenerationStart, KeyClaim, SubmittedJob } from './generation-types.js';
 
 /**
  * The activities the generation workflow runs, as it needs them; src/activities/generation-activities.ts
@@ -23,9 +23,10 @@ export interface GenerationActivities<Result = unknown, Output = unknown> {
   /**
    * Hands the job to the provider of the plan's route `position` (default 0), once: a later attempt
    * asks the provider instead of sending it again. Fails as `RouteNotAccepted`, once the route's end
-   * is recorded, when the provider proved it did not take the job and a next route exists.
+   * is recorded, when the provider proved it did not take the job and a next route exists. Answers
+   * with how the job's wait reads it (whether its provider will push its end).
    */
-  submit: (start: GenerationStart, position?: number) => Promise<{ jobId: string }>;
+  submit: (start: GenerationStart, position?: number) => Promise<SubmittedJob>;
   /**
    * The job of plan position `position` ended without ever starting (the provider says so): that
    * route's end recorded and the submit claim moved to the next position, the job id cleared, in
@@ -41,13 +42,15 @@ export interface GenerationActivities<Result = unknown, Output = unknown> {
     generationId: string,
   ) => Promise<{ jobId: string | null; mayHaveReachedProvider: boolean }>;
   /**
-   * Polls the provider until the job ends (for a synchronous provider, makes its one call). Fails
-   * as `ProviderUncertain` when the job's fate cannot be known: a call whose answer was lost.
+   * Reads the job at the provider once (for a synchronous provider, makes its one call): running,
+   * or its end (the job's in-flight place is then freed). `reason`: a push woke the run, a fallback
+   * read while a push is expected (the request budget may answer it running unread), or a poll.
+   * Fails as `ProviderUncertain` when the job's fate cannot be known: a call whose answer was lost.
    */
-  waitForProvider: (
+  readProviderJob: (
     generation: { model: string; jobId: string; generationId?: string },
-    pollIntervalMs: number,
-  ) => Promise<ProviderJobEnd<Result>>;
+    reason: 'pushed' | 'fallback' | 'poll',
+  ) => Promise<{ state: 'running' } | ProviderJobEnd<Result>>;
   /** Asks the provider to stop a job we gave up on (best effort: a finished job is fine). */
   cancelJob: (jobId: string, generationId?: string) => Promise<void>;
   /** Copies each result into our storage and marks the generation succeeded. */

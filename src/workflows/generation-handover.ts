@@ -1,6 +1,6 @@
 import { isCancellation, setCurrentDetails } from '@temporalio/workflow';
 import type { generationSteps } from './generation-steps.js';
-import type { GenerationProgress, GenerationStart } from './generation-types.js';
+import type { GenerationProgress, GenerationStart, SubmittedJob } from './generation-types.js';
 import { isPermanent } from './step-failures.js';
 
 /**
@@ -25,7 +25,7 @@ export function handOverRules(steps: ReturnType<typeof generationSteps>, progres
      * confirm, is final; any other failure of the quick hand-over (no answer in time) leaves the
      * job to the background submission.
      */
-    async submit(job: GenerationStart, position: number): Promise<{ jobId: string }> {
+    async submit(job: GenerationStart, position: number): Promise<SubmittedJob> {
       if (inBackground) return steps.submitInBackground(job, position);
       try {
         return await steps.handOver(job, position);

@@ -1,3 +1,4 @@
+import type { ProviderJobEnd } from '../generation.js';
 import type { cancelRules } from './generation-cancel.js';
 import type { generationEndings } from './generation-endings.js';
 import { generationErrors, whatFailed } from './generation-errors.js';
@@ -6,7 +7,7 @@ import type { generationSteps } from './generation-steps.js';
 import type { GenerationProgress, GenerationStart } from './generation-types.js';
 
 type Steps = ReturnType<typeof generationSteps>;
-type WaitOutcome = Awaited<ReturnType<Steps['waitForProvider']>>;
+type WaitOutcome = ProviderJobEnd<unknown>;
 type Endings = ReturnType<typeof generationEndings>;
 
 /**

@@ -1,10 +1,10 @@
 import { setCurrentDetails } from '@temporalio/workflow';
+import type { ProviderJobEnd } from '../generation.js';
 import type { generationSteps } from './generation-steps.js';
-import { errorTypes, type GenerationStart } from './generation-types.js';
+import { errorTypes, type GenerationResumed, type GenerationStart } from './generation-types.js';
 import { failureMessage, failureType } from './step-failures.js';
 
 type Steps = ReturnType<typeof generationSteps>;
-type WaitOutcome = Awaited<ReturnType<Steps['waitForProvider']>>;
 
 /**
  * Route failover, for a model whose plan has several provider routes (`start.routes`, in order):
@@ -12,13 +12,18 @@ type WaitOutcome = Awaited<ReturnType<Steps['waitForProvider']>>;
  * to the plan's next only when it proved it did not take the job: it refused the submission
  * (`RouteNotAccepted`, its end recorded by the submit), or its job never started at the provider
  * (Replicate's `aborted`, recorded by leaveRoute; not while a cancel is out). The next route is
- * sent the job as staged for the first.
+ * sent the job as staged for the first. A run that continued as new mid-wait goes on from the
+ * route and staged job its predecessor carried (`carried`).
  */
-export function routeFailover(start: GenerationStart, steps: Steps) {
-  let position = 0;
-  let staged: GenerationStart | undefined;
+export function routeFailover(start: GenerationStart, steps: Steps, carried?: GenerationResumed['route']) {
+  let position = carried?.position ?? 0;
+  let staged: GenerationStart | undefined = carried?.staged;
   const nextAfter = (from: number) => start.routes?.[from + 1];
   return {
+    /** What a run continuing as new mid-wait carries on: the route, and the job as staged. */
+    carried(): NonNullable<GenerationResumed['route']> {
+      return { position, ...(staged ? { staged } : {}) };
+    },
     /** The job as staged for the first route (none for a run resumed with the provider's job). */
     stage(job: GenerationStart): void {
       staged = job;
@@ -40,7 +45,7 @@ export function routeFailover(start: GenerationStart, steps: Steps) {
      */
     async afterNeverStarted(
       jobId: string,
-      outcome: WaitOutcome,
+      outcome: ProviderJobEnd<unknown>,
       canceling: boolean,
     ): Promise<{ job: GenerationStart; position: number } | undefined> {
       const next = nextAfter(position);

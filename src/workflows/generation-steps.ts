@@ -18,7 +18,7 @@ import type { CancelActivities, GenerationActivities } from './generation-activi
 export function generationSteps(timing: GenerationStart['timing'], nudge?: () => void) {
   const horizon = { ...defaultStepHorizons, ...timing.horizons };
   const { admit, handOver, stageImages, submitInBackground } = handingOverSteps(timing, horizon);
-  const { waitForProvider, persistResults, cancelJob, stopJobBeforeRun } = jobSteps(timing, horizon);
+  const { readProviderJob, persistResults, cancelJob, stopJobBeforeRun } = jobSteps(horizon);
   const {
     refund,
     endCharged,
@@ -42,7 +42,7 @@ export function generationSteps(timing: GenerationStart['timing'], nudge?: () =>
     stopJobBeforeRun,
     handOver: told(handOver),
     submitInBackground: told(submitInBackground),
-    waitForProvider,
+    readProviderJob,
     persistResults: told(persistResults),
     refund: told(refund),
     endCharged: told(endCharged),
@@ -128,26 +128,32 @@ function handingOverSteps(timing: GenerationStart['timing'], horizon: StepHorizo
   return { admit, handOver, stageImages, submitInBackground };
 }
 
-/** The job at the provider: the wait, the results persisted, and stopping it. */
-function jobSteps(timing: GenerationStart['timing'], horizon: StepHorizons) {
+/** The job at the provider: reading it, the results persisted, and stopping it. */
+function jobSteps(horizon: StepHorizons) {
   /**
-   * The provider wait runs on a task queue of its own, so waits that last minutes never take the
-   * worker slots of short steps. It heartbeats once per poll, so its heartbeat timeout follows the
-   * poll interval: a lost worker is noticed within three polls (10 s at least), and a slow poll
-   * interval never times a healthy wait out.
+   * One read of the job at the provider (the wait itself is the workflow's: generation-provider-wait.ts),
+   * on the provider-waits task queue: a synchronous provider (OpenAI) makes its call here, for up
+   * to 10 minutes, and must not take the slots of short steps. It says it is alive on a clock
+   * (every 5 s), so a lost worker is noticed within 30 s. Retried through a provider that fails
+   * to answer until the wait's horizon (`remainingMs`: what is left of it).
    */
-  const { waitForProvider } = proxyActivities<GenerationActivities>({
-    taskQueue: providerWaitQueue(workflowInfo().taskQueue),
-    startToCloseTimeout: horizon.providerWaitMs,
-    scheduleToCloseTimeout: horizon.providerWaitMs,
-    heartbeatTimeout: Math.max(10_000, 3 * timing.pollIntervalMs),
-    retry: {
-      initialInterval: '1 second',
-      maximumInterval: '1 minute',
-      nonRetryableErrorTypes: nonRetryableTypes,
-    },
-    summary: 'Wait for the provider',
-  });
+  const readProviderJob = (
+    generation: Parameters<GenerationActivities['readProviderJob']>[0],
+    reason: Parameters<GenerationActivities['readProviderJob']>[1],
+    remainingMs: number,
+  ) =>
+    proxyActivities<GenerationActivities>({
+      taskQueue: providerWaitQueue(workflowInfo().taskQueue),
+      startToCloseTimeout: '11 minutes',
+      scheduleToCloseTimeout: Math.min(remainingMs, horizon.providerWaitMs),
+      heartbeatTimeout: '30 seconds',
+      retry: {
+        initialInterval: '1 second',
+        maximumInterval: '1 minute',
+        nonRetryableErrorTypes: nonRetryableTypes,
+      },
+      summary: `Read the job at the provider (${reason})`,
+    }).readProviderJob(generation, reason);
 
   /**
    * Persistence recovery: retried through the provider's storage misbehaving, up to its horizon. It
@@ -185,7 +191,7 @@ function jobSteps(timing: GenerationStart['timing'], horizon: StepHorizons) {
     summary: 'Stop the job at the provider before it runs (a cancel)',
   });
 
-  return { waitForProvider, persistResults, cancelJob, stopJobBeforeRun };
+  return { readProviderJob, persistResults, cancelJob, stopJobBeforeRun };
 }
 
 /** Refunds and bookkeeping: until they commit the generation stays queued (credits_refunded false). */

@@ -135,6 +135,32 @@ export interface GenerationKept {
 export interface GenerationResumed {
   admission: AdmissionDecision;
   providerJobId: string;
+  /**
+   * A wait that continued as new (its history grew long: see generation-provider-wait.ts): how it
+   * reads the job, and since when it waits. Absent when support named the job: polled at the poll
+   * interval, its horizon counted afresh.
+   */
+  wait?: { plan?: ProviderWaitPlan; since: number };
+  /** The route the job is on and the job as staged for the first, for failover after a continue-as-new. */
+  route?: { position: number; staged?: GenerationStart };
+}
+
+/**
+ * How the wait for a submitted job reads it (the submit's answer): `push`: the provider will push
+ * the job's end (a webhook was sent with the create, or the simulated provider), so reads on a
+ * timer are a fallback: the first after `firstReadMs` (the model's expected run time and a grace),
+ * the next every `everyMs`. Without push, the job is read every poll interval.
+ */
+export interface ProviderWaitPlan {
+  push: boolean;
+  firstReadMs: number;
+  everyMs: number;
+}
+
+/** A submitted job: the provider's job reference, and how its wait reads it. */
+export interface SubmittedJob {
+  jobId: string;
+  wait?: ProviderWaitPlan;
 }
 
 /**

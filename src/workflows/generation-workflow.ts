@@ -7,7 +7,7 @@ import {
   setHandler,
   setWorkflowOptions,
 } from '@temporalio/workflow';
-import type { GenerationError } from '../generation.js';
+import type { GenerationError, ProviderJobEnd } from '../generation.js';
 import { generationErrors, whatFailed } from './generation-errors.js';
 import { admissionRules } from './generation-admission.js';
 import { generationEndings } from './generation-endings.js';
@@ -16,6 +16,7 @@ import { imageStaging } from './generation-staging.js';
 import { admitUpdate, cancelUpdate, progressQuery, resolveUpdate } from './generation-messages.js';
 import { routeFailover } from './generation-routes.js';
 import { generationSteps } from './generation-steps.js';
+import { providerWait, type WaitCarried } from './generation-provider-wait.js';
 import { startWebhookDeliveries, webhookNudges } from './generation-webhooks.js';
 import {
   errorTypes,
@@ -23,6 +24,7 @@ import {
   type GenerationProgress,
   type GenerationResumed,
   type GenerationStart,
+  type SubmittedJob,
 } from './generation-types.js';
 import { defaultReviewHandOffMs, reviewRules } from './generation-review.js';
 import { retentionStory } from './generation-retention.js';
@@ -33,13 +35,13 @@ import { failureType, isPermanent, isSettled } from './step-failures.js';
 
 export { admitUpdate, cancelUpdate, progressQuery, resolveUpdate };
 
-type WaitOutcome = Awaited<ReturnType<ReturnType<typeof generationSteps>['waitForProvider']>>;
+type WaitOutcome = ProviderJobEnd<unknown>;
 
 /**
  * One generation's active life, from admission to its outcome:
  *
  *   admit (debit) → [fetch and store the customer's image URLs] → submit [the POST answers here]
- *   → wait for the provider → persist results → succeeded
+ *   → wait for the provider (its push, or a read on a timer) → persist results → succeeded
  *
  * then it continues as new into its retention run (generation-retention.ts), which keeps the
  * results until expires_at and expires the content; a generation that needs review waits there
@@ -81,7 +83,10 @@ function keepGeneration(kept: GenerationKept): Promise<never> {
   })(kept);
 }
 
-/** Support named the provider's job: the active life goes on from the wait, pinned to the current version. */
+/**
+ * Support named the provider's job, or a long wait's history asked to continue as new: the active
+ * life goes on from the wait, pinned to the current version.
+ */
 function resumeGeneration(start: GenerationStart, resumed: GenerationResumed): Promise<never> {
   return makeContinueAsNewFunc<typeof generationWorkflow>({
     workflowType: 'generationWorkflow',
@@ -145,7 +150,8 @@ function activeRun(
     cancel,
     review: reviewRules(start, steps, { progress, enter }, endings.fail),
     settle: jobEndRules(start, steps, { cancel, enter, progress, ...endings }),
-    routes: routeFailover(start, steps),
+    routes: routeFailover(start, steps, resumed?.route),
+    wait: providerWait(start, steps),
     stageImages: imageStaging(start, steps, endings),
     /** The start of the webhook deliveries once admitted (settles once started; at once without a webhook). */
     webhooks: Promise.resolve<void>(undefined),
@@ -188,54 +194,79 @@ async function keep(run: ActiveRun): Promise<never> {
  * True when the generation succeeded; false when it ended failed (and refunded).
  */
 async function generate(run: ActiveRun): Promise<boolean> {
-  let jobId = run.resumed?.providerJobId ?? (await stageAndSubmit(run));
-  while (jobId !== null) {
-    const waited = await waitFor(run, jobId);
+  const { resumed } = run;
+  let job = resumed ? { jobId: resumed.providerJobId, wait: resumed.wait?.plan } : await stageAndSubmit(run);
+  let since = resumed?.wait?.since;
+  while (job !== null) {
+    const waited = await waitFor(run, job, since);
+    since = undefined;
     if (waited === null) return false;
     const { outcome } = waited;
     const next = await run.routes.afterNeverStarted(waited.jobId, outcome, run.cancel.stoppedOrAsked);
     if (next === undefined) return run.settle(waited.jobId, outcome);
     run.enter('submitting', 'queued', 'submitting to the next route');
-    jobId = await submit(run, next.job, next.position);
+    job = await submit(run, next.job, next.position);
   }
   return false;
 }
 
-/** The job run to its end at the provider (support may name another), or null when the generation ended instead. */
+/**
+ * The job run to its end at the provider (support may name another), or null when the generation
+ * ended instead. `since`: when a wait carried over from an earlier run began.
+ */
 async function waitFor(
   run: ActiveRun,
-  first: string,
+  first: SubmittedJob,
+  since?: number,
 ): Promise<{ jobId: string; outcome: WaitOutcome } | null> {
-  const { start, steps, progress, cancel } = run;
-  for (let jobId = first; ;) {
+  const { progress, cancel } = run;
+  for (let job = first; ;) {
+    const { jobId } = job;
     progress.providerJobId = jobId;
     run.enter('generating', 'queued', `generating (provider job ${jobId})`);
-    const job = jobId;
+    const carried: WaitCarried = { ...(job.wait ? { plan: job.wait } : {}), since: since ?? Date.now() };
     try {
-      const outcome = await cancel.duringWait(() =>
-        steps.waitForProvider(
-          { model: start.model, jobId: job, generationId: start.generationId },
-          start.timing.pollIntervalMs,
-        ),
-      );
-      return { jobId, outcome };
+      const end = await cancel.duringWait(() => run.wait.until(jobId, carried));
+      if ('ended' in end) return { jobId, outcome: end.ended };
+      if ('continueAsNew' in end) return continueWaiting(run, jobId, end.continueAsNew);
+      await run.giveUp(new Error('the provider wait horizon passed'), whatFailed.providerWait);
+      await run.cancelAtProvider(jobId);
+      return null;
     } catch (error) {
       if (cancel.stopped) return run.fail(generationErrors.canceled).then(() => null);
       // A synchronous provider's call whose answer was lost: it may have run (and billed).
       if (failureType(error) !== errorTypes.providerUncertain) {
         await run.giveUp(error, whatFailed.providerWait);
-        if (!isSettled(error)) await run.cancelAtProvider(job);
+        if (!isSettled(error)) await run.cancelAtProvider(jobId);
         return null;
       }
       const found = await waitForSupport(run);
       if (found === null) return null;
-      jobId = found;
+      job = { jobId: found };
+      since = undefined;
     }
   }
 }
 
-/** The job staged (the customer's images) and submitted: its id, or null when the generation ended instead. */
-async function stageAndSubmit(run: ActiveRun): Promise<string | null> {
+/**
+ * A long wait's history is due to continue as new (see waitHistoryEventLimit): once the webhook
+ * deliveries and nudges are out and no handler runs, the active life goes on from the wait in a
+ * new run, with the route, the staged job and the wait's plan and start.
+ */
+async function continueWaiting(run: ActiveRun, jobId: string, wait: WaitCarried): Promise<never> {
+  await run.webhooks;
+  await run.nudges.sent();
+  await condition(allHandlersFinished);
+  return resumeGeneration(run.start, {
+    admission: run.admission.answer().admission,
+    providerJobId: jobId,
+    wait,
+    route: run.routes.carried(),
+  });
+}
+
+/** The job staged (the customer's images) and submitted, or null when the generation ended instead. */
+async function stageAndSubmit(run: ActiveRun): Promise<SubmittedJob | null> {
   run.enter('submitting', 'queued', 'submitting to the provider');
   const job = await run.stageImages(() => run.handOver.toBackground());
   if (job === null) return null;
@@ -244,12 +275,12 @@ async function stageAndSubmit(run: ActiveRun): Promise<string | null> {
 }
 
 /**
- * The provider's job id once route `position` (or a later one, when it refuses) has the job; null
- * when the generation ended instead.
+ * The provider's job once route `position` (or a later one, when it refuses) has it; null when the
+ * generation ended instead.
  */
-async function submit(run: ActiveRun, job: GenerationStart, position: number): Promise<string | null> {
+async function submit(run: ActiveRun, job: GenerationStart, position: number): Promise<SubmittedJob | null> {
   try {
-    return (await run.handOver.submit(job, run.routes.enter(position))).jobId;
+    return await run.handOver.submit(job, run.routes.enter(position));
   } catch (error) {
     if (isCancellation(error)) throw error;
     const next = run.routes.afterRefusal(error);
@@ -262,7 +293,7 @@ async function submit(run: ActiveRun, job: GenerationStart, position: number): P
  * is a Cancel-After deadline passed (as canceled); an acceptance nobody can confirm waits for
  * support; at the submit horizon, a job the provider may have is not ours to refund.
  */
-async function submissionFailed(run: ActiveRun, error: unknown): Promise<string | null> {
+async function submissionFailed(run: ActiveRun, error: unknown): Promise<SubmittedJob | null> {
   if (isSettled(error)) {
     run.settled();
     return null;
@@ -275,17 +306,23 @@ async function submissionFailed(run: ActiveRun, error: unknown): Promise<string 
       await run.fail(generationErrors.canceledByDeadline);
       return null;
     case errorTypes.providerUncertain:
-      return waitForSupport(run);
+      return supportNamed(run);
   }
   if (isPermanent(error)) {
     await run.fail(generationErrors.cannotComplete(whatFailed.submit));
     return null;
   }
   const state = await run.steps.submissionState(run.start.generationId);
-  if (state.jobId) return state.jobId;
-  if (state.mayHaveReachedProvider) return waitForSupport(run);
+  if (state.jobId) return { jobId: state.jobId };
+  if (state.mayHaveReachedProvider) return supportNamed(run);
   await run.fail(generationErrors.timedOut(whatFailed.acceptance));
   return null;
+}
+
+/** The job support named after a review (read at the poll interval: no push is known to come), or null. */
+async function supportNamed(run: ActiveRun): Promise<SubmittedJob | null> {
+  const found = await waitForSupport(run);
+  return found === null ? null : { jobId: found };
 }
 
 /**

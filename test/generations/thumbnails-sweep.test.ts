@@ -30,7 +30,8 @@ describe('the gallery thumbnails, off the generation workflow', () => {
       const name = e.activityTaskScheduledEventAttributes?.activityType?.name;
       return name ? [name] : [];
     });
-    expect(activities).toEqual(['waitForProvider', 'persistResults']);
+    // The simulated provider pushed the job's end: one read of it.
+    expect(activities).toEqual(['readProviderJob', 'persistResults']);
 
     const [image] = await galleryOf(stack.db.pool, id);
     const storage = stack.worker.deps.storage;

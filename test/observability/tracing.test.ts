@@ -75,7 +75,7 @@ describe('tracing', () => {
       ['generation-worker', 'RunActivity:admit'],
       ['generation-worker', 'StartActivity:submit'],
       ['generation-worker', 'RunActivity:submit'],
-      ['generation-worker', 'RunActivity:waitForProvider'],
+      ['generation-worker', 'RunActivity:readProviderJob'],
       ['generation-worker', 'RunActivity:persistResults'],
     ];
     await waitFor(() => Promise.resolve(expected.every(([, name]) => inTrace(name!))), 10_000).catch(

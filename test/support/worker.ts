@@ -11,6 +11,7 @@ import { freePort } from '../../src/dev/free-port.js';
 import { randomBase62 } from '../../src/ids.js';
 import { createLogger } from '../../src/logger.js';
 import { SimulatedProvider } from '../../src/providers/simulated/simulated-provider.js';
+import { signalSimulatedJobEnded } from '../../src/worker/simulated-push.js';
 import type { Provider } from '../../src/providers/provider.js';
 import type { FrameFetchPolicy } from '../../src/providers/simulated/video-drawing.js';
 import { buildResultHost } from '../../src/result-host/server.js';
@@ -96,6 +97,8 @@ export async function startTestWorker(
     // As the worker does: our own files are read from storage, other URLs fetched under the rules.
     storage: deps.storage,
     ...(options.frameFetch ? { frameFetch: options.frameFetch } : {}),
+    // As the worker does: each job's end is pushed to its generation's workflow.
+    push: signalSimulatedJobEnded(db, temporal, createLogger('simulated-provider-test', 'silent')),
   });
   const served: Provider = options.wrapProvider ? options.wrapProvider(provider) : provider;
 

@@ -45,10 +45,13 @@ export const factoriesReturnTheirContracts: [
   Same<ReturnType<typeof createThumbnailActivities>, ThumbnailActivities>,
 ] = [true, true, true, true, true, true];
 
-// A finished provider job is one type: what an adapter reports is what the wait returns.
+// A finished provider job is one type: what an adapter reports is what a read of the job returns.
 export const oneJobEnd: [
   Same<Exclude<ProviderStatus, { state: 'running' }>, ProviderJobEnd<ProviderResult>>,
-  Same<Awaited<ReturnType<GenerationActivities['waitForProvider']>>, ProviderJobEnd<unknown>>,
+  Same<
+    Exclude<Awaited<ReturnType<GenerationActivities['readProviderJob']>>, { state: 'running' }>,
+    ProviderJobEnd<unknown>
+  >,
 ] = [true, true];
 
 type Contract = WorkflowActivities<ProviderResult, StoredOutput>;
@@ -90,14 +93,14 @@ export async function workflowsFollowContracts() {
   // @ts-expect-error -- a scheduled attempt names its number
   await deliverWebhook({ generationId: 'gen_1', seq: 1 });
 
-  const { waitForProvider, refund } = proxyActivities<GenerationActivities>({
+  const { readProviderJob, refund } = proxyActivities<GenerationActivities>({
     startToCloseTimeout: '1 minute',
   });
-  // @ts-expect-error -- the poll interval is in milliseconds, a number
-  await waitForProvider({ model: 'm', jobId: 'sim:1' }, '5 seconds');
+  // @ts-expect-error -- a read says why it is made: pushed, fallback or poll
+  await readProviderJob({ model: 'm', jobId: 'sim:1' }, 'timer');
   // @ts-expect-error -- a refund names the error it records
   await refund('gen_1');
-  const ended = await waitForProvider({ model: 'm', jobId: 'sim:1' }, 1_000);
-  // @ts-expect-error -- a finished job is succeeded or failed, never running
-  if (ended.state === 'running') return;
+  const read = await readProviderJob({ model: 'm', jobId: 'sim:1' }, 'poll');
+  // @ts-expect-error -- a job read is running, succeeded or failed, never anything else
+  if (read.state === 'queued') return;
 }

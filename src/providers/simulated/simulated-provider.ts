@@ -38,6 +38,9 @@ const lookupRow = z.object({ job_id: z.string(), directives: z.custom<SimDirecti
 
 const submitRow = z.object({ job_id: z.string() });
 
+/** How long after a job's ready time its push goes: past the clock skew between this process and PostgreSQL. */
+const pushMarginMs = 25;
+
 /**
  * The embedded default provider: it makes real image files (and, for video
  * models, real MP4 files) after a realistic delay, and
@@ -55,8 +58,24 @@ export class SimulatedProvider implements Provider {
       storage?: Storage;
       /** What the renderer's frame fetches may reach besides public HTTPS addresses. */
       frameFetch?: FrameFetchPolicy;
+      /**
+       * Pushes a job's end to its generation (signalSimulatedJobEnded), as a real provider's
+       * webhook does: called when the job is ready. Absent: the jobs are polled.
+       */
+      push?: (generationId: string, jobId: string) => Promise<void>;
     },
   ) {}
+
+  /** With `push`, every job's end is pushed to its generation: its wait reads it then (and on a slow fallback). */
+  get pushes(): boolean {
+    return this.options.push !== undefined;
+  }
+  get pushesWithoutUrl(): boolean {
+    return this.pushes;
+  }
+  get expectedRunMs(): number {
+    return this.options.delayMs;
+  }
 
   private get renderer(): SimRenderer {
     return (this.options.renderer ??= inProcessRenderer);
@@ -76,9 +95,22 @@ export class SimulatedProvider implements Provider {
               now() + ${sql.interval({ seconds: (directives.queuedSeconds * 1000 + delayMs) / 1000 })})
       ON CONFLICT (token) DO UPDATE SET submissions = sim_provider_jobs.submissions + 1
       RETURNING job_id`);
+    this.pushWhenReady(job, jobId, directives.queuedSeconds * 1000 + delayMs);
     if (directives.uncertain)
       throw new ProviderUncertainError('The submit was sent but its answer was lost (simulated).');
     return { jobId };
+  }
+
+  /**
+   * The job's end pushed to its generation once it is ready (a little after ready_at, which
+   * PostgreSQL's clock set). A worker that stops first loses the push, as a lost webhook is lost:
+   * the wait's fallback read finds the job ended.
+   */
+  private pushWhenReady(job: ProviderJob, jobId: string, readyInMs: number): void {
+    const { push } = this.options;
+    if (!push || !job.generationId) return;
+    const generationId = job.generationId;
+    setTimeout(() => void push(generationId, jobId), readyInMs + pushMarginMs).unref();
   }
 
   async lookup(
