@@ -43,6 +43,7 @@ export function providerWait(start: GenerationStart, steps: Steps) {
     if (generationId === start.generationId) pushed.add(jobId);
   });
   const horizonMs = start.timing.horizons?.providerWaitMs ?? defaultProviderWaitMs;
+  const eventLimit = start.timing.waitHistoryEventLimit ?? waitHistoryEventLimit;
 
   return {
     /** Reads `jobId` until it ends, its horizon passes, or the run's history asks to continue as new. */
@@ -65,7 +66,7 @@ export function providerWait(start: GenerationStart, steps: Steps) {
         if (read.state !== 'running') return { ended: read };
         nextReadMs = !plan?.push || wasPushed ? pollMs : plan.everyMs;
         if (
-          workflowInfo().historyLength > waitHistoryEventLimit &&
+          workflowInfo().historyLength > eventLimit &&
           allHandlersFinished() &&
           !pushed.has(jobId)
         )

@@ -56,6 +56,11 @@ export interface GenerationStart {
     reviewHandOffMs?: number;
     /** How long each step is retried before the workflow gives up on it (absent from older APIs: the defaults). */
     horizons?: Partial<StepHorizons>;
+    /**
+     * Past this many history events, a run waiting for its provider continues as new at its next
+     * read (absent: waitHistoryEventLimit, 5,000). Tests lower it to tell that story quickly.
+     */
+    waitHistoryEventLimit?: number;
   };
 }
 

@@ -22,6 +22,7 @@ import { testDeployment } from '../support/worker.js';
 import { tellBatchStory } from './batch-stories.js';
 import { tellProviderCancelStories, useProviderStandIns } from './provider-cancel-stories.js';
 import { generationStories } from './stories.js';
+import { tellPushStories } from './push-stories.js';
 import { useHistoryRecorder } from './history-recorder.js';
 import {
   faultyActivities,
@@ -165,7 +166,15 @@ describe('record generation histories', () => {
       TEMPORAL_ADDRESS: inject('temporalAddress'),
     });
     expect(cli.code, cli.stderr).toBe(0);
-    await record(client, handle.workflowId, story('support reset of a generation'));
+    await record(
+      client,
+      handle.workflowId,
+      story("support reset of a generation (the job's end, pushed later, reaches the run the reset started)"),
+    );
+  }, 120_000);
+
+  it('records the stories of the provider push', async () => {
+    await tellPushStories(stack, (workflowId, names) => record(stack.client, workflowId, names));
   }, 120_000);
 
   it('records the batch story', async () => {

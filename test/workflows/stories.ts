@@ -35,7 +35,22 @@ export const generationStories: Record<string, readonly string[]> = {
     'expiry-failed',
     'expiry-failed-held',
   ],
-  'support reset of a generation': ['support-reset', 'support-reset-retention'],
+  "support reset of a generation (the job's end, pushed later, reaches the run the reset started)": [
+    'support-reset',
+    'support-reset-retention',
+  ],
+  "the provider pushes the job's end: read once, persisted": ['push-first', 'push-first-retention'],
+  "the push is lost: the fallback read finds the job's end": ['push-lost', 'push-lost-retention'],
+  'the push comes twice: the job read once, persisted once': ['push-twice', 'push-twice-retention'],
+  'the push comes as the fallback read is due: the job read once or twice, persisted once': [
+    'push-racing-read',
+    'push-racing-read-retention',
+  ],
+  'a long wait continues as new; its end, pushed then, reaches the new run': [
+    'wait-continued',
+    'wait-continued-resumed',
+    'wait-continued-retention',
+  ],
   'a webhook subscription: its delivery workflow started': ['webhook-started', 'webhook-retention'],
   'rejected at admission, with a webhook subscription: its delivery workflow started': ['webhook-rejected'],
   'webhook delivery: the first attempt refused (500), the retry delivers': ['webhook-delivery-retried'],
