@@ -55,5 +55,6 @@ export function providerJob(
     longEdgePx,
     target,
     generationId: start.generationId,
+    workflowId: start.workflowId,
   };
 }

@@ -20,7 +20,7 @@ export const temporalSettings = settingGroup({
     TEMPORAL_NAMESPACE: { readBy: ['api', 'worker', 'admin', 'start'], text: 'The Temporal namespace.' },
     TEMPORAL_TASK_QUEUE: {
       readBy: ['api', 'worker', 'admin'],
-      text: 'Workflows and short steps run on this queue; provider waits poll `<queue>.provider-waits`, batches (their workflows and slices) `<queue>.batches`, webhook deliveries `<queue>.webhooks`, thumbnails `<queue>.thumbnails`.',
+      text: 'Workflows and short steps run on this queue; reads of provider jobs (an OpenAI call among them) `<queue>.provider-waits`, batches (their workflows and slices) `<queue>.batches`, webhook deliveries `<queue>.webhooks`, thumbnails `<queue>.thumbnails`.',
     },
   },
 });

@@ -32,7 +32,7 @@ export const workerSettings = settingGroup({
     },
     WORKER_MAX_PROVIDER_WAITS: {
       readBy: ['worker'],
-      text: 'Provider waits a worker runs at once (their own task queue, so slow jobs never starve the steps).',
+      text: 'Reads of provider jobs a worker runs at once, on their own task queue (`<queue>.provider-waits`): each a short status read, or an OpenAI call, which lasts as long as its image. A generation waiting for its provider holds none (it waits in its workflow).',
     },
     WORKER_MAX_BATCH_SLICES: {
       readBy: ['worker'],

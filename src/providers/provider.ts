@@ -106,8 +106,9 @@ export interface ProviderJob {
    * sends it with the create.
    */
   webhookUrl?: string;
-  /** The generation the job serves (the simulated provider pushes the job's end to it). */
+  /** The generation the job serves and its workflow (the simulated provider pushes the job's end there). */
   generationId?: string;
+  workflowId?: string;
 }
 
 /** The provider's side of a job: its model id (and Replicate version) and the input it is sent. */

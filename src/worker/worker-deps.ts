@@ -49,7 +49,6 @@ export function activityDeps(
           storage,
           frameFetch: { allowCidrs: config.OUTBOUND_ALLOW_CIDRS },
           push: signalSimulatedJobEnded(
-            db,
             overrides.temporal,
             logger.child({ component: 'simulated-provider' }),
           ),

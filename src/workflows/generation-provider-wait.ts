@@ -65,11 +65,7 @@ export function providerWait(start: GenerationStart, steps: Steps) {
         );
         if (read.state !== 'running') return { ended: read };
         nextReadMs = !plan?.push || wasPushed ? pollMs : plan.everyMs;
-        if (
-          workflowInfo().historyLength > eventLimit &&
-          allHandlersFinished() &&
-          !pushed.has(jobId)
-        )
+        if (workflowInfo().historyLength > eventLimit && allHandlersFinished() && !pushed.has(jobId))
           return { continueAsNew: carried };
       }
     },

@@ -98,7 +98,7 @@ export async function startTestWorker(
     storage: deps.storage,
     ...(options.frameFetch ? { frameFetch: options.frameFetch } : {}),
     // As the worker does: each job's end is pushed to its generation's workflow.
-    push: signalSimulatedJobEnded(db, temporal, createLogger('simulated-provider-test', 'silent')),
+    push: signalSimulatedJobEnded(temporal, createLogger('simulated-provider-test', 'silent')),
   });
   const served: Provider = options.wrapProvider ? options.wrapProvider(provider) : provider;
 

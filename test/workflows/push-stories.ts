@@ -38,19 +38,18 @@ export async function tellPushStories(stack: GenerationStack, record: Record): P
   const { client } = stack;
   const fates = new Map<string, PushFate>();
   const signal = signalSimulatedJobEnded(
-    stack.db.pool,
     () => Promise.resolve(client),
     createLogger('push-stories', 'silent'),
   );
   const provider = new SimulatedProvider(stack.db.pool, {
     delayMs,
     storage: stack.worker.deps.storage,
-    push: async (generationId, jobId) => {
-      const fate = fates.get(generationId) ?? 'sent';
+    push: async (to, jobId) => {
+      const fate = fates.get(to.generationId) ?? 'sent';
       if (fate === 'lost' || fate === 'held') return;
       if (typeof fate === 'object') await new Promise((resolve) => setTimeout(resolve, fate.lateMs));
-      await signal(generationId, jobId);
-      if (fate === 'twice') await signal(generationId, jobId);
+      await signal(to, jobId);
+      if (fate === 'twice') await signal(to, jobId);
     },
   });
   const taskQueue = `record-push-${randomBase62(8)}`;
@@ -132,7 +131,7 @@ export async function tellPushStories(stack: GenerationStack, record: Record): P
         .toBe(2);
       const jobId = await stack.db.pool.oneFirst(sql.type(z.object({ job_id: z.string() }))`
         UPDATE sim_provider_jobs SET ready_at = now() WHERE token = ${`tok_${generationId}`} RETURNING job_id`);
-      await signal(generationId, jobId);
+      await signal({ generationId, workflowId: handle.workflowId }, jobId);
       await record(
         handle.workflowId,
         story('a long wait continues as new; its end, pushed then, reaches the new run'),

@@ -62,7 +62,7 @@ export class SimulatedProvider implements Provider {
        * Pushes a job's end to its generation (signalSimulatedJobEnded), as a real provider's
        * webhook does: called when the job is ready. Absent: the jobs are polled.
        */
-      push?: (generationId: string, jobId: string) => Promise<void>;
+      push?: (to: { generationId: string; workflowId: string }, jobId: string) => Promise<void>;
     },
   ) {}
 
@@ -108,9 +108,9 @@ export class SimulatedProvider implements Provider {
    */
   private pushWhenReady(job: ProviderJob, jobId: string, readyInMs: number): void {
     const { push } = this.options;
-    if (!push || !job.generationId) return;
-    const generationId = job.generationId;
-    setTimeout(() => void push(generationId, jobId), readyInMs + pushMarginMs).unref();
+    const { generationId, workflowId } = job;
+    if (!push || !generationId || !workflowId) return;
+    setTimeout(() => void push({ generationId, workflowId }, jobId), readyInMs + pushMarginMs).unref();
   }
 
   async lookup(
