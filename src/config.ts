@@ -14,7 +14,12 @@ import { checkTemporalSecurity, temporalSecuritySettings, type TemporalSecurity 
 export { ConfigError } from './config/setting.js';
 export type { TrustProxy } from './config/api.js';
 export { stepHorizons } from './config/generations.js';
-export { inFlightCaps, providerCredentialVariables, providersWithCredentials } from './config/providers.js';
+export {
+  inFlightCaps,
+  providerCredentialVariables,
+  providersWithCredentials,
+  requestBudgets,
+} from './config/providers.js';
 export { storageLocation } from './config/storage.js';
 export { webhookResolverOf } from './config/webhooks.js';
 

@@ -262,7 +262,7 @@ const failuresKey = (ip: string) => `ratelimit:failed-auth:${ip}`;
 const seconds = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
 
 /** host:port of a Redis URL: what the log may name (the URL can hold a password). */
-function redisAddress(url: string): string {
+export function redisAddress(url: string): string {
   try {
     const parsed = new URL(url);
     return `${parsed.hostname}:${parsed.port || '6379'}`;

@@ -19,6 +19,8 @@ export class OutageLog {
   constructor(
     private readonly log: Logger,
     private readonly address: string,
+    /** What is counted in memory meanwhile, as the log lines name it. */
+    private readonly what = 'rate limits',
   ) {}
 
   failed(error: Error): void {
@@ -29,7 +31,7 @@ export class OutageLog {
     this.lastLogAt = this.downSince;
     this.log.warn(
       { redis: this.address, err: { message: error.message } },
-      'Redis unreachable or not answering: rate limits are counted in this process only until it is back',
+      `Redis unreachable or not answering: ${this.what} are counted in this process only until it is back`,
     );
     this.errorsSinceLog = 0;
     this.localSinceLog = 0;
@@ -46,7 +48,7 @@ export class OutageLog {
     if (this.downSince === null) return;
     this.log.info(
       { redis: this.address, down_ms: Date.now() - this.downSince, counted_locally: this.localSinceLog },
-      'Redis reachable again: rate limits are shared again',
+      `Redis reachable again: ${this.what} are shared again`,
     );
     this.downSince = null;
     this.stop();
@@ -68,7 +70,7 @@ export class OutageLog {
         counted_locally: this.localSinceLog,
         err: { message: this.lastError },
       },
-      'Redis still unreachable: rate limits are counted in this process only',
+      `Redis still unreachable: ${this.what} are counted in this process only`,
     );
     this.errorsSinceLog = 0;
     this.localSinceLog = 0;

@@ -157,12 +157,12 @@ export const apiSettings = settingGroup({
       text: 'Comma-separated origins (`https://app.example.com`) whose browsers may call `/v1/mcp`, besides the API’s own origin and loopback; a request with any other `Origin` header is refused with 403 (DNS-rebinding protection). Requests without `Origin` (every non-browser client) are not affected.',
     },
     REDIS_URL: {
-      readBy: ['api', 'console'],
-      text: 'Redis or Valkey (`redis://`, `rediss://`) where every API process counts the per-key and failed-authentication limits. Unset: each process counts in memory. See [Limits shared by every API replica](operating.md#limits-shared-by-every-api-replica-redis_url).',
+      readBy: ['api', 'worker', 'console'],
+      text: 'Redis or Valkey (`redis://`, `rediss://`) where every API process counts the per-key and failed-authentication limits, and every worker the providers’ request budgets. Unset: each API process counts in memory, and workers share the budgets through PostgreSQL. See [Limits shared by every API replica](operating.md#limits-shared-by-every-api-replica-redis_url).',
     },
     REDIS_TIMEOUT_MS: {
-      readBy: ['api', 'console'],
-      text: 'A limit check waits this long for Redis, then counts in the process’s memory.',
+      readBy: ['api', 'worker', 'console'],
+      text: 'A limit or budget check waits this long for Redis, then counts in the process’s memory.',
     },
   },
 });

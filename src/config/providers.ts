@@ -32,6 +32,17 @@ export const providerSettings = settingGroup({
     REPLICATE_MAX_IN_FLIGHT: int(20),
     OPENAI_MAX_IN_FLIGHT: int(5),
     SIM_PROVIDER_MAX_IN_FLIGHT: int(0),
+    // Each provider account's request budget (0: none). Replicate publishes its limits; fal limits
+    // jobs running at once, not requests; OpenAI's depend on the model and the account's tier.
+    FAL_CREATES_PER_MINUTE: int(0),
+    FAL_REQUESTS_PER_MINUTE: int(0),
+    REPLICATE_CREATES_PER_MINUTE: int(600),
+    REPLICATE_REQUESTS_PER_MINUTE: int(3_000),
+    OPENAI_CREATES_PER_MINUTE: int(0),
+    OPENAI_REQUESTS_PER_MINUTE: int(0),
+    PROVIDER_BUDGET_FALLBACK_SHARE: z.coerce.number().gt(0).max(1).default(0.5),
+    PROVIDER_BUDGET_CREATE_WAIT_MS: int(1_000),
+    PROVIDER_BUDGET_READ_WAIT_MS: int(5_000),
     BATCH_PROVIDER_SHARE: z.coerce.number().gt(0).max(1).default(0.8),
     PROVIDER_DOWN_AFTER_FAILURES: int(5, 1),
     PROVIDER_PROBE_INTERVAL_MS: int(30_000, 100),
@@ -86,6 +97,42 @@ export const providerSettings = settingGroup({
       readBy: ['worker'],
       text: 'The same for the simulated provider (0: no cap).',
     },
+    FAL_CREATES_PER_MINUTE: {
+      readBy: ['worker'],
+      text: 'Creates the fal account is sent per minute, by all workers together (0: no budget). fal publishes no request rate: it limits the requests running at once, and queues the rest. See [The request budget](providers.md#the-request-budget).',
+    },
+    FAL_REQUESTS_PER_MINUTE: {
+      readBy: ['worker'],
+      text: 'Every other request to fal (status and result reads, cancels, probes) per minute, by all workers together (0: no budget).',
+    },
+    REPLICATE_CREATES_PER_MINUTE: {
+      readBy: ['worker'],
+      text: 'Creates the Replicate account is sent per minute, by all workers together: Replicate’s published limit (0: no budget). Raise it when Replicate grants more.',
+    },
+    REPLICATE_REQUESTS_PER_MINUTE: {
+      readBy: ['worker'],
+      text: 'Every other request to Replicate per minute, by all workers together: Replicate’s published limit for all other endpoints (0: no budget).',
+    },
+    OPENAI_CREATES_PER_MINUTE: {
+      readBy: ['worker'],
+      text: 'Image calls OpenAI is sent per minute, by all workers together (0: no budget; `OPENAI_MAX_IN_FLIGHT` still caps the calls at once). OpenAI’s limit depends on the model and the account’s usage tier: set it from the account’s limits page.',
+    },
+    OPENAI_REQUESTS_PER_MINUTE: {
+      readBy: ['worker'],
+      text: 'Every other request to OpenAI (its probe) per minute (0: no budget).',
+    },
+    PROVIDER_BUDGET_FALLBACK_SHARE: {
+      readBy: ['worker'],
+      text: 'The share (0 to 1) of a provider’s burst allowance that fallback status reads (a read while a webhook is expected) may use: past it they are skipped (the job counts as still running and is read again later), so that pushed reads, results and cancels keep their turn.',
+    },
+    PROVIDER_BUDGET_CREATE_WAIT_MS: {
+      readBy: ['worker'],
+      text: 'How long a create waits for its turn in the budget; past it the submit fails as throttled, nothing sent, and is retried (a routed generation may take its next route).',
+    },
+    PROVIDER_BUDGET_READ_WAIT_MS: {
+      readBy: ['worker'],
+      text: 'How long a status read, result read or cancel waits for its turn in the budget (or for a provider’s `429` pause to end); past it the call fails as throttled and is retried.',
+    },
     BATCH_PROVIDER_SHARE: {
       readBy: ['worker'],
       text: "The share (0 to 1) of a capped provider's in-flight places that batch lines may hold together; the rest are kept for generations created on their own, which also go first for any place that frees. Batch lines may always hold at least one place, but never a provider's last one unless this is 1: a provider with one place serves them only then (otherwise they go to their model's next route, or wait).",
@@ -130,6 +177,26 @@ export function inFlightCaps(config: ProviderConfig): Record<ProviderName, numbe
     fal: config.FAL_MAX_IN_FLIGHT,
     replicate: config.REPLICATE_MAX_IN_FLIGHT,
     openai: config.OPENAI_MAX_IN_FLIGHT,
+  };
+}
+
+/** Each provider account's request budget: creates, and every other request, per minute (0: none). */
+export function requestBudgets(
+  config: ProviderConfig,
+): Record<Exclude<ProviderName, 'simulated'>, { createsPerMinute: number; requestsPerMinute: number }> {
+  return {
+    fal: {
+      createsPerMinute: config.FAL_CREATES_PER_MINUTE,
+      requestsPerMinute: config.FAL_REQUESTS_PER_MINUTE,
+    },
+    replicate: {
+      createsPerMinute: config.REPLICATE_CREATES_PER_MINUTE,
+      requestsPerMinute: config.REPLICATE_REQUESTS_PER_MINUTE,
+    },
+    openai: {
+      createsPerMinute: config.OPENAI_CREATES_PER_MINUTE,
+      requestsPerMinute: config.OPENAI_REQUESTS_PER_MINUTE,
+    },
   };
 }
 

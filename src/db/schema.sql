@@ -36,6 +36,7 @@
 -- 0034_key_limits.sql
 -- 0035_batch_scheduling.sql
 -- 0036_batch_line_admission.sql
+-- 0037_provider_budgets.sql
 
 CREATE SEQUENCE webhook_delivery_attempts_id_seq AS bigint START 1 INCREMENT 1;
 
@@ -521,6 +522,15 @@ CREATE TABLE openai_image_results (
   CONSTRAINT openai_image_results_job_id_fkey FOREIGN KEY (job_id) REFERENCES openai_image_calls(job_id) ON DELETE CASCADE
 );
 CREATE INDEX openai_image_results_staged ON public.openai_image_results USING btree (staged_at);
+
+CREATE TABLE provider_budgets (
+  provider text NOT NULL,
+  create_turn timestamp with time zone DEFAULT '-infinity'::timestamp with time zone NOT NULL,
+  other_turn timestamp with time zone DEFAULT '-infinity'::timestamp with time zone NOT NULL,
+  paused_until timestamp with time zone DEFAULT '-infinity'::timestamp with time zone NOT NULL,
+  fallback_paused_until timestamp with time zone DEFAULT '-infinity'::timestamp with time zone NOT NULL,
+  CONSTRAINT provider_budgets_pkey PRIMARY KEY (provider)
+);
 
 CREATE TABLE provider_health (
   provider text NOT NULL,
@@ -1128,4 +1138,61 @@ BEGIN
       USING ERRCODE = 'check_violation';
   END IF;
   RETURN NEW;
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.take_provider_turn(p_provider text, p_class text, p_emission_ms double precision, p_tolerance_ms double precision, p_max_wait_ms double precision, p_fallback_share double precision, OUT granted boolean, OUT wait_ms double precision)
+ RETURNS record
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  b        provider_budgets%ROWTYPE;
+  now_at   timestamptz;
+  paused   timestamptz;
+  start_at timestamptz;
+  turn     timestamptz;
+  over     double precision;
+BEGIN
+  IF p_class IS NULL OR p_class NOT IN ('create', 'other') THEN
+    RAISE EXCEPTION 'take_provider_turn: no class %', p_class;
+  END IF;
+  SELECT * INTO b FROM provider_budgets WHERE provider = p_provider FOR UPDATE;
+  IF NOT FOUND THEN
+    INSERT INTO provider_budgets (provider) VALUES (p_provider) ON CONFLICT DO NOTHING;
+    SELECT * INTO b FROM provider_budgets WHERE provider = p_provider FOR UPDATE;
+  END IF;
+  -- Read after the lock: a worker that waited for it counts from now, not from before.
+  now_at := clock_timestamp();
+  paused := CASE WHEN p_fallback_share IS NULL THEN b.paused_until ELSE b.fallback_paused_until END;
+  IF p_fallback_share IS NOT NULL AND paused > now_at THEN
+    granted := false;
+    wait_ms := extract(epoch FROM paused - now_at) * 1000;
+    RETURN;
+  END IF;
+  start_at := greatest(now_at, paused);
+  IF p_emission_ms IS NULL THEN
+    wait_ms := extract(epoch FROM start_at - now_at) * 1000;
+    granted := wait_ms <= p_max_wait_ms;
+    RETURN;
+  END IF;
+  turn := greatest(CASE p_class WHEN 'create' THEN b.create_turn ELSE b.other_turn END, start_at);
+  wait_ms := extract(epoch FROM greatest(turn - make_interval(secs => p_tolerance_ms / 1000), start_at) - now_at) * 1000;
+  IF p_fallback_share IS NOT NULL THEN
+    over := extract(epoch FROM turn - now_at) * 1000 + p_emission_ms
+            - p_fallback_share * (p_tolerance_ms + p_emission_ms);
+    IF over > 0.001 THEN
+      granted := false;
+      wait_ms := over;
+      RETURN;
+    END IF;
+  ELSIF wait_ms > p_max_wait_ms THEN
+    granted := false;
+    RETURN;
+  END IF;
+  turn := turn + make_interval(secs => p_emission_ms / 1000);
+  IF p_class = 'create' THEN
+    UPDATE provider_budgets SET create_turn = turn WHERE provider = p_provider;
+  ELSE
+    UPDATE provider_budgets SET other_turn = turn WHERE provider = p_provider;
+  END IF;
+  granted := true;
 END $function$;

@@ -6,6 +6,7 @@ import {
   ProviderTransientError,
   ProviderUncertainError,
 } from './provider.js';
+import { providerThrottled, requestTurn, type RequestKind } from './request-budget.js';
 
 /**
  * Plain HTTP to a provider's API, shared by the adapters. One call is one request: nothing here
@@ -26,6 +27,10 @@ import {
  * - other 4xx on a create → rejection (the input is wrong; nothing ran);
  * - a create whose answer was lost after it left us (timeout, reset, 5xx) → uncertain; the same on a
  *   read (status, result, cancel) is transient: reads are safe to repeat.
+ *
+ * Under a provider account's request budget (budgetProvider, in the worker), each request first
+ * takes its turn (request-budget.ts): it may wait, or fail before anything is sent (a throttled
+ * create then proves the job not accepted); a 429 pauses the account for every worker.
  */
 
 type CallKind = 'create' | 'read';
@@ -38,6 +43,8 @@ interface ProviderCall {
   json?: unknown;
   body?: FormData;
   timeoutMs: number;
+  /** What the request counts as in the request budget, when the Provider method does not say (a result read inside a status). */
+  counts?: RequestKind;
 }
 
 export interface ProviderAnswer {
@@ -92,6 +99,8 @@ export async function callProvider(
    */
   ownRefusal: NotAcceptedAnswer = () => false,
 ): Promise<ProviderAnswer> {
+  // Nothing is sent before the budget gives this request its turn (or refuses it: nothing sent).
+  const counted = await requestTurn(kind, call.method, call.counts);
   let response: Response;
   try {
     response = await fetch(call.url, {
@@ -119,7 +128,10 @@ export async function callProvider(
   if ((response.status >= 200 && response.status < 300) || acceptStatuses.includes(response.status))
     return { status: response.status, headers: response.headers, body };
   const answer = { status: response.status, headers: response.headers, body };
-  throw refusal(provider, kind, answer, body ?? text, ownRefusal);
+  const error = refusal(provider, kind, answer, body ?? text, ownRefusal);
+  // The provider throttles the account: every worker's calls to it pause for its Retry-After.
+  if (error instanceof ProviderThrottled) await providerThrottled(counted, error.retryAfterMs ?? 0);
+  throw error;
 }
 
 /**

@@ -144,8 +144,13 @@ export interface ProviderResult {
   hasAudio?: boolean;
 }
 
-/** Where a job stands: running, or ended (see ProviderJobEnd). */
-export type ProviderStatus = { state: 'running'; progress?: number } | ProviderJobEnd<ProviderResult>;
+/**
+ * Where a job stands: running, or ended (see ProviderJobEnd). `skipped: 'budget'`: a fallback read
+ * the request budget skipped (nothing was asked of the provider): taken as still running, and read
+ * again later; the caller may count it.
+ */
+export type ProviderStatus =
+  { state: 'running'; progress?: number; skipped?: 'budget' } | ProviderJobEnd<ProviderResult>;
 
 /** The provider refused the job outright; nothing ran, so the debit is refunded. */
 export class ProviderRejection extends Error {

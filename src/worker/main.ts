@@ -22,7 +22,7 @@ import { logUnconfiguredProviders } from './provider-registry.js';
 import { createWorkerMetrics } from './worker-metrics.js';
 import { startMetricsServer } from '../observability/metrics-server.js';
 import { startTracing } from '../observability/tracing.js';
-import { providersWithCredentials } from '../config.js';
+import { providersWithCredentials, requestBudgets } from '../config.js';
 import { wireBatchAdmission } from './batch-admission.js';
 
 /** `npm run worker`: runs generation workflows and their activities. Configured by environment variables only. */
@@ -51,6 +51,7 @@ const metrics =
         queuedTooLongMs: config.QUEUED_TOO_LONG_MS,
         providers: [...providersWithCredentials(config)],
         log: logger.child({ component: 'metrics' }),
+        budgets: requestBudgets(config),
       });
 const temporalOptions = temporalConnectionOptions(config.TEMPORAL_ADDRESS, config);
 const connection = await NativeConnection.connect(temporalOptions);
@@ -59,7 +60,7 @@ const clientConnection = await Connection.connect(temporalOptions);
 const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
 await registerSearchAttributes();
 await logUnconfiguredProviders(config, pool, logger);
-const { deps, providers } = activityDeps(
+const { deps, providers, budgetStore } = activityDeps(
   config,
   pool,
   logger,
@@ -175,6 +176,7 @@ await metricsServer?.close();
 // Whatever queries the pool on its own (the probes, batch admission's listener and reloads) stops first.
 await stopProbing();
 await batches?.close();
+await budgetStore.close();
 await connection.close();
 await clientConnection.close();
 await pool.end();

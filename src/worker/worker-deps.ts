@@ -16,6 +16,8 @@ import { openStorage } from '../storage/open-storage.js';
 import { providerRegistry } from './provider-registry.js';
 import { signalSimulatedJobEnded } from './simulated-push.js';
 import { measureProvider } from './provider-metrics.js';
+import { budgetProvider, budgetStoreFor, providerBudgets } from './budgeted-provider.js';
+import type { BudgetStore } from '../providers/request-budget.js';
 import type { WorkerMetrics } from './worker-metrics.js';
 
 /** How long after our provider-wait horizon Replicate's own deadline (Cancel-After) falls. */
@@ -24,6 +26,8 @@ const replicateDeadlineMarginMs = 15 * 60_000;
 /**
  * The activities' dependencies from configuration: storage, and the providers with credentials.
  * With `metrics`, every provider call is timed and the activities count the outcomes they commit.
+ * `budgetStore`: where the real providers' request budgets are shared (closed by the caller at
+ * exit); by default Redis with REDIS_URL, else PostgreSQL.
  */
 export function activityDeps(
   config: Config,
@@ -31,8 +35,10 @@ export function activityDeps(
   logger: Logger,
   overrides: Partial<ActivityDeps> & Pick<ActivityDeps, 'temporal'>,
   metrics?: WorkerMetrics,
-): { deps: ActivityDeps; providers: ReadonlyMap<ProviderName, Provider> } {
+  budgetStore: BudgetStore = budgetStoreFor(config, db, logger),
+): { deps: ActivityDeps; providers: ReadonlyMap<ProviderName, Provider>; budgetStore: BudgetStore } {
   const storage = openStorage(storageLocation(config), config.RESULT_BASE_URL);
+  const budgets = providerBudgets(config, budgetStore, metrics?.budget);
   const healthLog = logger.child({ component: 'provider-health' });
   /** How a provider's result files are fetched: plain http only when its API is a local stand-in on http. */
   const downloadPolicy = (apiUrl: string) => ({
@@ -80,15 +86,19 @@ export function activityDeps(
           cancelAfterMs: config.PROVIDER_WAIT_HORIZON_MS + replicateDeadlineMarginMs,
         }),
     },
-    // Timed inside the health tracking, so that its bookkeeping is not counted as the provider's time.
-    (name, provider) =>
-      trackHealth(
+    // Timed inside the health tracking, so that its bookkeeping is not counted as the provider's time;
+    // both inside the request budget, so that a request it holds back or skips counts for neither.
+    (name, provider) => {
+      const tracked = trackHealth(
         name,
         metrics ? measureProvider(name, provider, metrics.providerCalls) : provider,
         db,
         healthPolicy(config),
         healthLog,
-      ),
+      );
+      const budget = budgets[name];
+      return budget ? budgetProvider(tracked, budget) : tracked;
+    },
   );
   const caps = inFlightCaps(config);
   return {
@@ -118,6 +128,7 @@ export function activityDeps(
       ...overrides,
     },
     providers,
+    budgetStore,
   };
 }
 

@@ -3,9 +3,11 @@ import { Gauge, type Histogram, type Registry } from 'prom-client';
 import type { CommonQueryMethods } from 'slonik';
 import { generationsNeedingReviewByModel, queuedGenerationsByModel } from '../db/operational-gauges.js';
 import { providerHealthReport } from '../db/provider-health.js';
+import type { BudgetLimits, BudgetMetrics } from '../providers/request-budget.js';
 import {
   createMetricsRegistry,
   metricNames,
+  providerBudgetMetrics,
   providerCallHistogram,
   workerGenerationMetrics,
   type GenerationMetrics,
@@ -15,6 +17,8 @@ export interface WorkerMetrics {
   registry: Registry;
   generations: GenerationMetrics;
   providerCalls: Histogram<'provider' | 'call' | 'outcome'>;
+  /** The providers' request budgets: requests by kind, waits, refusals, skipped fallback reads, 429s. */
+  budget: BudgetMetrics;
 }
 
 /**
@@ -30,6 +34,8 @@ export function createWorkerMetrics(
     /** The providers this worker serves: shown closed (0) until provider_health says otherwise. */
     providers: readonly string[];
     log: Logger;
+    /** Each provider account's request budget, shown beside its requests. */
+    budgets?: Readonly<Record<string, BudgetLimits>>;
   },
 ): WorkerMetrics {
   const registry = createMetricsRegistry();
@@ -119,5 +125,6 @@ export function createWorkerMetrics(
     registry,
     generations: workerGenerationMetrics(registry),
     providerCalls: providerCallHistogram(registry),
+    budget: providerBudgetMetrics(registry, options.budgets),
   };
 }

@@ -119,7 +119,7 @@ export class FalQueueProvider implements Provider {
     if (status === 'IN_QUEUE' || status === 'IN_PROGRESS') return { state: 'running' };
     if (status !== 'COMPLETED')
       throw new ProviderTransientError(`fal answered an unknown request status ${JSON.stringify(status)}`);
-    return this.outcome(await this.read('GET', request, errorStatuses));
+    return this.outcome(await this.read('GET', request, errorStatuses, 'result'));
   }
 
   async fetchResult(_jobId: string, index: number, result: ProviderResult): Promise<ResultContent> {
@@ -208,11 +208,13 @@ export class FalQueueProvider implements Provider {
     return `${this.options.queueUrl}/${owner}/${app}/requests/${encodeURIComponent(requestId)}`;
   }
 
-  private read(method: 'GET' | 'PUT', url: string, acceptStatuses: readonly number[]) {
+  /** One read; `counts`: what it is in the request budget when not the method's own (the result, read in a status). */
+  private read(method: 'GET' | 'PUT', url: string, acceptStatuses: readonly number[], counts?: 'result') {
+    const timeoutMs = this.options.readTimeoutMs ?? 30_000;
     return callProvider(
       provider,
       'read',
-      { method, url, headers: this.auth(), timeoutMs: this.options.readTimeoutMs ?? 30_000 },
+      { method, url, headers: this.auth(), timeoutMs, ...(counts ? { counts } : {}) },
       acceptStatuses,
     );
   }

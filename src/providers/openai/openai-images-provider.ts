@@ -14,6 +14,7 @@ import {
 } from '../provider.js';
 import { FormData } from 'undici';
 import { callProvider, type DownloadPolicy, type ProviderAnswer, probeProvider } from '../provider-http.js';
+import { takeCreateTurn } from '../request-budget.js';
 import { readReferenceImage } from '../reference-images.js';
 import {
   callOfToken,
@@ -133,6 +134,9 @@ export class OpenAiImagesProvider implements Provider {
       await failCall(this.db, jobId, 'pending', error.message);
       return answerFrom((await readCall(this.db, jobId))!);
     }
+    // The call's turn in the request budget before it is claimed: a wait, or a refusal (thrown,
+    // nothing sent), leaves the call pending rather than sent.
+    await takeCreateTurn();
     // Another attempt may have claimed it (or a give-up canceled it) since we read it.
     if (!(await claimCall(this.db, jobId))) return answerFrom((await readCall(this.db, jobId))!);
     return this.send(jobId, call.endpoint, body);
