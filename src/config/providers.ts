@@ -84,7 +84,7 @@ export const providerSettings = settingGroup({
     OPENAI_BASE_URL: { readBy: ['worker'], text: 'OpenAI’s API, or anything speaking its protocol.' },
     PROVIDER_WEBHOOK_BASE_URL: {
       readBy: ['api', 'worker'],
-      text: 'The public origin (scheme, host and port) at which fal and Replicate reach the API: set, every fal and Replicate job is sent a webhook URL on it (`/provider-webhooks/…`) and polling becomes a slow fallback. Unset (as under `npm start`, where providers cannot reach a laptop): jobs are polled every `PROVIDER_POLL_INTERVAL_MS`. See [Provider webhooks](operating.md#provider-webhooks).',
+      text: 'The public origin (scheme, host and port) at which fal and Replicate reach the API: set, every fal and Replicate job is sent a webhook URL on it (`/provider-webhooks/…`) and polling becomes a slow fallback. Unset (as under `npm start`, where providers cannot reach a laptop): jobs are polled every `PROVIDER_POLL_INTERVAL_MS`. See [Provider push](providers.md#provider-push).',
       default: '(none: polling)',
     },
     FAL_MAX_IN_FLIGHT: {

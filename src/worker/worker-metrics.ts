@@ -4,10 +4,10 @@ import type { CommonQueryMethods } from 'slonik';
 import { generationsNeedingReviewByModel, queuedGenerationsByModel } from '../db/operational-gauges.js';
 import { providerHealthReport } from '../db/provider-health.js';
 import type { BudgetLimits, BudgetMetrics } from '../providers/request-budget.js';
+import { providerBudgetMetrics } from '../providers/request-budget-metrics.js';
 import {
   createMetricsRegistry,
   metricNames,
-  providerBudgetMetrics,
   providerCallHistogram,
   workerGenerationMetrics,
   type GenerationMetrics,

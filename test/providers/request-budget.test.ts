@@ -5,9 +5,9 @@ import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { createDatabasePool, type DatabasePool } from '../../src/db/pool.js';
-import { PostgresBudgetStore } from '../../src/db/provider-budgets.js';
+import { PostgresBudgetStore } from '../../src/providers/budget-postgres-store.js';
 import { createLogger } from '../../src/logger.js';
-import { providerBudgetMetrics } from '../../src/observability/metrics.js';
+import { providerBudgetMetrics } from '../../src/providers/request-budget-metrics.js';
 import { ProviderThrottled, type Provider, type ProviderJob } from '../../src/providers/provider.js';
 import { ReplicateProvider } from '../../src/providers/replicate/replicate-provider.js';
 import {

@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import { MemoryBudgetStore } from '../providers/budget-memory-store.js';
-import type { BudgetStore, TurnAnswer, TurnAsk } from '../providers/request-budget.js';
+import { MemoryBudgetStore } from './budget-memory-store.js';
+import type { BudgetStore, TurnAnswer, TurnAsk } from './request-budget.js';
 
 const turnRow = z.object({ granted: z.boolean(), wait_ms: z.number() });
 
