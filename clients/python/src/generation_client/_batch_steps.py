@@ -12,9 +12,8 @@ from typing import Any
 import httpx
 
 from . import _batch_requests as b
-from ._core import Request, Settings, prepare
+from ._core import Request, Settings, prepare, refusal
 from ._download import SavedFile
-from ._events import refusal
 from ._pager import Listing
 from ._requests import new_idempotency_key
 from ._steps import Close, Emit, Open, Save, Sleep, Steps, Stream, fetch, next_piece

@@ -155,6 +155,13 @@ def outcome(request: Request, answer: httpx.Response) -> Response | ApiError:
     )
 
 
+def refusal(request: Request, answer: httpx.Response) -> ApiError:
+    """The ApiError of an answer that is not a 2xx (a streamed one, read whole)."""
+    result = outcome(request, answer)
+    assert isinstance(result, ApiError), "outcome() answers a Response only for a 2xx"
+    return result
+
+
 def transport_error(request: Request, prepared: Prepared, error: httpx.TransportError) -> ConnectionError:
     """A request that got no answer: a timeout, or a connection refused, reset or cut mid-answer."""
     where = f"{request.method} {request.path}"

@@ -19,8 +19,7 @@ from functools import partial
 
 import httpx
 
-from ._core import Request, Settings, prepare, retry_event, transport_error
-from ._events import refusal
+from ._core import Request, Settings, prepare, refusal, retry_event, transport_error
 from ._sse import EventsState, SseParser
 from ._steps import DeadlineError, Open, Sleep, Steps, Stream, next_piece, streamed
 from ._wait_state import WaitState

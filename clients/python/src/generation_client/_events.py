@@ -11,7 +11,7 @@ from functools import partial
 
 import httpx
 
-from ._core import Request, Response, outcome, prepare, retry_event, transport_error
+from ._core import Request, Response, prepare, refusal, retry_event, transport_error
 from ._sse import SseParser, StreamState, T
 from ._steps import Call, Emit, Open, Sleep, Steps, Stream, next_piece, streamed
 from .errors import ApiError
@@ -55,10 +55,3 @@ def _read(state: StreamState[T], request: Request, stream: Stream) -> Steps[ApiE
             if (event := state.take(message)) is not None:
                 yield Emit(event)
     return None
-
-
-def refusal(request: Request, answer: httpx.Response) -> ApiError:
-    result: Response | ApiError = outcome(request, answer)
-    # outcome() answers a Response only for a 2xx, and this is called for the others.
-    assert isinstance(result, ApiError)
-    return result

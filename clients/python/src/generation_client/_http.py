@@ -80,7 +80,7 @@ class SyncHttp:
                 body = _file_chunks(content) if isinstance(content, Path) else content
                 return self.client.send(build(self.client, prepared, body))
             case Sleep(seconds):
-                return time.sleep(seconds)
+                time.sleep(seconds)
             case Open(prepared, lines, timeout, deadline):
                 answer = self.client.send(build(self.client, prepared, timeout=timeout), stream=True)
                 stream = Stream(answer, answer.iter_lines() if lines else answer.iter_text(), deadline)
@@ -94,7 +94,7 @@ class SyncHttp:
                 return _next(stream)
             case Close(stream):
                 opened.remove(stream)
-                return _close(stream)
+                _close(stream)
             case Save(generation, folder):
                 return download_sync(self.client, generation, folder, skip_existing=True)
             case Emit():
@@ -141,7 +141,7 @@ class AsyncHttp:
                 body = _file_chunks_async(content) if isinstance(content, Path) else content
                 return await self.client.send(build(self.client, prepared, body))
             case Sleep(seconds):
-                return await anyio.sleep(seconds)
+                await anyio.sleep(seconds)
             case Open(prepared, lines, timeout, deadline):
                 # The deadline cancels whatever is under way: the connection, a read.
                 with anyio.move_on_after(_left(deadline)):
@@ -160,7 +160,7 @@ class AsyncHttp:
                 raise DeadlineError
             case Close(stream):
                 opened.remove(stream)
-                return await stream.answer.aclose()
+                await stream.answer.aclose()
             case Save(generation, folder):
                 return await download_async(self.client, generation, folder, skip_existing=True)
             case Emit():

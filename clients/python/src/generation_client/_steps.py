@@ -136,10 +136,11 @@ def attempts(settings: Settings, request: Request) -> Steps[Response]:
     """One request with the retry policy (network errors, timeouts, 408, 429, 5xx): every attempt
     sends the same bytes and Idempotency-Key; the failure that is not retried is raised."""
     prepared = prepare(settings, request)
+    content = prepared.content if request.upload is None else request.upload
     attempt = 0
     while True:
         try:
-            answer: httpx.Response = yield Send(prepared, request.upload or prepared.content)
+            answer: httpx.Response = yield Send(prepared, content)
             result = outcome(request, answer)
         except httpx.TransportError as error:
             result = transport_error(request, prepared, error)
