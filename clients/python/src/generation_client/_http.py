@@ -155,6 +155,8 @@ class AsyncHttp:
                     return stream
                 raise DeadlineError
             case Next(stream):
+                if stream.deadline is None:
+                    return await anext(stream.pieces, None)
                 with anyio.move_on_after(_left(stream.deadline)):
                     return await anext(stream.pieces, None)
                 raise DeadlineError
@@ -168,6 +170,7 @@ class AsyncHttp:
 
 
 def _left(deadline: float | None) -> float | None:
+    """Seconds to a deadline, for a cancel scope (None: no deadline)."""
     return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
