@@ -1,19 +1,20 @@
 """client.generations: create, get, wait, run, list, cancel, find by key, quote (sync and async). Each
-method hands its steps (``_requests``) to the client's driver: the twins differ only in that."""
+method hands its steps (``_generation_steps``) to the client's driver: the twins differ only in that."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+from . import _generation_steps as g
 from . import _requests as r
 from . import _waiting
 from ._events import events
 from ._http import AsyncHttp, SyncHttp
-from ._pager import AsyncGenerationPager, AsyncPager, GenerationPager, Listing, Pager
+from ._pager import AsyncGenerationPager, AsyncPager, GenerationPager, Pager
 from ._sse import EventsState
 from ._wait_state import OnUpdate
-from .types import Generation, GenerationEvent, GenerationList, GenerationStatus, KeyedGeneration, Quote
+from .types import Generation, GenerationEvent, GenerationStatus, KeyedGeneration, Quote
 
 
 class Generations:
@@ -34,11 +35,11 @@ class Generations:
         retry sends it with the same body bytes: a retried create never makes or charges a second
         generation. The key is on the result (``idempotency_key``) and on every error raised."""
         settings = self._http.settings
-        return self._http.run(r.create(settings, body, fields, idempotency_key, wait, cancel_after))
+        return self._http.run(g.create(settings, body, fields, idempotency_key, wait, cancel_after))
 
     def get(self, generation_id: str) -> Generation:
         """GET /v1/generations/{id}: the whole generation."""
-        return self._http.run(r.get(generation_id))
+        return self._http.run(g.get(generation_id))
 
     def events(self, generation_id: str, *, last_event_id: int | None = None) -> Iterator[GenerationEvent]:
         """GET /v1/generations/{id}/events as Server-Sent Events: ``for event in events(id)`` gives each
@@ -49,7 +50,7 @@ class Generations:
 
     def event_log(self, generation_id: str, *, after: int | None = None) -> list[GenerationEvent]:
         """GET /v1/generations/{id}/events as JSON: the log so far, oldest first (after event ``after``)."""
-        return self._http.run(r.event_log(generation_id, after))
+        return self._http.run(g.event_log(generation_id, after))
 
     def wait(
         self,
@@ -85,7 +86,7 @@ class Generations:
         """create + wait: the succeeded generation, or GenerationFailedError / GenerationRejectedError,
         or WaitTimeoutError (the job goes on)."""
         options = (idempotency_key, timeout, on_update, poll_interval, use_events, cancel_after)
-        return self._http.run(r.run(self._http.settings, body, fields, *options))
+        return self._http.run(g.run(self._http.settings, body, fields, *options))
 
     def list(
         self,
@@ -98,20 +99,20 @@ class Generations:
     ) -> GenerationPager:
         """GET /v1/generations, newest first: iterating walks every page."""
         filters = r.ListFilters(status, model, limit, cursor, idempotency_key)
-        return Pager(self._http, Listing(filters.request, GenerationList.model_validate, cursor))
+        return Pager(self._http, g.listing(filters))
 
     def cancel(self, generation_id: str) -> Generation:
         """POST /v1/generations/{id}/cancel: failed with ``canceled`` and refunded; NotCancelableError
         when too late."""
-        return self._http.run(r.cancel(generation_id))
+        return self._http.run(g.cancel(generation_id))
 
     def find_by_idempotency_key(self, key: str) -> Generation | None:
         """The generation an Idempotency-Key made (in this API key's namespace), or None."""
-        return self._http.run(r.find_by_idempotency_key(key))
+        return self._http.run(g.find_by_idempotency_key(key))
 
     def quote(self, body: r.Body = None, /, **fields: Any) -> Quote:
         """POST /v1/generations/quote: the price of this body and whether the balance covers it."""
-        return self._http.run(r.quote(body, fields))
+        return self._http.run(g.quote(body, fields))
 
 
 class AsyncGenerations:
@@ -130,10 +131,10 @@ class AsyncGenerations:
     ) -> KeyedGeneration:
         """As Generations.create: one key per call, reused on every retry."""
         settings = self._http.settings
-        return await self._http.run(r.create(settings, body, fields, idempotency_key, wait, cancel_after))
+        return await self._http.run(g.create(settings, body, fields, idempotency_key, wait, cancel_after))
 
     async def get(self, generation_id: str) -> Generation:
-        return await self._http.run(r.get(generation_id))
+        return await self._http.run(g.get(generation_id))
 
     def events(
         self, generation_id: str, *, last_event_id: int | None = None
@@ -143,7 +144,7 @@ class AsyncGenerations:
         return self._http.iterate(events(EventsState(self._http.settings, generation_id, last_event_id)))
 
     async def event_log(self, generation_id: str, *, after: int | None = None) -> list[GenerationEvent]:
-        return await self._http.run(r.event_log(generation_id, after))
+        return await self._http.run(g.event_log(generation_id, after))
 
     async def wait(
         self,
@@ -173,7 +174,7 @@ class AsyncGenerations:
         **fields: Any,
     ) -> KeyedGeneration:
         options = (idempotency_key, timeout, on_update, poll_interval, use_events, cancel_after)
-        return await self._http.run(r.run(self._http.settings, body, fields, *options))
+        return await self._http.run(g.run(self._http.settings, body, fields, *options))
 
     def list(
         self,
@@ -186,13 +187,13 @@ class AsyncGenerations:
     ) -> AsyncGenerationPager:
         """``async for g in client.generations.list()`` walks every page."""
         filters = r.ListFilters(status, model, limit, cursor, idempotency_key)
-        return AsyncPager(self._http, Listing(filters.request, GenerationList.model_validate, cursor))
+        return AsyncPager(self._http, g.listing(filters))
 
     async def cancel(self, generation_id: str) -> Generation:
-        return await self._http.run(r.cancel(generation_id))
+        return await self._http.run(g.cancel(generation_id))
 
     async def find_by_idempotency_key(self, key: str) -> Generation | None:
-        return await self._http.run(r.find_by_idempotency_key(key))
+        return await self._http.run(g.find_by_idempotency_key(key))
 
     async def quote(self, body: r.Body = None, /, **fields: Any) -> Quote:
-        return await self._http.run(r.quote(body, fields))
+        return await self._http.run(g.quote(body, fields))
