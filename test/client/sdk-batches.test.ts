@@ -14,6 +14,7 @@ import {
   type BatchResultLine,
 } from '../../clients/typescript/src/index.js';
 import { downloadBatch, folderOf, jsonlFile } from '../../clients/typescript/src/node/index.js';
+import { Pager } from '../../clients/typescript/src/resources/pager.js';
 import { balanceOf, batchCharges, batchLines } from '../support/batches.js';
 import { randomBase62 } from '../../src/ids.js';
 import { startFaultyFront } from '../support/faulty-front.js';
@@ -124,6 +125,13 @@ describe('batches with the TypeScript client (real stack)', () => {
     for await (const batch of client().batches.list({ limit: 1 })) ids.push(batch.id);
     expect(ids.slice(0, 1)).toEqual([created.id]);
     expect(ids.length).toBeGreaterThanOrEqual(2);
+    // One pager for every list (the generations' too): a page, then the next one when asked for.
+    const pager = client().batches.list({ limit: 1 });
+    expect(pager).toBeInstanceOf(Pager);
+    expect(client().generations.list()).toBeInstanceOf(Pager);
+    const first = await pager.firstPage();
+    expect([first.data.map((b) => b.id), first.hasNextPage()]).toEqual([[created.id], true]);
+    expect((await first.nextPage())?.data.map((b) => b.id)).toEqual(ids.slice(1, 2));
 
     const bad = await client()
       .batches.create({

@@ -9,7 +9,14 @@ export * from './core/errors.js';
 export type { RetryEvent } from './core/retry-policy.js';
 export { backoffMs, parseRetryAfter, retryableStatuses } from './core/retry-policy.js';
 export type { FetchFunction } from './core/http.js';
-export type { CreateOptions, RunOptions } from './resources/generations.js';
+export type {
+  CreateOptions,
+  RunOptions,
+  ListFilters,
+  Page,
+  GenerationPager,
+} from './resources/generations.js';
+export type { ItemOf, ListPage, PageOf, Pager } from './resources/pager.js';
 export type { WaitOptions } from './resources/waiter.js';
 export type {
   Batches,
@@ -26,7 +33,6 @@ export type {
 export type { EventsOptions } from './resources/events.js';
 export type { AccountEvent, AccountEventsOptions } from './resources/account-events.js';
 export type { Webhooks } from './resources/webhooks.js';
-export type { ListFilters, Page, GenerationPager } from './resources/generation-pager.js';
 export * from './types.js';
 export type { components, paths } from './generated/openapi.js';
 export { priceOf, priceRange } from './pricing.js';

@@ -9,14 +9,24 @@ for file in client.download(generation, "out"):
 """
 
 from . import webhooks
-from ._batch_pager import AsyncBatchPage, AsyncBatchPager, BatchPage, BatchPager
 from ._batches import BatchDownload, Batches, folder_of
 from ._batches_async import AsyncBatches
 from ._catalog import AsyncCredits, AsyncModels, Credits, Models, price_of
 from ._client import DEFAULT_BASE_URL, AsyncClient, Client
 from ._download import SavedFile
 from ._generations import AsyncGenerations, Generations
-from ._pager import AsyncGenerationPager, AsyncPage, GenerationPager, Page
+from ._pager import (
+    AsyncBatchPage,
+    AsyncBatchPager,
+    AsyncGenerationPager,
+    AsyncPage,
+    AsyncPager,
+    BatchPage,
+    BatchPager,
+    GenerationPager,
+    Page,
+    Pager,
+)
 from ._version import __version__
 from .errors import (
     ERROR_CLASSES,
@@ -113,6 +123,7 @@ __all__ = [
     "AsyncGenerations",
     "AsyncModels",
     "AsyncPage",
+    "AsyncPager",
     "AuthenticationError",
     "BadRequestError",
     "Batch",
@@ -172,6 +183,7 @@ __all__ = [
     "NotFoundError",
     "OpenBatchLimitError",
     "Page",
+    "Pager",
     "PayloadTooLargeError",
     "PaymentRequiredError",
     "PermissionDeniedError",

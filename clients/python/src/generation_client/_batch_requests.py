@@ -1,18 +1,17 @@
-"""What the sync and async batches resources share: the requests they send, a JSONL body read from
-disk as it is sent, the results file's lines, and the folder each line's files go to."""
+"""What the sync and async batches resources share: the requests they send, the results file's lines,
+the pause between reads, and the folder each line's files go to (their steps: ``_batch_steps``)."""
 
 from __future__ import annotations
 
 import json
 import os
 import random
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import quote
 
-import anyio
 from pydantic import BaseModel
 
 from ._core import Request
@@ -25,7 +24,6 @@ Jsonl = str | os.PathLike[str] | bytes
 #: Request lines: mappings or models, each with its ``custom_id``.
 Lines = Sequence[Mapping[str, Any] | BaseModel]
 
-_CHUNK = 64 * 1024
 LONGEST_PAUSE = 30.0
 
 
@@ -33,25 +31,14 @@ def _line(line: Mapping[str, Any] | BaseModel) -> dict[str, Any]:
     return line.model_dump(mode="json", exclude_unset=True) if isinstance(line, BaseModel) else dict(line)
 
 
-def _file_chunks(path: Path) -> Iterator[bytes]:
-    with path.open("rb") as file:
-        while chunk := file.read(_CHUNK):
-            yield chunk
-
-
-async def _file_chunks_async(path: Path) -> AsyncIterator[bytes]:
-    async with await anyio.open_file(path, "rb") as file:
-        while chunk := await file.read(_CHUNK):
-            yield chunk
-
-
-def _upload(jsonl: Jsonl, asynchronous: bool) -> Callable[[], Any]:
+def _upload(jsonl: Jsonl) -> bytes | Path:
+    """The bytes, or the file (the driver reads it as it is sent, afresh for each attempt)."""
     if isinstance(jsonl, bytes):
-        return lambda: jsonl
+        return jsonl
     path = Path(jsonl)
     if not path.is_file():
         raise FileNotFoundError(f"No JSONL file at {path}")
-    return (lambda: _file_chunks_async(path)) if asynchronous else (lambda: _file_chunks(path))
+    return path
 
 
 def batch_request(
@@ -61,7 +48,6 @@ def batch_request(
     completion_window: str | None,
     metadata: Mapping[str, str] | None,
     *,
-    asynchronous: bool,
     idempotency_key: str | None = None,
     webhook: Mapping[str, Any] | None = None,
 ) -> Request:
@@ -87,12 +73,17 @@ def batch_request(
         path,
         query=query,
         idempotency_key=idempotency_key,
-        upload=_upload(jsonl, asynchronous),
+        upload=_upload(jsonl),
     )
 
 
 def batch_path(batch_id: str) -> str:
     return f"/batches/{quote(batch_id, safe='')}"
+
+
+def list_request(limit: int | None, cursor: str | None) -> Request:
+    query: Mapping[str, str | int | None] = {"limit": limit, "cursor": cursor}
+    return Request("GET", "/batches", query=query)
 
 
 def results_request(batch_id: str, after: int) -> Request:

@@ -7,6 +7,7 @@ from typing import Any
 
 from ._core import Request
 from ._http import AsyncHttp, SyncHttp
+from ._steps import Steps, fetch
 from .errors import NotFoundError
 from .types import ApiKey, CreditBalance, Model, ModelList
 
@@ -15,8 +16,12 @@ _CREDITS = Request("GET", "/credits")
 _KEY = Request("GET", "/key")
 
 
-def _find(models: list[Model], model_id: str) -> Model:
-    for model in models:
+def _models() -> Steps[list[Model]]:
+    return (yield from fetch(_MODELS, ModelList.model_validate)).data
+
+
+def _model(model_id: str) -> Steps[Model]:
+    for model in (yield from _models()):
         if model.id == model_id:
             return model
     raise NotFoundError(status=404, code="model_not_found", message=f"No model {model_id} in the catalog.")
@@ -29,11 +34,11 @@ class Models:
         self._http = http
 
     def list(self) -> list[Model]:
-        return ModelList.model_validate(self._http.request(_MODELS).data).data
+        return self._http.run(_models())
 
     def get(self, model_id: str) -> Model:
         """One model by id (from the catalog: the API has no per-model route). NotFoundError when unknown."""
-        return _find(self.list(), model_id)
+        return self._http.run(_model(model_id))
 
 
 class AsyncModels:
@@ -41,10 +46,10 @@ class AsyncModels:
         self._http = http
 
     async def list(self) -> list[Model]:
-        return ModelList.model_validate((await self._http.request(_MODELS)).data).data
+        return await self._http.run(_models())
 
     async def get(self, model_id: str) -> Model:
-        return _find(await self.list(), model_id)
+        return await self._http.run(_model(model_id))
 
 
 class Credits:
@@ -54,7 +59,7 @@ class Credits:
         self._http = http
 
     def get(self) -> CreditBalance:
-        return CreditBalance.model_validate(self._http.request(_CREDITS).data)
+        return self._http.run(fetch(_CREDITS, CreditBalance.model_validate))
 
 
 class AsyncCredits:
@@ -62,7 +67,7 @@ class AsyncCredits:
         self._http = http
 
     async def get(self) -> CreditBalance:
-        return CreditBalance.model_validate((await self._http.request(_CREDITS)).data)
+        return await self._http.run(fetch(_CREDITS, CreditBalance.model_validate))
 
 
 class Key:
@@ -73,7 +78,7 @@ class Key:
 
     def get(self) -> ApiKey:
         """Its access, models, spend limit, what is left of it and when it resets, and what it spent."""
-        return ApiKey.model_validate(self._http.request(_KEY).data)
+        return self._http.run(fetch(_KEY, ApiKey.model_validate))
 
 
 class AsyncKey:
@@ -81,7 +86,7 @@ class AsyncKey:
         self._http = http
 
     async def get(self) -> ApiKey:
-        return ApiKey.model_validate((await self._http.request(_KEY)).data)
+        return await self._http.run(fetch(_KEY, ApiKey.model_validate))
 
 
 def price_of(model: Model, body: Mapping[str, Any]) -> int | None:

@@ -16,11 +16,11 @@ import httpx
 from ._batches import Batches
 from ._batches_async import AsyncBatches
 from ._catalog import AsyncCredits, AsyncKey, AsyncModels, Credits, Key, Models
-from ._core import Settings
+from ._core import OnRetry, Settings
 from ._download import SavedFile, download_async, download_sync
-from ._events import events_async, events_sync
+from ._events import events
 from ._generations import AsyncGenerations, Generations
-from ._http import AsyncHttp, OnRetry, SyncHttp
+from ._http import AsyncHttp, SyncHttp
 from ._sse import AccountEventsState
 from ._version import __version__
 from ._webhooks_resource import AsyncWebhooks, Webhooks
@@ -36,12 +36,15 @@ def _env(name: str) -> str | None:
     return os.environ.get(name) or None
 
 
-def _settings(api_key: str | None, base_url: str | None, max_retries: int, timeout: float) -> Settings:
+def _settings(
+    api_key: str | None, base_url: str | None, max_retries: int, timeout: float, on_retry: OnRetry | None
+) -> Settings:
     key = api_key or _env("GENERATION_API_KEY")
     if not key:
         raise MissingApiKeyError("No API key: pass api_key= or set GENERATION_API_KEY.")
     url = (base_url or _env("GENERATION_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-    return Settings(key, url, max_retries, timeout, f"generation-service-client-python/{__version__}")
+    user_agent = f"generation-service-client-python/{__version__}"
+    return Settings(key, url, max_retries, timeout, user_agent, on_retry)
 
 
 class Client:
@@ -61,10 +64,10 @@ class Client:
         on_retry: OnRetry | None = None,
         http_client: httpx.Client | None = None,
     ) -> None:
-        self._settings = _settings(api_key, base_url, max_retries, timeout)
+        self._settings = _settings(api_key, base_url, max_retries, timeout, on_retry)
         self._owns_client = http_client is None
         self._client = http_client or httpx.Client()
-        http = SyncHttp(self._settings, self._client, on_retry)
+        http = SyncHttp(self._settings, self._client)
         self._http = http
         self.generations = Generations(http)
         self.batches = Batches(http)
@@ -86,7 +89,7 @@ class Client:
         it. "Now" is pinned before the stream opens (one JSON read); drops and API restarts are then
         resumed with Last-Event-ID: no event is lost or given twice. ``on_open`` is called each time
         the stream is open. One stream for the account instead of one per generation."""
-        return events_sync(self._http, AccountEventsState(self._settings, last_event_id, on_open))
+        return self._http.iterate(events(AccountEventsState(self._settings, last_event_id, on_open)))
 
     def download(self, generation: Generation, directory: str | os.PathLike[str]) -> list[SavedFile]:
         """Streams every output of a generation into ``directory`` (created if missing): the paths and
@@ -120,10 +123,10 @@ class AsyncClient:
         on_retry: OnRetry | None = None,
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
-        self._settings = _settings(api_key, base_url, max_retries, timeout)
+        self._settings = _settings(api_key, base_url, max_retries, timeout, on_retry)
         self._owns_client = http_client is None
         self._client = http_client or httpx.AsyncClient()
-        http = AsyncHttp(self._settings, self._client, on_retry)
+        http = AsyncHttp(self._settings, self._client)
         self._http = http
         self.generations = AsyncGenerations(http)
         self.batches = AsyncBatches(http)
@@ -141,7 +144,7 @@ class AsyncClient:
     ) -> AsyncGenerator[AccountEvent]:
         """``async for event in client.events()``: as Client.events. Leaving the loop early closes the
         connection when the iterator is collected; ``contextlib.aclosing`` closes it at once."""
-        return events_async(self._http, AccountEventsState(self._settings, last_event_id, on_open))
+        return self._http.iterate(events(AccountEventsState(self._settings, last_event_id, on_open)))
 
     async def download(self, generation: Generation, directory: str | os.PathLike[str]) -> list[SavedFile]:
         return await download_async(self._client, generation, directory)

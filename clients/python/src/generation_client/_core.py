@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, cast
 
 import httpx
 
 from .errors import ApiError, ConnectionError, RequestTimeoutError, api_error_for
-from .retry_policy import MAX_RETRY_AFTER, backoff, is_retryable_status, parse_retry_after
+from .retry_policy import MAX_RETRY_AFTER, RetryEvent, backoff, is_retryable_status, parse_retry_after
 from .types import ValidationIssue
+
+OnRetry = Callable[[RetryEvent], None]
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,8 @@ class Settings:
     max_retries: int
     timeout: float
     user_agent: str
+    #: Told before each retry's sleep (the client's ``on_retry``).
+    on_retry: OnRetry | None = None
 
 
 @dataclass
@@ -38,9 +43,9 @@ class Request:
     timeout: float | None = None
     #: Statuses answered as they are rather than raised (304 for a conditional GET).
     pass_statuses: tuple[int, ...] = ()
-    #: A body sent as it is (a JSONL file) instead of ``body``: called for each attempt, it gives the
-    #: bytes or an iterator of them (an async iterator for the async client), read as they are sent.
-    upload: Callable[[], Any] | None = None
+    #: A body sent as it is (a JSONL file) instead of ``body``: its bytes, or the path of a file read
+    #: afresh for each attempt as it is sent.
+    upload: bytes | Path | None = None
     upload_type: str = "application/x-ndjson"
 
 
@@ -92,6 +97,24 @@ def prepare(settings: Settings, request: Request) -> Prepared:
     )
 
 
+def build(
+    client: httpx.Client | httpx.AsyncClient,
+    prepared: Prepared,
+    content: bytes | Any = None,
+    timeout: float | None = None,
+) -> httpx.Request:
+    """The request as the client sends it (its own defaults merged in: a caller's ``http_client``
+    may carry headers or cookies); ``content``: the body, else the prepared one."""
+    return client.build_request(
+        prepared.method,
+        prepared.url,
+        params=prepared.params,
+        headers=prepared.headers,
+        content=prepared.content if content is None else content,
+        timeout=prepared.timeout if timeout is None else timeout,
+    )
+
+
 def _parse_json(text: str) -> Any:
     if not text:
         return None
@@ -132,6 +155,13 @@ def outcome(request: Request, answer: httpx.Response) -> Response | ApiError:
     )
 
 
+def refusal(request: Request, answer: httpx.Response) -> ApiError:
+    """The ApiError of an answer that is not a 2xx (a streamed one, read whole)."""
+    result = outcome(request, answer)
+    assert isinstance(result, ApiError), "outcome() answers a Response only for a 2xx"
+    return result
+
+
 def transport_error(request: Request, prepared: Prepared, error: httpx.TransportError) -> ConnectionError:
     """A request that got no answer: a timeout, or a connection refused, reset or cut mid-answer."""
     where = f"{request.method} {request.path}"
@@ -158,3 +188,15 @@ def retry_delay(error: Exception, attempt: int, max_retries: int) -> float | Non
         # Longer than any caller should be held: the error (a RateLimitError for a 429) says when.
         return None if error.retry_after > MAX_RETRY_AFTER else error.retry_after
     return backoff(attempt)
+
+
+def retry_event(request: Request, attempt: int, delay: float, failure: Exception) -> RetryEvent:
+    return RetryEvent(
+        method=request.method,
+        path=request.path,
+        attempt=attempt + 1,
+        delay=delay,
+        status=failure.status if isinstance(failure, ApiError) else None,
+        error=failure,
+        idempotency_key=request.idempotency_key,
+    )

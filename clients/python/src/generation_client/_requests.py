@@ -1,13 +1,14 @@
 """What the sync and async generations resources share: the requests they send and how they read
-the answers. Every decision is here once; the resources only do the I/O."""
+the answers (their steps: ``_generation_steps``)."""
 
 from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, NoReturn
-from urllib.parse import quote
+from urllib.parse import quote as escape
 
 from pydantic import BaseModel
 
@@ -19,7 +20,7 @@ from .errors import (
     GenerationRejectedError,
     RouteNotAvailableError,
 )
-from .types import Generation, GenerationRequest, KeyedGeneration
+from .types import Generation, GenerationRequest, GenerationStatus, KeyedGeneration
 
 Body = GenerationRequest | Mapping[str, Any] | None
 _NO_ROUTE = re.compile(r"^No route ")
@@ -65,16 +66,16 @@ def create_request(
 
 
 def get_request(generation_id: str) -> Request:
-    return Request("GET", f"/generations/{quote(generation_id, safe='')}")
+    return Request("GET", f"/generations/{escape(generation_id, safe='')}")
 
 
 def events_request(generation_id: str, after: int | None) -> Request:
     headers = {} if after is None else {"last-event-id": str(after)}
-    return Request("GET", f"/generations/{quote(generation_id, safe='')}/events", headers=headers)
+    return Request("GET", f"/generations/{escape(generation_id, safe='')}/events", headers=headers)
 
 
 def cancel_request(generation_id: str) -> Request:
-    return Request("POST", f"/generations/{quote(generation_id, safe='')}/cancel")
+    return Request("POST", f"/generations/{escape(generation_id, safe='')}/cancel")
 
 
 def quote_request(body: dict[str, Any]) -> Request:
@@ -125,3 +126,27 @@ def filter_ignored() -> RouteNotAvailableError:
             "Re-create with the same key and body instead: that is a replay, never a second charge."
         ),
     )
+
+
+@dataclass(frozen=True)
+class ListFilters:
+    #: One status or several (sent comma-separated).
+    status: GenerationStatus | Sequence[GenerationStatus] | None = None
+    model: str | None = None
+    #: Page size, 1 to 100 (the API's default: 20).
+    limit: int | None = None
+    #: Start after this cursor (a page's next_cursor).
+    cursor: str | None = None
+    #: Only the generation this Idempotency-Key made.
+    idempotency_key: str | None = None
+
+    def request(self, cursor: str | None) -> Request:
+        status = self.status if isinstance(self.status, str) or self.status is None else ",".join(self.status)
+        query: Mapping[str, str | int | None] = {
+            "limit": self.limit,
+            "cursor": cursor,
+            "status": status,
+            "model": self.model,
+            "idempotency_key": self.idempotency_key,
+        }
+        return Request("GET", "/generations", query=query)

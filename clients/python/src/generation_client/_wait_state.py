@@ -1,5 +1,5 @@
 """The decisions of one wait (``generations.wait()``), shared by its loops: the held GETs'
-(``_waiting``) and the event stream's (``_event_waiting``), sync and async, so that they cannot
+(``_waiting``) and the event stream's (``_event_waiting``), for both clients, so that they cannot
 drift apart. Its own module: both loops import it, and neither imports the other's state.
 """
 

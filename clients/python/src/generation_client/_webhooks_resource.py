@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ._core import Request
 from ._http import AsyncHttp, SyncHttp
+from ._steps import fetch
 from .types import WebhookSecret
 from .webhooks import unwrap, verify
 
@@ -23,10 +24,10 @@ class Webhooks:
         self._http = http
 
     def secret(self) -> WebhookSecret:
-        return WebhookSecret.model_validate(self._http.request(_WEBHOOK_SECRET).data)
+        return self._http.run(fetch(_WEBHOOK_SECRET, WebhookSecret.model_validate))
 
     def rotate_secret(self) -> WebhookSecret:
-        return WebhookSecret.model_validate(self._http.request(_ROTATE_WEBHOOK_SECRET).data)
+        return self._http.run(fetch(_ROTATE_WEBHOOK_SECRET, WebhookSecret.model_validate))
 
 
 class AsyncWebhooks:
@@ -38,7 +39,7 @@ class AsyncWebhooks:
         self._http = http
 
     async def secret(self) -> WebhookSecret:
-        return WebhookSecret.model_validate((await self._http.request(_WEBHOOK_SECRET)).data)
+        return await self._http.run(fetch(_WEBHOOK_SECRET, WebhookSecret.model_validate))
 
     async def rotate_secret(self) -> WebhookSecret:
-        return WebhookSecret.model_validate((await self._http.request(_ROTATE_WEBHOOK_SECRET)).data)
+        return await self._http.run(fetch(_ROTATE_WEBHOOK_SECRET, WebhookSecret.model_validate))

@@ -10,6 +10,7 @@ import { newIdempotencyKey } from '../core/ids.js';
 import { backoffMs, isRetryableStatus } from '../core/retry-policy.js';
 import { abortableSleep } from '../core/signals.js';
 import { batchEvents, type EventsOptions } from './events.js';
+import { Pager, type PageOf } from './pager.js';
 import {
   isBatchTerminal,
   type Batch,
@@ -69,10 +70,9 @@ export interface BatchListFilters {
 }
 
 /** One page of batches, and the way to the next. */
-export interface BatchPage extends BatchListPage {
-  hasNextPage(): boolean;
-  nextPage(): Promise<BatchPage | null>;
-}
+export type BatchPage = PageOf<BatchListPage>;
+/** The batches of a list query, newest first, page by page as they are used. */
+export type BatchPager = Pager<BatchListPage>;
 
 const longestPauseMs = 30_000;
 
@@ -144,7 +144,12 @@ export class Batches {
 
   /** GET /v1/batches, newest first: `for await (const b of list())` walks every page. */
   list(filters: BatchListFilters = {}): BatchPager {
-    return new BatchPager(this.http, filters);
+    const { limit, signal } = filters;
+    return new Pager<BatchListPage>(
+      this.http,
+      (cursor) => ({ method: 'GET', path: '/batches', query: { limit, cursor }, signal }),
+      filters.cursor,
+    );
   }
 
   /**
@@ -242,45 +247,6 @@ export class Batches {
         },
       );
     }
-  }
-}
-
-/** The batches of a list query, newest first, page by page as they are used. */
-export class BatchPager implements AsyncIterable<Batch> {
-  constructor(
-    private readonly http: HttpCore,
-    private readonly filters: BatchListFilters,
-  ) {}
-
-  firstPage(): Promise<BatchPage> {
-    return this.page(this.filters.cursor);
-  }
-
-  async *pages(): AsyncGenerator<BatchPage> {
-    let page: BatchPage | null = await this.firstPage();
-    while (page) {
-      yield page;
-      page = await page.nextPage();
-    }
-  }
-
-  async *[Symbol.asyncIterator](): AsyncGenerator<Batch> {
-    for await (const page of this.pages()) yield* page.data;
-  }
-
-  private async page(cursor: string | undefined): Promise<BatchPage> {
-    const response = await this.http.request<BatchListPage>({
-      method: 'GET',
-      path: '/batches',
-      query: { limit: this.filters.limit, cursor },
-      signal: this.filters.signal,
-    });
-    const data = response.data;
-    return {
-      ...data,
-      hasNextPage: () => data.next_cursor !== null,
-      nextPage: () => (data.next_cursor === null ? Promise.resolve(null) : this.page(data.next_cursor)),
-    };
   }
 }
 

@@ -8,8 +8,16 @@ import {
 import type { HttpCore } from '../core/http.js';
 import { newIdempotencyKey } from '../core/ids.js';
 import { routeMissing } from '../core/route-check.js';
-import type { Generation, GenerationEvent, GenerationRequest, KeyedGeneration, Quote } from '../types.js';
-import { GenerationPager, type ListFilters } from './generation-pager.js';
+import type {
+  Generation,
+  GenerationEvent,
+  GenerationListPage,
+  GenerationRequest,
+  GenerationStatus,
+  KeyedGeneration,
+  Quote,
+} from '../types.js';
+import { Pager, type PageOf } from './pager.js';
 import { waitForGeneration, type WaitOptions } from './waiter.js';
 import { generationEvents, type EventsOptions } from './events.js';
 
@@ -26,6 +34,24 @@ export interface CreateOptions {
    */
   cancelAfter?: number | string;
 }
+
+export interface ListFilters {
+  /** One status or several (sent comma-separated). */
+  status?: GenerationStatus | GenerationStatus[];
+  model?: string;
+  /** Page size, 1 to 100 (the API's default: 20). */
+  limit?: number;
+  /** Start after this cursor (a page's next_cursor). */
+  cursor?: string;
+  /** Only the generation this Idempotency-Key made (APIs with the filter). */
+  idempotency_key?: string;
+  signal?: AbortSignal;
+}
+
+/** One page of generations, and the way to the next. */
+export type Page = PageOf<GenerationListPage>;
+/** The generations of a list query, newest first, page by page as they are used. */
+export type GenerationPager = Pager<GenerationListPage>;
 
 export interface RunOptions extends CreateOptions, Omit<WaitOptions, 'signal'> {
   /** When the signal aborts the wait, also cancel the generation (refunded when it can still be stopped). */
@@ -127,7 +153,18 @@ export class Generations {
    * `.firstPage()` and `.pages()` give the pages.
    */
   list(filters: ListFilters = {}): GenerationPager {
-    return new GenerationPager(this.http, filters);
+    const { status, model, limit, idempotency_key, signal } = filters;
+    const query = {
+      limit,
+      status: Array.isArray(status) ? status.join(',') : status,
+      model,
+      idempotency_key,
+    };
+    return new Pager<GenerationListPage>(
+      this.http,
+      (cursor) => ({ method: 'GET', path: '/generations', query: { ...query, cursor }, signal }),
+      filters.cursor,
+    );
   }
 
   /** POST /v1/generations/{id}/cancel: the generation, failed with error.code `canceled` and refunded. NotCancelableError when too late. */
