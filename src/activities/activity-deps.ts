@@ -23,6 +23,12 @@ export interface ActivityDeps {
   concurrencyLimit: number;
   /** A Temporal client (connected on first use), for the reconciliation sweep. */
   temporal: () => Promise<Client>;
+  /**
+   * PROVIDER_WEBHOOK_BASE_URL: the public origin at which providers reach the API. Set, a job for a
+   * provider that pushes (fal, Replicate) is sent its webhook URL on it (providerWebhookUrl).
+   * Absent: no push can come, and jobs are polled.
+   */
+  providerWebhookBaseUrl?: string;
   /** How often persistResults says it is alive while it copies (default 30 s; its heartbeat timeout is 2 minutes). */
   persistHeartbeatMs?: number;
   /**

@@ -11,7 +11,13 @@ import { submitHolding } from './submit-holding.js';
 
 type SubmitDeps = Pick<
   ActivityDeps,
-  'db' | 'providerFor' | 'inFlightCap' | 'batchProviderShare' | 'submitClaimWindowMs' | 'metrics'
+  | 'db'
+  | 'providerFor'
+  | 'inFlightCap'
+  | 'batchProviderShare'
+  | 'submitClaimWindowMs'
+  | 'metrics'
+  | 'providerWebhookBaseUrl'
 >;
 
 /**

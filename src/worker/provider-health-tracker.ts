@@ -97,7 +97,7 @@ export function trackHealth(
         const { send } = await provider.prepare!(job);
         return { send: () => (provider.submitsLocally ? send() : observe(send)) };
       }),
-    status: (jobId) => observe(() => provider.status(jobId)),
+    status: (jobId, reason) => observe(() => provider.status(jobId, reason)),
     fetchResult: (jobId, index, result) => provider.fetchResult(jobId, index, result),
     lookup: (token) => provider.lookup(token),
     cancel: (jobId) => provider.cancel(jobId),
@@ -105,6 +105,8 @@ export function trackHealth(
     stopBeforeRun: provider.stopBeforeRun && ((jobId, asked) => provider.stopBeforeRun!(jobId, asked)),
     probe: provider.probe && (() => observe(() => provider.probe!())),
     submitsLocally: provider.submitsLocally,
+    pushes: provider.pushes,
+    pushesWithoutUrl: provider.pushesWithoutUrl,
   };
 }
 

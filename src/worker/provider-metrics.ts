@@ -49,7 +49,7 @@ export function measureProvider(
         const { send } = await provider.prepare!(job);
         return { send: () => timed('submit', send) };
       }),
-    status: (jobId) => timed('status', () => provider.status(jobId)),
+    status: (jobId, reason) => timed('status', () => provider.status(jobId, reason)),
     fetchResult: (jobId, index, result) =>
       timed('fetch_result', () => provider.fetchResult(jobId, index, result)),
     lookup: (token) => timed('lookup', () => provider.lookup(token)),
@@ -61,5 +61,8 @@ export function measureProvider(
       ((jobId, asked) => timed('cancel', () => provider.stopBeforeRun!(jobId, asked))),
     probe: provider.probe && (() => timed('probe', () => provider.probe!())),
     submitsLocally: provider.submitsLocally,
+    // Read by the submit (whether to send a webhook URL) and the wait: what the provider is, not a call.
+    pushes: provider.pushes,
+    pushesWithoutUrl: provider.pushesWithoutUrl,
   };
 }
