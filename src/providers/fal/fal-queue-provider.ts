@@ -244,6 +244,15 @@ function falRefusedEnqueue(answer: ProviderAnswer): boolean {
   );
 }
 
+/** fal's request id in one of our job ids; undefined for a string that is not one. */
+export function requestIdOf(jobId: string): string | undefined {
+  try {
+    return parseJobId(jobId).requestId;
+  } catch {
+    return undefined;
+  }
+}
+
 /** A job id's parts: `{model}::{request_id}`, then `::{enqueued at, ms}` on ids made since the grace. */
 function parseJobId(jobId: string): { model: string; requestId: string; enqueuedAt?: number } {
   const [model = '', requestId = '', enqueued, ...rest] = jobId.split(jobIdSeparator);
