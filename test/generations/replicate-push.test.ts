@@ -103,8 +103,14 @@ describe('Replicate pushes', () => {
     expect(await stack.webhooks('replicate', 'refused')).toBe(refusedBefore + 25);
     const wrongKey = await stack.api.app.inject({ url: '/v1/credits', headers: bearer('sk_wrong') });
     expect(wrongKey.statusCode).toBe(401);
-    // No API key is asked for: a genuine delivery without one is taken (late here: it has ended).
+    // No API key is asked for: a genuine delivery without one is taken (late here: it has ended),
+    // whatever its content type says (the bytes are what is signed); over 1 MiB is refused unread.
     expect((await stack.deliver(path(id), signed(prediction, body), body)).status).toBe(200);
+    const asText = { ...signed(prediction, body), 'content-type': 'text/plain; charset=utf-8' };
+    expect((await stack.deliver(path(id), asText, body)).status).toBe(200);
+    const large = JSON.stringify({ id: prediction, logs: 'x'.repeat(1024 * 1024) });
+    const tooLarge = await stack.deliver(path(id), signed(prediction, large), large);
+    expect([tooLarge.status, tooLarge.body.error.code]).toEqual([413, 'payload_too_large']);
   });
 
   it('a duplicate delivery changes nothing twice: one signal, one charge', async () => {
