@@ -1,3 +1,4 @@
+import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiService } from '../../src/api/service.js';
 import { loadConfig } from '../../src/config.js';
@@ -6,7 +7,7 @@ import { createLogger } from '../../src/logger.js';
 import { providerWebhookPath } from '../../src/providers/provider-push.js';
 import { bearer } from '../support/api.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
-import { chargesOf } from '../support/ledger.js';
+import { chargesOf, workflowIdOf } from '../support/ledger.js';
 import { promptContains } from '../support/providers/fake-http.js';
 import { ReplicateServer } from '../support/providers/replicate-server.js';
 import { usePushStack } from '../support/push-stack.js';
@@ -203,6 +204,17 @@ describe('Replicate pushes', () => {
     expect(await stack.signals(id)).toEqual([]);
     expect((await stack.deliver(path(id), signed(prediction, pushed), pushed)).status).toBe(200);
     expect(await stack.signals(id)).toEqual([{ generationId: id, jobId: `replicate:${prediction}` }]);
+    // A workflow that has ended since the row was read (here: a workflow id with no run) waits for nothing: late.
+    const late = await stack.webhooks('replicate', 'late');
+    const workflowId = await workflowIdOf(stack.db.pool, id);
+    await stack.db.pool.query(
+      sql.unsafe`UPDATE generations SET workflow_id = ${`gone-${id}`} WHERE id = ${id}`,
+    );
+    expect((await stack.deliver(path(id), signed(prediction, pushed), pushed)).status).toBe(200);
+    await stack.db.pool.query(
+      sql.unsafe`UPDATE generations SET workflow_id = ${workflowId} WHERE id = ${id}`,
+    );
+    expect(await stack.webhooks('replicate', 'late')).toBe(late + 1);
     // Released, the stand-in pushes it too: the same end, recorded once.
     replicate.release(prediction);
     await pollGeneration(stack.api, stack.account.key, id, (g) => g.status !== 'queued', 20_000);
