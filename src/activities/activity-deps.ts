@@ -23,12 +23,6 @@ export interface ActivityDeps {
   concurrencyLimit: number;
   /** A Temporal client (connected on first use), for the reconciliation sweep. */
   temporal: () => Promise<Client>;
-  /**
-   * PROVIDER_WEBHOOK_BASE_URL: the public origin at which providers reach the API. Set, a job for a
-   * provider that pushes (fal, Replicate) is sent its webhook URL on it (providerWebhookUrl).
-   * Absent: no push can come, and jobs are polled.
-   */
-  providerWebhookBaseUrl?: string;
   /** How often persistResults says it is alive while it copies (default 30 s; its heartbeat timeout is 2 minutes). */
   persistHeartbeatMs?: number;
   /**
@@ -53,6 +47,11 @@ export interface ActivityDeps {
    * (WEBHOOK_DELIVERIES_PER_ACCOUNT; default 20): the others wait their turn.
    */
   webhookDeliveriesPerAccount?: number;
+  /**
+   * PROVIDER_WEBHOOK_BASE_URL: the public origin providers push a job's end to (absent: no push
+   * URL is sent, and fal's and Replicate's jobs are polled).
+   */
+  providerWebhookBaseUrl?: string;
   /** Counts each generation's outcomes where they commit (absent: nothing is counted). */
   metrics?: GenerationMetrics;
   /** How batches' lines are admitted and stopped (absent: this worker's batch activities fail, retried). */

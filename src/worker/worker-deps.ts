@@ -95,10 +95,6 @@ export function activityDeps(
       batchProviderShare: config.BATCH_PROVIDER_SHARE,
       batchLinesPerAccount: config.BATCH_LINES_IN_FLIGHT_PER_ACCOUNT,
       submitClaimWindowMs: config.SUBMIT_CLAIM_WINDOW_MS,
-      // Unset (npm start): providers cannot reach the API, so no webhook URL is sent and jobs are polled.
-      ...(config.PROVIDER_WEBHOOK_BASE_URL
-        ? { providerWebhookBaseUrl: config.PROVIDER_WEBHOOK_BASE_URL }
-        : {}),
       concurrencyLimit: config.CONCURRENT_GENERATIONS_PER_ACCOUNT,
       webhookDeliveriesPerAccount: config.WEBHOOK_DELIVERIES_PER_ACCOUNT,
       // Customers' image URLs are HTTPS (the API accepts no other), wherever the providers are.
@@ -110,6 +106,9 @@ export function activityDeps(
         resolve: webhookResolverOf(config).resolve,
       },
       metrics: metrics?.generations,
+      ...(config.PROVIDER_WEBHOOK_BASE_URL
+        ? { providerWebhookBaseUrl: config.PROVIDER_WEBHOOK_BASE_URL }
+        : {}),
       ...overrides,
     },
     providers,
