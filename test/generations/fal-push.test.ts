@@ -5,6 +5,7 @@ import { chargesOf } from '../support/ledger.js';
 import { FalQueueServer, falRequestError } from '../support/providers/fal-queue-server.js';
 import { promptContains } from '../support/providers/fake-http.js';
 import { usePushStack } from '../support/push-stack.js';
+import { waitFor } from '../support/wait.js';
 
 /**
  * fal's pushes through the real API, workflow and worker: the submit enqueues with `fal_webhook`,
@@ -25,8 +26,8 @@ describe('fal pushes', () => {
     env: { PROVIDER_POLL_INTERVAL_MS: '1000' },
   });
 
-  /** A generation on fal whose request completes `runMs` after its create; its id, request id and recorded job. */
-  const generate = async (prompt: string, outcome: Parameters<FalQueueServer['script']>[0] = {}) => {
+  /** A generation on fal whose request completes `runMs` after its create; its id, recorded job and request id. */
+  const start = async (prompt: string, outcome: Parameters<FalQueueServer['script']>[0] = {}) => {
     fal.script({ runMs: 150, ...outcome }, promptContains(prompt));
     const created = await createGeneration(stack.api, stack.account.key, {
       model: 'fal-flux-schnell',
@@ -34,10 +35,18 @@ describe('fal pushes', () => {
     });
     expect(created.statusCode, created.body).toBe(202);
     const { id } = created.json<{ id: string }>();
+    const job = await waitFor(() => stack.recordedJob(id));
+    return { id, job, request: job.split('::')[1]! };
+  };
+  /** The generation once it has ended (and the stand-in's deliveries are done). */
+  const finish = async (id: string) => {
     const done = await pollGeneration(stack.api, stack.account.key, id, (g) => g.status !== 'queued', 20_000);
     await fal.webhooks.settled();
-    const job = (await stack.recordedJob(id))!;
-    return { id, done, job, request: job.split('::')[1]! };
+    return done;
+  };
+  const generate = async (prompt: string, outcome: Parameters<FalQueueServer['script']>[0] = {}) => {
+    const started = await start(prompt, outcome);
+    return { ...started, done: await finish(started.id) };
   };
   const path = (generationId: string) => providerWebhookPath('fal', generationId);
   const ok = (request: string) =>
@@ -76,8 +85,11 @@ describe('fal pushes', () => {
 
   it('forged, replayed and mismatched deliveries are 401 and signal nothing', async () => {
     fal.webhooks.forge();
-    const { id, request } = await generate('a forged heron');
-    const [forged] = fal.webhooks.attemptsFor(request);
+    const { id, request } = await start('a forged heron');
+    const forged = await waitFor(() => {
+      const [first] = fal.webhooks.attemptsFor(request);
+      return Promise.resolve(first?.status !== null && first);
+    });
     expect([forged!.kind, forged!.status, JSON.parse(forged!.answer).error]).toEqual([
       'forged',
       401,
@@ -97,6 +109,11 @@ describe('fal pushes', () => {
     const other = await stack.deliver(path(id), fal.webhooks.sign('another-request', body), body);
     expect(other.status).toBe(401);
     expect(await stack.signals(id)).toEqual([]);
+    // fal's genuine redelivery is taken.
+    fal.webhooks.redeliver(request);
+    await fal.webhooks.settled();
+    expect(fal.webhooks.attemptsFor(request).at(-1)).toMatchObject({ kind: 'redelivered', status: 200 });
+    expect((await finish(id)).status).toBe('succeeded');
   });
 
   it('a duplicate delivery changes nothing twice: one signal, one charge', async () => {

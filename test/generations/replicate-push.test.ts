@@ -32,8 +32,8 @@ describe('Replicate pushes', () => {
     env: { PROVIDER_POLL_INTERVAL_MS: '1000' },
   });
 
-  /** A generation on Replicate whose prediction ends `runMs` after its create; its id and prediction id once succeeded. */
-  const generate = async (prompt: string, runMs = 150) => {
+  /** A generation on Replicate whose prediction ends `runMs` after its create; its id and prediction id once recorded. */
+  const start = async (prompt: string, runMs = 150) => {
     replicate.script({ runMs }, promptContains(prompt));
     const created = await createGeneration(stack.api, stack.account.key, {
       model: 'replicate-flux-schnell',
@@ -41,12 +41,26 @@ describe('Replicate pushes', () => {
     });
     expect(created.statusCode, created.body).toBe(202);
     const { id } = created.json<{ id: string }>();
+    const job = await waitFor(() => stack.recordedJob(id));
+    return { id, prediction: job.replace(/^replicate:/, '') };
+  };
+  /** Once the generation has succeeded (and the stand-in's deliveries are done). */
+  const finish = async (id: string) => {
     const done = await pollGeneration(stack.api, stack.account.key, id, (g) => g.status !== 'queued', 20_000);
     expect(done.status).toBe('succeeded');
     await replicate.webhooks.settled();
-    const prediction = (await stack.recordedJob(id))!.replace(/^replicate:/, '');
-    return { id, prediction };
   };
+  const generate = async (prompt: string, runMs = 150) => {
+    const started = await start(prompt, runMs);
+    await finish(started.id);
+    return started;
+  };
+  /** The stand-in's first delivery about the prediction, once answered. */
+  const firstAnswered = (prediction: string) =>
+    waitFor(() => {
+      const [first] = replicate.webhooks.attemptsFor(prediction);
+      return Promise.resolve(first?.status !== null && first);
+    });
   const path = (generationId: string) => providerWebhookPath('replicate', generationId);
   const signed = (predictionId: string, body: string, timestamp?: number) =>
     replicate.webhooks.sign(predictionId, body, { timestamp });
@@ -66,10 +80,10 @@ describe('Replicate pushes', () => {
     expect(await stack.webhooks('replicate', 'signaled')).toBe(before + 1);
   });
 
-  it('forged and replayed deliveries are 401 and signal nothing, nor count against the address; the genuine one then does', async () => {
+  it('forged and replayed deliveries are 401 and signal nothing, nor count against the address; a genuine one is taken', async () => {
     replicate.webhooks.forge();
-    const { id, prediction } = await generate('a forged fox');
-    const [forged] = replicate.webhooks.attemptsFor(prediction);
+    const { id, prediction } = await start('a forged fox');
+    const forged = await firstAnswered(prediction);
     expect([forged!.kind, forged!.status, JSON.parse(forged!.answer)]).toEqual([
       'forged',
       401,
@@ -93,6 +107,14 @@ describe('Replicate pushes', () => {
     expect(stack.logs.some((l) => l.msg === 'a provider webhook was refused' && l.generationId === id)).toBe(
       true,
     );
+    // The provider's genuine redelivery is taken.
+    replicate.webhooks.redeliver(prediction);
+    await replicate.webhooks.settled();
+    expect(replicate.webhooks.attemptsFor(prediction).at(-1)).toMatchObject({
+      kind: 'redelivered',
+      status: 200,
+    });
+    await finish(id);
 
     // A burst from one address (more than its 20 failed authentications a minute) is refused one by
     // one, never 429, and a request with a wrong API key from there is still just 401.
