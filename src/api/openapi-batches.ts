@@ -3,6 +3,7 @@ import { batchEventTypes } from '../db/batch-events.js';
 import { toJsonSchema } from '../json-schema.js';
 import { batchLineSchema } from './batch-schemas.js';
 import { lastEventIdParameter, webhookEntry } from './openapi-events.js';
+import { idempotencyKeyHeader } from './openapi-headers.js';
 import { pathParameters, queryParameters } from './openapi-parameters.js';
 import { batchRouteSchemas as routes } from './routes/batch-routes.js';
 
@@ -45,13 +46,9 @@ export function batchPaths(
       'application/x-ndjson': { schema: { type: 'string' } },
     },
   };
-  const keyHeader = {
-    name: 'Idempotency-Key',
-    in: 'header',
-    required: false,
-    description: 'As for a generation: the same key and lines answer the same batch (200); other lines, 409.',
-    schema: { type: 'string', minLength: 1, maxLength: 128, pattern: '^[\\x21-\\x7E]+$' },
-  };
+  const keyHeader = idempotencyKeyHeader(
+    'As for a generation: the same key and lines answer the same batch (200); other lines, 409.',
+  );
   return {
     '/batches': {
       post: {

@@ -145,13 +145,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
           summary: 'Create a generation',
           parameters: [
             described.preferWaitParameter,
-            {
-              name: 'Idempotency-Key',
-              in: 'header',
-              required: false,
-              description: '1 to 128 printable ASCII characters without spaces; one per intended generation.',
-              schema: { type: 'string', minLength: 1, maxLength: 128, pattern: '^[\\x21-\\x7E]+$' },
-            },
+            described.idempotencyKeyParameter,
             described.cancelAfterParameter,
           ],
           requestBody: generationRequest,

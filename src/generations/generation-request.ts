@@ -6,14 +6,12 @@ import type { ValidationIssue } from '../errors.js';
 import { toStorableText, unstorableTextIssues } from '../storable-text.js';
 import type { PlannedRoute } from '../workflows/generation-types.js';
 import { parseOptions } from '../zod-messages.js';
+import { idempotencyKeyMessage, idempotencyKeyPattern } from './idempotency-key.js';
 import { quoteOf } from './quote.js';
 import { checkRoutes, type ProviderKnowledge } from './route-plan.js';
 import { checkWebhook, type WebhookCheckRules } from './webhook-request.js';
 
 export { fingerprint } from './fingerprint.js';
-
-/** Idempotency-Key: 1 to 128 printable ASCII characters, no spaces. */
-const idempotencyKeyPattern = /^[\x21-\x7e]{1,128}$/;
 
 /**
  * The keys a batch's lines are admitted with (`<batch id>:<line>`, see batchLineKey): reserved, so
@@ -36,7 +34,7 @@ export function checkIdempotencyKey(
       issue: {
         field: 'Idempotency-Key',
         code: 'invalid_value',
-        message: 'Must be 1 to 128 printable ASCII characters without spaces.',
+        message: idempotencyKeyMessage,
       },
     };
   }

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { listGenerations, type GenerationRow, type ListFilter } from '../db/generation-reads.js';
 import { storableString } from '../storable-text.js';
 import { generationStatuses as statuses, type GenerationStatus } from '../generation.js';
+import { idempotencyKeySchema } from './idempotency-key.js';
 
 /** What a generation id can look like; anything else is no generation of ours. */
 export const generationIdPattern = /^gen_[A-Za-z0-9]{1,64}$/;
@@ -102,9 +103,7 @@ export const listGenerationsQuerySchema = z.object({
   model: storableString(z.string().min(1, 'Must not be empty.'))
     .optional()
     .describe('Only generations of this model id.'),
-  idempotency_key: z
-    .string()
-    .regex(/^[\x21-\x7e]{1,128}$/, 'Must be 1 to 128 printable ASCII characters without spaces.')
+  idempotency_key: idempotencyKeySchema
     .optional()
     .describe(
       "Only the generation that holds this Idempotency-Key in the calling API key's namespace, within the key horizon: a client that lost the 202 finds what it paid for. An empty list when none does.",

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import type { GenerationRow } from '../db/generation-reads.js';
 import { ApiError, ValidationError } from '../errors.js';
 import { admitGeneration } from '../generations/admit-generation.js';
+import { idempotencyKeySchema } from '../generations/idempotency-key.js';
 import type { McpCaller, McpDeps } from './mcp-deps.js';
 import { generationResult } from './tool-results.js';
 
@@ -48,10 +49,7 @@ export class ProgressReporter {
 const createArgs = z
   .object({
     request: z.unknown(),
-    idempotency_key: z
-      .string()
-      .regex(/^[\x21-\x7e]{1,128}$/, 'Must be 1 to 128 printable ASCII characters without spaces.')
-      .optional(),
+    idempotency_key: idempotencyKeySchema.optional(),
     wait_seconds: z.number().int().min(0).optional(),
   })
   .strict();

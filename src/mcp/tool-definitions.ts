@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { CatalogCache } from '../catalog/catalog-cache.js';
 import { publicModelSchema } from '../catalog/public-model.js';
 import { generationStatuses } from '../generation.js';
+import { idempotencyKeyPattern } from '../generations/idempotency-key.js';
 import { toJsonSchema } from '../json-schema.js';
 import { PREVIEW_LONGEST_SIDE } from '../media/preview.js';
 import type { McpDeps } from './mcp-deps.js';
@@ -34,7 +35,7 @@ const generationId = {
 
 const idempotencyKey = {
   type: 'string',
-  pattern: '^[\\x21-\\x7e]{1,128}$',
+  pattern: idempotencyKeyPattern.source,
   description:
     'Makes the call safe to retry: the same key with the same request returns the same generation and charges once. Leave it out on a first call (the server makes one and returns it); pass the returned one back when you retry.',
 };
