@@ -17,7 +17,6 @@ export const batchQuoteSchema = z.object({
     .int()
     .nonnegative()
     .describe('Every line at its price now; each is charged only when it starts.'),
-  balance: z.object({ subscription: z.number().int(), one_time: z.number().int(), total: z.number().int() }),
   ...affordabilityShape,
   affordable: affordabilityShape.affordable.describe(
     "Whether the balance and what is left of the key's spend limit both cover the total now. A create is refused (402) for the balance only; lines past the key's limit end `rejected` (key_spend_limit_exceeded), nothing charged.",

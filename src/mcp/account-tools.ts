@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { ApiError, ValidationError } from '../errors.js';
 import { cancelGeneration } from '../generations/cancel-generation.js';
 import { quoteGeneration } from '../generations/admit-generation.js';
-import { affordability } from '../generations/key-rules.js';
+import { quoteAnswer } from '../generations/key-rules.js';
 import { findKeyState } from '../db/key-limits.js';
 import { listGenerationsQuerySchema, pageOfGenerations } from '../generations/list-query.js';
 import { generationStatuses } from '../generation.js';
@@ -50,15 +50,13 @@ export function describeModel(deps: McpDeps, args: unknown): CallToolResult {
 export async function quote(deps: McpDeps, caller: McpCaller, args: unknown): Promise<CallToolResult> {
   const { request } = parseArgs(z.object({ request: z.unknown() }).strict(), args);
   const priced = await quoteGeneration(deps.admission, request, caller);
-  const balance = await deps.balance(caller.accountId);
-  const bounds = await affordability(deps.db, caller.keyId, priced.credits, balance);
-  const answer = { ...priced, ...bounds };
-  const limit = bounds.key_limit;
+  const answer = await quoteAnswer(deps.db, caller.keyId, priced, await deps.balance(caller.accountId));
+  const { key_limit: limit, limited_by: limitedBy } = answer;
   return structured(
-    answer,
-    `${priced.model} costs ${priced.credits} credits; the balance is ${balance.credits}${bounds.limited_by === 'balance' ? ', which does not cover it' : ''}` +
+    { ...answer },
+    `${answer.model} costs ${answer.credits} credits; the balance is ${answer.balance.total}${limitedBy === 'balance' ? ', which does not cover it' : ''}` +
       (limit
-        ? `; this connection's limit has ${limit.limit_remaining} of ${limit.spend_limit} credits left${bounds.limited_by === 'key_spend_limit' ? ', which does not cover it' : ''}${limit.resets_at ? ` (it resets at ${limit.resets_at})` : ''}`
+        ? `; this connection's limit has ${limit.limit_remaining} of ${limit.spend_limit} credits left${limitedBy === 'key_spend_limit' ? ', which does not cover it' : ''}${limit.resets_at ? ` (it resets at ${limit.resets_at})` : ''}`
         : '') +
       '.',
   );

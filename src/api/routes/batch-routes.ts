@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { batchResultsFile, toBatch } from '../../db/batch-view.js';
-import { affordability } from '../../generations/key-rules.js';
+import { quoteAnswer } from '../../generations/key-rules.js';
 import { batchCounts, batchCountsOf, getBatch, listBatches, type BatchRow } from '../../db/batches.js';
 import type { DatabasePool } from '../../db/pool.js';
 import { ApiError } from '../../errors.js';
@@ -111,11 +111,7 @@ function routes(typed: ZodApp, deps: BatchRouteDeps) {
     async (request, reply) => {
       const principal = principalOf(request);
       const quote = await upload(request, reply, () => quoteBatch(deps, batchBody(request, limits)));
-      const balance = await getBalance(deps.pool, principal.accountId);
-      return {
-        ...quote,
-        ...(await affordability(deps.pool, principal.keyId, quote.credits, balance)),
-      };
+      return quoteAnswer(deps.pool, principal.keyId, quote, await getBalance(deps.pool, principal.accountId));
     },
   );
 
