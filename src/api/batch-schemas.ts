@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { batchEventSchema, batchSchema } from './batch-resource.js';
 import { batchEventTypes } from '../db/batch-events.js';
+import { pageSizeQuery } from '../generations/list-query.js';
 import { affordabilityShape, generationSchema, webhookSubscriptionSchema } from './schemas.js';
 
 export { batchEventSchema, batchSchema } from './batch-resource.js';
@@ -97,12 +98,7 @@ export const encodeBatchCursor = (row: { created_at: string; id: string }) =>
   Buffer.from(JSON.stringify([row.created_at, row.id])).toString('base64url');
 
 export const listBatchesQuerySchema = z.object({
-  limit: z
-    .string()
-    .regex(/^[0-9]+$/, 'Must be a whole number from 1 to 100.')
-    .pipe(z.coerce.number<string>().int().min(1).max(100))
-    .optional()
-    .describe('Page size, 1 to 100; 20 when absent.'),
+  limit: pageSizeQuery(),
   cursor: batchCursor.optional().describe('The next_cursor of the previous page, as it was given.'),
 });
 

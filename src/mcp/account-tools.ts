@@ -5,7 +5,12 @@ import { cancelGeneration } from '../generations/cancel-generation.js';
 import { quoteGeneration } from '../generations/admit-generation.js';
 import { quoteAnswer } from '../generations/key-rules.js';
 import { findKeyState } from '../db/key-limits.js';
-import { listGenerationsQuerySchema, pageOfGenerations } from '../generations/list-query.js';
+import {
+  defaultPageSize,
+  listGenerationsQuerySchema,
+  maxPageSize,
+  pageOfGenerations,
+} from '../generations/list-query.js';
 import { generationStatuses } from '../generation.js';
 import type { McpCaller, McpDeps } from './mcp-deps.js';
 import { parseArgs, toResultDeps } from './generation-tools.js';
@@ -85,7 +90,7 @@ export async function getCredits(deps: McpDeps, caller: McpCaller, args: unknown
 
 const listArgs = z
   .object({
-    limit: z.number().int().min(1).max(100).optional(),
+    limit: z.number().int().min(1).max(maxPageSize).optional(),
     status: z.array(z.enum(generationStatuses)).min(1).optional(),
     model: z.string().optional(),
     cursor: z.string().optional(),
@@ -111,7 +116,7 @@ export async function listGenerations(
     );
   const { rows, nextCursor } = await pageOfGenerations(deps.db, {
     accountId: caller.accountId,
-    limit: query.data.limit ?? 20,
+    limit: query.data.limit ?? defaultPageSize,
     statuses: query.data.status ?? null,
     model: query.data.model ?? null,
     after: query.data.cursor ?? null,

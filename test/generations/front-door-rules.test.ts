@@ -7,7 +7,14 @@ import {
   idempotencyKeyPattern,
   idempotencyKeySchema,
 } from '../../src/generations/idempotency-key.js';
-import { listGenerationsQuerySchema } from '../../src/generations/list-query.js';
+import {
+  defaultPageSize,
+  listGenerationsQuerySchema,
+  maxPageSize,
+} from '../../src/generations/list-query.js';
+import { listBatchesQuerySchema } from '../../src/api/batch-schemas.js';
+import { queryParameters } from '../../src/api/openapi-parameters.js';
+import { routeSchemas } from '../../src/api/route-schemas.js';
 import { toJsonSchema } from '../../src/json-schema.js';
 
 /**
@@ -50,6 +57,35 @@ describe('the front door rules, each from one source', () => {
     expect(refused.ok ? null : refused.issue.message).toBe(idempotencyKeyMessage);
     expect(listGenerationsQuerySchema.shape.idempotency_key.safeParse('a b').error?.issues[0]?.message).toBe(
       idempotencyKeyMessage,
+    );
+  });
+
+  it('page size: every list query reads `limit` as one rule (1 to maxPageSize, one message) and publishes it alike', () => {
+    const queries = {
+      generations: listGenerationsQuerySchema,
+      batches: listBatchesQuerySchema,
+      accountEvents: routeSchemas.listAccountEvents.querystring,
+    };
+    const refused = ['0', String(maxPageSize + 1), '1.5', 'x', ''];
+    const answers = Object.entries(queries).map(([name, query]) => {
+      const limit = query.shape.limit;
+      const published = queryParameters(query).find((p) => p.name === 'limit')!;
+      return {
+        name,
+        accepted: [limit.parse('1'), limit.parse(String(maxPageSize)), limit.parse(undefined)],
+        refused: refused.map((value) => limit.safeParse(value).error?.issues.map((i) => i.message)),
+        published: published.schema,
+      };
+    });
+    for (const answer of answers)
+      expect({ ...answer, name: 'generations' }, answer.name).toEqual({
+        ...answers[0],
+        accepted: [1, maxPageSize, undefined],
+        published: { type: 'integer', minimum: 1, maximum: maxPageSize },
+      });
+    expect(answers[0]!.refused[3]).toEqual([`Must be a whole number from 1 to ${maxPageSize}.`]);
+    expect(queryParameters(listBatchesQuerySchema)[0]!.description).toBe(
+      `Page size, 1 to ${maxPageSize}; ${defaultPageSize} when absent.`,
     );
   });
 });

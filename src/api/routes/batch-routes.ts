@@ -7,6 +7,7 @@ import type { DatabasePool } from '../../db/pool.js';
 import { ApiError } from '../../errors.js';
 import { cancelBatch } from '../../generations/batch-cancel.js';
 import { createBatch, quoteBatch, type BatchCreationDeps } from '../../generations/batch-creation.js';
+import { defaultPageSize } from '../../generations/list-query.js';
 import { getBalance } from '../../db/credits-repository.js';
 import { principalOf } from '../auth-plugin.js';
 import { jsonBatchBody, jsonlBatchBody, type BatchBodyLimits } from '../batch-bodies.js';
@@ -125,7 +126,7 @@ function routes(typed: ZodApp, deps: BatchRouteDeps) {
   });
 
   typed.get('/v1/batches', { schema: batchRouteSchemas.listBatches }, async (request) => {
-    const limit = request.query.limit ?? 20;
+    const limit = request.query.limit ?? defaultPageSize;
     const rows = await listBatches(deps.pool, {
       accountId: principalOf(request).accountId,
       limit: limit + 1,
