@@ -122,7 +122,8 @@ describe('GET /v1/generations/{id}/events', () => {
       return { status: response.status, requestId: response.headers.get('x-request-id'), body };
     };
     const id = await create('quick');
-    for (const accept of [{}, { accept: 'text/event-stream' }]) {
+    const accepts: Array<Record<string, string>> = [{}, { accept: 'text/event-stream' }];
+    for (const accept of accepts) {
       const generation = await answer(eventsUrl(id), { ...accept, 'last-event-id': 'x' });
       const batch = await answer(`${api.origin}/v1/batches/batch_nope/events`, {
         ...accept,
