@@ -1,0 +1,13 @@
+import { z } from 'zod';
+import { toJsonSchema } from '../src/json-schema.ts';
+const show = (name: string, s: z.ZodType) => console.log(name, JSON.stringify(toJsonSchema(s, 'input')));
+show('empty', z.object({}).strict());
+show('model', z.object({ model: z.string().describe('The model id.') }).strict());
+show('unknown', z.object({ request: z.unknown() }).strict());
+show('unknownMeta', z.object({ request: z.unknown().meta({ anyOf: [{ type: 'object' }], description: 'req' }) }).strict());
+show('wait', z.object({ wait_seconds: z.number().int().min(0).meta({ maximum: 20 }).describe('How long').optional() }).strict());
+show('wait2', z.object({ wait_seconds: z.number().int().min(0).max(20).describe('How long').optional() }).strict());
+show('status', z.object({ status: z.array(z.enum(['a','b'])).min(1).optional().describe('Only') }).strict());
+show('id', z.object({ id: z.string().min(1).meta({ pattern: '^gen_$' }).describe('The id') }).strict());
+show('idregex', z.object({ id: z.string().regex(/^gen_[A-Za-z0-9]{1,64}$/).describe('The id') }).strict());
+show('key', z.object({ k: z.string().regex(/^[\x21-\x7e]{1,128}$/).optional().describe('K') }).strict());
