@@ -1,5 +1,5 @@
 import type { CatalogCache } from '../catalog/catalog-cache.js';
-import { componentSchemas, errorResponses, everyOperation, ref, refTo } from './openapi-components.js';
+import { componentSchemas, errorResponses, everyOperation, refTo } from './openapi-components.js';
 import * as events from './openapi-events.js';
 import { batchPaths, batchRequestLineSchema, batchWebhookEntries } from './openapi-batches.js';
 import { generationPaths, generationRequestSchemas } from './openapi-generations.js';
@@ -30,7 +30,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
         'Asynchronous image and video generation. Create a generation (202), poll it every 2 to 3 seconds until its status is succeeded, failed or rejected, and download its output. Errors use one envelope; branch on error.code.',
     },
     servers: [{ url: serverUrl }],
-    webhooks: { ...events.webhookEntries(), ...batchWebhookEntries(ref) },
+    webhooks: { ...events.webhookEntries(), ...batchWebhookEntries() },
     security: [{ bearer: [] }, { apiKey: [] }],
     components: {
       securitySchemes: {
@@ -42,7 +42,7 @@ export function buildOpenApiDocument(catalog: CatalogCache, serverUrl: string): 
     paths: {
       ...generationPaths(Object.keys(requestSchemas)),
       ...events.webhookSecretPaths(errorResponses(...everyOperation)),
-      ...batchPaths(ref, errorResponses, everyOperation),
+      ...batchPaths(),
       ...accountPaths(),
     },
   };
