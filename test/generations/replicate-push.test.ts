@@ -29,7 +29,8 @@ describe('Replicate pushes', () => {
     providerEnv: () => replicate.env(),
     catalog: 'replicate',
     model: 'replicate-flux-schnell',
-    env: { PROVIDER_POLL_INTERVAL_MS: '1000' },
+    // Reads on a timer: the first after the model's expected run time (2 s) and a grace of 1 s.
+    env: { PROVIDER_POLL_INTERVAL_MS: '1000', PROVIDER_FALLBACK_READ_INTERVAL_MS: '1000' },
   });
 
   /** A generation on Replicate whose prediction ends `runMs` after its create; its id and prediction id once recorded. */
@@ -78,6 +79,31 @@ describe('Replicate pushes', () => {
     ]);
     expect(await stack.signals(id)).toEqual([{ generationId: id, jobId: `replicate:${prediction}` }]);
     expect(await stack.webhooks('replicate', 'signaled')).toBe(before + 1);
+  });
+
+  /** The stand-in's status reads of a prediction (besides its create). */
+  const readsOf = (prediction: string) =>
+    replicate.requests.filter((r) => r.method === 'GET' && r.url === `/v1/predictions/${prediction}`).length;
+
+  it('the push ends the wait: the prediction is read once, when pushed, and no read on a timer comes', async () => {
+    const { id, prediction } = await generate('a fox read once');
+    expect(readsOf(prediction)).toBe(1);
+    // Past the first fallback read's time (3 s from the submit): still the one read.
+    await new Promise((resolve) => setTimeout(resolve, 3_500));
+    expect(readsOf(prediction)).toBe(1);
+    expect(await chargesOf(stack.db.pool, id)).toMatchObject({ debits: 1, refunds: 0 });
+  });
+
+  it('a push that is lost: the fallback read after the expected run time finds the end, once', async () => {
+    replicate.webhooks.lose();
+    const started = Date.now();
+    const { id, prediction } = await generate('a fox whose push is lost');
+    expect(replicate.webhooks.attemptsFor(prediction)).toEqual([]);
+    expect(await stack.signals(id)).toEqual([]);
+    // Nothing read it before the expected run time and its grace (2 s + 1 s from the submit).
+    expect(Date.now() - started).toBeGreaterThan(2_500);
+    expect(readsOf(prediction)).toBe(1);
+    expect(await chargesOf(stack.db.pool, id)).toMatchObject({ debits: 1, refunds: 0 });
   });
 
   it('forged and replayed deliveries are 401 and signal nothing, nor count against the address; a genuine one is taken', async () => {

@@ -100,6 +100,7 @@ export function usePushStack(options: PushStackOptions): PushStack & {
       providerFor: deps.providerFor,
       inFlightCap: deps.inFlightCap,
       providerWebhookBaseUrl: deps.providerWebhookBaseUrl,
+      fallbackReadIntervalMs: deps.fallbackReadIntervalMs,
     });
     stack.account = await createPaidAccount(stack.db.pool, { oneTime: 1000 });
     await importExampleCatalog(stack.db.pool, options.catalog);
