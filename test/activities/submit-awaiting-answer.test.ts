@@ -53,8 +53,11 @@ describe('a submit attempt while an earlier create awaits its answer', () => {
     expect(lookups).toBe(0);
 
     creates[0]!.answer('job-late');
-    expect(await abandoned).toEqual({ jobId: 'job-late' });
-    expect(await worker().submit(start)).toEqual({ jobId: 'job-late' });
+    expect(await abandoned).toEqual({ jobId: 'job-late', wait: expect.objectContaining({ push: false }) });
+    expect(await worker().submit(start)).toEqual({
+      jobId: 'job-late',
+      wait: expect.objectContaining({ push: false }),
+    });
     expect(creates).toHaveLength(1);
     expect(lookups).toBe(0);
   });

@@ -92,7 +92,7 @@ describe('a submit attempt whose claim was taken over', () => {
 
     holdPrepare = false;
     // A provider that cannot be asked (fal, Replicate) would send a "may have sent" to review.
-    expect(await worker().submit(start)).toEqual({ jobId: 'job-1' });
+    expect(await worker().submit(start)).toMatchObject({ jobId: 'job-1' });
     expect(lookups).toBe(0);
 
     // The stalled attempt finishes preparing: its claim is gone, so nothing leaves.
@@ -112,7 +112,7 @@ describe('a submit attempt whose claim was taken over', () => {
     await lapse(start.generationId);
 
     holdSend = false;
-    expect(await worker().submit(start)).toEqual({ jobId: 'job-2' });
+    expect(await worker().submit(start)).toMatchObject({ jobId: 'job-2' });
     expect(lookups).toBe(1);
     expect(await slotHeld(start.generationId)).toBe(true);
 

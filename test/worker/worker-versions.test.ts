@@ -32,8 +32,12 @@ function ranOn(history: History): string[] {
   ];
 }
 
+/** B's one-millisecond timers (the generation's own wait sets timers of its own, of seconds). */
 const timers = (history: History) =>
-  (history.events ?? []).filter((e) => e.timerStartedEventAttributes).length;
+  (history.events ?? []).filter((e) => {
+    const timeout = e.timerStartedEventAttributes?.startToFireTimeout;
+    return timeout && Number(timeout.seconds ?? 0) === 0 && Number(timeout.nanos ?? 0) <= 1_000_000;
+  }).length;
 
 /**
  * Worker Deployments: two builds whose workflow differs (B starts the story with a timer, which A's
