@@ -51,7 +51,11 @@ const floors = [
     { name: 'temporal', path: '^src/temporal/' },
   ],
   [{ name: 'runtime', path: '^src/((config|process|dev-state)\\.ts$|config/)' }],
-  [{ name: 'generations', path: '^src/generations/' }],
+  [{ name: 'admission', path: '^src/generations/admission/' }],
+  [
+    { name: 'batches', path: '^src/generations/batches/' },
+    { name: 'generations', path: '^src/generations/[^/]+$' },
+  ],
   [{ name: 'mcp', path: '^src/mcp/' }],
   [
     { name: 'api', path: '^src/api/' },

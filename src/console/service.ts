@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { failedAuthSubject } from '../auth/failed-auth-subject.js';
 import { RequestLogWriter } from '../db/request-log-writer.js';
-import { wireAdmission } from '../generations/admission-wiring.js';
+import { wireAdmission } from '../generations/admission/admission-wiring.js';
 import { authLimitsFor } from '../auth/auth-limits.js';
 import { Authenticator } from '../auth/authenticator.js';
 import { MAX_DATA_URI_BYTES } from '../catalog/image-input.js';

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { listGenerations, type GenerationRow, type ListFilter } from '../db/generation-reads.js';
 import { storableString } from '../storable-text.js';
 import { generationStatuses as statuses, type GenerationStatus } from '../generation.js';
-import { idempotencyKeySchema } from './idempotency-key.js';
+import { idempotencyKeySchema } from './admission/idempotency-key.js';
 
 /** What a generation id can look like; anything else is no generation of ours. */
 export const generationIdPattern = /^gen_[A-Za-z0-9]{1,64}$/;

@@ -2,7 +2,7 @@ import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { CatalogCache } from '../catalog/catalog-cache.js';
 import { generationStatuses } from '../generation.js';
-import { idempotencyKeySchema } from '../generations/idempotency-key.js';
+import { idempotencyKeySchema } from '../generations/admission/idempotency-key.js';
 import { generationIdPattern, maxPageSize } from '../generations/list-query.js';
 import { toJsonSchema } from '../json-schema.js';
 

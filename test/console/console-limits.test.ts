@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { createApiKey } from '../../src/auth/api-key-issuer.js';
 import { rateLimitWords } from '../../src/auth/rate-limit.js';
 import { setKeyRules } from '../../src/db/key-limits.js';
-import { readOnlyRefusal } from '../../src/generations/key-rules.js';
+import { readOnlyRefusal } from '../../src/generations/admission/key-rules.js';
 import { createSignInLink } from '../../src/db/console-sessions.js';
 import { randomBase62 } from '../../src/ids.js';
 import { newSecret, secretHash } from '../../src/console/session-ids.js';

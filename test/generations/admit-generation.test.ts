@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CatalogCache } from '../../src/catalog/catalog-cache.js';
 import { listGenerations } from '../../src/db/generation-reads.js';
 import { ApiError, ValidationError } from '../../src/errors.js';
-import { admitGeneration, type AdmissionDeps } from '../../src/generations/admit-generation.js';
+import { admitGeneration, type AdmissionDeps } from '../../src/generations/admission/admit-generation.js';
 import { ApiGenerationMetrics } from '../../src/observability/metrics.js';
 import { LocalStorage } from '../../src/storage/storage.js';
 import { createPaidAccount, type TestAccount } from '../support/api.js';

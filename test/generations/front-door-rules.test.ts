@@ -1,12 +1,12 @@
 import Ajv2019 from 'ajv/dist/2019.js';
 import { describe, expect, it } from 'vitest';
-import { checkIdempotencyKey } from '../../src/generations/generation-request.js';
+import { checkIdempotencyKey } from '../../src/generations/admission/generation-request.js';
 import {
   idempotencyKeyHeaderSchema,
   idempotencyKeyMessage,
   idempotencyKeyPattern,
   idempotencyKeySchema,
-} from '../../src/generations/idempotency-key.js';
+} from '../../src/generations/admission/idempotency-key.js';
 import {
   defaultPageSize,
   listGenerationsQuerySchema,

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { createDatabasePool } from '../../src/db/pool.js';
 import { getGeneration as getGenerationRow, type GenerationRow } from '../../src/db/generation-reads.js';
 import { ApiError } from '../../src/errors.js';
-import { answerUnanswered } from '../../src/generations/unanswered-admission.js';
+import { answerUnanswered } from '../../src/generations/admission/unanswered-admission.js';
 import { newId, randomBase62 } from '../../src/ids.js';
 import type { ProviderStatus } from '../../src/providers/provider.js';
 import { createGeneration, getGeneration, pollGeneration } from '../support/generations.js';

@@ -6,7 +6,7 @@ import { Worker, NativeConnection } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { supportCommands } from '../../src/admin/support-commands.js';
 import { cancelGeneration } from '../../src/generations/cancel-generation.js';
-import { generationWorkflowId, startGeneration } from '../../src/generations/start-generation.js';
+import { generationWorkflowId, startGeneration } from '../../src/generations/admission/start-generation.js';
 import { randomBase62 } from '../../src/ids.js';
 import { LocalStorage } from '../../src/storage/storage.js';
 import { buildWorkflowBundle } from '../../src/worker/workflow-bundle.js';

@@ -12,7 +12,7 @@ import { getBalance, type CreditBalance } from '../../db/credits-repository.js';
 import { MCP_SCOPE } from '../../auth/oauth-resource.js';
 import { InsufficientScopeError } from '../../auth/oauth-tokens.js';
 import { ApiError } from '../../errors.js';
-import type { AdmissionDeps } from '../../generations/admit-generation.js';
+import type { AdmissionDeps } from '../../generations/admission/admit-generation.js';
 import type { InvalidatedCache } from '../../invalidated-cache.js';
 import { toJsonSchema } from '../../json-schema.js';
 import type { McpDeps } from '../../mcp/mcp-deps.js';

@@ -7,10 +7,10 @@ import {
   type KeyLimitNow,
   type KeyLimitReset,
   type KeyRules,
-} from '../db/key-limits.js';
-import type { CreditBalance } from '../db/credits-repository.js';
-import { ApiError } from '../errors.js';
-import { keyModelNotAllowedMessage } from '../workflows/generation-errors.js';
+} from '../../db/key-limits.js';
+import type { CreditBalance } from '../../db/credits-repository.js';
+import { ApiError } from '../../errors.js';
+import { keyModelNotAllowedMessage } from '../../workflows/generation-errors.js';
 
 /*
  * A key's rules at the front doors (migration 0034). The doors refuse early what the key may not

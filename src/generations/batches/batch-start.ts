@@ -1,11 +1,11 @@
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
-import { deleteBatch, type BatchRow } from '../db/batches.js';
-import type { DatabasePool } from '../db/pool.js';
-import { ApiError } from '../errors.js';
-import type { BatchStart } from '../workflows/batch-workflow.js';
-import { batchQueue } from '../workflows/generation-types.js';
-import { batchLinePriority } from './admit-update.js';
-import type { WebhookSettings } from './webhook-request.js';
+import { deleteBatch, type BatchRow } from '../../db/batches.js';
+import type { DatabasePool } from '../../db/pool.js';
+import { ApiError } from '../../errors.js';
+import type { BatchStart } from '../../workflows/batch-workflow.js';
+import { batchQueue } from '../../workflows/generation-types.js';
+import { batchLinePriority } from '../admission/admit-update.js';
+import type { WebhookSettings } from '../admission/webhook-request.js';
 
 /** What starting a batch's workflow needs: Temporal, and the settings its run is started with. */
 export interface BatchStartDeps {

@@ -1,4 +1,4 @@
-import type { KeyHolder } from '../db/idempotency-keys.js';
+import type { KeyHolder } from '../../db/idempotency-keys.js';
 import type { StartOutcome } from './start-outcome.js';
 
 /*

@@ -1,10 +1,10 @@
-import { generationEventTypes, type GenerationEventType } from '../db/generation-events.js';
-import type { GenerationWebhook } from '../db/generation-webhooks.js';
-import type { ValidationIssue } from '../errors.js';
-import { OutboundFetchError } from '../net/outbound-fetch-error.js';
-import { checkUrl } from '../net/outbound-fetch.js';
-import { defaultWebhookResolver, type WebhookResolver } from '../net/webhook-resolver.js';
-import { webhookTarget, type WebhookTargetRules } from '../net/webhook-target.js';
+import { generationEventTypes, type GenerationEventType } from '../../db/generation-events.js';
+import type { GenerationWebhook } from '../../db/generation-webhooks.js';
+import type { ValidationIssue } from '../../errors.js';
+import { OutboundFetchError } from '../../net/outbound-fetch-error.js';
+import { checkUrl } from '../../net/outbound-fetch.js';
+import { defaultWebhookResolver, type WebhookResolver } from '../../net/webhook-resolver.js';
+import { webhookTarget, type WebhookTargetRules } from '../../net/webhook-target.js';
 
 /** What a subscription gets without `events`: the events that end a generation or its content. */
 export const defaultWebhookEvents: GenerationEventType[] = [

@@ -1,7 +1,7 @@
-import type { CatalogEntry } from '../catalog/catalog-entry.js';
-import type { GenerationRow } from '../db/generation-reads.js';
-import type { GenerationError } from '../generation.js';
-import type { AdmitResult } from '../workflows/generation-types.js';
+import type { CatalogEntry } from '../../catalog/catalog-entry.js';
+import type { GenerationRow } from '../../db/generation-reads.js';
+import type { GenerationError } from '../../generation.js';
+import type { AdmitResult } from '../../workflows/generation-types.js';
 
 /**
  * How the request ended at admission, and the generation that answers it: a new one, or for a

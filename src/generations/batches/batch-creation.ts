@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
-import type { DatabasePool } from '../db/pool.js';
-import { recordBatchEvent } from '../db/batch-events.js';
-import { insertBatchLines } from '../db/batch-lines.js';
-import { batchEventResource } from '../db/batch-view.js';
+import type { DatabasePool } from '../../db/pool.js';
+import { recordBatchEvent } from '../../db/batch-events.js';
+import { insertBatchLines } from '../../db/batch-lines.js';
+import { batchEventResource } from '../../db/batch-view.js';
 import {
   batchCounts,
   batchOfKey,
@@ -10,18 +10,18 @@ import {
   getBatch,
   insertBatch,
   type BatchRow,
-} from '../db/batches.js';
-import { getBalance } from '../db/credits-repository.js';
-import { ApiError, ValidationError, type ValidationIssue } from '../errors.js';
-import { newId } from '../ids.js';
-import { MAX_ISSUES } from '../storable-text.js';
+} from '../../db/batches.js';
+import { getBalance } from '../../db/credits-repository.js';
+import { ApiError, ValidationError, type ValidationIssue } from '../../errors.js';
+import { newId } from '../../ids.js';
+import { MAX_ISSUES } from '../../storable-text.js';
 import { checkBatchCaps, type BatchCaps } from './batch-caps.js';
 import { checkBatchEnvelope, customIdIssue, type BatchEnvelope } from './batch-envelope.js';
 import { StagedLines } from './batch-staging.js';
 import { startBatchOrRefuse, type BatchStartDeps } from './batch-start.js';
-import { canonicalJson } from './fingerprint.js';
-import { checkIdempotencyKey, checkRequest, type RequestCheckDeps } from './generation-request.js';
-import type { WebhookSettings } from './webhook-request.js';
+import { canonicalJson } from '../admission/fingerprint.js';
+import { checkIdempotencyKey, checkRequest, type RequestCheckDeps } from '../admission/generation-request.js';
+import type { WebhookSettings } from '../admission/webhook-request.js';
 
 /** What creating a batch reads and acts through (the API's admission deps and pool). */
 export interface BatchCreationDeps extends RequestCheckDeps, BatchStartDeps {

@@ -1,14 +1,14 @@
 import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
-import { ApiError } from '../errors.js';
-import type { AdmitResult, GenerationStart } from '../workflows/generation-types.js';
-import { admitUpdate, type generationWorkflow } from '../workflows/generation-workflow.js';
+import { ApiError } from '../../errors.js';
+import type { AdmitResult, GenerationStart } from '../../workflows/generation-types.js';
+import { admitUpdate, type generationWorkflow } from '../../workflows/generation-workflow.js';
 import {
   AccountId,
   GenerationId,
   GenerationStatus as GenerationStatusKey,
   Model,
   NeedsReview,
-} from '../workflows/search-attributes.js';
+} from '../../workflows/search-attributes.js';
 import { askNewestRun } from './newest-run.js';
 
 /** What asking the generation's workflow to admit needs. */

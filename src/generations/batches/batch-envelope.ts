@@ -1,6 +1,10 @@
-import { batchEventTypes } from '../db/batch-events.js';
-import type { ValidationIssue } from '../errors.js';
-import { checkWebhook, type WebhookCheckRules, type WebhookEventChoice } from './webhook-request.js';
+import { batchEventTypes } from '../../db/batch-events.js';
+import type { ValidationIssue } from '../../errors.js';
+import {
+  checkWebhook,
+  type WebhookCheckRules,
+  type WebhookEventChoice,
+} from '../admission/webhook-request.js';
 
 /*
  * What a batch is asked for beside its lines: its completion window, metadata and webhook, and the

@@ -1,5 +1,5 @@
-import type { CompiledModel } from '../catalog/catalog-cache.js';
-import { quotePrice, resolveOptions } from '../catalog/pricing.js';
+import type { CompiledModel } from '../../catalog/catalog-cache.js';
+import { quotePrice, resolveOptions } from '../../catalog/pricing.js';
 
 /**
  * What a create with this checked body would debit now: the price admission computes (quotePrice

@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
 import type { CommonQueryMethods } from 'slonik';
-import type { Storage } from '../storage/storage.js';
-import type { CatalogEntry } from '../catalog/catalog-entry.js';
-import { keyHolder } from '../db/idempotency-keys.js';
-import { ApiError } from '../errors.js';
-import { newId } from '../ids.js';
-import type { GenerationStart } from '../workflows/generation-types.js';
+import type { Storage } from '../../storage/storage.js';
+import type { CatalogEntry } from '../../catalog/catalog-entry.js';
+import { keyHolder } from '../../db/idempotency-keys.js';
+import { ApiError } from '../../errors.js';
+import { newId } from '../../ids.js';
+import type { GenerationStart } from '../../workflows/generation-types.js';
 import { askToAdmit, type AdmitUpdateDeps } from './admit-update.js';
 import { storeInlineImages } from './inline-images.js';
 import { answerFromRecord } from './key-answers.js';

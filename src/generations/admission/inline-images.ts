@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
-import { parseImageInput } from '../catalog/image-input.js';
-import { ApiError } from '../errors.js';
-import { randomBase62 } from '../ids.js';
-import type { Storage } from '../storage/storage.js';
+import { parseImageInput } from '../../catalog/image-input.js';
+import { ApiError } from '../../errors.js';
+import { randomBase62 } from '../../ids.js';
+import type { Storage } from '../../storage/storage.js';
 
 /**
  * An image a caller has already received into a file (the console's uploads, streamed to disk):

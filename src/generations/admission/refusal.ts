@@ -1,6 +1,6 @@
 import type { BaseLogger } from 'pino';
-import { ApiError, admissionRefusal, idempotencyConflict } from '../errors.js';
-import type { Storage } from '../storage/storage.js';
+import { ApiError, admissionRefusal, idempotencyConflict } from '../../errors.js';
+import type { Storage } from '../../storage/storage.js';
 import type { StartOutcome } from './start-outcome.js';
 
 /**

@@ -2,8 +2,8 @@ import { createReadStream } from 'node:fs';
 import { mkdtemp, open, rm, type FileHandle } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import type { StagedBatchLine } from '../db/batch-lines.js';
-import { splitLines } from '../line-splitter.js';
+import type { StagedBatchLine } from '../../db/batch-lines.js';
+import { splitLines } from './line-splitter.js';
 
 /** Lines held in memory before they go to the staging file (and between two writes to it). */
 const memoryBytes = 4 * 1024 * 1024;

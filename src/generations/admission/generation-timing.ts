@@ -1,5 +1,5 @@
-import { stepHorizons, type Config } from '../config.js';
-import type { GenerationStart } from '../workflows/generation-types.js';
+import { stepHorizons, type Config } from '../../config.js';
+import type { GenerationStart } from '../../workflows/generation-types.js';
 
 /**
  * The step timings a generation starts with (they travel in its start, so a running story keeps its
