@@ -2,7 +2,7 @@ import type { CommonQueryMethods } from 'slonik';
 import { catalogEntryOf, type CatalogEntry } from '../catalog/catalog-entry.js';
 import { quotePrice, resolveOptions } from '../catalog/pricing.js';
 import { decideAdmission, recordRefusal, type AdmissionRecord } from '../db/admission-repository.js';
-import type { GenerationError } from '../generation.js';
+import type { GenerationError } from '../vocabulary/generation.js';
 import { noGenerationMetrics, type GenerationMetrics } from '../observability/metrics.js';
 import { admissionRefusals } from '../workflows/generation-errors.js';
 import type { Admission, GenerationStart, KeyClaim } from '../workflows/generation-types.js';

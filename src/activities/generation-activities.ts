@@ -7,7 +7,7 @@ import { releaseProviderSlot } from '../db/provider-slots.js';
 import { settleAdmission } from './admission.js';
 import { ProviderUncertainError, type Provider, type ProviderResult } from '../providers/provider.js';
 import { parseJobReference } from '../providers/job-reference.js';
-import type { GenerationError } from '../generation.js';
+import type { GenerationError } from '../vocabulary/generation.js';
 import { noGenerationMetrics } from '../observability/metrics.js';
 import type { Admission, GenerationStart, KeyClaim } from '../workflows/generation-types.js';
 import type { GenerationActivities } from '../workflows/generation-activity-contract.js';

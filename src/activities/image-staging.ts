@@ -4,7 +4,7 @@ import { catalogEntryOf, type CatalogEntry } from '../catalog/catalog-entry.js';
 import { routesOf } from '../catalog/routes.js';
 import { storedDefinition } from '../db/catalog-repository.js';
 import { claimInputPrefix } from '../db/generation-results.js';
-import { randomBase62 } from '../ids.js';
+import { randomBase62 } from '../vocabulary/ids.js';
 import { CustomerInputRejection, OwnStorageError } from '../providers/provider.js';
 import { fetchReferenceImage, referenceImageSources } from '../providers/reference-images.js';
 import { extensionOfMediaType, type Storage } from '../storage/storage.js';

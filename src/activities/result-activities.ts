@@ -1,5 +1,5 @@
 import { Context } from '@temporalio/activity';
-import { randomBase62 } from '../ids.js';
+import { randomBase62 } from '../vocabulary/ids.js';
 import {
   claimOutputPrefix,
   completeGeneration,

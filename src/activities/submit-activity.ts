@@ -1,4 +1,4 @@
-import { randomBase62 } from '../ids.js';
+import { randomBase62 } from '../vocabulary/ids.js';
 import { claimSubmit, keepSubmitClaim, submissionState } from '../db/provider-submissions.js';
 import { leaveRoute } from '../db/route-attempts.js';
 import { entryToSubmit, lastQuotedEntry } from './admission.js';

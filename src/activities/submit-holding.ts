@@ -21,7 +21,7 @@ import { providerWebhookUrl } from '../providers/provider-push.js';
 import type { CatalogEntry } from '../catalog/catalog-entry.js';
 import type { ProviderName } from '../catalog/provider-mapping.js';
 import type { ModelRoute } from '../catalog/routes.js';
-import { PermanentError } from '../errors.js';
+import { PermanentError } from '../vocabulary/errors.js';
 import type { GenerationMetrics } from '../observability/metrics.js';
 import type { GenerationStart } from '../workflows/generation-types.js';
 import type { ActivityDeps } from './activity-deps.js';

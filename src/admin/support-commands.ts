@@ -10,7 +10,7 @@ import {
 import { NotFound } from '../db/accounts-repository.js';
 import { listReconciliations } from '../db/reconciliation-repository.js';
 import { routeAttemptsOf } from '../db/route-attempts.js';
-import type { GenerationStatus } from '../generation.js';
+import type { GenerationStatus } from '../vocabulary/generation.js';
 import { progressQuery, resolveUpdate } from '../workflows/generation-workflow.js';
 import { cancelGeneration } from '../generations/cancel-generation.js';
 import { askNewestRun } from '../generations/admission/newest-run.js';

@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
 import { JSONParser, TokenType } from '@streamparser/json';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../vocabulary/errors.js';
 import { NotJsonLine } from '../generations/batches/batch-creation.js';
 import { LineTooLong, splitLines } from '../generations/batches/line-splitter.js';
 

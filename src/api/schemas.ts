@@ -3,9 +3,9 @@ import { keyEventSchema } from './key-schemas.js';
 import { z } from 'zod';
 import { batchEventSchema } from './batch-resource.js';
 import { publicModelSchema } from '../catalog/public-model.js';
-import { errorCodes } from '../errors.js';
+import { errorCodes } from '../vocabulary/errors.js';
 import { generationEventTypes } from '../db/generation-events.js';
-import { generationStatuses } from '../generation.js';
+import { generationStatuses } from '../vocabulary/generation.js';
 
 /**
  * Response shapes of the v1 API, as zod schemas. They document the contract

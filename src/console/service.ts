@@ -6,7 +6,7 @@ import { wireAdmission } from '../generations/admission/admission-wiring.js';
 import { authLimitsFor } from '../auth/auth-limits.js';
 import { Authenticator } from '../auth/authenticator.js';
 import { MAX_DATA_URI_BYTES } from '../catalog/image-input.js';
-import type { Config } from '../config.js';
+import type { Config } from '../config/service-config.js';
 import { NotificationListener } from '../db/notifications.js';
 import { createDatabasePool, type DatabasePool } from '../db/pool.js';
 import { buildConsoleApp } from './app.js';

@@ -1,6 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import type { GenerationError, KeyClaim } from '../generation.js';
+import type { GenerationError, KeyClaim } from '../vocabulary/generation.js';
 import { generationErrorColumn } from './generation-reads.js';
 import { keyLimitResets } from './key-limits.js';
 

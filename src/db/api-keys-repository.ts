@@ -1,6 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import { newId } from '../ids.js';
+import { newId } from '../vocabulary/ids.js';
 import { NotFound, qualifyingPurchaseSql } from './accounts-repository.js';
 
 const MAX_ACTIVE_KEYS = 5;

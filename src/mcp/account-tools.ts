@@ -1,5 +1,5 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { ApiError, ValidationError } from '../errors.js';
+import { ApiError, ValidationError } from '../vocabulary/errors.js';
 import { cancelGeneration } from '../generations/cancel-generation.js';
 import { quoteGeneration } from '../generations/admission/admit-generation.js';
 import { quoteAnswer } from '../generations/admission/key-rules.js';

@@ -36,7 +36,7 @@ import type { McpCaller, McpDeps } from './mcp-deps.js';
 import { toolNames, type ToolName } from './tool-arguments.js';
 import { toolDefinitions } from './tool-definitions.js';
 import { asApiError, errorResult } from './tool-results.js';
-import type { ApiError } from '../errors.js';
+import type { ApiError } from '../vocabulary/errors.js';
 import { GenerationRefused } from '../generations/admission/admit-generation.js';
 
 export const serverInfo = {

@@ -1,9 +1,9 @@
 import type { Logger } from 'pino';
 import type { BatchLineAdmission } from '../activities/batch-line-admission.js';
-import type { Config } from '../config.js';
+import type { Config } from '../config/service-config.js';
 import { NotificationListener } from '../db/notifications.js';
 import type { DatabasePool } from '../db/pool.js';
-import { ApiError, ValidationError } from '../errors.js';
+import { ApiError, ValidationError } from '../vocabulary/errors.js';
 import {
   admitGeneration,
   GenerationRefused,

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { CommonQueryMethods } from 'slonik';
 import type { ProviderName } from '../catalog/provider-mapping.js';
-import { requestBudgets, type Config } from '../config.js';
+import { requestBudgets, type Config } from '../config/service-config.js';
 import { PostgresBudgetStore } from '../providers/budget-postgres-store.js';
 import { RedisBudgetStore } from '../providers/budget-redis-store.js';
 import type { Provider, ProviderStatus } from '../providers/provider.js';

@@ -1,7 +1,13 @@
 import type { CommonQueryMethods } from 'slonik';
 import type { Logger } from 'pino';
 import type { ProviderName } from '../catalog/provider-mapping.js';
-import { inFlightCaps, stepHorizons, storageLocation, webhookResolverOf, type Config } from '../config.js';
+import {
+  inFlightCaps,
+  stepHorizons,
+  storageLocation,
+  webhookResolverOf,
+  type Config,
+} from '../config/service-config.js';
 import type { Provider } from '../providers/provider.js';
 import { trackHealth, type HealthPolicy } from './provider-health-tracker.js';
 import type { ActivityDeps } from '../activities/activity-deps.js';

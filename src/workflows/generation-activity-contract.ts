@@ -1,4 +1,4 @@
-import type { GenerationError, ProviderJobEnd } from '../generation.js';
+import type { GenerationError, ProviderJobEnd } from '../vocabulary/generation.js';
 import type { Admission, GenerationStart, KeyClaim, SubmittedJob } from './generation-types.js';
 
 /**

@@ -1,4 +1,4 @@
-import type { GenerationError } from '../generation.js';
+import type { GenerationError } from '../vocabulary/generation.js';
 
 /**
  * The errors a generation record can end with after its debit, as the client reads them

@@ -1,5 +1,5 @@
 import { setCurrentDetails, upsertSearchAttributes } from '@temporalio/workflow';
-import type { GenerationStatus } from '../generation.js';
+import type { GenerationStatus } from '../vocabulary/generation.js';
 import type { GenerationProgress } from './generation-types.js';
 import { GenerationStatus as GenerationStatusKey, NeedsReview } from './search-attributes.js';
 

@@ -1,5 +1,5 @@
 import { setCurrentDetails } from '@temporalio/workflow';
-import type { ProviderJobEnd } from '../generation.js';
+import type { ProviderJobEnd } from '../vocabulary/generation.js';
 import type { generationSteps } from './generation-steps.js';
 import { errorTypes, type GenerationResumed, type GenerationStart } from './generation-types.js';
 import { failureMessage, failureType } from './step-failures.js';

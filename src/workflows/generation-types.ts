@@ -1,6 +1,6 @@
 // Types shared by the API, the generation workflow and its activities. Pure data: no I/O.
 
-import type { GenerationError } from '../generation.js';
+import type { GenerationError } from '../vocabulary/generation.js';
 
 /** Everything the workflow is started with. Large inputs are references (URLs), never bytes. */
 import type { WebhookSubscription } from './webhook-delivery-types.js';
@@ -115,7 +115,7 @@ export type AdmissionDecision =
 export type Admission = AdmissionDecision | { outcome: 'key_held'; holder: AdmitResult };
 
 /** A keyed generation's claim on its Idempotency-Key (defined with the generation's vocabulary, below db and workflows). */
-export type { KeyClaim } from '../generation.js';
+export type { KeyClaim } from '../vocabulary/generation.js';
 
 /** What the admit update answers: the original generation and how it was admitted. */
 export interface AdmitResult {

@@ -7,7 +7,7 @@ import {
   setHandler,
   setWorkflowOptions,
 } from '@temporalio/workflow';
-import type { GenerationError, ProviderJobEnd } from '../generation.js';
+import type { GenerationError, ProviderJobEnd } from '../vocabulary/generation.js';
 import { generationErrors, whatFailed } from './generation-errors.js';
 import { admissionRules } from './generation-admission.js';
 import { generationEndings } from './generation-endings.js';

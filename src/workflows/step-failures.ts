@@ -1,5 +1,5 @@
 import { ActivityFailure, ApplicationFailure, TimeoutFailure } from '@temporalio/workflow';
-import type { GenerationError } from '../generation.js';
+import type { GenerationError } from '../vocabulary/generation.js';
 import { admissionErrors } from './generation-errors.js';
 import { errorTypes, nonRetryableTypes } from './generation-types.js';
 

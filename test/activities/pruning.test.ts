@@ -4,7 +4,7 @@ import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createPruningActivities } from '../../src/activities/pruning-activities.js';
 import { recordGrant } from '../../src/db/oauth-grants-repository.js';
-import { newId, randomBase62 } from '../../src/ids.js';
+import { newId, randomBase62 } from '../../src/vocabulary/ids.js';
 import { ensurePruningSchedule, pruningScheduleId } from '../../src/temporal/pruning-schedule.js';
 import type { PruningOptions } from '../../src/workflows/pruning-workflow.js';
 import { createPaidAccount, type TestAccount } from '../support/api.js';

@@ -6,7 +6,7 @@ import { rateLimitWords } from '../../src/auth/rate-limit.js';
 import { setKeyRules } from '../../src/db/key-limits.js';
 import { readOnlyRefusal } from '../../src/generations/admission/key-rules.js';
 import { createSignInLink } from '../../src/db/console-sessions.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { newSecret, secretHash } from '../../src/console/session-ids.js';
 import { createPaidAccount } from '../support/api.js';
 import { cookiesOf, inputValue, playgroundForm, signInOverHttp } from '../support/console-http.js';

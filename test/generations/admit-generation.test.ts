@@ -7,7 +7,7 @@ import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CatalogCache } from '../../src/catalog/catalog-cache.js';
 import { listGenerations } from '../../src/db/generation-reads.js';
-import { ApiError, ValidationError } from '../../src/errors.js';
+import { ApiError, ValidationError } from '../../src/vocabulary/errors.js';
 import { admitGeneration, type AdmissionDeps } from '../../src/generations/admission/admit-generation.js';
 import { ApiGenerationMetrics } from '../../src/observability/metrics.js';
 import { LocalStorage } from '../../src/storage/storage.js';

@@ -15,7 +15,7 @@ import {
 import { listBatchesQuerySchema } from '../../src/api/batch-schemas.js';
 import { queryParameters } from '../../src/api/openapi-parameters.js';
 import { routeSchemas } from '../../src/api/route-schemas.js';
-import { toJsonSchema } from '../../src/json-schema.js';
+import { toJsonSchema } from '../../src/validation/json-schema.js';
 
 /**
  * Each rule of the front door is written once (issue 48 §1) and every door that holds it imports

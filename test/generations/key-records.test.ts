@@ -13,7 +13,7 @@ import {
   type StartGenerationDeps,
 } from '../../src/generations/admission/start-generation.js';
 import { getGeneration } from '../../src/db/generation-reads.js';
-import { newId, randomBase62 } from '../../src/ids.js';
+import { newId, randomBase62 } from '../../src/vocabulary/ids.js';
 import { SimulatedProvider } from '../../src/providers/simulated/simulated-provider.js';
 import { LocalStorage } from '../../src/storage/storage.js';
 import { ensureSearchAttributes } from '../../src/temporal/search-attributes-setup.js';

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { supportCommands } from '../../src/admin/support-commands.js';
 import { cancelGeneration } from '../../src/generations/cancel-generation.js';
 import { generationWorkflowId, startGeneration } from '../../src/generations/admission/start-generation.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { LocalStorage } from '../../src/storage/storage.js';
 import { buildWorkflowBundle } from '../../src/worker/workflow-bundle.js';
 import { createGeneration, generationStart } from '../support/generations.js';

@@ -3,7 +3,7 @@ import type { CommonQueryMethods } from 'slonik';
 import { expect } from 'vitest';
 import { settleAdmission } from '../../src/activities/admission.js';
 import type { ApiService } from '../../src/api/service.js';
-import { newId } from '../../src/ids.js';
+import { newId } from '../../src/vocabulary/ids.js';
 import type { GenerationStart } from '../../src/workflows/generation-types.js';
 import { bearer, type TestAccount } from './api.js';
 

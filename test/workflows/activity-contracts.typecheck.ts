@@ -16,7 +16,7 @@ import type { createReconciliationActivities } from '../../src/activities/reconc
 import type { createThumbnailActivities } from '../../src/activities/thumbnail-activities.js';
 import { createWebhookActivities } from '../../src/activities/webhook-activities.js';
 import type { StoredOutput } from '../../src/db/generation-results.js';
-import type { ProviderJobEnd } from '../../src/generation.js';
+import type { ProviderJobEnd } from '../../src/vocabulary/generation.js';
 import type { ProviderResult, ProviderStatus } from '../../src/providers/provider.js';
 import type { WorkflowActivities } from '../../src/workflows/activity-contracts.js';
 import type {

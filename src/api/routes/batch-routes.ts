@@ -4,7 +4,7 @@ import { batchResultsFile, toBatch } from '../../db/batch-view.js';
 import { quoteAnswer } from '../../generations/admission/key-rules.js';
 import { batchCounts, batchCountsOf, getBatch, listBatches, type BatchRow } from '../../db/batches.js';
 import type { DatabasePool } from '../../db/pool.js';
-import { ApiError } from '../../errors.js';
+import { ApiError } from '../../vocabulary/errors.js';
 import { cancelBatch } from '../../generations/batches/batch-cancel.js';
 import { createBatch, quoteBatch, type BatchCreationDeps } from '../../generations/batches/batch-creation.js';
 import { defaultPageSize } from '../../generations/list-query.js';

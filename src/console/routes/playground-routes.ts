@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { keyRateLimitRefusal, rateLimitWords } from '../../auth/rate-limit.js';
 import type { CompiledModel } from '../../catalog/catalog-cache.js';
 import { getBalance } from '../../db/credits-repository.js';
-import { ApiError, ValidationError, type ValidationIssue } from '../../errors.js';
+import { ApiError, ValidationError, type ValidationIssue } from '../../vocabulary/errors.js';
 import {
   admitGeneration,
   GenerationRefused,
@@ -11,7 +11,7 @@ import {
 } from '../../generations/admission/admit-generation.js';
 import { requestedModel } from '../../generations/admission/generation-request.js';
 import { readOnlyRefusal } from '../../generations/admission/key-rules.js';
-import { newId } from '../../ids.js';
+import { newId } from '../../vocabulary/ids.js';
 import { bodyFromForm, formFields } from '../playground-form.js';
 import { judgeUploads } from '../playground-images.js';
 import { sendPage } from '../render.js';

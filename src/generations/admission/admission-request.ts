@@ -1,4 +1,4 @@
-import type { ValidationIssue } from '../../errors.js';
+import type { ValidationIssue } from '../../vocabulary/errors.js';
 
 /** A request for a generation as its transport received it, from an authenticated key. */
 export interface AdmissionRequest {

@@ -3,7 +3,12 @@ import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { CatalogCache } from '../../catalog/catalog-cache.js';
-import { providersWithCredentials, storageLocation, webhookResolverOf, type Config } from '../../config.js';
+import {
+  providersWithCredentials,
+  storageLocation,
+  webhookResolverOf,
+  type Config,
+} from '../../config/service-config.js';
 import type { NotificationListener } from '../../db/notifications.js';
 import type { DatabasePool } from '../../db/pool.js';
 import { ApiGenerationMetrics } from '../../observability/metrics.js';

@@ -1,7 +1,7 @@
 import type { BaseLogger } from 'pino';
 import type { CatalogCache } from '../../catalog/catalog-cache.js';
 import type { GenerationRow } from '../../db/generation-reads.js';
-import { ValidationError } from '../../errors.js';
+import { ValidationError } from '../../vocabulary/errors.js';
 import type { ApiGenerationMetrics } from '../../observability/metrics.js';
 import type { AdmissionRequest } from './admission-request.js';
 import { checkCancelAfter } from './cancel-after.js';

@@ -1,5 +1,5 @@
 import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
-import { ApiError } from '../../errors.js';
+import { ApiError } from '../../vocabulary/errors.js';
 import type { AdmitResult, GenerationStart } from '../../workflows/generation-types.js';
 import { admitUpdate, type generationWorkflow } from '../../workflows/generation-workflow.js';
 import {

@@ -1,4 +1,4 @@
-import type { ValidationIssue } from '../../errors.js';
+import type { ValidationIssue } from '../../vocabulary/errors.js';
 
 /**
  * The `Cancel-After` header of POST /v1/generations (the header Replicate's users know): a

@@ -2,10 +2,10 @@ import type { CatalogCache, CompiledModel } from '../../catalog/catalog-cache.js
 import { toValidationIssues } from '../../catalog/request-schema.js';
 import type { RouteRequest } from '../../catalog/routes.js';
 import type { GenerationWebhook } from '../../db/generation-webhooks.js';
-import type { ValidationIssue } from '../../errors.js';
-import { toStorableText, unstorableTextIssues } from '../../storable-text.js';
+import type { ValidationIssue } from '../../vocabulary/errors.js';
+import { toStorableText, unstorableTextIssues } from '../../validation/storable-text.js';
 import type { PlannedRoute } from '../../workflows/generation-types.js';
-import { parseOptions } from '../../zod-messages.js';
+import { parseOptions } from '../../validation/zod-messages.js';
 import { idempotencyKeyMessage, idempotencyKeyPattern } from './idempotency-key.js';
 import { quoteOf } from './quote.js';
 import { checkRoutes, type ProviderKnowledge } from './route-plan.js';

@@ -1,4 +1,4 @@
-import { stepHorizons, type Config } from '../../config.js';
+import { stepHorizons, type Config } from '../../config/service-config.js';
 import type { GenerationStart } from '../../workflows/generation-types.js';
 
 /**

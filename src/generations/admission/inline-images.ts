@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { parseImageInput } from '../../catalog/image-input.js';
-import { ApiError } from '../../errors.js';
-import { randomBase62 } from '../../ids.js';
+import { ApiError } from '../../vocabulary/errors.js';
+import { randomBase62 } from '../../vocabulary/ids.js';
 import type { Storage } from '../../storage/storage.js';
 
 /**

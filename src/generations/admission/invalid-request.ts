@@ -1,8 +1,8 @@
 import { recordRejectedRequest } from '../../db/rejected-requests.js';
-import { ValidationError, type ValidationIssue } from '../../errors.js';
-import { newId } from '../../ids.js';
+import { ValidationError, type ValidationIssue } from '../../vocabulary/errors.js';
+import { newId } from '../../vocabulary/ids.js';
 import type { ApiGenerationMetrics } from '../../observability/metrics.js';
-import { toStorableText } from '../../storable-text.js';
+import { toStorableText } from '../../validation/storable-text.js';
 import type { AdmissionRequest } from './admission-request.js';
 import type { RequestCheck } from './generation-request.js';
 import type { CommonQueryMethods } from 'slonik';

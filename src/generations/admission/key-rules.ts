@@ -9,7 +9,7 @@ import {
   type KeyRules,
 } from '../../db/key-limits.js';
 import type { CreditBalance } from '../../db/credits-repository.js';
-import { ApiError } from '../../errors.js';
+import { ApiError } from '../../vocabulary/errors.js';
 import { keyModelNotAllowedMessage } from '../../workflows/generation-errors.js';
 
 /*

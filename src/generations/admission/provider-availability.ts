@@ -2,8 +2,8 @@ import type { Logger } from 'pino';
 import type { CommonQueryMethods } from 'slonik';
 import type { CatalogEntry } from '../../catalog/catalog-entry.js';
 import { providersDown } from '../../db/provider-health.js';
-import { ApiError } from '../../errors.js';
-import { InFlight } from '../../in-flight.js';
+import { ApiError } from '../../vocabulary/errors.js';
+import { InFlight } from '../../caches/in-flight.js';
 
 /**
  * Which providers are down, as workers last recorded it (provider_health), held in memory: POST

@@ -1,5 +1,5 @@
 import type { BaseLogger } from 'pino';
-import { ApiError, admissionRefusal, idempotencyConflict } from '../../errors.js';
+import { ApiError, admissionRefusal, idempotencyConflict } from '../../vocabulary/errors.js';
 import type { Storage } from '../../storage/storage.js';
 import type { StartOutcome } from './start-outcome.js';
 

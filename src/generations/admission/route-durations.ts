@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { CommonQueryMethods } from 'slonik';
 import type { CatalogCache } from '../../catalog/catalog-cache.js';
 import { recentRouteDurations } from '../../db/route-durations.js';
-import { InFlight } from '../../in-flight.js';
+import { InFlight } from '../../caches/in-flight.js';
 
 /** How far back the measured durations reach, and how often they are read again. */
 export const routeDurationWindowMinutes = 60;

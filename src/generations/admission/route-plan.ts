@@ -2,7 +2,7 @@ import type { CatalogCache } from '../../catalog/catalog-cache.js';
 import type { CatalogEntry } from '../../catalog/catalog-entry.js';
 import type { ProviderName } from '../../catalog/provider-mapping.js';
 import { planRoutes, routeRequestIssues, routesOf, type RouteRequest } from '../../catalog/routes.js';
-import type { ValidationIssue } from '../../errors.js';
+import type { ValidationIssue } from '../../vocabulary/errors.js';
 import type { PlannedRoute } from '../../workflows/generation-types.js';
 
 /** What admission and the quote know of the providers now (part of AdmissionDeps). */

@@ -1,6 +1,6 @@
 import type { CatalogEntry } from '../../catalog/catalog-entry.js';
 import type { GenerationRow } from '../../db/generation-reads.js';
-import type { GenerationError } from '../../generation.js';
+import type { GenerationError } from '../../vocabulary/generation.js';
 import type { AdmitResult } from '../../workflows/generation-types.js';
 
 /**

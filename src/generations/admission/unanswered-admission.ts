@@ -2,7 +2,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { CommonQueryMethods } from 'slonik';
 import { recordUnanswered } from '../../db/admission-repository.js';
 import { getGeneration, type GenerationRow } from '../../db/generation-reads.js';
-import type { ApiError } from '../../errors.js';
+import type { ApiError } from '../../vocabulary/errors.js';
 import type { GenerationStart } from '../../workflows/generation-types.js';
 import type { StartOutcome } from './start-outcome.js';
 

@@ -1,6 +1,6 @@
 import { generationEventTypes, type GenerationEventType } from '../../db/generation-events.js';
 import type { GenerationWebhook } from '../../db/generation-webhooks.js';
-import type { ValidationIssue } from '../../errors.js';
+import type { ValidationIssue } from '../../vocabulary/errors.js';
 import { OutboundFetchError } from '../../net/outbound-fetch-error.js';
 import { checkUrl } from '../../net/outbound-fetch.js';
 import { defaultWebhookResolver, type WebhookResolver } from '../../net/webhook-resolver.js';

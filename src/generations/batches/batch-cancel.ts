@@ -1,6 +1,6 @@
 import type { CommonQueryMethods } from 'slonik';
 import { setBatchStatus, type BatchRow } from '../../db/batches.js';
-import { ApiError } from '../../errors.js';
+import { ApiError } from '../../vocabulary/errors.js';
 import { startBatchWorkflow, type BatchStartDeps } from './batch-start.js';
 
 /**

@@ -1,6 +1,6 @@
 import type { CommonQueryMethods } from 'slonik';
 import { openBatchesOf } from '../../db/open-batches.js';
-import { ApiError } from '../../errors.js';
+import { ApiError } from '../../vocabulary/errors.js';
 
 /** What one account's open batches may hold together (BATCH_OPEN_PER_ACCOUNT, BATCH_QUEUED_LINES_PER_ACCOUNT). */
 export interface BatchCaps {

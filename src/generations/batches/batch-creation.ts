@@ -12,9 +12,9 @@ import {
   type BatchRow,
 } from '../../db/batches.js';
 import { getBalance } from '../../db/credits-repository.js';
-import { ApiError, ValidationError, type ValidationIssue } from '../../errors.js';
-import { newId } from '../../ids.js';
-import { MAX_ISSUES } from '../../storable-text.js';
+import { ApiError, ValidationError, type ValidationIssue } from '../../vocabulary/errors.js';
+import { newId } from '../../vocabulary/ids.js';
+import { MAX_ISSUES } from '../../validation/storable-text.js';
 import { checkBatchCaps, type BatchCaps } from './batch-caps.js';
 import { checkBatchEnvelope, customIdIssue, type BatchEnvelope } from './batch-envelope.js';
 import { StagedLines } from './batch-staging.js';

@@ -1,5 +1,5 @@
 import { batchEventTypes } from '../../db/batch-events.js';
-import type { ValidationIssue } from '../../errors.js';
+import type { ValidationIssue } from '../../vocabulary/errors.js';
 import {
   checkWebhook,
   type WebhookCheckRules,

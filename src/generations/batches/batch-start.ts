@@ -1,7 +1,7 @@
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import { deleteBatch, type BatchRow } from '../../db/batches.js';
 import type { DatabasePool } from '../../db/pool.js';
-import { ApiError } from '../../errors.js';
+import { ApiError } from '../../vocabulary/errors.js';
 import type { BatchStart } from '../../workflows/batch-workflow.js';
 import { batchQueue } from '../../workflows/generation-types.js';
 import { batchLinePriority } from '../admission/admit-update.js';

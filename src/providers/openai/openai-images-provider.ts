@@ -1,6 +1,6 @@
 import type { CommonQueryMethods } from 'slonik';
-import { PermanentError } from '../../errors.js';
-import { randomBase62 } from '../../ids.js';
+import { PermanentError } from '../../vocabulary/errors.js';
+import { randomBase62 } from '../../vocabulary/ids.js';
 import type { Storage } from '../../storage/storage.js';
 import {
   ProviderRejection,

@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { serviceShape } from './config/groups.js';
-import { launcherSettings } from './config/launcher.js';
-import { ConfigError, parseEnv } from './config/setting.js';
-import { checkTemporalSecurity, temporalSecuritySettings, type TemporalSecurity } from './config/temporal.js';
+import { serviceShape } from './groups.js';
+import { launcherSettings } from './launcher.js';
+import { ConfigError, parseEnv } from './setting.js';
+import { checkTemporalSecurity, temporalSecuritySettings, type TemporalSecurity } from './temporal.js';
 
 /**
  * The whole service is configured by environment variables, parsed here once. The variables are
@@ -11,17 +11,17 @@ import { checkTemporalSecurity, temporalSecuritySettings, type TemporalSecurity 
  * Production entry points (`npm run api|worker|result-host`) read the whole schema; the development
  * launcher (`npm start`) fills in DATABASE_URL and TEMPORAL_ADDRESS for the embedded servers it starts.
  */
-export { ConfigError } from './config/setting.js';
-export type { TrustProxy } from './config/api.js';
-export { stepHorizons } from './config/generations.js';
+export { ConfigError } from './setting.js';
+export type { TrustProxy } from './api.js';
+export { stepHorizons } from './generations.js';
 export {
   inFlightCaps,
   providerCredentialVariables,
   providersWithCredentials,
   requestBudgets,
-} from './config/providers.js';
-export { storageLocation } from './config/storage.js';
-export { webhookResolverOf } from './config/webhooks.js';
+} from './providers.js';
+export { storageLocation } from './storage.js';
+export { webhookResolverOf } from './webhooks.js';
 
 const configSchema = z.object(serviceShape);
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { ValidationIssue } from './errors.js';
+import type { ValidationIssue } from '../vocabulary/errors.js';
 
 /**
  * Text the service can store. PostgreSQL's `text` refuses NUL, and `jsonb` refuses `\u0000` and

@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
-import { ConfigError, loadConfig, type Config } from './config.js';
-import { databaseTarget, probeDatabase } from './db/pool.js';
-import { waitForDependency } from './dependency-wait.js';
-import { probeTemporal, temporalConnectionOptions } from './temporal/connection-options.js';
+import { ConfigError, loadConfig, type Config } from '../config/service-config.js';
+import { databaseTarget, probeDatabase } from '../db/pool.js';
+import { waitForDependency } from '../dependencies/wait.js';
+import { probeTemporal, temporalConnectionOptions } from '../temporal/connection-options.js';
 
 /** Closes cleanly on SIGINT or SIGTERM; a second signal exits at once. */
 export function runUntilSignal(logger: Logger, close: () => Promise<void>): void {
@@ -37,7 +37,7 @@ export function loadConfigOrExit(): Config {
   return loadOrExit(loadConfig);
 }
 
-/** Any of config.ts's loaders, for an entry point: a bad variable ends the process with a readable message. */
+/** Any of config/service-config.ts's loaders, for an entry point: a bad variable ends the process with a readable message. */
 export function loadOrExit<T>(load: () => T): T {
   try {
     return load();
