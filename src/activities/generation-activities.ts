@@ -10,7 +10,7 @@ import { parseJobReference } from '../providers/job-reference.js';
 import type { GenerationError } from '../vocabulary/generation.js';
 import { noGenerationMetrics } from '../observability/metrics.js';
 import type { Admission, GenerationStart, KeyClaim } from '../workflows/generation-types.js';
-import type { GenerationActivities } from '../workflows/generation-activity-contract.js';
+import type { GenerationActivities } from '../workflows/contracts/generation.js';
 import type { ActivityDeps } from './activity-deps.js';
 import { providerUncertain } from './failures.js';
 import { createStagingActivities } from './image-staging.js';

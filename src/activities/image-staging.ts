@@ -9,7 +9,7 @@ import { CustomerInputRejection, OwnStorageError } from '../providers/provider.j
 import { fetchReferenceImage, referenceImageSources } from '../providers/reference-images.js';
 import { extensionOfMediaType, type Storage } from '../storage/storage.js';
 import type { GenerationStart } from '../workflows/generation-types.js';
-import type { GenerationActivities } from '../workflows/generation-activity-contract.js';
+import type { GenerationActivities } from '../workflows/contracts/generation.js';
 import type { ActivityDeps } from './activity-deps.js';
 import { lastQuotedEntry } from './admission.js';
 import { referenceImageRefused, settledFailure } from './failures.js';

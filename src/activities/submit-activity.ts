@@ -7,7 +7,7 @@ import type { CatalogEntry } from '../catalog/catalog-entry.js';
 import type { Provider } from '../providers/provider.js';
 import { noGenerationMetrics } from '../observability/metrics.js';
 import type { GenerationStart, ProviderWaitPlan, SubmittedJob } from '../workflows/generation-types.js';
-import type { GenerationActivities } from '../workflows/generation-activity-contract.js';
+import type { GenerationActivities } from '../workflows/contracts/generation.js';
 import type { ActivityDeps } from './activity-deps.js';
 import { providerBusy, routeNotAccepted, settledFailure } from './failures.js';
 import { submitHolding } from './submit-holding.js';

@@ -11,8 +11,8 @@ import {
 import type { Provider } from '../providers/provider.js';
 import { trackHealth, type HealthPolicy } from './provider-health-tracker.js';
 import type { ActivityDeps } from '../activities/activity-deps.js';
-import type { PruningOptions } from '../workflows/pruning-workflow.js';
-import type { ReconciliationOptions } from '../workflows/reconciliation-workflow.js';
+import type { PruningOptions } from '../workflows/contracts/pruning.js';
+import type { ReconciliationOptions } from '../workflows/contracts/reconciliation.js';
 import { FalQueueProvider } from '../providers/fal/fal-queue-provider.js';
 import { OpenAiImagesProvider } from '../providers/openai/openai-images-provider.js';
 import { ReplicateProvider } from '../providers/replicate/replicate-provider.js';

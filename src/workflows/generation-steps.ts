@@ -6,7 +6,7 @@ import {
   providerWaitQueue,
   type GenerationStart,
 } from './generation-types.js';
-import type { CancelActivities, GenerationActivities } from './generation-activity-contract.js';
+import type { CancelActivities, GenerationActivities } from './contracts/generation.js';
 
 /**
  * The generation workflow's steps and how each is retried. Every step retries what may pass

@@ -6,7 +6,7 @@ import { createPruningActivities } from '../../src/activities/pruning-activities
 import { recordGrant } from '../../src/db/oauth-grants-repository.js';
 import { newId, randomBase62 } from '../../src/vocabulary/ids.js';
 import { ensurePruningSchedule, pruningScheduleId } from '../../src/temporal/pruning-schedule.js';
-import type { PruningOptions } from '../../src/workflows/pruning-workflow.js';
+import type { PruningOptions } from '../../src/workflows/contracts/pruning.js';
 import { createPaidAccount, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { startTestWorker, type TestWorker } from '../support/worker.js';

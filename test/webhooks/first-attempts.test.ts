@@ -11,7 +11,7 @@ import { deliveryAttemptsOf } from '../../src/db/webhook-delivery-reads.js';
 import { SimulatedProvider } from '../../src/providers/simulated/simulated-provider.js';
 import { inProcessRenderer } from '../../src/providers/simulated/renderer.js';
 import { LocalStorage } from '../../src/storage/storage.js';
-import type { WebhookEvents, WebhookLook } from '../../src/workflows/webhook-delivery-types.js';
+import type { WebhookEvents, WebhookLook } from '../../src/workflows/contracts/webhook-delivery.js';
 import { createPaidAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { generationStart } from '../support/generations.js';

@@ -1,5 +1,5 @@
-import type { GenerationError, ProviderJobEnd } from '../vocabulary/generation.js';
-import type { Admission, GenerationStart, KeyClaim, SubmittedJob } from './generation-types.js';
+import type { GenerationError, ProviderJobEnd } from '../../vocabulary/generation.js';
+import type { Admission, GenerationStart, KeyClaim, SubmittedJob } from '../generation-types.js';
 
 /**
  * The activities the generation workflow runs, as it needs them; src/activities/generation-activities.ts
