@@ -8,10 +8,10 @@ import type { Provider, ProviderStatus } from '../providers/provider.js';
 import {
   BudgetSkipped,
   ProviderBudget,
-  withBudget,
   type BudgetMetrics,
   type BudgetStore,
 } from '../providers/request-budget.js';
+import { withBudget } from '../providers/request-turns.js';
 
 /**
  * Wraps a provider so that every request its adapter makes (callProvider) takes its turn in the
