@@ -1,7 +1,7 @@
 import { randomBase62 } from '../vocabulary/ids.js';
 import { claimSubmit, keepSubmitClaim, submissionState } from '../db/provider-submissions.js';
 import { leaveRoute } from '../db/route-attempts.js';
-import { entryToSubmit, lastQuotedEntry } from './admission.js';
+import { entryToSubmit, lastQuotedEntry } from './debit.js';
 import { parseJobReference } from '../providers/job-reference.js';
 import type { CatalogEntry } from '../catalog/catalog-entry.js';
 import type { Provider } from '../providers/provider.js';

@@ -95,7 +95,7 @@ export async function listApiKeys(
 /**
  * Everything authentication needs to know about a key row (a pasted key, a console session's key,
  * an app's access token), in the query that finds it: whether it may act, and its own rules
- * (migration 0034: read-only access, a list of models; its spend limit is admission's to check).
+ * (migration 0034: read-only access, a list of models; its spend limit is the debit's to check).
  */
 export const keyPrincipalRow = z.object({
   key_id: z.string(),

@@ -16,7 +16,7 @@ import { dnsUnavailableCode } from '../generations/admission/webhook-request.js'
 /** The Idempotency-Key a batch's line is admitted with: a retried admission meets its generation. */
 export const batchLineKey = (batchId: string, line: number) => `${batchId}:${line}`;
 
-/** Admission's refusals of a line whose batch ended: admissionRefusals.batchEnded. */
+/** Admission's refusals of a line whose batch ended: debitRefusals.batchEnded. */
 const batchEndedReasons = new Set(['batch_canceled', 'batch_expired']);
 
 /**

@@ -18,7 +18,7 @@ interface ProgressTracker {
     needsReview?: boolean,
   ) => void;
   /**
-   * A run that answered for an earlier generation holding its Idempotency-Key (see Admission): it
+   * A run that answered for an earlier generation holding its Idempotency-Key (see DebitOutcome): it
    * is no generation, so it drops the status it was indexed with and ends.
    */
   stepAside: (details: string) => void;

@@ -48,7 +48,7 @@ describe('nextWebhookEvents with deliverFirst', () => {
   /** An admitted generation (its generation.created event) subscribed to that event at `url`. */
   const admitted = async (url: string) => {
     const start = generationStart(await createPaidAccount(db.pool, { oneTime: 100 }), 'a lighthouse');
-    await createGenerationActivities(deps).admit(start);
+    await createGenerationActivities(deps).debit(start);
     await saveGenerationWebhook(db.pool, start.generationId, { url, events: ['generation.created'] });
     return start.generationId;
   };

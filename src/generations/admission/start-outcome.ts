@@ -59,7 +59,7 @@ export function outcomeOf(
 }
 
 /**
- * An accepted generation's row as admission writes it (src/activities/admission.ts): queued,
+ * An accepted generation's row as admission writes it (src/activities/debit.ts): queued,
  * debited its credits, nothing refunded, the input as stored (null when this request stored none).
  */
 export function asAdmitted(

@@ -1,6 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { CommonQueryMethods } from 'slonik';
-import { recordUnanswered } from '../../db/admission-repository.js';
+import { recordUnanswered } from '../../db/debit-repository.js';
 import { getGeneration, type GenerationRow } from '../../db/generation-reads.js';
 import type { ApiError } from '../../vocabulary/errors.js';
 import type { GenerationStart } from '../../workflows/generation-types.js';

@@ -1,5 +1,5 @@
 import type { GenerationError, ProviderJobEnd } from '../../vocabulary/generation.js';
-import type { Admission, GenerationStart, KeyClaim, SubmittedJob } from '../generation-types.js';
+import type { DebitOutcome, GenerationStart, KeyClaim, SubmittedJob } from '../generation-types.js';
 
 /**
  * The activities the generation workflow runs, as it needs them; src/activities/generation-activities.ts
@@ -12,7 +12,7 @@ export interface GenerationActivities<Result = unknown, Output = unknown> {
    * Concurrency slot, price quote and debit in one transaction; with a key claim, the key's record
    * too (or the earlier generation whose record holds the key). Runs that predate key records claim none.
    */
-  admit: (start: GenerationStart, key?: KeyClaim) => Promise<Admission>;
+  debit: (start: GenerationStart, key?: KeyClaim) => Promise<DebitOutcome>;
   /**
    * The request's input with each reference image URL of the customer's own replaced by our stored
    * copy: fetched once under the outbound rules and the reference image limits, stored under the

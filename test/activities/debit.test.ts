@@ -2,14 +2,14 @@ import { sql, type CommonQueryMethods } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { grantCredits } from '../../src/db/credits-repository.js';
-import { settleAdmission } from '../../src/activities/admission.js';
+import { settleDebit } from '../../src/activities/debit.js';
 import { createPaidAccount, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { generationStart } from '../support/generations.js';
 import { chargesOf } from '../support/ledger.js';
 
 /**
- * settleAdmission against PostgreSQL, without a workflow: the price is quoted from the entry the
+ * settleDebit against PostgreSQL, without a workflow: the price is quoted from the entry the
  * worker last saw, and admit_generation() checks it is still the model's under the account's lock.
  */
 describe('admission quotes from the catalog entry current at the debit', () => {
@@ -30,8 +30,8 @@ describe('admission quotes from the catalog entry current at the debit', () => {
 
   it('debits subscription credits first, and a retry returns the decision without a second debit', async () => {
     const start = startFor();
-    expect(await settleAdmission(db.pool, start, 10)).toEqual({ outcome: 'accepted', credits: 2 });
-    expect(await settleAdmission(db.pool, start, 10)).toEqual({ outcome: 'accepted', credits: 2 });
+    expect(await settleDebit(db.pool, start, 10)).toEqual({ outcome: 'accepted', credits: 2 });
+    expect(await settleDebit(db.pool, start, 10)).toEqual({ outcome: 'accepted', credits: 2 });
     expect(await chargesOf(db.pool, start.generationId)).toMatchObject({ debits: 1, net: -2 });
     const pools = await db.pool.one(sql.type(
       z.object({ subscription_delta: z.number(), one_time_delta: z.number() }),
@@ -45,7 +45,7 @@ describe('admission quotes from the catalog entry current at the debit', () => {
     await setModel(sql.unsafe`
       UPDATE models SET definition = jsonb_set(definition, '{pricing,credits,basic}', '5') WHERE id = 'lumen-lite'`);
     const start = startFor();
-    expect(await settleAdmission(db.pool, start, 10)).toEqual({ outcome: 'accepted', credits: 5 });
+    expect(await settleDebit(db.pool, start, 10)).toEqual({ outcome: 'accepted', credits: 5 });
     expect(await chargesOf(db.pool, start.generationId)).toMatchObject({ debits: 1, net: -5 });
   });
 
@@ -58,9 +58,9 @@ describe('admission quotes from the catalog entry current at the debit', () => {
         error: { code: 'invalid_request', message: 'Model lumen-lite is not available.' },
         claimsKey: false,
       };
-      expect(await settleAdmission(db.pool, start, 10)).toEqual(refused);
+      expect(await settleDebit(db.pool, start, 10)).toEqual(refused);
       expect(await statusOf(start.generationId)).toBe('rejected');
-      expect(await settleAdmission(db.pool, start, 10)).toEqual(refused);
+      expect(await settleDebit(db.pool, start, 10)).toEqual(refused);
       expect(await chargesOf(db.pool, start.generationId)).toMatchObject({ debits: 0, net: 0 });
     } finally {
       await setModel(sql.unsafe`UPDATE models SET active = true WHERE id = 'lumen-lite'`);
@@ -75,15 +75,15 @@ describe('admission quotes from the catalog entry current at the debit', () => {
       error: { code: 'insufficient_credits', message: 'This generation costs 6 credits; the balance is 4.' },
       claimsKey: true,
     };
-    expect(await settleAdmission(db.pool, start, 10)).toEqual(refused);
+    expect(await settleDebit(db.pool, start, 10)).toEqual(refused);
     expect(await statusOf(start.generationId)).toBe('rejected');
-    expect(await settleAdmission(db.pool, start, 10)).toEqual(refused);
+    expect(await settleDebit(db.pool, start, 10)).toEqual(refused);
   });
 
   it('the concurrency limit counts the account’s generations in progress', async () => {
     // Two of this account's generations are queued (the first two tests).
     const start = startFor();
-    expect(await settleAdmission(db.pool, start, 2)).toMatchObject({
+    expect(await settleDebit(db.pool, start, 2)).toMatchObject({
       outcome: 'rejected',
       error: { code: 'concurrency_limit_exceeded' },
       claimsKey: false,
@@ -92,7 +92,7 @@ describe('admission quotes from the catalog entry current at the debit', () => {
   });
 
   it('a price added since this process last saw the model is quoted from the current entry', async () => {
-    await settleAdmission(db.pool, startFor(), 100); // remembers the entry as it is now
+    await settleDebit(db.pool, startFor(), 100); // remembers the entry as it is now
     await setModel(sql.unsafe`
       UPDATE models SET definition = jsonb_set(jsonb_set(jsonb_set(definition,
           '{options,quality,values}', definition->'options'->'quality'->'values' || '["max"]'),
@@ -100,7 +100,7 @@ describe('admission quotes from the catalog entry current at the debit', () => {
         '{output_size,long_edge_px,max}', '4096')
       WHERE id = 'lumen-lite'`);
     const start = { ...startFor(), input: { prompt: 'a quiet harbour', quality: 'max' } };
-    expect(await settleAdmission(db.pool, start, 100)).toEqual({ outcome: 'accepted', credits: 9 });
+    expect(await settleDebit(db.pool, start, 100)).toEqual({ outcome: 'accepted', credits: 9 });
   });
 
   it('when another attempt accepts the generation between a refusal and its record, the acceptance stands', async () => {
@@ -121,7 +121,7 @@ describe('admission quotes from the catalog entry current at the debit', () => {
                 amount: 50,
                 reason: 'test',
               });
-              expect(await settleAdmission(db.pool, start, 100)).toEqual({ outcome: 'accepted', credits: 5 });
+              expect(await settleDebit(db.pool, start, 100)).toEqual({ outcome: 'accepted', credits: 5 });
             }
             return target.maybeOneFirst(...args);
           };
@@ -129,7 +129,7 @@ describe('admission quotes from the catalog entry current at the debit', () => {
         return typeof value === 'function' ? value.bind(target) : value;
       },
     });
-    expect(await settleAdmission(interleaved, start, 100)).toEqual({ outcome: 'accepted', credits: 5 });
+    expect(await settleDebit(interleaved, start, 100)).toEqual({ outcome: 'accepted', credits: 5 });
     expect(raced).toBe(true);
     expect(await statusOf(start.generationId)).toBe('queued');
     expect(await chargesOf(db.pool, start.generationId)).toMatchObject({ debits: 1, net: -5 });
@@ -137,6 +137,6 @@ describe('admission quotes from the catalog entry current at the debit', () => {
 
   it('an account that does not exist is an error, not a decision', async () => {
     const start = { ...startFor(), accountId: 'acct_doesNotExist' };
-    await expect(settleAdmission(db.pool, start, 100)).rejects.toThrow(/no account acct_doesNotExist/);
+    await expect(settleDebit(db.pool, start, 100)).rejects.toThrow(/no account acct_doesNotExist/);
   });
 });

@@ -1,13 +1,13 @@
 import type { CommonQueryMethods } from 'slonik';
 import { catalogEntryOf, type CatalogEntry } from '../catalog/catalog-entry.js';
 import { quotePrice, resolveOptions } from '../catalog/pricing.js';
-import { decideAdmission, recordRefusal, type AdmissionRecord } from '../db/admission-repository.js';
+import { decideDebit, recordRefusal, type DebitRecord } from '../db/debit-repository.js';
 import type { GenerationError } from '../vocabulary/generation.js';
 import { noGenerationMetrics, type GenerationMetrics } from '../observability/metrics.js';
-import { admissionRefusals } from '../workflows/generation-errors.js';
-import type { Admission, GenerationStart, KeyClaim } from '../workflows/generation-types.js';
+import { debitRefusals } from '../workflows/generation-errors.js';
+import type { DebitOutcome, GenerationStart, KeyClaim } from '../workflows/generation-types.js';
 
-/** A model's catalog entry as last seen, with the digest admission checks it against (null: no active model). */
+/** A model's catalog entry as last seen, with the digest the debit checks it against (null: no active model). */
 interface QuotedEntry {
   /** md5 of the stored definition, as admit_generation() and claimSubmit compute it. */
   digest: string | null;
@@ -15,14 +15,14 @@ interface QuotedEntry {
 }
 
 /**
- * The catalog entry each model had at its last admission in this process. Catalog changes are
+ * The catalog entry each model had at its last debit in this process. Catalog changes are
  * rare, so the price is quoted from here and admit_generation() confirms, under the account's
  * lock, that the entry is still the model's; if not, it hands over the current one to quote again.
  */
 const lastQuoted = new Map<string, QuotedEntry>();
 
 /**
- * The catalog entry a submission builds the provider's job from: the one admission last quoted
+ * The catalog entry a submission builds the provider's job from: the one the debit last quoted
  * the model from while the stored definition is still that one (`quoted`, whose digest the claim
  * was asked about: no second read or parse), else the stored definition the claim returned.
  */
@@ -41,23 +41,24 @@ export function lastQuotedEntry(model: string): QuotedEntry | undefined {
 }
 
 /**
- * Admission settled in PostgreSQL (the workflow's `admit` activity; the front doors' admission is
- * src/generations' admitGeneration): the concurrency slot, the price quote from the catalog, and
- * the debit (subscription credits first) with its ledger row and the projection row, decided atomically by the
- * admit_generation() function (migrations 0007 and 0012), usually in one round trip. A second
+ * The debit, settled in PostgreSQL (the workflow's `debit` activity; the front door's admission, which
+ * asks for it through the `admit` update, is src/generations/admission's admitGeneration): the
+ * concurrency slot, the price quote from the catalog, and the credits taken (subscription credits
+ * first) with its ledger row and the projection row, decided atomically by the SQL function
+ * admit_generation() (migrations 0007 and 0012; the name predates the word), usually in one round trip. A second
  * call for the same generation returns what the first decided. With a key claim, the decision
  * that claims the key records it; a record of another generation held past `key.at` answers instead.
  */
-export async function settleAdmission(
+export async function settleDebit(
   db: CommonQueryMethods,
   start: GenerationStart,
   concurrencyLimit: number,
   key: KeyClaim | null = null,
   /** Told of a debit or a refusal this call decided (a replay of an earlier decision counts nothing). */
   metrics: GenerationMetrics = noGenerationMetrics,
-): Promise<Admission> {
+): Promise<DebitOutcome> {
   // The generation's row, as admit_generation() inserts it when accepted and recordRefusal when not.
-  const record: AdmissionRecord = {
+  const record: DebitRecord = {
     id: start.generationId,
     account_id: start.accountId,
     api_key_id: start.apiKeyId,
@@ -91,13 +92,7 @@ export async function settleAdmission(
       [quoted, remembered] = [unknown, false];
       continue;
     }
-    const decision = await decideAdmission(
-      db,
-      record,
-      { price, digest: quoted.digest },
-      concurrencyLimit,
-      key,
-    );
+    const decision = await decideDebit(db, record, { price, digest: quoted.digest }, concurrencyLimit, key);
     let refusal: GenerationError;
     switch (decision.outcome) {
       case 'key_held':
@@ -126,24 +121,24 @@ export async function settleAdmission(
         lastQuoted.set(start.model, quoted);
         continue;
       case 'concurrency_limit':
-        refusal = admissionRefusals.concurrencyLimit(concurrencyLimit);
+        refusal = debitRefusals.concurrencyLimit(concurrencyLimit);
         break;
       case 'unavailable':
-        refusal = admissionRefusals.unavailable(start.model);
+        refusal = debitRefusals.unavailable(start.model);
         break;
       case 'insufficient_credits':
         // admit_generation() compares only a quoted price with the balance (no price: unavailable).
-        refusal = admissionRefusals.insufficientCredits(price!, decision.available);
+        refusal = debitRefusals.insufficientCredits(price!, decision.available);
         break;
       case 'batch_ended':
         // Its batch ended first: nothing is recorded (no generation, no debit), and the batch's
         // workflow ends the line with its others, `canceled` or `expired` (migration 0036).
-        return { outcome: 'rejected', error: admissionRefusals.batchEnded(decision.state), claimsKey: false };
+        return { outcome: 'rejected', error: debitRefusals.batchEnded(decision.state), claimsKey: false };
       case 'model_not_allowed':
-        refusal = admissionRefusals.modelNotAllowed(start.model, decision.models);
+        refusal = debitRefusals.modelNotAllowed(start.model, decision.models);
         break;
       case 'key_spend_limit':
-        refusal = admissionRefusals.keySpendLimit(price!, {
+        refusal = debitRefusals.keySpendLimit(price!, {
           spendLimit: decision.spend_limit,
           limitReset: decision.limit_reset,
           remaining: decision.remaining,
@@ -158,7 +153,7 @@ export async function settleAdmission(
     }
   }
   throw new Error(
-    `admission of ${start.generationId} did not settle (the catalog entry of ${start.model} kept changing)`,
+    `the debit of ${start.generationId} did not settle (the catalog entry of ${start.model} kept changing)`,
   );
 }
 

@@ -5,11 +5,11 @@ import { generationErrorColumn } from './generation-reads.js';
 import { keyLimitResets } from './key-limits.js';
 
 /**
- * The generation's row as admission writes it, accepted or refused: columns of `generations`.
- * Admission's decisions (the quote, the wording of a refusal) are the caller's; see
- * src/activities/admission.ts.
+ * The generation's row as the debit writes it, accepted or refused: columns of `generations`.
+ * The debit's decisions (the quote, the wording of a refusal) are the caller's; see
+ * src/activities/debit.ts.
  */
-export interface AdmissionRecord {
+export interface DebitRecord {
   id: string;
   account_id: string;
   api_key_id: string;
@@ -29,7 +29,7 @@ export interface AdmissionRecord {
   cancel_after: string | null;
 }
 
-const admissionDecision = z.discriminatedUnion('outcome', [
+const debitDecision = z.discriminatedUnion('outcome', [
   z.object({
     outcome: z.literal('existing'),
     status: z.string(),
@@ -61,9 +61,9 @@ const admissionDecision = z.discriminatedUnion('outcome', [
   }),
 ]);
 /** What admit_generation() decided (its outcomes are listed in migrations 0007, 0012, 0034 and 0036). */
-type AdmissionDecision = z.infer<typeof admissionDecision>;
+type DebitDecision = z.infer<typeof debitDecision>;
 
-const decideAdmissionRow = z.object({ decision: admissionDecision });
+const decideDebitRow = z.object({ decision: debitDecision });
 
 /**
  * One call to admit_generation() (migrations 0007 and 0012): under the account's lock, the key's
@@ -71,15 +71,15 @@ const decideAdmissionRow = z.object({ decision: admissionDecision });
  * model's current catalog entry, the balance, and the debit with its ledger row, the generation's
  * row and the key's record. A refusal writes nothing.
  */
-export async function decideAdmission(
+export async function decideDebit(
   db: CommonQueryMethods,
-  record: AdmissionRecord,
+  record: DebitRecord,
   quote: { price: number | null; digest: string | null },
   concurrencyLimit: number,
   key: KeyClaim | null,
-): Promise<AdmissionDecision> {
+): Promise<DebitDecision> {
   const claim = key ? sql.jsonb({ held_until: key.heldUntil, at: key.at }) : null;
-  return db.oneFirst(sql.type(decideAdmissionRow)`
+  return db.oneFirst(sql.type(decideDebitRow)`
     SELECT admit_generation(${jsonbOf(record)}, ${quote.price}, ${quote.digest}, ${concurrencyLimit}, ${claim}::jsonb) AS decision`);
 }
 
@@ -88,11 +88,11 @@ const recordRefusalRow = z.object({ id: z.string() });
 /**
  * Writes the generation's row, refused, and with `key` (a refusal that claims it) the key's
  * record; false when the row exists: another attempt decided first. A record another generation
- * holds past `key.at` is left alone (admission checked there was none; this is the belt to its braces).
+ * holds past `key.at` is left alone (the debit checked there was none; this is the belt to its braces).
  */
 export async function recordRefusal(
   db: CommonQueryMethods,
-  record: AdmissionRecord,
+  record: DebitRecord,
   error: GenerationError,
   key: KeyClaim | null,
 ): Promise<boolean> {
@@ -120,9 +120,9 @@ export async function recordRefusal(
 }
 
 /**
- * Records a request whose admission did not answer in time as refused with `error`, unless
- * admission wrote the generation's row first. It takes the account's lock, as admit_generation()
- * does, so exactly one of the two writes the row: when this refusal does (true), admission finds
+ * Records a request whose debit did not answer the front door in time as refused with `error`,
+ * unless the debit wrote the generation's row first. It takes the account's lock, as
+ * admit_generation() does, so exactly one of the two writes the row: when this refusal does (true), the debit finds
  * it as its own earlier decision ('existing') and debits nothing.
  */
 export async function recordUnanswered(
@@ -151,4 +151,4 @@ export async function recordUnanswered(
   return id !== null;
 }
 
-const jsonbOf = (record: AdmissionRecord) => sql.jsonb({ ...record, input: record.input as never });
+const jsonbOf = (record: DebitRecord) => sql.jsonb({ ...record, input: record.input as never });
