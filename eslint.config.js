@@ -67,7 +67,7 @@ export default tseslint.config(
             {
               group: ['**/db/**', '**/api/**', '**/providers/**', '**/activities/**'],
               message:
-                'Workflows declare the activities they need (generation-activity-contract.ts); they import no activity code.',
+                'Workflows declare the activities they need (src/workflows/contracts/); they import no activity code.',
             },
           ],
         },

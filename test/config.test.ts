@@ -3,8 +3,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { CommonQueryMethods } from 'slonik';
-import { ConfigError, loadConfig } from '../src/config.js';
-import { createLogger } from '../src/logger.js';
+import { ConfigError, loadConfig } from '../src/config/service-config.js';
+import { createLogger } from '../src/process/logger.js';
 import { activityDeps } from '../src/worker/worker-deps.js';
 import { temporalConnectionOptions } from '../src/temporal/connection-options.js';
 

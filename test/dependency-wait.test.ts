@@ -1,9 +1,9 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { describe, expect, inject, it } from 'vitest';
-import { DependencyWaitTimedOut, waitForDependency } from '../src/dependency-wait.js';
+import { DependencyWaitTimedOut, waitForDependency } from '../src/dependencies/wait.js';
 import { freePort } from '../src/dev/free-port.js';
-import { createLogger } from '../src/logger.js';
+import { createLogger } from '../src/process/logger.js';
 
 describe('waiting for a dependency at start', () => {
   const logger = createLogger('test', 'silent');

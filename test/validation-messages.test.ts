@@ -3,7 +3,12 @@ import { describe, expect, it } from 'vitest';
 import { CatalogFileRefused, parseCatalogFile } from '../src/catalog/catalog-file.js';
 import { defaultCatalog } from '../src/catalog/default-catalog.js';
 import { buildRequestJsonSchema } from '../src/catalog/request-schema.js';
-import { loadAdminConfig, loadConfig, loadLauncherConfig, loadMigrateConfig } from '../src/config.js';
+import {
+  loadAdminConfig,
+  loadConfig,
+  loadLauncherConfig,
+  loadMigrateConfig,
+} from '../src/config/service-config.js';
 
 /**
  * What an operator reads when a setting or a catalog file is wrong, and the JSON Schema each model

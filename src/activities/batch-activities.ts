@@ -11,7 +11,7 @@ import {
 } from '../db/batch-lines.js';
 import { batchEventResource } from '../db/batch-view.js';
 import { batchCounts, getBatch, setBatchStatus, type BatchRow } from '../db/batches.js';
-import type { BatchActivities, BatchStanding } from '../workflows/batch-workflow.js';
+import type { BatchActivities, BatchStanding } from '../workflows/contracts/batch.js';
 import { webhookDeliveryWorkflowId, webhookNudgeSignalName } from '../workflows/webhook-delivery-types.js';
 import type { ActivityDeps } from './activity-deps.js';
 import type { BatchLineAdmission, BatchTiming } from './batch-line-admission.js';

@@ -2,7 +2,7 @@ import { Context } from '@temporalio/activity';
 import { releaseProviderSlot } from '../db/provider-slots.js';
 import { parseJobReference } from '../providers/job-reference.js';
 import type { StopAnswer } from '../providers/provider.js';
-import type { CancelActivities } from '../workflows/generation-activity-contract.js';
+import type { CancelActivities } from '../workflows/contracts/generation.js';
 import type { ActivityDeps } from './activity-deps.js';
 
 /** The activity behind a client's cancel (the workflow's cancel update decides with it). */

@@ -1,7 +1,7 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import { DataIntegrityError, NotFoundError, SchemaValidationError } from 'slonik';
-import { isDependencyFailure, sqlStateOf } from '../dependency-failures.js';
-import { PermanentError } from '../errors.js';
+import { isDependencyFailure, sqlStateOf } from '../dependencies/failures.js';
+import { PermanentError } from '../vocabulary/errors.js';
 import { ProviderResultGone, ProviderTransientError } from '../providers/provider.js';
 import { errorTypes } from '../workflows/generation-types.js';
 

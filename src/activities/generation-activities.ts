@@ -4,13 +4,13 @@ import { markNeedsReview, resumeWithProviderJob } from '../db/provider-submissio
 import type { StoredOutput } from '../db/generation-results.js';
 import { endGenerationCharged, refundGeneration } from '../db/credits-repository.js';
 import { releaseProviderSlot } from '../db/provider-slots.js';
-import { settleAdmission } from './admission.js';
+import { settleDebit } from './debit.js';
 import { ProviderUncertainError, type Provider, type ProviderResult } from '../providers/provider.js';
 import { parseJobReference } from '../providers/job-reference.js';
-import type { GenerationError } from '../generation.js';
+import type { GenerationError } from '../vocabulary/generation.js';
 import { noGenerationMetrics } from '../observability/metrics.js';
-import type { Admission, GenerationStart, KeyClaim } from '../workflows/generation-types.js';
-import type { GenerationActivities } from '../workflows/generation-activity-contract.js';
+import type { DebitOutcome, GenerationStart, KeyClaim } from '../workflows/generation-types.js';
+import type { GenerationActivities } from '../workflows/contracts/generation.js';
 import type { ActivityDeps } from './activity-deps.js';
 import { providerUncertain } from './failures.js';
 import { createStagingActivities } from './image-staging.js';
@@ -43,8 +43,8 @@ export function createGenerationActivities(
 
   return {
     /** Concurrency slot, price quote, debit and the key's record in one transaction (run as a local activity). */
-    async admit(start: GenerationStart, key?: KeyClaim): Promise<Admission> {
-      return settleAdmission(db, start, deps.concurrencyLimit, key ?? null, metrics);
+    async debit(start: GenerationStart, key?: KeyClaim): Promise<DebitOutcome> {
+      return settleDebit(db, start, deps.concurrencyLimit, key ?? null, metrics);
     },
 
     ...createStagingActivities(deps),

@@ -4,14 +4,14 @@ import { catalogEntryOf, type CatalogEntry } from '../catalog/catalog-entry.js';
 import { routesOf } from '../catalog/routes.js';
 import { storedDefinition } from '../db/catalog-repository.js';
 import { claimInputPrefix } from '../db/generation-results.js';
-import { randomBase62 } from '../ids.js';
+import { randomBase62 } from '../vocabulary/ids.js';
 import { CustomerInputRejection, OwnStorageError } from '../providers/provider.js';
 import { fetchReferenceImage, referenceImageSources } from '../providers/reference-images.js';
 import { extensionOfMediaType, type Storage } from '../storage/storage.js';
 import type { GenerationStart } from '../workflows/generation-types.js';
-import type { GenerationActivities } from '../workflows/generation-activity-contract.js';
+import type { GenerationActivities } from '../workflows/contracts/generation.js';
 import type { ActivityDeps } from './activity-deps.js';
-import { lastQuotedEntry } from './admission.js';
+import { lastQuotedEntry } from './debit.js';
 import { referenceImageRefused, settledFailure } from './failures.js';
 
 type StagingDeps = Pick<ActivityDeps, 'db' | 'storage' | 'referenceImageFetch'>;
@@ -77,7 +77,7 @@ export function createStagingActivities(deps: StagingDeps): Pick<GenerationActiv
     return ownStorage(() => storage.put(prefix, `${name}.${extension}`, image.bytes));
   }
 
-  /** The entry admission quoted from in this process, else the stored one (a retired model still runs). */
+  /** The entry the debit quoted from in this process, else the stored one (a retired model still runs). */
   async function entryOf(model: string): Promise<CatalogEntry | null> {
     const quoted = lastQuotedEntry(model)?.entry;
     return quoted ?? catalogEntryOf(model, await storedDefinition(db, model));

@@ -2,7 +2,7 @@ import { Context } from '@temporalio/activity';
 import { CONSOLE_SESSION_IDLE_MS, pruneConsoleRecords } from '../db/console-sessions.js';
 import { pruneKeyRecords, pruneRejectedGenerations, pruneRequestLog } from '../db/pruning-repository.js';
 import { pruneSimulatedJobs } from '../providers/simulated/simulated-provider.js';
-import type { PruningActivities, PruningOptions, PruningReport } from '../workflows/pruning-workflow.js';
+import type { PruningActivities, PruningOptions, PruningReport } from '../workflows/contracts/pruning.js';
 import type { ActivityDeps } from './activity-deps.js';
 
 type Table = Exclude<keyof PruningReport, 'unfinished'>;

@@ -14,7 +14,7 @@ import type {
   ReconciliationActivities,
   ReconciliationOptions,
   ReconciliationReport,
-} from '../workflows/reconciliation-workflow.js';
+} from '../workflows/contracts/reconciliation.js';
 import { noGenerationMetrics } from '../observability/metrics.js';
 import type { ActivityDeps } from './activity-deps.js';
 

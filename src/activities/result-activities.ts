@@ -1,5 +1,5 @@
 import { Context } from '@temporalio/activity';
-import { randomBase62 } from '../ids.js';
+import { randomBase62 } from '../vocabulary/ids.js';
 import {
   claimOutputPrefix,
   completeGeneration,
@@ -13,7 +13,7 @@ import type { ProviderResult } from '../providers/provider.js';
 import { parseJobReference } from '../providers/job-reference.js';
 import { copyResult } from '../providers/result-copy.js';
 import { noGenerationMetrics } from '../observability/metrics.js';
-import type { GenerationActivities } from '../workflows/generation-activity-contract.js';
+import type { GenerationActivities } from '../workflows/contracts/generation.js';
 import type { ActivityDeps } from './activity-deps.js';
 import { settledFailure } from './failures.js';
 

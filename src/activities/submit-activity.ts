@@ -1,13 +1,13 @@
-import { randomBase62 } from '../ids.js';
+import { randomBase62 } from '../vocabulary/ids.js';
 import { claimSubmit, keepSubmitClaim, submissionState } from '../db/provider-submissions.js';
 import { leaveRoute } from '../db/route-attempts.js';
-import { entryToSubmit, lastQuotedEntry } from './admission.js';
+import { entryToSubmit, lastQuotedEntry } from './debit.js';
 import { parseJobReference } from '../providers/job-reference.js';
 import type { CatalogEntry } from '../catalog/catalog-entry.js';
 import type { Provider } from '../providers/provider.js';
 import { noGenerationMetrics } from '../observability/metrics.js';
 import type { GenerationStart, ProviderWaitPlan, SubmittedJob } from '../workflows/generation-types.js';
-import type { GenerationActivities } from '../workflows/generation-activity-contract.js';
+import type { GenerationActivities } from '../workflows/contracts/generation.js';
 import type { ActivityDeps } from './activity-deps.js';
 import { providerBusy, routeNotAccepted, settledFailure } from './failures.js';
 import { submitHolding } from './submit-holding.js';

@@ -8,7 +8,7 @@ import {
 } from '../db/provider-submissions.js';
 import { releaseProviderSlot, takeProviderSlot, type PlaceClaim } from '../db/provider-slots.js';
 import { endRoute, providerIsDown } from '../db/route-attempts.js';
-import { entryToSubmit, type lastQuotedEntry } from './admission.js';
+import { entryToSubmit, type lastQuotedEntry } from './debit.js';
 import {
   OwnStorageError,
   ProviderRejection,
@@ -21,7 +21,7 @@ import { providerWebhookUrl } from '../providers/provider-push.js';
 import type { CatalogEntry } from '../catalog/catalog-entry.js';
 import type { ProviderName } from '../catalog/provider-mapping.js';
 import type { ModelRoute } from '../catalog/routes.js';
-import { PermanentError } from '../errors.js';
+import { PermanentError } from '../vocabulary/errors.js';
 import type { GenerationMetrics } from '../observability/metrics.js';
 import type { GenerationStart } from '../workflows/generation-types.js';
 import type { ActivityDeps } from './activity-deps.js';
@@ -70,7 +70,7 @@ export async function submitHolding(held: HeldSubmit): Promise<{ jobId: string }
 
   const entry = entryToSubmit(start.model, claim, held.quoted);
   if (!entry) {
-    // Admission checked the model was active; its entry has since become unreadable.
+    // The debit checked the model was active; its entry has since become unreadable.
     await stepAside();
     throw new PermanentError(`model ${start.model} has no readable catalog entry`);
   }

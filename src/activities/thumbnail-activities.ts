@@ -5,7 +5,7 @@ import type {
   ThumbnailActivities,
   ThumbnailSweepOptions,
   ThumbnailSweepReport,
-} from '../workflows/thumbnails-workflow.js';
+} from '../workflows/contracts/thumbnails.js';
 import type { ActivityDeps } from './activity-deps.js';
 
 /**

@@ -8,7 +8,7 @@ import type {
   WebhookAttemptOutcome,
   WebhookEvents,
   WebhookLook,
-} from '../workflows/webhook-delivery-types.js';
+} from '../workflows/contracts/webhook-delivery.js';
 import type { ActivityDeps } from './activity-deps.js';
 import { webhookAttempts } from './webhook-attempts.js';
 import { lookForEvents } from './webhook-look.js';

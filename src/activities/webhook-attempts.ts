@@ -17,9 +17,8 @@ import {
   webhookDeliveryWorkflowId,
   webhookMessageId,
   webhookNudgeSignalName,
-  type WebhookAttempt,
-  type WebhookAttemptOutcome,
 } from '../workflows/webhook-delivery-types.js';
+import type { WebhookAttempt, WebhookAttemptOutcome } from '../workflows/contracts/webhook-delivery.js';
 import type { ActivityDeps } from './activity-deps.js';
 
 /** The receiver's time for one attempt. */

@@ -7,7 +7,7 @@ import {
 import { batchEventsAfter, isBatchEnd } from '../db/batch-events.js';
 import { generationWebhookOf, markStoppedByGoneUrl } from '../db/generation-webhooks.js';
 import { webhookSubjectKind } from '../db/webhook-subjects.js';
-import type { WebhookEvents } from '../workflows/webhook-delivery-types.js';
+import type { WebhookEvents } from '../workflows/contracts/webhook-delivery.js';
 
 /**
  * Whether nothing more can happen to a generation after this event: a rejection, a failure that

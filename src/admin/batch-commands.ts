@@ -2,7 +2,7 @@ import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import { batchCounts, getBatch, type BatchCounts, type BatchRow } from '../db/batches.js';
 import { NotFound } from '../db/accounts-repository.js';
-import { cancelBatch } from '../generations/batch-cancel.js';
+import { cancelBatch } from '../generations/batches/batch-cancel.js';
 import { str, type Command } from './command.js';
 
 /**

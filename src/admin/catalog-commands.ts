@@ -4,7 +4,7 @@ import { CatalogFileRefused, parseCatalogFile } from '../catalog/catalog-file.js
 import { importCatalog } from '../catalog/catalog-import.js';
 import type { ProviderName } from '../catalog/provider-mapping.js';
 import { routesOf } from '../catalog/routes.js';
-import { providerCredentialVariables } from '../config.js';
+import { providerCredentialVariables } from '../config/service-config.js';
 import type { Command } from './command.js';
 
 /** The operator's catalog commands: models come from files kept with the code (catalog/examples/). */

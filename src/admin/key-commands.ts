@@ -1,5 +1,5 @@
 import { describeKeyRules, setKeyRules, type KeyRules } from '../db/key-limits.js';
-import { InvalidKeyRules, parseKeyRules } from '../generations/key-rules.js';
+import { InvalidKeyRules, parseKeyRules } from '../generations/admission/key-rules.js';
 import { optional, str, UsageError, type Command } from './command.js';
 
 /**

@@ -1,5 +1,5 @@
-import { loadMigrateConfig } from '../config.js';
-import { loadOrExit } from '../process.js';
+import { loadMigrateConfig } from '../config/service-config.js';
+import { loadOrExit } from '../process/lifecycle.js';
 import { migrate } from './migrate.js';
 
 /** `npm run migrate`: applies pending migrations to DATABASE_URL and seeds missing catalog models. */

@@ -10,10 +10,10 @@ import {
 import { NotFound } from '../db/accounts-repository.js';
 import { listReconciliations } from '../db/reconciliation-repository.js';
 import { routeAttemptsOf } from '../db/route-attempts.js';
-import type { GenerationStatus } from '../generation.js';
+import type { GenerationStatus } from '../vocabulary/generation.js';
 import { progressQuery, resolveUpdate } from '../workflows/generation-workflow.js';
 import { cancelGeneration } from '../generations/cancel-generation.js';
-import { askNewestRun } from '../generations/newest-run.js';
+import { askNewestRun } from '../generations/admission/newest-run.js';
 import { webhookDeliveriesOf } from '../db/webhook-delivery-reads.js';
 import { describeDeliveries } from './webhook-commands.js';
 import { CommandRefused, optional, positiveInt, str, UsageError, type Command } from './command.js';

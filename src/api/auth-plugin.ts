@@ -3,7 +3,7 @@ import fp from 'fastify-plugin';
 import type { AuthOutcome, Authenticator, PresentedKey, Principal } from '../auth/authenticator.js';
 import { OAuthTokenAuthenticator } from '../auth/oauth-tokens.js';
 import type { RequestLogWriter } from '../db/request-log-writer.js';
-import { readOnlyRefusal } from '../generations/key-rules.js';
+import { readOnlyRefusal } from '../generations/admission/key-rules.js';
 
 export interface AuthPluginOptions {
   authenticator: Authenticator;

@@ -1,8 +1,8 @@
 import type { Readable } from 'node:stream';
 import { JSONParser, TokenType } from '@streamparser/json';
-import { ApiError } from '../errors.js';
-import { NotJsonLine } from '../generations/batch-creation.js';
-import { LineTooLong, splitLines } from '../line-splitter.js';
+import { ApiError } from '../vocabulary/errors.js';
+import { NotJsonLine } from '../generations/batches/batch-creation.js';
+import { LineTooLong, splitLines } from '../generations/batches/line-splitter.js';
 
 /*
  * The two bodies POST /v1/batches (and its quote) takes, each read as it arrives and never held

@@ -26,7 +26,7 @@ export const batchQuoteSchema = z.object({
 
 /**
  * POST /v1/batches `webhook`: the batch's own events delivered to `url`, checked and delivered as a
- * generation's webhook is (src/generations/batch-envelope.ts checks it); its description in the
+ * generation's webhook is (src/generations/batches/batch-envelope.ts checks it); its description in the
  * OpenAPI document.
  */
 export const batchWebhookSubscriptionSchema = webhookSubscriptionSchema

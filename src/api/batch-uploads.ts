@@ -1,4 +1,4 @@
-import { ApiError } from '../errors.js';
+import { ApiError } from '../vocabulary/errors.js';
 
 /** How long a client refused a place is asked to wait before sending its upload again. */
 export const uploadRetryAfterSeconds = 5;

@@ -1,6 +1,6 @@
 import type { CommonQueryMethods } from 'slonik';
 import { getGeneration, type GenerationRow } from '../db/generation-reads.js';
-import type { InvalidatedCache } from '../invalidated-cache.js';
+import type { InvalidatedCache } from '../caches/invalidated-cache.js';
 
 /** Generation records by id, dropped when PostgreSQL announces a change: polling costs no query. */
 export type GenerationCache = InvalidatedCache<string, GenerationRow | null>;

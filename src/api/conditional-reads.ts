@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { FastifyReply } from 'fastify';
 import type { GenerationRow } from '../db/generation-reads.js';
-import type { GenerationStatus } from '../generation.js';
+import type { GenerationStatus } from '../vocabulary/generation.js';
 import { toGeneration } from './generation-view.js';
 
 /**

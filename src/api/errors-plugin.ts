@@ -2,8 +2,8 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import FindMyWay from 'find-my-way';
 import { ServiceError } from '@temporalio/client';
-import { causeChain, isDependencyFailure } from '../dependency-failures.js';
-import { ApiError, errorCodes, type ErrorCode, type ValidationIssue } from '../errors.js';
+import { causeChain, isDependencyFailure } from '../dependencies/failures.js';
+import { ApiError, errorCodes, type ErrorCode, type ValidationIssue } from '../vocabulary/errors.js';
 
 /**
  * The spec's error envelope. A 400 `invalid_request` also has `issues` beside `error` (the spec: "the

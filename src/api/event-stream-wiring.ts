@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { judgeKeyPrincipal } from '../auth/authenticator.js';
-import type { Config } from '../config.js';
+import type { Config } from '../config/service-config.js';
 import { accountEventsAfter } from '../db/account-events.js';
 import { findKeyPrincipalsById } from '../db/api-keys-repository.js';
 import { generationEventsAfter } from '../db/generation-events.js';

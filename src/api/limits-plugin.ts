@@ -9,7 +9,7 @@ import {
   type FailureVerdict,
   type KeyVerdict,
 } from '../auth/rate-limit.js';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../vocabulary/errors.js';
 
 export interface LimitsPluginOptions {
   /** The failed-authentication and per-key limits: in memory, or shared through Redis. */

@@ -1,5 +1,10 @@
-import { createLogger } from '../logger.js';
-import { loadConfigOrExit, reportReady, runUntilSignal, waitForDependenciesOrExit } from '../process.js';
+import { createLogger } from '../process/logger.js';
+import {
+  loadConfigOrExit,
+  reportReady,
+  runUntilSignal,
+  waitForDependenciesOrExit,
+} from '../process/lifecycle.js';
 import { createApiService } from './service.js';
 
 /** `npm run api`: the HTTP API, configured by environment variables only. */

@@ -1,5 +1,5 @@
 import { batchEventTypes } from '../db/batch-events.js';
-import { toJsonSchema } from '../json-schema.js';
+import { toJsonSchema } from '../validation/json-schema.js';
 import { batchLineSchema } from './batch-schemas.js';
 import { errorResponses, everyOperation, ref } from './openapi-components.js';
 import { lastEventIdParameter, webhookEntry } from './openapi-events.js';

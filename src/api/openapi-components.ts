@@ -1,6 +1,6 @@
 import type { ZodType } from 'zod';
-import { toJsonSchema } from '../json-schema.js';
-import { errorCodes, type ErrorCode } from '../errors.js';
+import { toJsonSchema } from '../validation/json-schema.js';
+import { errorCodes, type ErrorCode } from '../vocabulary/errors.js';
 import * as batches from './batch-schemas.js';
 import { requestIdHeader } from './openapi-headers.js';
 import { apiKeySchema, keyEventSchema } from './key-schemas.js';

@@ -1,5 +1,5 @@
 import type { CatalogCache } from '../catalog/catalog-cache.js';
-import { errorCodes } from '../errors.js';
+import { errorCodes } from '../vocabulary/errors.js';
 import { errorResponses, everyOperation, ref, refTo } from './openapi-components.js';
 import * as events from './openapi-events.js';
 import * as described from './openapi-headers.js';

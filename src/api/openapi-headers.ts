@@ -1,4 +1,4 @@
-import { idempotencyKeyHeaderSchema, idempotencyKeyWords } from '../generations/idempotency-key.js';
+import { idempotencyKeyHeaderSchema, idempotencyKeyWords } from '../generations/admission/idempotency-key.js';
 
 /** The headers, header parameters and longer texts the OpenAPI description gives the generation operations. */
 
@@ -45,7 +45,7 @@ export const preferWaitParameter = {
   schema: { type: 'string', examples: ['wait=30'] },
 };
 
-/** POST /generations: the key that makes a retry safe (its rule: src/generations/idempotency-key.ts). */
+/** POST /generations: the key that makes a retry safe (its rule: src/generations/admission/idempotency-key.ts). */
 export const idempotencyKeyParameter = idempotencyKeyHeader(
   `${idempotencyKeyWords}; one per intended generation.`,
 );

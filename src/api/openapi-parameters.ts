@@ -1,5 +1,5 @@
 import { ZodCatch, ZodOptional, ZodPipe, ZodTransform, type ZodObject, type ZodType } from 'zod';
-import { toJsonSchema } from '../json-schema.js';
+import { toJsonSchema } from '../validation/json-schema.js';
 
 /** An operation's parameters in the OpenAPI document, from the zod schemas its route validates them with. */
 

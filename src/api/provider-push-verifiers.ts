@@ -1,5 +1,5 @@
 import type { ProviderName } from '../catalog/provider-mapping.js';
-import { providersWithCredentials, type Config } from '../config.js';
+import { providersWithCredentials, type Config } from '../config/service-config.js';
 import { FalWebhookVerifier } from '../providers/fal/fal-webhooks.js';
 import type { PushVerifier } from '../providers/provider-webhooks.js';
 import { ReplicateWebhookVerifier } from '../providers/replicate/replicate-webhooks.js';

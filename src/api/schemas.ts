@@ -3,9 +3,9 @@ import { keyEventSchema } from './key-schemas.js';
 import { z } from 'zod';
 import { batchEventSchema } from './batch-resource.js';
 import { publicModelSchema } from '../catalog/public-model.js';
-import { errorCodes } from '../errors.js';
+import { errorCodes } from '../vocabulary/errors.js';
 import { generationEventTypes } from '../db/generation-events.js';
-import { generationStatuses } from '../generation.js';
+import { generationStatuses } from '../vocabulary/generation.js';
 
 /**
  * Response shapes of the v1 API, as zod schemas. They document the contract
@@ -117,7 +117,7 @@ export const modelListSchema = z.object({ data: z.array(publicModelSchema) });
 
 /**
  * What every quote says about whether a create would be admitted now, beside its price: the balance
- * and the key's own limit (what quoteAnswer gives, src/generations/key-rules.ts).
+ * and the key's own limit (what quoteAnswer gives, src/generations/admission/key-rules.ts).
  */
 export const affordabilityShape = {
   balance: z.object({ subscription: z.number().int(), one_time: z.number().int(), total: z.number().int() }),
@@ -236,7 +236,7 @@ export const webhookSecretSchema = z.object({
 
 /**
  * The create request's `webhook` field (an envelope field beside `model`, for every model): where
- * the generation's events are delivered. Checked by src/generations/webhook-request.ts; this is
+ * the generation's events are delivered. Checked by src/generations/admission/webhook-request.ts; this is
  * its description in the OpenAPI document.
  */
 export const webhookSubscriptionSchema = z

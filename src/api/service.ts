@@ -1,13 +1,13 @@
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { Authenticator } from '../auth/authenticator.js';
-import { wireAdmission } from '../generations/admission-wiring.js';
-import type { ProviderAvailability } from '../generations/provider-availability.js';
-import type { RouteDurations } from '../generations/route-durations.js';
-import type { Config } from '../config.js';
+import { wireAdmission } from '../generations/admission/admission-wiring.js';
+import type { ProviderAvailability } from '../generations/admission/provider-availability.js';
+import type { RouteDurations } from '../generations/admission/route-durations.js';
+import type { Config } from '../config/service-config.js';
 import type { CreditBalance } from '../db/credits-repository.js';
 import type { GenerationRow } from '../db/generation-reads.js';
-import { InvalidatedCache } from '../invalidated-cache.js';
+import { InvalidatedCache } from '../caches/invalidated-cache.js';
 import { NotificationListener } from '../db/notifications.js';
 import { createDatabasePool, type DatabasePool } from '../db/pool.js';
 import { createMetricsRegistry } from '../observability/metrics.js';

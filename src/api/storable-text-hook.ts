@@ -1,6 +1,6 @@
 import type { FastifyRequest, preValidationHookHandler } from 'fastify';
-import { ValidationError, type ValidationIssue } from '../errors.js';
-import { MAX_ISSUES, unstorableTextIssues } from '../storable-text.js';
+import { ValidationError, type ValidationIssue } from '../vocabulary/errors.js';
+import { MAX_ISSUES, unstorableTextIssues } from '../validation/storable-text.js';
 
 /**
  * Refuses a request whose query or path parameters (and body, unless its route checks and records

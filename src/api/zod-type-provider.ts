@@ -8,8 +8,8 @@ import type {
 } from 'fastify';
 import { ZodType, type z } from 'zod';
 import { toValidationIssues } from '../catalog/request-schema.js';
-import { ValidationError } from '../errors.js';
-import { parseOptions } from '../zod-messages.js';
+import { ValidationError } from '../vocabulary/errors.js';
+import { parseOptions } from '../validation/zod-messages.js';
 
 /**
  * Route schemas are zod schemas (src/api/route-schemas.ts), the ones the OpenAPI description is

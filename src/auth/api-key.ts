@@ -1,5 +1,5 @@
 import { hash } from 'node:crypto';
-import { randomBase62 } from '../ids.js';
+import { randomBase62 } from '../vocabulary/ids.js';
 
 /** Every live key starts with this; secret scanners can match on it. */
 export const API_KEY_PREFIX = 'gsk_live_';

@@ -1,7 +1,7 @@
 import type { CommonQueryMethods } from 'slonik';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../vocabulary/errors.js';
 import { findKeyPrincipal, type KeyPrincipal } from '../db/api-keys-repository.js';
-import { InvalidatedCache } from '../invalidated-cache.js';
+import { InvalidatedCache } from '../caches/invalidated-cache.js';
 import { API_KEY_LENGTH, API_KEY_PREFIX, hashApiKey, isWellFormedApiKey } from './api-key.js';
 import { RecentHashes } from './recent-hashes.js';
 

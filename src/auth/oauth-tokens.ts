@@ -1,6 +1,6 @@
 import { hash } from 'node:crypto';
 import type { CommonQueryMethods } from 'slonik';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../vocabulary/errors.js';
 import { findAccessTokenPrincipal } from '../db/oauth-grants-repository.js';
 import { judgeKeyPrincipal, type AuthOutcome } from './authenticator.js';
 import { MCP_SCOPE } from './oauth-resource.js';

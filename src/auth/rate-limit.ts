@@ -1,4 +1,4 @@
-import { ApiError } from '../errors.js';
+import { ApiError } from '../vocabulary/errors.js';
 
 interface Window {
   startedAt: number;

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { CommonQueryMethods } from 'slonik';
 import type { z } from 'zod';
 import { listActiveModels } from '../db/catalog-repository.js';
-import { InFlight } from '../in-flight.js';
+import { InFlight } from '../caches/in-flight.js';
 import { modelDefinitionSchema, type CatalogEntry } from './catalog-entry.js';
 import type { ProviderName } from './provider-mapping.js';
 import type { PublicModel } from './public-model.js';

@@ -3,7 +3,7 @@ import { ownValue } from './own-value.js';
 import { providerBlockIssues, providerBlockSchema } from './provider-mapping.js';
 import { routeSchema, routingSchema } from './routes.js';
 // zod's messages in the words the service has always used, for whoever parses a definition.
-import '../zod-messages.js';
+import '../validation/zod-messages.js';
 
 /**
  * The shape of one model in the catalog (the `models` table). The stored

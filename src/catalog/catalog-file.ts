@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { joinValues, parseOptions } from '../zod-messages.js';
+import { joinValues, parseOptions } from '../validation/zod-messages.js';
 import { modelDefinitionSchema, type ModelDefinition } from './catalog-entry.js';
 import { providerNames } from './provider-mapping.js';
 

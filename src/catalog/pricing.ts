@@ -1,4 +1,4 @@
-import { PermanentError } from '../errors.js';
+import { PermanentError } from '../vocabulary/errors.js';
 import type { CatalogEntry } from './catalog-entry.js';
 import { ownValue } from './own-value.js';
 

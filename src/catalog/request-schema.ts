@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import type { ValidationIssue } from '../errors.js';
-import { fieldName, noNulPattern, storableString } from '../storable-text.js';
-import { joinValues, receivedType } from '../zod-messages.js';
-import { toJsonSchema } from '../json-schema.js';
+import type { ValidationIssue } from '../vocabulary/errors.js';
+import { fieldName, noNulPattern, storableString } from '../validation/storable-text.js';
+import { joinValues, receivedType } from '../validation/zod-messages.js';
+import { toJsonSchema } from '../validation/json-schema.js';
 import type { CatalogEntry } from './catalog-entry.js';
 import { routeRequestSchema, routesOf } from './routes.js';
 import { MAX_DATA_URI_BYTES, MAX_IMAGE_URL_LENGTH, parseImageInput } from './image-input.js';
@@ -209,7 +209,7 @@ function imageString(acceptsDataUris: boolean) {
 
 /**
  * Turns zod's issues into the API's `issues` items: one per offending field. `input` is what was
- * parsed (zod 4's issues do not carry it); parse with `parseOptions` (src/zod-messages.ts) for the
+ * parsed (zod 4's issues do not carry it); parse with `parseOptions` (src/validation/zod-messages.ts) for the
  * texts this API has always given.
  */
 export function toValidationIssues(error: z.ZodError, input: unknown): ValidationIssue[] {

@@ -1,4 +1,4 @@
-import type { TrustProxy } from '../config.js';
+import type { TrustProxy } from './service-config.js';
 
 /**
  * Fastify's `trustProxy` for TRUST_PROXY, for every process that judges a client by its address

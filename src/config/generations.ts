@@ -51,7 +51,7 @@ export const generationSettings = settingGroup({
     },
     ADMISSION_HORIZON_MS: {
       readBy: ['api'],
-      text: 'Admission is retried this long, then the POST is refused. See [Step horizons](api/generations.md#step-horizons-and-failures-no-retry-can-fix).',
+      text: 'The debit (the workflow’s first step: concurrency slot, price, credits taken) is retried this long, then the POST is refused. See [Step horizons](api/generations.md#step-horizons-and-failures-no-retry-can-fix).',
     },
     SUBMIT_HORIZON_MS: {
       readBy: ['api'],

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
-import { projectRoot } from '../project-root.js';
+import { projectRoot } from './project-root.js';
 import { int, settingGroup } from './setting.js';
 
 /** `npm start`'s own settings: its data folder and the ports of the embedded servers it runs. */

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { isValidRange } from '../net/address-policy.js';
-import { joinValues, parseOptions } from '../zod-messages.js';
+import { joinValues, parseOptions } from '../validation/zod-messages.js';
 
 /**
  * The pieces every settings file is built from: zod parsers for the kinds of values environment

@@ -11,9 +11,9 @@ import Fastify, {
   type FastifyRequest,
 } from 'fastify';
 import { fastifyTrustProxy } from '../config/client-address.js';
-import type { TrustProxy } from '../config.js';
-import { closeUnusedConnectionsOnShutdown } from '../http/unused-connections.js';
-import { newId } from '../ids.js';
+import type { TrustProxy } from '../config/service-config.js';
+import { closeUnusedConnectionsOnShutdown } from '../net/unused-connections.js';
+import { newId } from '../vocabulary/ids.js';
 import { sendPage } from './render.js';
 import { addSecurityHeaders, isLoopbackHttp } from './security.js';
 import { csrfTokenFor, sameToken } from './session-ids.js';

@@ -1,5 +1,10 @@
-import { createLogger } from '../logger.js';
-import { loadConfigOrExit, reportReady, runUntilSignal, waitForDependenciesOrExit } from '../process.js';
+import { createLogger } from '../process/logger.js';
+import {
+  loadConfigOrExit,
+  reportReady,
+  runUntilSignal,
+  waitForDependenciesOrExit,
+} from '../process/lifecycle.js';
 import { createConsoleService } from './service.js';
 
 /** `npm run console`: the account console, configured by the same environment variables as the API. */

@@ -1,8 +1,8 @@
 import { open } from 'node:fs/promises';
-import { StagedImage } from '../generations/inline-images.js';
+import { StagedImage } from '../generations/admission/inline-images.js';
 import { imageHeaderProblem, imageTypeOf, MAX_DATA_URI_BYTES } from '../catalog/image-input.js';
 import type { PublicModel } from '../catalog/public-model.js';
-import type { ValidationIssue } from '../errors.js';
+import type { ValidationIssue } from '../vocabulary/errors.js';
 import { imageFieldNames } from './playground-form.js';
 import type { StagedFile, StreamedForm } from './uploads.js';
 

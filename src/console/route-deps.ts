@@ -4,7 +4,7 @@ import type { CommonQueryMethods } from 'slonik';
 import type { FastifyRequest } from 'fastify';
 import type { AuthLimits } from '../auth/rate-limit.js';
 import type { RequestLogWriter } from '../db/request-log-writer.js';
-import type { AdmissionDeps } from '../generations/admit-generation.js';
+import type { AdmissionDeps } from '../generations/admission/admit-generation.js';
 import type { CatalogCache } from '../catalog/catalog-cache.js';
 import type { Storage } from '../storage/storage.js';
 import type { ConsoleSessions } from './sessions.js';

@@ -1,6 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import { newId } from '../ids.js';
+import { newId } from '../vocabulary/ids.js';
 
 export const purchaseKinds = ['credit_pack', 'monthly_subscription', 'yearly_subscription', 'gift'] as const;
 export type PurchaseKind = (typeof purchaseKinds)[number];

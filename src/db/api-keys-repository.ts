@@ -1,6 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import { newId } from '../ids.js';
+import { newId } from '../vocabulary/ids.js';
 import { NotFound, qualifyingPurchaseSql } from './accounts-repository.js';
 
 const MAX_ACTIVE_KEYS = 5;
@@ -95,7 +95,7 @@ export async function listApiKeys(
 /**
  * Everything authentication needs to know about a key row (a pasted key, a console session's key,
  * an app's access token), in the query that finds it: whether it may act, and its own rules
- * (migration 0034: read-only access, a list of models; its spend limit is admission's to check).
+ * (migration 0034: read-only access, a list of models; its spend limit is the debit's to check).
  */
 export const keyPrincipalRow = z.object({
   key_id: z.string(),

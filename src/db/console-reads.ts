@@ -1,6 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import { generationStatuses } from '../generation.js';
+import { generationStatuses } from '../vocabulary/generation.js';
 import { requestLogColumns, requestLogRow } from './request-log-repository.js';
 
 /** What the account console reads beyond the API's own reads: the gallery, usage by day, key use, the request log by page. */

@@ -1,6 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import type { GenerationError } from '../generation.js';
+import type { GenerationError } from '../vocabulary/generation.js';
 
 const balanceRow = z.object({ subscription_credits: z.number(), one_time_credits: z.number() });
 

@@ -1,6 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import { generationStatuses, type GenerationStatus } from '../generation.js';
+import { generationStatuses, type GenerationStatus } from '../vocabulary/generation.js';
 
 /** The generations projection as clients read it: one generation, or a page of an account's. */
 

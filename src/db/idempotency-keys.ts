@@ -12,7 +12,7 @@ const keyHolderRow = generationRow.extend({ key_fingerprint: z.string() });
 
 /**
  * The generation whose record holds this API key's Idempotency-Key at `at`, if any (migration
- * 0012): admission writes the record, with the generation's row, when it claims the key.
+ * 0012): the debit writes the record, with the generation's row, when it claims the key.
  */
 export async function keyHolder(
   db: CommonQueryMethods,

@@ -113,7 +113,7 @@ const changedRow = z.object({ id: z.string() });
 /**
  * Changes a key's rules (those given; `models: []` allows none, null all) and returns its state.
  * Every process's authentication cache drops the key on the change (the api_keys trigger), and
- * admission reads the limit in its own statement, so a change holds from the next request on.
+ * the debit reads the limit in its own statement, so a change holds from the next request on.
  */
 export async function setKeyRules(
   db: CommonQueryMethods,

@@ -1,7 +1,7 @@
 import { hash, randomBytes } from 'node:crypto';
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import { newId } from '../ids.js';
+import { newId } from '../vocabulary/ids.js';
 import { setKeyRules, type KeyRules } from './key-limits.js';
 import { keyPrincipalColumns, keyPrincipalRow } from './api-keys-repository.js';
 

@@ -1,6 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import type { GenerationError } from '../generation.js';
+import type { GenerationError } from '../vocabulary/generation.js';
 
 /**
  * Handing a generation to its provider, once: the claim a submit attempt holds, the mark that a

@@ -63,7 +63,7 @@ export function pruneRejectedGenerations(
 }
 
 /**
- * Idempotency-Key records past their horizon (the key is new already). A record that an admission
+ * Idempotency-Key records past their horizon (the key is new already). A record that a debit
  * renews meanwhile is kept: the condition is checked again on the row it finds.
  */
 export function pruneKeyRecords(db: CommonQueryMethods, limit: number): Promise<number> {

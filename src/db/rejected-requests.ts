@@ -1,5 +1,5 @@
 import { sql, type CommonQueryMethods } from 'slonik';
-import type { GenerationError } from '../generation.js';
+import type { GenerationError } from '../vocabulary/generation.js';
 
 /** A request rejected before it became a generation (validation): recorded for the list, never changed again. */
 export async function recordRejectedRequest(

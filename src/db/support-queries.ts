@@ -1,6 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import type { GenerationStatus } from '../generation.js';
+import type { GenerationStatus } from '../vocabulary/generation.js';
 import { generationColumns, generationRow } from './generation-reads.js';
 
 /** What the support CLI lists and looks up: generations across accounts, with their workflow and provider job. */

@@ -4,7 +4,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { projectRoot } from '../project-root.js';
+import { projectRoot } from '../config/project-root.js';
 import type * as WorkflowBundleModule from '../worker/workflow-bundle.js';
 
 /**

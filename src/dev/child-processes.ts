@@ -22,7 +22,7 @@ interface RunningScript<Ready> {
 
 /**
  * Runs one of our files (TypeScript through tsx, or the build's JavaScript) in a Node process of its own, with an IPC channel on which it
- * says it is ready: `reportReady()` (src/process.ts) in our entry points, or a message carrying
+ * says it is ready: `reportReady()` (src/process/lifecycle.ts) in our entry points, or a message carrying
  * what the parent needs to know. The channel is closed once it has, so it keeps neither alive.
  */
 export function startScript<Ready = unknown>(file: string, options: ScriptOptions): RunningScript<Ready> {

@@ -1,6 +1,6 @@
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { projectRoot } from '../project-root.js';
+import { projectRoot } from '../config/project-root.js';
 import { freePort } from './free-port.js';
 import { startMigratedPostgres } from './migrated-postgres.js';
 import { renderSchema, schemaFilePath } from './schema-file.js';

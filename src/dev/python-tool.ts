@@ -2,7 +2,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { projectRoot } from '../project-root.js';
+import { projectRoot } from '../config/project-root.js';
 import { fetchOnce } from './fetch-once.js';
 import { isExecutable } from './temporal-binaries.js';
 

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import pg from 'pg';
-import { projectRoot } from '../project-root.js';
+import { projectRoot } from '../config/project-root.js';
 
 /**
  * src/db/schema.sql: the current definition of every table (columns, constraints, indexes,

@@ -1,4 +1,4 @@
-import type { Config } from '../config.js';
+import type { Config } from '../config/service-config.js';
 
 /** How long `npm start` lets each of its processes stop after Ctrl-C before it kills it. */
 export const childStopGraceMs = 15_000;

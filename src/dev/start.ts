@@ -3,14 +3,19 @@ import { mkdir, open, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { createApiKey } from '../auth/api-key-issuer.js';
-import { loadConfig, loadLauncherConfig, loadTemporalSecurity, type Config } from '../config.js';
+import {
+  loadConfig,
+  loadLauncherConfig,
+  loadTemporalSecurity,
+  type Config,
+} from '../config/service-config.js';
 import { findAccount } from '../db/accounts-repository.js';
 import { listApiKeys } from '../db/api-keys-repository.js';
 import { migrate } from '../admin/migrate.js';
 import { createDatabasePool } from '../db/pool.js';
-import { writeDevState } from '../dev-state.js';
-import { exitOnConfigError, loadOrExit } from '../process.js';
-import { projectRoot } from '../project-root.js';
+import { writeDevState } from '../process/dev-state.js';
+import { exitOnConfigError, loadOrExit } from '../process/lifecycle.js';
+import { projectRoot } from '../config/project-root.js';
 import { temporalConnectionOptions } from '../temporal/connection-options.js';
 import { ensureSearchAttributes } from '../temporal/search-attributes-setup.js';
 import { startScript, stopChild } from './child-processes.js';

@@ -3,7 +3,7 @@ import { access, chmod, mkdir, mkdtemp, rename, rm } from 'node:fs/promises';
 import { accessSync, constants } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { projectRoot } from '../project-root.js';
+import { projectRoot } from '../config/project-root.js';
 import { fetchOnce } from './fetch-once.js';
 
 /**

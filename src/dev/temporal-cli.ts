@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
-import { loadLauncherConfig } from '../config.js';
-import { readDevState } from '../dev-state.js';
-import { loadOrExit } from '../process.js';
+import { loadLauncherConfig } from '../config/service-config.js';
+import { readDevState } from '../process/dev-state.js';
+import { loadOrExit } from '../process/lifecycle.js';
 import { temporalCliPath } from './temporal-binaries.js';
 
 /**

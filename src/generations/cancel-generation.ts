@@ -3,9 +3,9 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import type { CommonQueryMethods } from 'slonik';
 import { getGeneration, type GenerationRow } from '../db/generation-reads.js';
 import { workflowOfGeneration } from '../db/generation-workflows.js';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../vocabulary/errors.js';
 import { cancelUpdate } from '../workflows/generation-workflow.js';
-import { askNewestRun } from './newest-run.js';
+import { askNewestRun } from './admission/newest-run.js';
 
 /** A generation a cancel stopped: failed with `canceled`, its debit refunded. */
 export const isCanceled = (row: GenerationRow) => row.status === 'failed' && row.error?.code === 'canceled';

@@ -1,9 +1,9 @@
 import type { CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { listGenerations, type GenerationRow, type ListFilter } from '../db/generation-reads.js';
-import { storableString } from '../storable-text.js';
-import { generationStatuses as statuses, type GenerationStatus } from '../generation.js';
-import { idempotencyKeySchema } from './idempotency-key.js';
+import { storableString } from '../validation/storable-text.js';
+import { generationStatuses as statuses, type GenerationStatus } from '../vocabulary/generation.js';
+import { idempotencyKeySchema } from './admission/idempotency-key.js';
 
 /** What a generation id can look like; anything else is no generation of ours. */
 export const generationIdPattern = /^gen_[A-Za-z0-9]{1,64}$/;

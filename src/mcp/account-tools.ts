@@ -1,8 +1,8 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { ApiError, ValidationError } from '../errors.js';
+import { ApiError, ValidationError } from '../vocabulary/errors.js';
 import { cancelGeneration } from '../generations/cancel-generation.js';
-import { quoteGeneration } from '../generations/admit-generation.js';
-import { quoteAnswer } from '../generations/key-rules.js';
+import { quoteGeneration } from '../generations/admission/admit-generation.js';
+import { quoteAnswer } from '../generations/admission/key-rules.js';
 import { findKeyState } from '../db/key-limits.js';
 import { defaultPageSize, listGenerationsQuerySchema, pageOfGenerations } from '../generations/list-query.js';
 import type { McpCaller, McpDeps } from './mcp-deps.js';

@@ -3,8 +3,8 @@ import type { CallToolResult, ServerNotification } from '@modelcontextprotocol/s
 import type { BaseLogger } from 'pino';
 import type { z } from 'zod';
 import type { GenerationRow } from '../db/generation-reads.js';
-import { ApiError, ValidationError } from '../errors.js';
-import { admitGeneration } from '../generations/admit-generation.js';
+import { ApiError, ValidationError } from '../vocabulary/errors.js';
+import { admitGeneration } from '../generations/admission/admit-generation.js';
 import type { McpCaller, McpDeps } from './mcp-deps.js';
 import { toolArguments } from './tool-arguments.js';
 import { generationResult } from './tool-results.js';

@@ -2,7 +2,7 @@ import type { CommonQueryMethods } from 'slonik';
 import type { CreditBalance } from '../db/credits-repository.js';
 import type { GenerationRow } from '../db/generation-reads.js';
 import type { KeyState } from '../db/key-limits.js';
-import type { AdmissionDeps } from '../generations/admit-generation.js';
+import type { AdmissionDeps } from '../generations/admission/admit-generation.js';
 import type { Previews } from './previews.js';
 
 /** Waits for a generation to be terminal, woken by its change notification (the API's waiters of Prefer: wait). */

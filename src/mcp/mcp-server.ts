@@ -22,7 +22,7 @@ import {
   listModels,
   quote,
 } from './account-tools.js';
-import { readOnlyRefusal } from '../generations/key-rules.js';
+import { readOnlyRefusal } from '../generations/admission/key-rules.js';
 import {
   createGenerationTask,
   cancelTask,
@@ -36,8 +36,8 @@ import type { McpCaller, McpDeps } from './mcp-deps.js';
 import { toolNames, type ToolName } from './tool-arguments.js';
 import { toolDefinitions } from './tool-definitions.js';
 import { asApiError, errorResult } from './tool-results.js';
-import type { ApiError } from '../errors.js';
-import { GenerationRefused } from '../generations/admit-generation.js';
+import type { ApiError } from '../vocabulary/errors.js';
+import { GenerationRefused } from '../generations/admission/admit-generation.js';
 
 export const serverInfo = {
   name: 'generation-service',

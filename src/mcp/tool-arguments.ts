@@ -1,10 +1,10 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { CatalogCache } from '../catalog/catalog-cache.js';
-import { generationStatuses } from '../generation.js';
-import { idempotencyKeySchema } from '../generations/idempotency-key.js';
+import { generationStatuses } from '../vocabulary/generation.js';
+import { idempotencyKeySchema } from '../generations/admission/idempotency-key.js';
 import { generationIdPattern, maxPageSize } from '../generations/list-query.js';
-import { toJsonSchema } from '../json-schema.js';
+import { toJsonSchema } from '../validation/json-schema.js';
 
 /*
  * Each tool's arguments, written once as zod: tools/call parses them with it (parseArgs), and

@@ -1,7 +1,7 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { publicModelSchema } from '../catalog/public-model.js';
-import { toJsonSchema } from '../json-schema.js';
+import { toJsonSchema } from '../validation/json-schema.js';
 import { PREVIEW_LONGEST_SIDE } from '../media/preview.js';
 import type { McpDeps } from './mcp-deps.js';
 import { toolArguments, toolInputSchema, type ToolName } from './tool-arguments.js';

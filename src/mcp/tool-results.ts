@@ -1,8 +1,8 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { ServiceError } from '@temporalio/client';
-import { causeChain, isDependencyFailure } from '../dependency-failures.js';
+import { causeChain, isDependencyFailure } from '../dependencies/failures.js';
 import type { GenerationRow } from '../db/generation-reads.js';
-import { ApiError, type ValidationIssue } from '../errors.js';
+import { ApiError, type ValidationIssue } from '../vocabulary/errors.js';
 import { mediaTypeOfName } from '../storage/storage.js';
 import type { Previews } from './previews.js';
 

@@ -55,7 +55,7 @@ export function createMetricsRegistry(): Registry {
 /** Seconds: 5 ms to 2 minutes (a POST waits for admission; a provider call can take a minute). */
 const latencyBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 
-/** A POST that names a model and is refused (by the API, or by admission in the worker), by error code. */
+/** A POST that names a model and is refused (by the API, or by the debit in the worker), by error code. */
 function rejectedCounter(registry: Registry): Counter<'model' | 'code'> {
   return new Counter({
     name: metricNames.generationsRejected,
@@ -77,7 +77,7 @@ export class ApiGenerationMetrics {
 }
 
 /**
- * What the worker counts of generations, each where its transition commits: admission (debit or
+ * What the worker counts of generations, each where its transition commits: the debit (accepted or
  * refusal), success, the refund path (failed, refunded), and review.
  */
 export interface GenerationMetrics {

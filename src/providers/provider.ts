@@ -1,4 +1,4 @@
-import type { ProviderJobEnd } from '../generation.js';
+import type { ProviderJobEnd } from '../vocabulary/generation.js';
 
 /**
  * What a model provider must offer the generation workflow, whatever its wire

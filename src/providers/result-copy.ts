@@ -1,4 +1,4 @@
-import { PermanentError } from '../errors.js';
+import { PermanentError } from '../vocabulary/errors.js';
 import {
   measureMedia,
   measureMediaFile,

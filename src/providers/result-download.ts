@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { PermanentError } from '../errors.js';
+import { PermanentError } from '../vocabulary/errors.js';
 import { OutboundFetchError } from '../net/outbound-fetch-error.js';
 import { outboundDownload } from '../net/outbound-download.js';
 import type { DownloadPolicy } from './provider-http.js';

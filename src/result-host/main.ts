@@ -1,6 +1,6 @@
-import { storageLocation } from '../config.js';
-import { createLogger } from '../logger.js';
-import { loadConfigOrExit, reportReady, runUntilSignal } from '../process.js';
+import { storageLocation } from '../config/service-config.js';
+import { createLogger } from '../process/logger.js';
+import { loadConfigOrExit, reportReady, runUntilSignal } from '../process/lifecycle.js';
 import { openBucket } from '../storage/open-storage.js';
 import { createMetricsRegistry } from '../observability/metrics.js';
 import { startMetricsServer } from '../observability/metrics-server.js';

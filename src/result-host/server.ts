@@ -2,10 +2,10 @@ import { constants } from 'node:fs';
 import { access, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import fastifyStatic from '@fastify/static';
-import { readiness, readinessCheck } from '../readiness.js';
+import { readiness, readinessCheck } from '../dependencies/readiness.js';
 import type { S3Storage } from '../storage/s3-storage.js';
 import { serveBucketFiles } from './bucket-files.js';
-import { closeUnusedConnectionsOnShutdown } from '../http/unused-connections.js';
+import { closeUnusedConnectionsOnShutdown } from '../net/unused-connections.js';
 import Fastify, {
   LogController,
   type FastifyBaseLogger,

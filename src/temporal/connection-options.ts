@@ -1,6 +1,6 @@
 import { Connection, type TLSConfig } from '@temporalio/client';
 
-/** The TEMPORAL_TLS* and TEMPORAL_API_KEY settings, as config.ts parses them (PEM files already read). */
+/** The TEMPORAL_TLS* and TEMPORAL_API_KEY settings, as config/service-config.ts parses them (PEM files already read). */
 export interface TemporalSecurity {
   TEMPORAL_TLS?: 'true' | 'false';
   TEMPORAL_TLS_CERT?: Uint8Array;

@@ -1,5 +1,6 @@
 import type { Client } from '@temporalio/client';
-import type { pruningWorkflow, PruningOptions } from '../workflows/pruning-workflow.js';
+import type { pruningWorkflow } from '../workflows/pruning-workflow.js';
+import type { PruningOptions } from '../workflows/contracts/pruning.js';
 import { ensureIntervalSchedule, type IntervalScheduleOutcome } from './interval-schedule.js';
 
 /** One pruning schedule per task queue, like the reconciliation sweep (its workers share one database). */

@@ -1,6 +1,7 @@
 import { ScheduleNotFoundError, type Client } from '@temporalio/client';
 import { ensureIntervalSchedule, type IntervalScheduleOutcome } from './interval-schedule.js';
-import type { reconciliationWorkflow, ReconciliationOptions } from '../workflows/reconciliation-workflow.js';
+import type { reconciliationWorkflow } from '../workflows/reconciliation-workflow.js';
+import type { ReconciliationOptions } from '../workflows/contracts/reconciliation.js';
 
 /**
  * One sweep per task queue: the workers of a task queue share one database, so each deployment

@@ -1,5 +1,6 @@
 import type { Client } from '@temporalio/client';
-import type { thumbnailsWorkflow, ThumbnailSweepOptions } from '../workflows/thumbnails-workflow.js';
+import type { thumbnailsWorkflow } from '../workflows/thumbnails-workflow.js';
+import type { ThumbnailSweepOptions } from '../workflows/contracts/thumbnails.js';
 import { ensureIntervalSchedule, type IntervalScheduleOutcome } from './interval-schedule.js';
 
 /** One thumbnails schedule per task queue, like the pruning (its workers share one database). */

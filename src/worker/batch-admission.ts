@@ -1,18 +1,22 @@
 import type { Logger } from 'pino';
 import type { BatchLineAdmission } from '../activities/batch-line-admission.js';
-import type { Config } from '../config.js';
+import type { Config } from '../config/service-config.js';
 import { NotificationListener } from '../db/notifications.js';
 import type { DatabasePool } from '../db/pool.js';
-import { ApiError, ValidationError } from '../errors.js';
-import { admitGeneration, GenerationRefused, type AdmissionDeps } from '../generations/admit-generation.js';
-import { wireAdmission } from '../generations/admission-wiring.js';
+import { ApiError, ValidationError } from '../vocabulary/errors.js';
+import {
+  admitGeneration,
+  GenerationRefused,
+  type AdmissionDeps,
+} from '../generations/admission/admit-generation.js';
+import { wireAdmission } from '../generations/admission/admission-wiring.js';
 import { cancelGeneration } from '../generations/cancel-generation.js';
-import { dnsUnavailableCode } from '../generations/webhook-request.js';
+import { dnsUnavailableCode } from '../generations/admission/webhook-request.js';
 
 /** The Idempotency-Key a batch's line is admitted with: a retried admission meets its generation. */
 export const batchLineKey = (batchId: string, line: number) => `${batchId}:${line}`;
 
-/** Admission's refusals of a line whose batch ended: admissionRefusals.batchEnded. */
+/** Admission's refusals of a line whose batch ended: debitRefusals.batchEnded. */
 const batchEndedReasons = new Set(['batch_canceled', 'batch_expired']);
 
 /**

@@ -1,17 +1,17 @@
 import type { Logger } from 'pino';
 import type { CommonQueryMethods } from 'slonik';
 import type { ProviderName } from '../catalog/provider-mapping.js';
-import { requestBudgets, type Config } from '../config.js';
+import { requestBudgets, type Config } from '../config/service-config.js';
 import { PostgresBudgetStore } from '../providers/budget-postgres-store.js';
 import { RedisBudgetStore } from '../providers/budget-redis-store.js';
 import type { Provider, ProviderStatus } from '../providers/provider.js';
 import {
   BudgetSkipped,
   ProviderBudget,
-  withBudget,
   type BudgetMetrics,
   type BudgetStore,
 } from '../providers/request-budget.js';
+import { withBudget } from '../providers/request-turns.js';
 
 /**
  * Wraps a provider so that every request its adapter makes (callProvider) takes its turn in the

@@ -19,7 +19,7 @@ interface WorkerOptions {
   /** A prebuilt bundle (tests build one per run); without it the workflows are bundled now. */
   workflowBundlePath?: string;
   maxCachedWorkflows?: number;
-  /** Short activities (admission aside, which is local) running at once: submit, persist, refund, expire. */
+  /** Short activities (the debit aside, which is local) running at once: submit, persist, refund, expire. */
   maxConcurrentActivities?: number;
   /** Provider waits running at once; each is an idle poll loop, so many fit. */
   maxProviderWaits?: number;

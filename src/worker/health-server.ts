@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { Client } from '@temporalio/client';
 import { sql, type CommonQueryMethods } from 'slonik';
-import { checkTimeoutMs, readiness, readinessCheck } from '../readiness.js';
+import { checkTimeoutMs, readiness, readinessCheck } from '../dependencies/readiness.js';
 
 /**
  * The worker's own small HTTP port: GET /healthz (alive) and GET /readyz (PostgreSQL and Temporal

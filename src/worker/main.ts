@@ -9,8 +9,8 @@ import {
 import { ensurePruningSchedule } from '../temporal/pruning-schedule.js';
 import { ensureThumbnailsSchedule } from '../temporal/thumbnails-schedule.js';
 import { createDatabasePool } from '../db/pool.js';
-import { createLogger } from '../logger.js';
-import { loadConfigOrExit, reportReady, waitForDependenciesOrExit } from '../process.js';
+import { createLogger } from '../process/logger.js';
+import { loadConfigOrExit, reportReady, waitForDependenciesOrExit } from '../process/lifecycle.js';
 import { createWorker, NativeConnection } from './create-worker.js';
 import { installTemporalRuntime } from './temporal-runtime.js';
 import { prebuiltWorkflowBundle } from './workflow-bundle.js';
@@ -22,7 +22,7 @@ import { logUnconfiguredProviders } from './provider-registry.js';
 import { createWorkerMetrics } from './worker-metrics.js';
 import { startMetricsServer } from '../observability/metrics-server.js';
 import { startTracing } from '../observability/tracing.js';
-import { providersWithCredentials, requestBudgets } from '../config.js';
+import { providersWithCredentials, requestBudgets } from '../config/service-config.js';
 import { wireBatchAdmission } from './batch-admission.js';
 
 /** `npm run worker`: runs generation workflows and their activities. Configured by environment variables only. */

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { CommonQueryMethods } from 'slonik';
-import { InFlight } from '../in-flight.js';
+import { InFlight } from '../caches/in-flight.js';
 import {
   claimProbe,
   providersDown,

@@ -3,7 +3,11 @@ import type { CommonQueryMethods } from 'slonik';
 import { catalogEntryOf } from '../catalog/catalog-entry.js';
 import type { ProviderName } from '../catalog/provider-mapping.js';
 import { routesOf } from '../catalog/routes.js';
-import { providerCredentialVariables, providersWithCredentials, type Config } from '../config.js';
+import {
+  providerCredentialVariables,
+  providersWithCredentials,
+  type Config,
+} from '../config/service-config.js';
 import { listActiveModels } from '../db/catalog-repository.js';
 import type { Provider } from '../providers/provider.js';
 

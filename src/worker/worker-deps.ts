@@ -1,12 +1,18 @@
 import type { CommonQueryMethods } from 'slonik';
 import type { Logger } from 'pino';
 import type { ProviderName } from '../catalog/provider-mapping.js';
-import { inFlightCaps, stepHorizons, storageLocation, webhookResolverOf, type Config } from '../config.js';
+import {
+  inFlightCaps,
+  stepHorizons,
+  storageLocation,
+  webhookResolverOf,
+  type Config,
+} from '../config/service-config.js';
 import type { Provider } from '../providers/provider.js';
 import { trackHealth, type HealthPolicy } from './provider-health-tracker.js';
 import type { ActivityDeps } from '../activities/activity-deps.js';
-import type { PruningOptions } from '../workflows/pruning-workflow.js';
-import type { ReconciliationOptions } from '../workflows/reconciliation-workflow.js';
+import type { PruningOptions } from '../workflows/contracts/pruning.js';
+import type { ReconciliationOptions } from '../workflows/contracts/reconciliation.js';
 import { FalQueueProvider } from '../providers/fal/fal-queue-provider.js';
 import { OpenAiImagesProvider } from '../providers/openai/openai-images-provider.js';
 import { ReplicateProvider } from '../providers/replicate/replicate-provider.js';

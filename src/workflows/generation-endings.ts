@@ -1,5 +1,5 @@
 import { isCancellation, setCurrentDetails } from '@temporalio/workflow';
-import type { GenerationError } from '../generation.js';
+import type { GenerationError } from '../vocabulary/generation.js';
 import { generationErrors } from './generation-errors.js';
 import type { generationSteps } from './generation-steps.js';
 import type { trackProgress } from './generation-progress.js';

@@ -1,4 +1,4 @@
-import type { GenerationError } from '../generation.js';
+import type { GenerationError } from '../vocabulary/generation.js';
 
 /**
  * The errors a generation record can end with after its debit, as the client reads them
@@ -82,8 +82,8 @@ export const whatFailed = {
   persist: 'The result could not be copied from the provider.',
 } as const;
 
-/** What an admission that could not complete answers the POST with (no key is claimed, nothing is charged). */
-export const admissionErrors = {
+/** What a debit that could not complete answers the POST with (no key is claimed, nothing is charged). */
+export const debitErrors = {
   invalidInput: {
     code: 'invalid_request',
     message: 'The request holds data the service cannot store.',
@@ -100,8 +100,8 @@ export const admissionErrors = {
   },
 } as const satisfies Record<string, GenerationError>;
 
-/** Why admission refused a request: the POST's answer and the rejected record's error. Nothing is charged. */
-export const admissionRefusals = {
+/** Why the debit refused a request: the POST's answer and the rejected record's error. Nothing is charged. */
+export const debitRefusals = {
   concurrencyLimit: (limit: number): GenerationError => ({
     code: 'concurrency_limit_exceeded',
     message: `At most ${limit} generations may be in progress at once; wait for one to finish. Nothing was charged.`,

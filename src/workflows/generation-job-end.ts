@@ -1,4 +1,4 @@
-import type { ProviderJobEnd } from '../generation.js';
+import type { ProviderJobEnd } from '../vocabulary/generation.js';
 import type { cancelRules } from './generation-cancel.js';
 import type { generationEndings } from './generation-endings.js';
 import { generationErrors, whatFailed } from './generation-errors.js';

@@ -2,7 +2,7 @@ import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { CancelOutcome } from './generation-cancel.js';
 import type { AdmitResult, GenerationProgress, ProviderJobEnded, Resolution } from './generation-types.js';
 
-/** POST /v1/generations: answers once admission is decided and an accepted job handed over (at once, for a repeat). */
+/** POST /v1/generations: answers once the debit is decided and an accepted job handed over (at once, for a repeat). */
 export const admitUpdate = defineUpdate<AdmitResult>('admit');
 /** Support's decision on a generation that needs review. */
 export const resolveUpdate = defineUpdate<GenerationProgress, [Resolution]>('resolve');

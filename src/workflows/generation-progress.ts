@@ -1,5 +1,5 @@
 import { setCurrentDetails, upsertSearchAttributes } from '@temporalio/workflow';
-import type { GenerationStatus } from '../generation.js';
+import type { GenerationStatus } from '../vocabulary/generation.js';
 import type { GenerationProgress } from './generation-types.js';
 import { GenerationStatus as GenerationStatusKey, NeedsReview } from './search-attributes.js';
 
@@ -18,7 +18,7 @@ interface ProgressTracker {
     needsReview?: boolean,
   ) => void;
   /**
-   * A run that answered for an earlier generation holding its Idempotency-Key (see Admission): it
+   * A run that answered for an earlier generation holding its Idempotency-Key (see DebitOutcome): it
    * is no generation, so it drops the status it was indexed with and ends.
    */
   stepAside: (details: string) => void;

@@ -5,7 +5,7 @@ import {
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { ProviderJobEnd } from '../generation.js';
+import type { ProviderJobEnd } from '../vocabulary/generation.js';
 import { providerJobEndedSignal } from './generation-messages.js';
 import type { generationSteps } from './generation-steps.js';
 import { errorTypes, type GenerationStart, type ProviderWaitPlan } from './generation-types.js';

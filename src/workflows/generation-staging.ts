@@ -6,7 +6,7 @@ import { errorTypes, type GenerationStart } from './generation-types.js';
 import { failureMessage, failureType } from './step-failures.js';
 
 /**
- * The step between admission and the submit: reference images the customer named by URL are
+ * The step between the debit and the submit: reference images the customer named by URL are
  * fetched once, by us, and stored with the generation's inputs, so every provider is sent our
  * checked copy (never the customer's URL to fetch on its own) and a URL that cannot be used is
  * the request's fault, refunded before any provider is asked. Only decisions and an activity call.

@@ -6,7 +6,7 @@ import {
   providerWaitQueue,
   type GenerationStart,
 } from './generation-types.js';
-import type { CancelActivities, GenerationActivities } from './generation-activity-contract.js';
+import type { CancelActivities, GenerationActivities } from './contracts/generation.js';
 
 /**
  * The generation workflow's steps and how each is retried. Every step retries what may pass
@@ -17,7 +17,7 @@ import type { CancelActivities, GenerationActivities } from './generation-activi
  */
 export function generationSteps(timing: GenerationStart['timing'], nudge?: () => void) {
   const horizon = { ...defaultStepHorizons, ...timing.horizons };
-  const { admit, handOver, stageImages, submitInBackground } = handingOverSteps(timing, horizon);
+  const { debit, handOver, stageImages, submitInBackground } = handingOverSteps(timing, horizon);
   const { readProviderJob, persistResults, cancelJob, stopJobBeforeRun } = jobSteps(horizon);
   const {
     refund,
@@ -35,8 +35,8 @@ export function generationSteps(timing: GenerationStart['timing'], nudge?: () =>
     nudge ? (...args: A) => step(...args).finally(nudge) : step;
 
   return {
-    // Admission comes before the deliveries start (they read the log first): no nudge.
-    admit,
+    // The debit comes before the deliveries start (they read the log first): no nudge.
+    debit,
     stageImages: told(stageImages),
     cancelJob,
     stopJobBeforeRun,
@@ -57,30 +57,30 @@ export function generationSteps(timing: GenerationStart['timing'], nudge?: () =>
 
 type StepHorizons = typeof defaultStepHorizons;
 
-/** Getting the job to the provider: admission, the hand-over within the POST, then in the background. */
+/** Getting the job to the provider: the debit, the hand-over within the POST, then in the background. */
 function handingOverSteps(timing: GenerationStart['timing'], horizon: StepHorizons) {
   /**
-   * Admission runs while the POST waits, so its horizon is seconds. The SDK's worker does not stop
+   * The debit runs while the POST waits, so its horizon is seconds. The SDK's worker does not stop
    * a local activity's retries at its schedule-to-close timeout (seen with 1.24: attempts went on
    * a second apart), so the horizon is also an attempt count: the attempts whose backoff fits in it.
    */
-  const admissionRetry = { initialMs: 200, maximumMs: 1_000 };
-  const { admit } = proxyLocalActivities<GenerationActivities>({
+  const debitRetry = { initialMs: 200, maximumMs: 1_000 };
+  const { debit } = proxyLocalActivities<GenerationActivities>({
     startToCloseTimeout: horizon.admissionMs,
     scheduleToCloseTimeout: horizon.admissionMs,
     retry: {
-      initialInterval: admissionRetry.initialMs,
-      maximumInterval: admissionRetry.maximumMs,
+      initialInterval: debitRetry.initialMs,
+      maximumInterval: debitRetry.maximumMs,
       backoffCoefficient: 2,
-      maximumAttempts: attemptsWithin(horizon.admissionMs, admissionRetry),
+      maximumAttempts: attemptsWithin(horizon.admissionMs, debitRetry),
       nonRetryableErrorTypes: nonRetryableTypes,
     },
-    summary: 'Admit: concurrency slot, price quote, debit',
+    summary: 'Debit: concurrency slot, price quote, the credits taken',
   });
 
   /**
    * Creating a generation hands it to the provider (the spec's POST), so the first submission runs
-   * while the POST waits, as a local activity in admission's workflow task: its answer (accepted,
+   * while the POST waits, as a local activity in the debit's workflow task: its answer (accepted,
    * rejected and refunded, or uncertain) is in the 202. It gets `submitTimeoutMs` per attempt, twice.
    * A start from an API older than the handover has no submitTimeoutMs (a rolling deploy): 3 s.
    */
@@ -125,7 +125,7 @@ function handingOverSteps(timing: GenerationStart['timing'], horizon: StepHorizo
     summary: 'Submit to the provider in the background (looks the job up before sending it again)',
   });
 
-  return { admit, handOver, stageImages, submitInBackground };
+  return { debit, handOver, stageImages, submitInBackground };
 }
 
 /** The job at the provider: reading it, the results persisted, and stopping it. */

@@ -1,6 +1,6 @@
 // Types shared by the API, the generation workflow and its activities. Pure data: no I/O.
 
-import type { GenerationError } from '../generation.js';
+import type { GenerationError } from '../vocabulary/generation.js';
 
 /** Everything the workflow is started with. Large inputs are references (URLs), never bytes. */
 import type { WebhookSubscription } from './webhook-delivery-types.js';
@@ -36,7 +36,7 @@ export interface GenerationStart {
   routes?: PlannedRoute[];
   /**
    * The batch line this generation is (POST /v1/batches), absent for a generation created on its
-   * own: admission writes both on its row, holds it to the batch's bound rather than the account's
+   * own: the debit writes both on its row, holds it to the batch's bound rather than the account's
    * concurrency limit, and its start may carry a task priority of its own.
    */
   batch?: BatchLineRef;
@@ -82,7 +82,7 @@ export interface PlannedRoute {
  * provider may have run the job). Milliseconds.
  */
 export interface StepHorizons {
-  /** Admission (slot, quote, debit), retried while the POST waits. */
+  /** The debit (slot, quote, credits taken), retried while the POST waits (ADMISSION_HORIZON_MS). */
   admissionMs: number;
   /** Handing the job to a provider slower than the POST. */
   submitMs: number;
@@ -103,25 +103,28 @@ export const defaultStepHorizons: StepHorizons = {
   bookkeepingMs: 24 * hour,
 };
 
-/** What admission decided about a generation. */
-export type AdmissionDecision =
+/** What the debit decided about a generation. */
+export type DebitDecision =
   | { outcome: 'accepted'; credits: number }
   | { outcome: 'rejected'; error: GenerationError; claimsKey: boolean };
 
 /**
- * What admission decided: about this run's generation, or that the Idempotency-Key's record (in
+ * What the debit decided: about this run's generation, or that the Idempotency-Key's record (in
  * PostgreSQL) names an earlier generation, whose workflow has ended: this run answers for it.
  */
-export type Admission = AdmissionDecision | { outcome: 'key_held'; holder: AdmitResult };
+export type DebitOutcome = DebitDecision | { outcome: 'key_held'; holder: AdmitResult };
 
 /** A keyed generation's claim on its Idempotency-Key (defined with the generation's vocabulary, below db and workflows). */
-export type { KeyClaim } from '../generation.js';
+export type { KeyClaim } from '../vocabulary/generation.js';
 
-/** What the admit update answers: the original generation and how it was admitted. */
+/**
+ * What the admit update answers: the original generation and how it was admitted. `admission` is
+ * the debit's decision (the field keeps the name it has in recorded histories and runs in flight).
+ */
 export interface AdmitResult {
   generationId: string;
   fingerprint: string;
-  admission: AdmissionDecision;
+  admission: DebitDecision;
   /** Until when this generation holds its Idempotency-Key (ISO); a rejection that does not claim it: its creation. */
   keyHeldUntil: string;
 }
@@ -138,7 +141,7 @@ export interface GenerationKept {
 
 /** A generation support resolved with the provider's job: its active life goes on from the wait. */
 export interface GenerationResumed {
-  admission: AdmissionDecision;
+  admission: DebitDecision;
   providerJobId: string;
   /**
    * A wait that continued as new (its history grew long: see generation-provider-wait.ts): how it

@@ -7,14 +7,14 @@ import {
   setHandler,
   setWorkflowOptions,
 } from '@temporalio/workflow';
-import type { GenerationError, ProviderJobEnd } from '../generation.js';
+import type { GenerationError, ProviderJobEnd } from '../vocabulary/generation.js';
 import { generationErrors, whatFailed } from './generation-errors.js';
-import { admissionRules } from './generation-admission.js';
+import { debitRules } from './generation-debit.js';
 import { generationEndings } from './generation-endings.js';
 import { handOverRules } from './generation-handover.js';
 import { imageStaging } from './generation-staging.js';
 import { admitUpdate, cancelUpdate, progressQuery, resolveUpdate } from './generation-messages.js';
-import { routeFailover } from './generation-routes.js';
+import { routeFailover } from './generation-failover.js';
 import { generationSteps } from './generation-steps.js';
 import { providerWait, type WaitCarried } from './generation-provider-wait.js';
 import { startWebhookDeliveries, webhookNudges } from './generation-webhooks.js';
@@ -38,9 +38,9 @@ export { admitUpdate, cancelUpdate, progressQuery, resolveUpdate };
 type WaitOutcome = ProviderJobEnd<unknown>;
 
 /**
- * One generation's active life, from admission to its outcome:
+ * One generation's active life, from its debit to its outcome:
  *
- *   admit (debit) → [fetch and store the customer's image URLs] → submit [the POST answers here]
+ *   debit (the `admit` update waits for it) → [fetch and store the customer's image URLs] → submit [the POST answers here]
  *   → wait for the provider (its push, or a read on a timer) → persist results → succeeded
  *
  * then it continues as new into its retention run (generation-retention.ts), which keeps the
@@ -49,7 +49,7 @@ type WaitOutcome = ProviderJobEnd<unknown>;
  * it needs no patch); the retention run is Auto-Upgrade (see docs/developing.md).
  *
  * A generation that ends without success (refunded, rejected) has its files deleted at once, and
- * its run ends. Admission records a keyed generation's Idempotency-Key in PostgreSQL until its
+ * its run ends. The debit records a keyed generation's Idempotency-Key in PostgreSQL until its
  * horizon, so no run need stay open to hold it.
  *
  * A failure after the debit is refunded exactly once; an uncertain submission waits for support
@@ -104,7 +104,7 @@ async function generationStory(
   cancelRequested: Promise<never>,
 ): Promise<GenerationProgress> {
   const run = activeRun(start, resumed, cancelRequested);
-  const admitted = await run.admission.decided();
+  const admitted = await run.debit.decided();
   if (admitted.outcome === 'key_held') return answeredForHolder(run, admitted.holder.generationId);
   if (admitted.outcome === 'rejected') return rejected(run, admitted.error);
   run.webhooks = startWebhookDeliveries(start);
@@ -117,7 +117,7 @@ async function generationStory(
 
 /**
  * What one run of the active life works with: its progress, its steps, and the rules it follows,
- * each the owner of its own state (admission, the hand-over, route failover, cancel, review, the
+ * each the owner of its own state (the debit, the hand-over, route failover, cancel, review, the
  * job's end); the run's update and query handlers are registered here, before anything waits.
  */
 function activeRun(
@@ -131,7 +131,7 @@ function activeRun(
   const steps = generationSteps(start.timing, nudges.nudge);
   const endings = generationEndings(start, steps, enter);
   const handOver = handOverRules(steps, progress);
-  const admission = admissionRules(start, steps, resumed, handOver.handedOver);
+  const debit = debitRules(start, steps, resumed, handOver.handedOver);
   setHandler(progressQuery, () => progress);
   const cancel = cancelRules(progress, (jobId) => steps.stopJobBeforeRun(jobId, start.generationId));
   setHandler(cancelUpdate, (generationId) => cancel.request(generationId));
@@ -145,7 +145,7 @@ function activeRun(
     steps,
     nudges,
     ...endings,
-    admission,
+    debit,
     handOver,
     cancel,
     review: reviewRules(start, steps, { progress, enter }, endings.fail),
@@ -166,7 +166,7 @@ async function answeredForHolder(run: ActiveRun, holderId: string): Promise<Gene
   return run.progress;
 }
 
-/** Refused at admission: nothing was charged, and the run ends (failed for operators when admission broke). */
+/** Refused at the debit: nothing was charged, and the run ends (failed for operators when the debit broke). */
 async function rejected(run: ActiveRun, error: GenerationError): Promise<GenerationProgress> {
   run.enter('rejected', 'rejected', `rejected: ${error.code}`);
   // A refusal is an event of its own (generation.rejected), delivered to a subscription too.
@@ -176,8 +176,9 @@ async function rejected(run: ActiveRun, error: GenerationError): Promise<Generat
   await rejectionDelivered;
   await run.nudges.sent();
   await condition(allHandlersFinished);
-  if (run.admission.broke !== undefined)
-    throw ApplicationFailure.nonRetryable(`admission failed: ${run.admission.broke}`, 'AdmissionFailed');
+  // Its type and words are what operators search for (named before the debit had its word).
+  if (run.debit.broke !== undefined)
+    throw ApplicationFailure.nonRetryable(`admission failed: ${run.debit.broke}`, 'AdmissionFailed');
   return run.progress;
 }
 
@@ -186,7 +187,7 @@ async function keep(run: ActiveRun): Promise<never> {
   await run.webhooks;
   await run.nudges.sent();
   await condition(allHandlersFinished);
-  return keepGeneration({ start: run.start, answer: run.admission.answer(), progress: run.progress });
+  return keepGeneration({ start: run.start, answer: run.debit.answer(), progress: run.progress });
 }
 
 /**
@@ -258,7 +259,7 @@ async function continueWaiting(run: ActiveRun, jobId: string, wait: WaitCarried)
   await run.nudges.sent();
   await condition(allHandlersFinished);
   return resumeGeneration(run.start, {
-    admission: run.admission.answer().admission,
+    admission: run.debit.answer().admission,
     providerJobId: jobId,
     wait,
     route: run.routes.carried(),

@@ -1,6 +1,6 @@
 import { ActivityFailure, ApplicationFailure, TimeoutFailure } from '@temporalio/workflow';
-import type { GenerationError } from '../generation.js';
-import { admissionErrors } from './generation-errors.js';
+import type { GenerationError } from '../vocabulary/generation.js';
+import { debitErrors } from './generation-errors.js';
 import { errorTypes, nonRetryableTypes } from './generation-types.js';
 
 /**
@@ -45,12 +45,12 @@ export function isPermanent(error: unknown): boolean {
 export const isSettled = (error: unknown): boolean => failureType(error) === errorTypes.generationSettled;
 
 /**
- * What the POST answers when admission could not complete: bad data (400), a dependency down past
- * the admission horizon (503), or a bug (500). None of these claims the key.
+ * What the POST answers when the debit could not complete: bad data (400), a dependency down past
+ * the debit's horizon (503), or a bug (500). None of these claims the key.
  */
-export function admissionFailure(error: unknown): GenerationError {
+export function debitFailure(error: unknown): GenerationError {
   const type = failureType(error);
-  if (type === errorTypes.invalidInput) return admissionErrors.invalidInput;
-  if (type === errorTypes.dependencyUnavailable || type === 'timeout') return admissionErrors.unavailable;
-  return admissionErrors.internal;
+  if (type === errorTypes.invalidInput) return debitErrors.invalidInput;
+  if (type === errorTypes.dependencyUnavailable || type === 'timeout') return debitErrors.unavailable;
+  return debitErrors.internal;
 }

@@ -1,22 +1,10 @@
 import { proxyActivities, setCurrentDetails, workflowInfo } from '@temporalio/workflow';
+import type {
+  ThumbnailActivities,
+  ThumbnailSweepOptions,
+  ThumbnailSweepReport,
+} from './contracts/thumbnails.js';
 import { thumbnailQueue } from './generation-types.js';
-
-/** What one sweep makes at most: `batchSize` images a batch, `maxBatches` batches. */
-export interface ThumbnailSweepOptions {
-  batchSize: number;
-  maxBatches: number;
-}
-
-/** Thumbnails made; `more`: pending images were left for the next sweep (the budget ran out). */
-export interface ThumbnailSweepReport {
-  made: number;
-  more: boolean;
-}
-
-/** The activity a sweep runs; src/activities/thumbnail-activities.ts implements it. */
-export interface ThumbnailActivities {
-  makePendingThumbnails: (options: ThumbnailSweepOptions) => Promise<ThumbnailSweepReport>;
-}
 
 /**
  * Started by the `generation-thumbnails.<task queue>` schedule: makes the gallery's thumbnails of

@@ -10,13 +10,12 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { webhookQueue } from './generation-types.js';
-import {
-  webhookNudgeSignalName,
-  type WebhookActivities,
-  type WebhookAttemptOutcome,
-  type WebhookDeliveryStart,
-  type WebhookEvents,
-} from './webhook-delivery-types.js';
+import { webhookNudgeSignalName, type WebhookDeliveryStart } from './webhook-delivery-types.js';
+import type {
+  WebhookActivities,
+  WebhookAttemptOutcome,
+  WebhookEvents,
+} from './contracts/webhook-delivery.js';
 
 /** After a success, only content_expired (30 days on) can follow: looked for at its time, or this often. */
 const expiryLookEveryMs = 3_600_000;

@@ -55,7 +55,7 @@ describe('outcome counters under retried activities', () => {
 
     // Admitted (2 credits), then succeeded.
     const succeeding = generationStart(account, 'a lighthouse');
-    await twice(() => activities.admit(succeeding));
+    await twice(() => activities.debit(succeeding));
     const { jobId } = await activities.submit(succeeding);
     const status = await provider.status(jobId);
     if (status.state !== 'succeeded') throw new Error(`provider says ${status.state}`);
@@ -70,12 +70,12 @@ describe('outcome counters under retried activities', () => {
 
     // Admitted, then refunded.
     const failing = generationStart(account, 'a storm');
-    await activities.admit(failing);
+    await activities.debit(failing);
     await twice(() => activities.refund(failing.generationId, generationErrors.providerFailed('no')));
 
     // Admitted, sent to review, then refunded by support: one review, one refund.
     const uncertain = generationStart(account, 'fog');
-    await activities.admit(uncertain);
+    await activities.debit(uncertain);
     await twice(() =>
       activities.markNeedsReview(uncertain.generationId, generationErrors.submissionUnresolved),
     );
@@ -84,11 +84,11 @@ describe('outcome counters under retried activities', () => {
     // Refused: more than the balance.
     const poor = await createPaidAccount(db.pool, { oneTime: 1 });
     const dear = generationStart(poor, 'dear');
-    await twice(() => activities.admit(dear));
+    await twice(() => activities.debit(dear));
 
     // Flagged by the reconciliation sweep while still queued.
     const overdue = generationStart(account, 'overdue');
-    await activities.admit(overdue);
+    await activities.debit(overdue);
     expect(await flagQueuedForReview(db.pool, overdue.generationId)).toBe(model);
     expect(await flagQueuedForReview(db.pool, overdue.generationId)).toBeNull();
 

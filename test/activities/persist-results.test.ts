@@ -4,7 +4,7 @@ import path from 'node:path';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGenerationActivities } from '../../src/activities/generation-activities.js';
-import { settleAdmission } from '../../src/activities/admission.js';
+import { settleDebit } from '../../src/activities/debit.js';
 import { inProcessRenderer, type SimRenderer } from '../../src/providers/simulated/renderer.js';
 import { SimulatedProvider } from '../../src/providers/simulated/simulated-provider.js';
 import { LocalStorage } from '../../src/storage/storage.js';
@@ -34,7 +34,7 @@ describe('persistResults', () => {
     const account = await createPaidAccount(db.pool);
     const start = generationStart(account, 'a slow lighthouse');
     const { generationId } = start;
-    const admitted = await settleAdmission(db.pool, start, 10);
+    const admitted = await settleDebit(db.pool, start, 10);
     expect(admitted.outcome).toBe('accepted');
     // The provider's machines are slow today: each picture takes 400 ms more to draw.
     const slowRenderer: SimRenderer = {

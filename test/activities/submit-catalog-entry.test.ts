@@ -1,7 +1,7 @@
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { settleAdmission } from '../../src/activities/admission.js';
+import { settleDebit } from '../../src/activities/debit.js';
 import { createGenerationActivities } from '../../src/activities/generation-activities.js';
 import { claimSubmit, recordSubmittedJob, submissionState } from '../../src/db/provider-submissions.js';
 import { endRoute } from '../../src/db/route-attempts.js';
@@ -47,7 +47,7 @@ describe('the catalog entry a submission uses', () => {
 
   it('a claim leaves out the definition whose digest the caller holds, and sends any other', async () => {
     const start = generationStart(account, 'a claimed harbour');
-    expect((await settleAdmission(db.pool, start, 10)).outcome).toBe('accepted');
+    expect((await settleDebit(db.pool, start, 10)).outcome).toBe('accepted');
     const digest = await digestOf('lumen-lite');
     const known = await claimSubmit(db.pool, start.generationId, 'att_one', digest, 60_000);
     expect(known).toMatchObject({ digest, definition: null, mine: true, sent: false });
@@ -64,13 +64,13 @@ describe('the catalog entry a submission uses', () => {
       concurrencyLimit: 10,
     });
     const first = generationStart(account, 'a quiet harbour');
-    expect((await settleAdmission(db.pool, first, 10)).outcome).toBe('accepted');
+    expect((await settleDebit(db.pool, first, 10)).outcome).toBe('accepted');
     await activities.submit(first);
     expect(jobs.at(-1)).toMatchObject({ token: `tok_${first.generationId}`, longEdgePx: 2048 });
 
     // Admitted from the entry this worker knows; the catalog changes before the handover.
     const second = generationStart(account, 'a busy harbour');
-    expect((await settleAdmission(db.pool, second, 10)).outcome).toBe('accepted');
+    expect((await settleDebit(db.pool, second, 10)).outcome).toBe('accepted');
     await setLongEdge(1536);
     try {
       await activities.submit(second);
@@ -82,7 +82,7 @@ describe('the catalog entry a submission uses', () => {
 
   it('a job is recorded only by the claim’s holder, on the route the claim is on (issue 35, item 5)', async () => {
     const start = generationStart(account, 'a late create');
-    expect((await settleAdmission(db.pool, start, 10)).outcome).toBe('accepted');
+    expect((await settleDebit(db.pool, start, 10)).outcome).toBe('accepted');
     const id = start.generationId;
     const fal = { position: 0, route: 0, provider: 'fal' };
     expect(await claimSubmit(db.pool, id, 'att_first', null, 60_000, 0)).toMatchObject({ mine: true });

@@ -6,7 +6,7 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGenerationActivities } from '../../src/activities/generation-activities.js';
 import { createThumbnailActivities } from '../../src/activities/thumbnail-activities.js';
-import { settleAdmission } from '../../src/activities/admission.js';
+import { settleDebit } from '../../src/activities/debit.js';
 import type { Provider, ProviderResult } from '../../src/providers/provider.js';
 import { LocalStorage } from '../../src/storage/storage.js';
 import { createPaidAccount } from '../support/api.js';
@@ -43,7 +43,7 @@ describe('the gallery thumbnail, after persistResults', () => {
     const account = await createPaidAccount(db.pool);
     const start = generationStart(account, prompt);
     const { generationId } = start;
-    expect((await settleAdmission(db.pool, start, 10)).outcome).toBe('accepted');
+    expect((await settleDebit(db.pool, start, 10)).outcome).toBe('accepted');
     const png = await sharp({ create: { width: 1200, height: 600, channels: 3, background: '#306090' } })
       .png()
       .toBuffer();

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ApiService } from '../../src/api/service.js';
 import { accountEventListSchema, generationEventSchema } from '../../src/api/schemas.js';
 import { accountEventsAfter } from '../../src/db/account-events.js';
-import { newId } from '../../src/ids.js';
+import { newId } from '../../src/vocabulary/ids.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { openSse, type SseMessage } from '../support/sse.js';

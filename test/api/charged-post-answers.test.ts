@@ -2,7 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generationSchema } from '../../src/api/schemas.js';
 import type { ApiService } from '../../src/api/service.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { bearer, startTestApi } from '../support/api.js';
 import { getGeneration } from '../support/generations.js';
 import { chargesOf } from '../support/ledger.js';

@@ -5,7 +5,7 @@ import type { ApiService } from '../../src/api/service.js';
 import { createApiKey } from '../../src/auth/api-key-issuer.js';
 import { setApiAccess } from '../../src/db/accounts-repository.js';
 import { revokeApiKey } from '../../src/db/api-keys-repository.js';
-import { newId } from '../../src/ids.js';
+import { newId } from '../../src/vocabulary/ids.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { openSse } from '../support/sse.js';

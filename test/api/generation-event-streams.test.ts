@@ -3,8 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GenerationEventStreams } from '../../src/api/generation-event-streams.js';
 import { StreamSlots } from '../../src/api/stream-slots.js';
 import { generationEventsAfter } from '../../src/db/generation-events.js';
-import { newId } from '../../src/ids.js';
-import { createLogger } from '../../src/logger.js';
+import { newId } from '../../src/vocabulary/ids.js';
+import { createLogger } from '../../src/process/logger.js';
 import { createPaidAccount, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 

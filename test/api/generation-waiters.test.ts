@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { GenerationWaiters } from '../../src/api/generation-waiters.js';
 import type { GenerationRow } from '../../src/db/generation-reads.js';
-import { createLogger } from '../../src/logger.js';
+import { createLogger } from '../../src/process/logger.js';
 
 describe('GenerationWaiters past a cap', () => {
   // Never read terminal: the waiters registered here wait until closed.

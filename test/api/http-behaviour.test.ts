@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { ApiService } from '../../src/api/service.js';
 import { errorBodySchema, validationErrorBodySchema } from '../../src/api/schemas.js';
-import { ApiError } from '../../src/errors.js';
+import { ApiError } from '../../src/vocabulary/errors.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 import { waitFor } from '../support/wait.js';

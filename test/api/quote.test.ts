@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { quoteSchema } from '../../src/api/schemas.js';
 import { getBalance } from '../../src/db/credits-repository.js';
 import { setKeyRules } from '../../src/db/key-limits.js';
-import { quoteAnswer } from '../../src/generations/key-rules.js';
+import { quoteAnswer } from '../../src/generations/admission/key-rules.js';
 import { bearer, createPaidAccount } from '../support/api.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { useGenerationStack } from '../support/stack.js';

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { createApiService, type ApiService } from '../../src/api/service.js';
 import { generateApiKey } from '../../src/auth/api-key.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/service-config.js';
 import { freePort } from '../../src/dev/free-port.js';
 import type { RunningValkey } from '../../src/dev/valkey-server.js';
 import { startApiProcess, type ApiProcess } from '../support/api-process.js';

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateApiKey } from '../../src/auth/api-key.js';
 import { Authenticator, type AuthOutcome } from '../../src/auth/authenticator.js';
 import { RecentHashes } from '../../src/auth/recent-hashes.js';
-import { ApiError } from '../../src/errors.js';
+import { ApiError } from '../../src/vocabulary/errors.js';
 import { createPaidAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 

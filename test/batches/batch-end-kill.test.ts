@@ -1,7 +1,7 @@
 import { rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ApiService } from '../../src/api/service.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { bearer, createPaidAccount, startTestApi } from '../support/api.js';
 import { batchLedger } from '../support/batch-lines.js';
 import { balanceOf, batchLines, postBatch, waitForBatch } from '../support/batches.js';

@@ -1,8 +1,8 @@
 import { readdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { StagedLines } from '../../src/generations/batch-staging.js';
-import { LineTooLong, splitLines } from '../../src/line-splitter.js';
+import { StagedLines } from '../../src/generations/batches/batch-staging.js';
+import { LineTooLong, splitLines } from '../../src/generations/batches/line-splitter.js';
 
 function* chunksOf(...pieces: string[]): Generator<Buffer> {
   for (const piece of pieces) yield Buffer.from(piece);

@@ -4,7 +4,7 @@ import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { z } from 'zod';
 import type { ApiService } from '../../src/api/service.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 import { balanceOf, batchLines, postBatch, waitForBatch } from '../support/batches.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { jemallocOptions } from '../../src/dev/native-allocator.js';
-import { projectRoot } from '../../src/project-root.js';
+import { projectRoot } from '../../src/config/project-root.js';
 import { workerNodeOptions } from '../../src/worker/node-options.js';
 
 const read = (file: string) => readFile(path.join(projectRoot, file), 'utf8');

@@ -10,8 +10,8 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createDatabasePool, type DatabasePool } from '../../src/db/pool.js';
 import { stopChild } from '../../src/dev/child-processes.js';
 import { freePort } from '../../src/dev/free-port.js';
-import { randomBase62 } from '../../src/ids.js';
-import { projectRoot } from '../../src/project-root.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
+import { projectRoot } from '../../src/config/project-root.js';
 import { createPaidAccount, bearer, type TestAccount } from '../support/api.js';
 
 const run = promisify(execFile);

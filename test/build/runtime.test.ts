@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { projectRoot } from '../../src/project-root.js';
+import { projectRoot } from '../../src/config/project-root.js';
 
 const run = promisify(execFile);
 

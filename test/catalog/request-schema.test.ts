@@ -5,7 +5,7 @@ import { modelDefinitionSchema, type CatalogEntry } from '../../src/catalog/cata
 import { defaultCatalog } from '../../src/catalog/default-catalog.js';
 import { quotePrice, resolveOptions } from '../../src/catalog/pricing.js';
 import { toValidationIssues } from '../../src/catalog/request-schema.js';
-import { unstorableTextIssues } from '../../src/storable-text.js';
+import { unstorableTextIssues } from '../../src/validation/storable-text.js';
 
 const entries: CatalogEntry[] = defaultCatalog.map((m) => ({
   id: m.id,

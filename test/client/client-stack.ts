@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { beforeAll } from 'vitest';
 import { fetchOnce } from '../../src/dev/fetch-once.js';
 import type { DatabasePool } from '../../src/db/pool.js';
-import { projectRoot } from '../../src/project-root.js';
+import { projectRoot } from '../../src/config/project-root.js';
 import { useBatchStack } from '../support/batches.js';
 import { useGenerationStack, type GenerationStackOptions } from '../support/stack.js';
 

@@ -1,8 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { errorCodes, type ErrorCode } from '../../src/errors.js';
-import { projectRoot } from '../../src/project-root.js';
+import { errorCodes, type ErrorCode } from '../../src/vocabulary/errors.js';
+import { projectRoot } from '../../src/config/project-root.js';
 import {
   ApiError,
   GenerationClientError,
@@ -27,7 +27,7 @@ function lineage(Class: unknown): string[] {
   return names;
 }
 
-describe('one error class per error code of the API (src/errors.ts errorCodes)', () => {
+describe('one error class per error code of the API (src/vocabulary/errors.ts errorCodes)', () => {
   it.each(apiCodes)('%s has a class of its own, within its status family, carrying the ids', (code) => {
     const { status } = errorCodes[code];
     const Class = (errorClasses as Record<string, typeof ApiError | undefined>)[code];

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { projectRoot } from '../../src/project-root.js';
+import { projectRoot } from '../../src/config/project-root.js';
 import { startFaultyFront, type FaultyFront } from '../support/faulty-front.js';
 import { clientDir, ensureClientBuilt, useListeningStack } from './client-stack.js';
 

@@ -3,7 +3,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { projectRoot } from '../../src/project-root.js';
+import { projectRoot } from '../../src/config/project-root.js';
 import { nodeReleaseExecutable } from '../support/node-release.js';
 import { ensureClientBuilt, useListeningStack } from './client-stack.js';
 

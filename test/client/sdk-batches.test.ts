@@ -16,7 +16,7 @@ import {
 import { downloadBatch, folderOf, jsonlFile } from '../../clients/typescript/src/node/index.js';
 import { Pager } from '../../clients/typescript/src/resources/pager.js';
 import { balanceOf, batchCharges, batchLines } from '../support/batches.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { startFaultyFront } from '../support/faulty-front.js';
 import { useListeningBatchStack } from './client-stack.js';
 

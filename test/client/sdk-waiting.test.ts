@@ -16,7 +16,7 @@ import {
   type Generation,
 } from '../../clients/typescript/src/index.js';
 import { downloadAll, DownloadError } from '../../clients/typescript/src/node/index.js';
-import { projectRoot } from '../../src/project-root.js';
+import { projectRoot } from '../../src/config/project-root.js';
 import { createPaidAccount } from '../support/api.js';
 import { startFaultyFront } from '../support/faulty-front.js';
 import { useListeningStack } from './client-stack.js';

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { resolveBinary } from '../../src/dev/temporal-binaries.js';
-import { projectRoot } from '../../src/project-root.js';
+import { projectRoot } from '../../src/config/project-root.js';
 
 export const pythonClientDir = path.join(projectRoot, 'clients/python');
 

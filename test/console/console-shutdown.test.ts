@@ -4,8 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, inject, it } from 'vitest';
 import { createConsoleService } from '../../src/console/service.js';
-import { loadConfig } from '../../src/config.js';
-import { createLogger } from '../../src/logger.js';
+import { loadConfig } from '../../src/config/service-config.js';
+import { createLogger } from '../../src/process/logger.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { expectPromptShutdown } from '../support/shutdown.js';
 

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { mkdir } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
-import { projectRoot } from '../../src/project-root.js';
+import { projectRoot } from '../../src/config/project-root.js';
 import { signIn, useConsole } from '../support/console.js';
 import { registeredAppAuthorization } from '../support/oauth.js';
 import { batchLines, postBatch, useBatchStack, waitForBatch } from '../support/batches.js';

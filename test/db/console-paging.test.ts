@@ -10,7 +10,7 @@ import {
   requestLogPage,
   requestLogPageQuery,
 } from '../../src/db/console-reads.js';
-import { newId } from '../../src/ids.js';
+import { newId } from '../../src/vocabulary/ids.js';
 import { createPaidAccount, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 

@@ -6,7 +6,7 @@ import { inject } from 'vitest';
 import { z } from 'zod';
 import { migrate } from '../../src/admin/migrate.js';
 import { createDatabasePool } from '../../src/db/pool.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { createAccount } from '../../src/db/accounts-repository.js';
 import { grantCredits } from '../../src/db/credits-repository.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';

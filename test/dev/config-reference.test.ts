@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { allSettingGroups, serviceShape } from '../../src/config/groups.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/service-config.js';
 import { configReferencePath, renderConfigReference } from '../../src/dev/config-reference.js';
 
 describe('the configuration reference (docs/configuration.md)', () => {

@@ -1,11 +1,11 @@
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/service-config.js';
 import { getGeneration } from '../../src/db/generation-reads.js';
 import { NotificationListener } from '../../src/db/notifications.js';
-import { ValidationError } from '../../src/errors.js';
-import { admitGeneration, quoteGeneration } from '../../src/generations/admit-generation.js';
-import { wireAdmission, type AdmissionWiring } from '../../src/generations/admission-wiring.js';
+import { ValidationError } from '../../src/vocabulary/errors.js';
+import { admitGeneration, quoteGeneration } from '../../src/generations/admission/admit-generation.js';
+import { wireAdmission, type AdmissionWiring } from '../../src/generations/admission/admission-wiring.js';
 import { createPaidAccount, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { startTestWorker, type TestWorker } from '../support/worker.js';

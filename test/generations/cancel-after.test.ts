@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Client } from '../../clients/typescript/src/index.js';
-import { checkCancelAfter } from '../../src/generations/cancel-after.js';
+import { checkCancelAfter } from '../../src/generations/admission/cancel-after.js';
 import { bearer } from '../support/api.js';
 import { useListeningStack } from '../client/client-stack.js';
 import { getGeneration, pollGeneration } from '../support/generations.js';

@@ -1,12 +1,12 @@
 import Ajv2019 from 'ajv/dist/2019.js';
 import { describe, expect, it } from 'vitest';
-import { checkIdempotencyKey } from '../../src/generations/generation-request.js';
+import { checkIdempotencyKey } from '../../src/generations/admission/generation-request.js';
 import {
   idempotencyKeyHeaderSchema,
   idempotencyKeyMessage,
   idempotencyKeyPattern,
   idempotencyKeySchema,
-} from '../../src/generations/idempotency-key.js';
+} from '../../src/generations/admission/idempotency-key.js';
 import {
   defaultPageSize,
   listGenerationsQuerySchema,
@@ -15,7 +15,7 @@ import {
 import { listBatchesQuerySchema } from '../../src/api/batch-schemas.js';
 import { queryParameters } from '../../src/api/openapi-parameters.js';
 import { routeSchemas } from '../../src/api/route-schemas.js';
-import { toJsonSchema } from '../../src/json-schema.js';
+import { toJsonSchema } from '../../src/validation/json-schema.js';
 
 /**
  * Each rule of the front door is written once (issue 48 §1) and every door that holds it imports

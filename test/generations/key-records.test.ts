@@ -7,10 +7,13 @@ import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { z } from 'zod';
 import { createActivities } from '../../src/activities/index.js';
-import { fingerprint } from '../../src/generations/generation-request.js';
-import { startGeneration, type StartGenerationDeps } from '../../src/generations/start-generation.js';
+import { fingerprint } from '../../src/generations/admission/generation-request.js';
+import {
+  startGeneration,
+  type StartGenerationDeps,
+} from '../../src/generations/admission/start-generation.js';
 import { getGeneration } from '../../src/db/generation-reads.js';
-import { newId, randomBase62 } from '../../src/ids.js';
+import { newId, randomBase62 } from '../../src/vocabulary/ids.js';
 import { SimulatedProvider } from '../../src/providers/simulated/simulated-provider.js';
 import { LocalStorage } from '../../src/storage/storage.js';
 import { ensureSearchAttributes } from '../../src/temporal/search-attributes-setup.js';

@@ -9,7 +9,7 @@ import { parseCatalogFile } from '../../src/catalog/catalog-file.js';
 import { importCatalog } from '../../src/catalog/catalog-import.js';
 import type { ProviderName } from '../../src/catalog/provider-mapping.js';
 import type { DatabasePool } from '../../src/db/pool.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import type { Provider } from '../../src/providers/provider.js';
 import { resolveUpdate } from '../../src/workflows/generation-workflow.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';

@@ -7,7 +7,7 @@ import { z } from 'zod';
 import type { ApiService } from '../../src/api/service.js';
 import { parseCatalogFile } from '../../src/catalog/catalog-file.js';
 import { importCatalog } from '../../src/catalog/catalog-import.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { runAdminCli } from '../support/admin.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';

@@ -1,7 +1,7 @@
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createLogger } from '../../src/logger.js';
+import { createLogger } from '../../src/process/logger.js';
 import { ProviderTransientError, type Provider, type ProviderStatus } from '../../src/providers/provider.js';
 import { startProbing, trackHealth, type HealthPolicy } from '../../src/worker/provider-health-tracker.js';
 import { runAdminCli } from '../support/admin.js';

@@ -6,7 +6,7 @@ import { useGenerationStack } from '../support/stack.js';
 import { bearer, createPaidAccount } from '../support/api.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { recordRejectedRequest } from '../../src/db/rejected-requests.js';
-import { newId } from '../../src/ids.js';
+import { newId } from '../../src/vocabulary/ids.js';
 
 describe('reads: GET /v1/generations/{id} and the list', () => {
   const stack = useGenerationStack({ worker: { concurrencyLimit: 20 }, account: { oneTime: 200 } });

@@ -10,10 +10,8 @@ import {
   reconciliationScheduleId,
   removeLegacyReconciliationSchedule,
 } from '../../src/temporal/reconciliation-schedule.js';
-import {
-  reconciliationWorkflow,
-  type ReconciliationOptions,
-} from '../../src/workflows/reconciliation-workflow.js';
+import { reconciliationWorkflow } from '../../src/workflows/reconciliation-workflow.js';
+import type { ReconciliationOptions } from '../../src/workflows/contracts/reconciliation.js';
 import { bearer } from '../support/api.js';
 import { useGenerationStack } from '../support/stack.js';
 import { createGeneration, getGeneration, pollGeneration } from '../support/generations.js';

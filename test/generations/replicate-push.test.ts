@@ -1,9 +1,9 @@
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiService } from '../../src/api/service.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/service-config.js';
 import { freePort } from '../../src/dev/free-port.js';
-import { createLogger } from '../../src/logger.js';
+import { createLogger } from '../../src/process/logger.js';
 import { providerWebhookPath } from '../../src/providers/provider-push.js';
 import { bearer } from '../support/api.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';

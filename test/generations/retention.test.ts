@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { createActivities } from '../../src/activities/index.js';
 import { getGeneration } from '../../src/db/generation-reads.js';
-import { newId, randomBase62 } from '../../src/ids.js';
+import { newId, randomBase62 } from '../../src/vocabulary/ids.js';
 import { SimulatedProvider } from '../../src/providers/simulated/simulated-provider.js';
 import { LocalStorage } from '../../src/storage/storage.js';
 import { ensureSearchAttributes } from '../../src/temporal/search-attributes-setup.js';

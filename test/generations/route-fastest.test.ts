@@ -2,7 +2,7 @@ import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ApiService } from '../../src/api/service.js';
 import { importCatalog } from '../../src/catalog/catalog-import.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { exampleCatalog } from '../support/example-catalog.js';

@@ -2,7 +2,7 @@ import { sql } from 'slonik';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { routeAttemptsOf } from '../../src/db/route-attempts.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { bearer } from '../support/api.js';
 import { pollGeneration } from '../support/generations.js';
 import { chargesOf } from '../support/ledger.js';

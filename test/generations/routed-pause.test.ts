@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ApiService } from '../../src/api/service.js';
 import { routeAttemptsOf } from '../../src/db/route-attempts.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { creditsAndLedger, faultRunEnv, faultRunWorkers, generationsOf } from '../support/fault-run.js';

@@ -27,7 +27,7 @@ describe('the gallery thumbnails, off the generation workflow', () => {
     // The active run has continued as the retention run by now (its last step is the success).
     await expect.poll(async () => (await runsOf(stack.client, workflowId)).length).toBe(2);
     const activities = activitiesOf(await chainHistory(stack.client, workflowId))
-      .filter(({ name }) => name !== 'admit' && name !== 'submit')
+      .filter(({ name }) => name !== 'debit' && name !== 'submit')
       .map(({ name, summary }) => `${name}${summary?.includes('pushed') ? ' (pushed)' : ''}`);
     // The simulated provider pushed the job's end: one read of it, then the copy.
     expect(activities).toEqual(['readProviderJob (pushed)', 'persistResults']);

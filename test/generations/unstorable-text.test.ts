@@ -5,7 +5,7 @@ import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { generationSchema, validationErrorBodySchema } from '../../src/api/schemas.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { bearer } from '../support/api.js';
 import { createGeneration, getGeneration, pollGeneration } from '../support/generations.js';
 import { chargesOf } from '../support/ledger.js';

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import type { ApiService } from '../../src/api/service.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/config.js';
+import { ConfigError, loadConfig } from '../../src/config/service-config.js';
 import { AddressPolicy, isValidRange } from '../../src/net/address-policy.js';
 import { webhookTarget } from '../../src/net/webhook-target.js';
 

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { ApiService } from '../../src/api/service.js';
 import { freePort } from '../../src/dev/free-port.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { metricNames } from '../../src/observability/metrics.js';
 import { temporalSdkMetricNames } from '../../src/worker/temporal-runtime.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';

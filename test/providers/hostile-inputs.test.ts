@@ -2,7 +2,7 @@ import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { ProviderName } from '../../src/catalog/provider-mapping.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { OpenAiImagesProvider } from '../../src/providers/openai/openai-images-provider.js';
 import type { Provider, ProviderJob } from '../../src/providers/provider.js';
 import { LocalStorage } from '../../src/storage/storage.js';

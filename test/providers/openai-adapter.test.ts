@@ -19,7 +19,7 @@ import {
   type ProviderJob,
 } from '../../src/providers/provider.js';
 import { LocalStorage } from '../../src/storage/storage.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { drawImage } from '../support/providers/fake-files.js';
 import { promptContains, startFakeHttp, type FakeHttpServer } from '../support/providers/fake-http.js';

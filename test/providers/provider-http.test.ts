@@ -9,7 +9,8 @@ import {
   ProviderTransientError,
   ProviderUncertainError,
 } from '../../src/providers/provider.js';
-import { callProvider, safeProviderMessage } from '../../src/providers/provider-http.js';
+import { callProvider } from '../../src/providers/provider-http.js';
+import { safeProviderMessage } from '../../src/providers/provider-answers.js';
 
 /**
  * What a failed call to a provider means for the charging rules: the classes the workflow acts on.

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningValkey } from '../../src/dev/valkey-server.js';
 import { createDatabasePool, type DatabasePool } from '../../src/db/pool.js';
 import { PostgresBudgetStore } from '../../src/providers/budget-postgres-store.js';
-import { createLogger } from '../../src/logger.js';
+import { createLogger } from '../../src/process/logger.js';
 import { MemoryBudgetStore } from '../../src/providers/budget-memory-store.js';
 import { RedisBudgetStore } from '../../src/providers/budget-redis-store.js';
 import { paceOf, type BudgetStore, type TurnAsk } from '../../src/providers/request-budget.js';

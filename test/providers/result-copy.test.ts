@@ -4,8 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PermanentError } from '../../src/errors.js';
-import { createLogger } from '../../src/logger.js';
+import { PermanentError } from '../../src/vocabulary/errors.js';
+import { createLogger } from '../../src/process/logger.js';
 import { runFfmpeg } from '../../src/media/ffmpeg.js';
 import {
   ProviderResultGone,

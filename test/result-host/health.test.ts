@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/logger.js';
+import { createLogger } from '../../src/process/logger.js';
 import { buildResultHost } from '../../src/result-host/server.js';
 
 describe('health and readiness of the result host', () => {

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'vitest';
-import { createLogger } from '../../src/logger.js';
+import { createLogger } from '../../src/process/logger.js';
 import { buildResultHost } from '../../src/result-host/server.js';
 import { expectPromptShutdown } from '../support/shutdown.js';
 

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig, storageLocation } from '../../src/config.js';
+import { loadConfig, storageLocation } from '../../src/config/service-config.js';
 import { openStorage } from '../../src/storage/open-storage.js';
 import { createS3Client } from '../../src/storage/s3-objects.js';
 import { S3Storage, StorageDeleteError } from '../../src/storage/s3-storage.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { loadConfig, storageLocation } from '../../src/config.js';
+import { loadConfig, storageLocation } from '../../src/config/service-config.js';
 
 describe('STORAGE_URL and the S3_ variables', () => {
   const base = { DATABASE_URL: 'postgres://u:p@db:5432/app', TEMPORAL_ADDRESS: 'temporal:7233' };

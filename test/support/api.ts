@@ -1,12 +1,12 @@
 import type { FastifyInstance } from 'fastify';
 import { inject } from 'vitest';
 import { createApiService, type ApiService } from '../../src/api/service.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/service-config.js';
 import type { PurchaseKind } from '../../src/db/accounts-repository.js';
 import type { DatabasePool } from '../../src/db/pool.js';
 import { createFundedAccount, type FundedAccount } from '../../src/dev/funded-account.js';
-import { createLogger } from '../../src/logger.js';
-import { randomBase62 } from '../../src/ids.js';
+import { createLogger } from '../../src/process/logger.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 
 /** The real API service (pool, change feed, caches, request log) on a test database. */
 export async function startTestApi(

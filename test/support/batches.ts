@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, expect, inject } from 'vitest';
 import { sql } from 'slonik';
 import { z } from 'zod';
-import { loadConfig } from '../../src/config.js';
-import { createLogger } from '../../src/logger.js';
+import { loadConfig } from '../../src/config/service-config.js';
+import { createLogger } from '../../src/process/logger.js';
 import { wireBatchAdmission } from '../../src/worker/batch-admission.js';
 import { bearer } from './api.js';
 import { useGenerationStack, type GenerationStackOptions } from './stack.js';

@@ -6,7 +6,7 @@ import { sql } from 'slonik';
 import { afterAll, beforeAll, expect } from 'vitest';
 import { z } from 'zod';
 import type { ApiService } from '../../src/api/service.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from './api.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 import { importExampleCatalog } from './example-catalog.js';

@@ -3,9 +3,9 @@ import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { afterAll, beforeAll, expect } from 'vitest';
 import { createConsoleService, type ConsoleService } from '../../src/console/service.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/service-config.js';
 import { freePort } from '../../src/dev/free-port.js';
-import { createLogger } from '../../src/logger.js';
+import { createLogger } from '../../src/process/logger.js';
 import { inject } from 'vitest';
 import type { GenerationStack } from './stack.js';
 

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { inject } from 'vitest';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { createDatabasePool, type DatabasePool } from '../../src/db/pool.js';
 
 export interface TestDatabase {

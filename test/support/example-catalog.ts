@@ -3,7 +3,7 @@ import path from 'node:path';
 import { parseCatalogFile, type CatalogFileModel } from '../../src/catalog/catalog-file.js';
 import { importCatalog } from '../../src/catalog/catalog-import.js';
 import type { DatabasePool } from '../../src/db/pool.js';
-import { projectRoot } from '../../src/project-root.js';
+import { projectRoot } from '../../src/config/project-root.js';
 
 const fileOf = (name: string) => path.join(projectRoot, 'catalog', 'examples', `${name}.json`);
 

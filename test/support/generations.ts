@@ -1,9 +1,9 @@
 import type { ApplicationFailure } from '@temporalio/common';
 import type { CommonQueryMethods } from 'slonik';
 import { expect } from 'vitest';
-import { settleAdmission } from '../../src/activities/admission.js';
+import { settleDebit } from '../../src/activities/debit.js';
 import type { ApiService } from '../../src/api/service.js';
-import { newId } from '../../src/ids.js';
+import { newId } from '../../src/vocabulary/ids.js';
 import type { GenerationStart } from '../../src/workflows/generation-types.js';
 import { bearer, type TestAccount } from './api.js';
 
@@ -88,6 +88,6 @@ export async function admittedStart(
   overrides: Partial<GenerationStart> = {},
 ): Promise<GenerationStart> {
   const start = { ...generationStart(owner, prompt), ...overrides };
-  expect((await settleAdmission(db, start, 10)).outcome).toBe('accepted');
+  expect((await settleDebit(db, start, 10)).outcome).toBe('accepted');
   return start;
 }

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, expect } from 'vitest';
 import type { ApiService } from '../../src/api/service.js';
 import { routeAttemptsOf } from '../../src/db/route-attempts.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from './api.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 import { importExampleCatalog } from './example-catalog.js';

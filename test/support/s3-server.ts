@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { freePort } from '../../src/dev/free-port.js';
 import { pythonToolPython } from '../../src/dev/python-tool.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 
 /**
  * moto's S3 server (PyPI), pinned: a real S3-compatible server speaking the protocol the AWS SDK

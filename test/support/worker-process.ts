@@ -4,7 +4,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { inject } from 'vitest';
-import { projectRoot } from '../../src/project-root.js';
+import { projectRoot } from '../../src/config/project-root.js';
 
 /** The real worker as `npm run worker` runs it, in a process of its own, and what it wrote. */
 export interface WorkerProcesses {

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { ApiService } from '../../src/api/service.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { runAdminCli } from '../support/admin.js';
 import { createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { deliveryAttemptsOf } from '../../src/db/webhook-delivery-reads.js';
 import { freePort } from '../../src/dev/free-port.js';
-import { createLogger } from '../../src/logger.js';
+import { createLogger } from '../../src/process/logger.js';
 import type { Resolve } from '../../src/net/pinned-connection.js';
 import type { Provider } from '../../src/providers/provider.js';
 import { trackHealth } from '../../src/worker/provider-health-tracker.js';

@@ -8,7 +8,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { deliveryAttemptsOf } from '../../src/db/webhook-delivery-reads.js';
 import { CatalogCache } from '../../src/catalog/catalog-cache.js';
-import { admitGeneration } from '../../src/generations/admit-generation.js';
+import { admitGeneration } from '../../src/generations/admission/admit-generation.js';
 import { redeliverWebhook } from '../../src/generations/redeliver-webhook.js';
 import { LocalStorage } from '../../src/storage/storage.js';
 import { bearer } from '../support/api.js';

@@ -11,7 +11,7 @@ import { deliveryAttemptsOf } from '../../src/db/webhook-delivery-reads.js';
 import { SimulatedProvider } from '../../src/providers/simulated/simulated-provider.js';
 import { inProcessRenderer } from '../../src/providers/simulated/renderer.js';
 import { LocalStorage } from '../../src/storage/storage.js';
-import type { WebhookEvents, WebhookLook } from '../../src/workflows/webhook-delivery-types.js';
+import type { WebhookEvents, WebhookLook } from '../../src/workflows/contracts/webhook-delivery.js';
 import { createPaidAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { generationStart } from '../support/generations.js';
@@ -48,7 +48,7 @@ describe('nextWebhookEvents with deliverFirst', () => {
   /** An admitted generation (its generation.created event) subscribed to that event at `url`. */
   const admitted = async (url: string) => {
     const start = generationStart(await createPaidAccount(db.pool, { oneTime: 100 }), 'a lighthouse');
-    await createGenerationActivities(deps).admit(start);
+    await createGenerationActivities(deps).debit(start);
     await saveGenerationWebhook(db.pool, start.generationId, { url, events: ['generation.created'] });
     return start.generationId;
   };

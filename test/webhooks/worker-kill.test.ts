@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { ApiService } from '../../src/api/service.js';
 import { deliveryAttemptsOf } from '../../src/db/webhook-delivery-reads.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { createGeneration } from '../support/generations.js';

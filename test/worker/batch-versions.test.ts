@@ -8,7 +8,7 @@ import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { z } from 'zod';
 import { createActivities } from '../../src/activities/index.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { createWorker, NativeConnection } from '../../src/worker/create-worker.js';
 import { buildWorkflowBundle } from '../../src/worker/workflow-bundle.js';
 import { buildIdOf } from '../../src/worker/worker-version.js';

@@ -1,7 +1,7 @@
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createLogger } from '../../src/logger.js';
+import { createLogger } from '../../src/process/logger.js';
 import { FalQueueProvider } from '../../src/providers/fal/fal-queue-provider.js';
 import {
   ProviderRejection,

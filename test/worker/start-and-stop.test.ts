@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { z } from 'zod';
 import type { ApiService } from '../../src/api/service.js';
 import { freePort } from '../../src/dev/free-port.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';

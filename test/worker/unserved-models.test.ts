@@ -2,7 +2,7 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/service-config.js';
 import { defaultCatalog } from '../../src/catalog/default-catalog.js';
 import { logUnconfiguredProviders } from '../../src/worker/provider-registry.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';

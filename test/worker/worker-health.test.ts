@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/dev/free-port.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { workerProcesses, type WorkerProcesses } from '../support/worker-process.js';
 

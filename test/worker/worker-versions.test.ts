@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import type { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createActivities } from '../../src/activities/index.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { createWorker, NativeConnection } from '../../src/worker/create-worker.js';
 import { buildWorkflowBundle } from '../../src/worker/workflow-bundle.js';
 import { buildIdOf, currentVersion } from '../../src/worker/worker-version.js';

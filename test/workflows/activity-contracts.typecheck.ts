@@ -16,21 +16,18 @@ import type { createReconciliationActivities } from '../../src/activities/reconc
 import type { createThumbnailActivities } from '../../src/activities/thumbnail-activities.js';
 import { createWebhookActivities } from '../../src/activities/webhook-activities.js';
 import type { StoredOutput } from '../../src/db/generation-results.js';
-import type { ProviderJobEnd } from '../../src/generation.js';
+import type { ProviderJobEnd } from '../../src/vocabulary/generation.js';
 import type { ProviderResult, ProviderStatus } from '../../src/providers/provider.js';
 import type { WorkflowActivities } from '../../src/workflows/activity-contracts.js';
-import type {
-  CancelActivities,
-  GenerationActivities,
-} from '../../src/workflows/generation-activity-contract.js';
-import type { PruningActivities } from '../../src/workflows/pruning-workflow.js';
-import type { ReconciliationActivities } from '../../src/workflows/reconciliation-workflow.js';
-import type { ThumbnailActivities } from '../../src/workflows/thumbnails-workflow.js';
+import type { CancelActivities, GenerationActivities } from '../../src/workflows/contracts/generation.js';
+import type { PruningActivities } from '../../src/workflows/contracts/pruning.js';
+import type { ReconciliationActivities } from '../../src/workflows/contracts/reconciliation.js';
+import type { ThumbnailActivities } from '../../src/workflows/contracts/thumbnails.js';
 import type {
   WebhookActivities,
   WebhookAttempt,
   WebhookAttemptOutcome,
-} from '../../src/workflows/webhook-delivery-types.js';
+} from '../../src/workflows/contracts/webhook-delivery.js';
 
 /** True only when A and B are the same type (not merely assignable one way). */
 type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;

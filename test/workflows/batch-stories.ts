@@ -1,8 +1,8 @@
 import { sql } from 'slonik';
 import { expect, inject } from 'vitest';
 import { z } from 'zod';
-import { loadConfig } from '../../src/config.js';
-import { createLogger } from '../../src/logger.js';
+import { loadConfig } from '../../src/config/service-config.js';
+import { createLogger } from '../../src/process/logger.js';
 import { wireBatchAdmission } from '../../src/worker/batch-admission.js';
 import { batchLines, postBatch } from '../support/batches.js';
 import type { GenerationStack } from '../support/stack.js';

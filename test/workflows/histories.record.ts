@@ -1,9 +1,9 @@
 import { WithStartWorkflowOperation } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
-import { fingerprint } from '../../src/generations/generation-request.js';
+import { fingerprint } from '../../src/generations/admission/generation-request.js';
 import { createActivities } from '../../src/activities/index.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { createWorker, NativeConnection } from '../../src/worker/create-worker.js';
 import {
   admitUpdate,

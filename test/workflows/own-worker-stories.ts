@@ -34,12 +34,12 @@ const faults = {
 };
 
 /** The recorder's worker's activities that fail for the generations named in `faults`. */
-export function faultyActivities(activities: Activities): Pick<Activities, 'admit' | 'nextWebhookEvents'> {
+export function faultyActivities(activities: Activities): Pick<Activities, 'debit' | 'nextWebhookEvents'> {
   return {
-    admit: (start, key) =>
+    debit: (start, key) =>
       faults.admissionBreaks.has(start.generationId)
         ? Promise.reject(ApplicationFailure.nonRetryable('admission met a bug (recorded)', 'RecordedBug'))
-        : activities.admit(start, key),
+        : activities.debit(start, key),
     nextWebhookEvents: async (look) => {
       if (faults.lookFails.delete(look.generationId)) throw new Error('the database went away (recorded)');
       if (!faults.turnTaken.has(look.generationId)) return activities.nextWebhookEvents(look);

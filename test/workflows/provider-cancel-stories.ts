@@ -1,7 +1,7 @@
 import { sql } from 'slonik';
 import { afterAll, beforeAll, expect } from 'vitest';
 import { z } from 'zod';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { bearer } from '../support/api.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { promptContains } from '../support/providers/fake-http.js';

@@ -1,7 +1,7 @@
 import type { FastifyReply } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
 import { accountEventHead, accountEventsAfter, latestAccountEvents } from '../../db/account-events.js';
-import { ValidationError } from '../../errors.js';
+import { ValidationError } from '../../vocabulary/errors.js';
 import { maxPageSize } from '../../generations/list-query.js';
 import { toAccountEvent, type AccountEventStreams } from '../account-event-streams.js';
 import { principalOf } from '../auth-plugin.js';

@@ -1,12 +1,12 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { batchResultsFile, toBatch } from '../../db/batch-view.js';
-import { quoteAnswer } from '../../generations/key-rules.js';
+import { quoteAnswer } from '../../generations/admission/key-rules.js';
 import { batchCounts, batchCountsOf, getBatch, listBatches, type BatchRow } from '../../db/batches.js';
 import type { DatabasePool } from '../../db/pool.js';
-import { ApiError } from '../../errors.js';
-import { cancelBatch } from '../../generations/batch-cancel.js';
-import { createBatch, quoteBatch, type BatchCreationDeps } from '../../generations/batch-creation.js';
+import { ApiError } from '../../vocabulary/errors.js';
+import { cancelBatch } from '../../generations/batches/batch-cancel.js';
+import { createBatch, quoteBatch, type BatchCreationDeps } from '../../generations/batches/batch-creation.js';
 import { defaultPageSize } from '../../generations/list-query.js';
 import { getBalance } from '../../db/credits-repository.js';
 import { principalOf } from '../auth-plugin.js';

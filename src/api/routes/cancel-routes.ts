@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
 import type { CommonQueryMethods } from 'slonik';
-import { ApiError } from '../../errors.js';
+import { ApiError } from '../../vocabulary/errors.js';
 import { principalOf } from '../auth-plugin.js';
 import { cancelGeneration } from '../../generations/cancel-generation.js';
 import { sendGeneration } from '../conditional-reads.js';

@@ -1,6 +1,6 @@
 import type { CommonQueryMethods } from 'slonik';
 import { getBalance, type CreditBalance } from '../../db/credits-repository.js';
-import type { InvalidatedCache } from '../../invalidated-cache.js';
+import type { InvalidatedCache } from '../../caches/invalidated-cache.js';
 import { principalOf } from '../auth-plugin.js';
 import { routeSchemas } from '../route-schemas.js';
 import type { ZodApp } from '../zod-type-provider.js';

@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
 import { generationEventsAfter } from '../../db/generation-events.js';
-import { ApiError, ValidationError } from '../../errors.js';
+import { ApiError, ValidationError } from '../../vocabulary/errors.js';
 import { principalOf } from '../auth-plugin.js';
 import { readOwnGeneration, type GenerationCache } from '../cached-generation.js';
 import type { EventsAfterOptions } from '../../db/events-after.js';

@@ -1,8 +1,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
 import type { GenerationRow } from '../../db/generation-reads.js';
-import { ApiError } from '../../errors.js';
-import { admitGeneration, type AdmissionDeps } from '../../generations/admit-generation.js';
+import { ApiError } from '../../vocabulary/errors.js';
+import { admitGeneration, type AdmissionDeps } from '../../generations/admission/admit-generation.js';
 import { defaultPageSize, pageOfGenerations } from '../../generations/list-query.js';
 import { principalOf } from '../auth-plugin.js';
 import { readOwnGeneration, type GenerationCache } from '../cached-generation.js';

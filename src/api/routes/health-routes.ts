@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import type { FastifyInstance } from 'fastify';
 import { sql, type CommonQueryMethods } from 'slonik';
-import { checkTimeoutMs, readiness, ReadinessProbes } from '../../readiness.js';
+import { checkTimeoutMs, readiness, ReadinessProbes } from '../../dependencies/readiness.js';
 
 // A CommonJS package: its named exports are reached through the default one.
 const { TaskQueueKind, TaskQueueType } = proto.temporal.api.enums.v1;

@@ -1,6 +1,6 @@
 import type { CommonQueryMethods } from 'slonik';
 import { findKeyState } from '../../db/key-limits.js';
-import { ApiError } from '../../errors.js';
+import { ApiError } from '../../vocabulary/errors.js';
 import { principalOf } from '../auth-plugin.js';
 import { toApiKey } from '../key-schemas.js';
 import { routeSchemas } from '../route-schemas.js';

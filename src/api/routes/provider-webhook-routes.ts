@@ -5,7 +5,7 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
 import type { ProviderName } from '../../catalog/provider-mapping.js';
 import { providerWaitOf } from '../../db/generation-workflows.js';
-import { ApiError } from '../../errors.js';
+import { ApiError } from '../../vocabulary/errors.js';
 import type { ProviderWebhookMetrics, ProviderWebhookOutcome } from '../../observability/metrics.js';
 import { parseJobReference } from '../../providers/job-reference.js';
 import { providerWebhookRoute } from '../../providers/provider-push.js';

@@ -1,9 +1,9 @@
 import type { CommonQueryMethods } from 'slonik';
 import { getBalance, type CreditBalance } from '../../db/credits-repository.js';
-import type { InvalidatedCache } from '../../invalidated-cache.js';
+import type { InvalidatedCache } from '../../caches/invalidated-cache.js';
 import { principalOf } from '../auth-plugin.js';
-import { quoteGeneration, type AdmissionDeps } from '../../generations/admit-generation.js';
-import { quoteAnswer } from '../../generations/key-rules.js';
+import { quoteGeneration, type AdmissionDeps } from '../../generations/admission/admit-generation.js';
+import { quoteAnswer } from '../../generations/admission/key-rules.js';
 import { routeSchemas } from '../route-schemas.js';
 import type { ZodApp } from '../zod-type-provider.js';
 

@@ -8,7 +8,7 @@ import {
   type BatchCounts,
   type BatchRow,
 } from '../../db/batches.js';
-import { cancelBatch } from '../../generations/batch-cancel.js';
+import { cancelBatch } from '../../generations/batches/batch-cancel.js';
 import { batchResultsFile } from '../../db/batch-view.js';
 import { batchLineStatuses, batchLinesPage, type BatchLineStatus } from '../../db/console-batch-reads.js';
 import type { CommonQueryMethods } from 'slonik';

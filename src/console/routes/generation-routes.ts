@@ -3,7 +3,7 @@ import { listGenerationsQuerySchema, pageOfGenerations } from '../../generations
 import { generationWorkflowId } from '../../db/console-reads.js';
 import { getGeneration } from '../../db/generation-reads.js';
 import { routeAttemptsOf } from '../../db/route-attempts.js';
-import { generationStatuses } from '../../generation.js';
+import { generationStatuses } from '../../vocabulary/generation.js';
 import type { GenerationProgress } from '../../workflows/generation-types.js';
 import { progressQuery } from '../../workflows/generation-workflow.js';
 import { format, sendPage } from '../render.js';

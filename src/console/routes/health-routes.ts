@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { sql } from 'slonik';
-import { readiness, readinessCheck } from '../../readiness.js';
+import { readiness, readinessCheck } from '../../dependencies/readiness.js';
 import type { ConsoleRouteDeps } from '../route-deps.js';
 
 /**

@@ -1,6 +1,6 @@
 import type { CommonQueryMethods } from 'slonik';
 import { findKeyState, isRestricted, type KeyRules, type KeyState } from '../../db/key-limits.js';
-import { InvalidKeyRules, parseKeyRules } from '../../generations/key-rules.js';
+import { InvalidKeyRules, parseKeyRules } from '../../generations/admission/key-rules.js';
 import { formField } from '../request-fields.js';
 
 /*

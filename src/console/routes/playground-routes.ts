@@ -3,11 +3,15 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { keyRateLimitRefusal, rateLimitWords } from '../../auth/rate-limit.js';
 import type { CompiledModel } from '../../catalog/catalog-cache.js';
 import { getBalance } from '../../db/credits-repository.js';
-import { ApiError, ValidationError, type ValidationIssue } from '../../errors.js';
-import { admitGeneration, GenerationRefused, quoteGeneration } from '../../generations/admit-generation.js';
-import { requestedModel } from '../../generations/generation-request.js';
-import { readOnlyRefusal } from '../../generations/key-rules.js';
-import { newId } from '../../ids.js';
+import { ApiError, ValidationError, type ValidationIssue } from '../../vocabulary/errors.js';
+import {
+  admitGeneration,
+  GenerationRefused,
+  quoteGeneration,
+} from '../../generations/admission/admit-generation.js';
+import { requestedModel } from '../../generations/admission/generation-request.js';
+import { readOnlyRefusal } from '../../generations/admission/key-rules.js';
+import { newId } from '../../vocabulary/ids.js';
 import { bodyFromForm, formFields } from '../playground-form.js';
 import { judgeUploads } from '../playground-images.js';
 import { sendPage } from '../render.js';

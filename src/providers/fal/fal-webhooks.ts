@@ -10,7 +10,7 @@ import {
   type PushVerdict,
   type PushVerifier,
 } from '../provider-webhooks.js';
-import { requestIdOf } from './fal-queue-provider.js';
+import { requestIdOf } from './fal-job-ids.js';
 
 /**
  * fal's webhooks (https://docs.fal.ai/model-apis/model-endpoints/webhooks): a delivery's body is

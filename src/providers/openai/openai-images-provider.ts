@@ -1,6 +1,6 @@
 import type { CommonQueryMethods } from 'slonik';
-import { PermanentError } from '../../errors.js';
-import { randomBase62 } from '../../ids.js';
+import { PermanentError } from '../../vocabulary/errors.js';
+import { randomBase62 } from '../../vocabulary/ids.js';
 import type { Storage } from '../../storage/storage.js';
 import {
   ProviderRejection,
@@ -13,8 +13,9 @@ import {
   type StopAnswer,
 } from '../provider.js';
 import { FormData } from 'undici';
-import { callProvider, type DownloadPolicy, type ProviderAnswer, probeProvider } from '../provider-http.js';
-import { takeCreateTurn } from '../request-budget.js';
+import { callProvider, type DownloadPolicy, probeProvider } from '../provider-http.js';
+import { type ProviderAnswer } from '../provider-answers.js';
+import { takeCreateTurn } from '../request-turns.js';
 import { readReferenceImage } from '../reference-images.js';
 import {
   callOfToken,

@@ -1,10 +1,6 @@
 import type { Storage } from '../../storage/storage.js';
-import {
-  callProvider,
-  safeProviderMessage,
-  type DownloadPolicy,
-  type ProviderAnswer,
-} from '../provider-http.js';
+import { callProvider, type DownloadPolicy } from '../provider-http.js';
+import { safeProviderMessage, type ProviderAnswer } from '../provider-answers.js';
 import { inlineStoredImages } from '../reference-images.js';
 import { downloadResult } from '../result-download.js';
 import {

@@ -1,6 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import { randomBase62 } from '../../ids.js';
+import { randomBase62 } from '../../vocabulary/ids.js';
 import {
   ProviderRejection,
   ProviderTransientError,
