@@ -1,7 +1,7 @@
 import { Client, Connection, WithStartWorkflowOperation } from '@temporalio/client';
 import { setKeyRules } from '../src/db/key-limits.js';
 import { createFundedAccount } from '../src/dev/funded-account.js';
-import { randomBase62 } from '../src/ids.js';
+import { randomBase62 } from '../src/vocabulary/ids.js';
 import {
   alternatingRounds,
   closedLoop,

@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { startEmbeddedPostgres } from '../src/dev/embedded-postgres.js';
 import { startMigratedPostgres } from '../src/dev/migrated-postgres.js';
 import { freePort } from '../src/dev/free-port.js';
-import { randomBase62 } from '../src/ids.js';
+import { randomBase62 } from '../src/vocabulary/ids.js';
 import { startBareWorker, startStack, type Stack } from './stack.js';
 import { printColumns } from './support.js';
 

@@ -1,10 +1,10 @@
 import Fastify from 'fastify';
 import { createApiService } from '../src/api/service.js';
-import { loadConfig } from '../src/config.js';
+import { loadConfig } from '../src/config/service-config.js';
 import { freePort } from '../src/dev/free-port.js';
 import { createFundedAccount } from '../src/dev/funded-account.js';
-import { createLogger } from '../src/logger.js';
-import { randomBase62 } from '../src/ids.js';
+import { createLogger } from '../src/process/logger.js';
+import { randomBase62 } from '../src/vocabulary/ids.js';
 
 /**
  * The servers bench/auth.ts loads, in one process of their own: our API twice

@@ -4,7 +4,7 @@ import proto from '@temporalio/proto';
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { createFundedAccount, type FundedAccount } from '../src/dev/funded-account.js';
-import { randomBase62 } from '../src/ids.js';
+import { randomBase62 } from '../src/vocabulary/ids.js';
 import { rssKb } from './support.js';
 
 /** The batch benches' settings: `-- --lines N` (or BENCH_BATCH_LINES), and `--history` where it applies. */

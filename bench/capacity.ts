@@ -7,7 +7,7 @@ import { Client, Connection } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import { sql } from 'slonik';
 import { z } from 'zod';
-import { randomBase62 } from '../src/ids.js';
+import { randomBase62 } from '../src/vocabulary/ids.js';
 import { printColumns } from './support.js';
 import { startStack } from './stack.js';
 

@@ -5,7 +5,7 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import { freePort } from '../src/dev/free-port.js';
 import { nativeAllocatorEnv } from '../src/dev/native-allocator.js';
-import { randomBase62 } from '../src/ids.js';
+import { randomBase62 } from '../src/vocabulary/ids.js';
 import { inspect } from './inspector.js';
 import { benchRuntime, startStack } from './stack.js';
 import { loadAverage, printTargets } from './targets.js';

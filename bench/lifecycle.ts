@@ -1,5 +1,5 @@
 import { Client, Connection, WithStartWorkflowOperation } from '@temporalio/client';
-import { randomBase62 } from '../src/ids.js';
+import { randomBase62 } from '../src/vocabulary/ids.js';
 import {
   alternatingRounds,
   closedLoop,

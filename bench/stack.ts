@@ -10,10 +10,10 @@ import { nativeAllocatorEnv } from '../src/dev/native-allocator.js';
 import { freePort } from '../src/dev/free-port.js';
 import { createFundedAccount } from '../src/dev/funded-account.js';
 import { startTemporalDevServer } from '../src/dev/temporal-dev-server.js';
-import { randomBase62 } from '../src/ids.js';
+import { randomBase62 } from '../src/vocabulary/ids.js';
 import { workerNodeOptions } from '../src/worker/node-options.js';
 import { buildWorkflowBundle } from '../src/worker/workflow-bundle.js';
-import { projectRoot } from '../src/project-root.js';
+import { projectRoot } from '../src/config/project-root.js';
 import { cpuBySource, type CpuSource } from './process-cpu.js';
 import { benchDatabase, printColumns } from './support.js';
 

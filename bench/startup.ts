@@ -7,8 +7,8 @@ import { startScript, stopChild } from '../src/dev/child-processes.js';
 import { freePort } from '../src/dev/free-port.js';
 import { createFundedAccount } from '../src/dev/funded-account.js';
 import { startTemporalDevServer } from '../src/dev/temporal-dev-server.js';
-import { randomBase62 } from '../src/ids.js';
-import { projectRoot } from '../src/project-root.js';
+import { randomBase62 } from '../src/vocabulary/ids.js';
+import { projectRoot } from '../src/config/project-root.js';
 import { benchDatabase, printColumns } from './support.js';
 import { entryFile } from './stack.js';
 
