@@ -29,8 +29,7 @@
  *               the servers share: closing unused connections); result storage; measuring media
  *               (ffmpeg); metrics and tracing
  *   vocabulary, dependencies, caches   a generation's words, error codes, ids; PostgreSQL and Temporal
- *               as dependencies (readiness, passing outages, the wait at start); in-process caches;
- *               webhook-signing.ts (Standard Webhooks signatures)
+ *               as dependencies (readiness, passing outages, the wait at start); in-process caches
  */
 
 /** Rooms, lowest floor first; rooms in one inner array share a floor. */
@@ -39,8 +38,6 @@ const floors = [
     { name: 'vocabulary', path: '^src/vocabulary/' },
     { name: 'dependencies', path: '^src/dependencies/' },
     { name: 'caches', path: '^src/caches/' },
-    // Left loose until the provider fakes (test/support/providers) import it from src/net/.
-    { name: 'webhook-signing', path: '^src/webhook-signing\\.ts$' },
   ],
   [
     { name: 'validation', path: '^src/validation/' },

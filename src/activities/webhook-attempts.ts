@@ -12,7 +12,7 @@ import { giveBackDeliveryTurn, takeDeliveryTurn } from '../db/webhook-delivery-t
 import { webhookSecretOf } from '../db/webhook-secrets.js';
 import { OutboundFetchError } from '../net/outbound-fetch-error.js';
 import { outboundPost } from '../net/outbound-post.js';
-import { newWebhookSecret, signWebhook } from '../webhook-signing.js';
+import { newWebhookSecret, signWebhook } from '../net/webhook-signing.js';
 import {
   webhookDeliveryWorkflowId,
   webhookMessageId,

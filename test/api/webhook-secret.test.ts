@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { webhookSecretSchema } from '../../src/api/schemas.js';
 import type { ApiService } from '../../src/api/service.js';
 import { webhookSecretOf, webhookSigningSecrets } from '../../src/db/webhook-secrets.js';
-import { newWebhookSecret, signWebhook } from '../../src/webhook-signing.js';
+import { newWebhookSecret, signWebhook } from '../../src/net/webhook-signing.js';
 import { bearer, createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 

@@ -5,7 +5,7 @@ import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPaidAccount } from '../support/api.js';
 import { useListeningBatchStack } from '../client/client-stack.js';
-import { newWebhookSecret, signWebhook } from '../../src/webhook-signing.js';
+import { newWebhookSecret, signWebhook } from '../../src/net/webhook-signing.js';
 import {
   installBuiltWheel,
   mustRun,

@@ -5,7 +5,7 @@ import {
   unwrapWebhook,
   WebhookVerificationError,
 } from '../../clients/typescript/src/index.js';
-import { newWebhookSecret, signWebhook, webhookSigningKey } from '../../src/webhook-signing.js';
+import { newWebhookSecret, signWebhook, webhookSigningKey } from '../../src/net/webhook-signing.js';
 
 /**
  * The server's signer (src/webhook-signing.ts) and the TypeScript client's verifier, each against

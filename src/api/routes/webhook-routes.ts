@@ -1,6 +1,6 @@
 import type { CommonQueryMethods } from 'slonik';
 import { rotateWebhookSecret, webhookSecretOf, type WebhookSecretRow } from '../../db/webhook-secrets.js';
-import { newWebhookSecret } from '../../webhook-signing.js';
+import { newWebhookSecret } from '../../net/webhook-signing.js';
 import { principalOf } from '../auth-plugin.js';
 import { routeSchemas } from '../route-schemas.js';
 import type { ZodApp } from '../zod-type-provider.js';

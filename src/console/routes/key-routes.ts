@@ -4,7 +4,7 @@ import { KeyCreationRefused, revokeApiKey } from '../../db/api-keys-repository.j
 import { findKeyState, limitsReachedNow, listKeyStates, setKeyRules } from '../../db/key-limits.js';
 import { keysLastUsed } from '../../db/console-reads.js';
 import { webhookSecretOf } from '../../db/webhook-secrets.js';
-import { newWebhookSecret } from '../../webhook-signing.js';
+import { newWebhookSecret } from '../../net/webhook-signing.js';
 import { claimForm, endSessionsOfKey, keyOfForm, recordFormKey } from '../../db/console-sessions.js';
 import { newSecret, secretHash } from '../session-ids.js';
 import { formField, SESSION_COOKIE } from '../request-fields.js';

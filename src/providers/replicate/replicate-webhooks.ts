@@ -1,5 +1,5 @@
 import { timingSafeEqual } from 'node:crypto';
-import { signWebhook, webhookSigningKey } from '../../webhook-signing.js';
+import { signWebhook, webhookSigningKey } from '../../net/webhook-signing.js';
 import {
   fetchKeys,
   headerOf,

@@ -1,5 +1,5 @@
 import { createHash, generateKeyPairSync, randomBytes, sign, type KeyObject } from 'node:crypto';
-import { newWebhookSecret, signWebhook } from '../../../src/webhook-signing.js';
+import { newWebhookSecret, signWebhook } from '../../../src/net/webhook-signing.js';
 
 /**
  * The webhooks the fake providers push when a job that carried a webhook URL ends: signed as each
