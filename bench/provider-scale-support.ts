@@ -1,0 +1,112 @@
+import { spawn } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { parseCatalogFile } from '../src/catalog/catalog-file.js';
+import { importCatalog } from '../src/catalog/catalog-import.js';
+import type { DatabasePool } from '../src/db/pool.js';
+import { projectRoot } from '../src/project-root.js';
+import type { Scrape } from '../test/support/prometheus.js';
+import type { StandInName, StandInOptions, StandInReport } from './provider-scale-child.js';
+
+/** A provider stand-in in a process of its own (provider-scale-child.ts). */
+export interface StandIn {
+  name: StandInName;
+  pid: number;
+  /** The variables the API and worker read (REPLICATE_API_URL, FAL_QUEUE_URL, FAL_JWKS_URL …). */
+  env: Record<string, string>;
+  report(): Promise<StandInReport>;
+  close(): Promise<void>;
+}
+
+export async function startStandIn(name: StandInName, options: StandInOptions): Promise<StandIn> {
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', path.join(projectRoot, 'bench', 'provider-scale-child.ts'), name],
+    {
+      cwd: projectRoot,
+      env: { ...process.env, PROVIDER_SCALE_CHILD: JSON.stringify(options) },
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    },
+  );
+  const env = await new Promise<Record<string, string>>((resolve, reject) => {
+    child.once('message', (message: { env: Record<string, string> }) => resolve(message.env));
+    child.once('exit', (code) => reject(new Error(`stand-in ${name} exited ${code}`)));
+  });
+  let nextId = 0;
+  return {
+    name,
+    pid: child.pid!,
+    env,
+    report: () =>
+      new Promise<StandInReport>((resolve) => {
+        const id = nextId++;
+        const answer = (message: { id: number; report: StandInReport }) => {
+          if (message.id !== id) return;
+          child.off('message', answer);
+          resolve(message.report);
+        };
+        child.on('message', answer);
+        child.send({ id, type: 'report' });
+      }),
+    close: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+/** The bench's model of each provider: the example catalog's FLUX [schnell] there. */
+export const benchModels: Record<StandInName, { file: string; id: string }> = {
+  replicate: { file: 'catalog/examples/replicate.json', id: 'replicate-flux-schnell' },
+  fal: { file: 'catalog/examples/fal.json', id: 'fal-flux-schnell' },
+};
+
+/**
+ * Imports the example catalog's model of each provider, alone and with `expected_run_seconds` set
+ * to the jobs' duration (so a push-on wait's first fallback read comes after it), as an operator's
+ * import-catalog would; the API hears of it by NOTIFY.
+ */
+export async function offerBenchModels(
+  pool: DatabasePool,
+  providers: readonly StandInName[],
+  runSeconds: number,
+): Promise<void> {
+  for (const provider of providers) {
+    const { file, id } = benchModels[provider];
+    const models = parseCatalogFile(await readFile(path.join(projectRoot, file), 'utf8'), file)
+      .filter((model) => model.id === id)
+      .map((model) => ({ ...model, definition: { ...model.definition, expected_run_seconds: runSeconds } }));
+    await importCatalog(pool, `${file} (bench: ${id})`, models);
+  }
+}
+
+/** Sum of a metric's series whose labels include `labels`. */
+export function total(scrape: Scrape, name: string, labels: Record<string, string> = {}): number {
+  return scrape.samples
+    .filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))
+    .reduce((sum, s) => sum + s.value, 0);
+}
+
+/** Activity task slots in use on each task queue, from the worker's Temporal SDK metrics. */
+export function activitySlots(scrape: Scrape): Map<string, number> {
+  const byQueue = new Map<string, number>();
+  for (const s of scrape.samples)
+    if (s.name === 'temporal_worker_task_slots_used' && s.labels.worker_type === 'ActivityWorker')
+      byQueue.set(s.labels.task_queue ?? '?', (byQueue.get(s.labels.task_queue ?? '?') ?? 0) + s.value);
+  return byQueue;
+}
+
+/** The most jobs running at once at the stand-in, from their creates (end less run time) and ends. */
+export function peakRunning(endsAt: readonly number[], runMs: number): number {
+  const edges = endsAt.flatMap((end) => [
+    [end - runMs, 1],
+    [end, -1],
+  ]);
+  edges.sort((a, b) => a[0]! - b[0]! || a[1]! - b[1]!);
+  let running = 0;
+  let peak = 0;
+  for (const [, step] of edges) peak = Math.max(peak, (running += step!));
+  return peak;
+}

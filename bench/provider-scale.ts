@@ -1,0 +1,309 @@
+import { Client, Connection } from '@temporalio/client';
+import { sql } from 'slonik';
+import { z } from 'zod';
+import { freePort } from '../src/dev/free-port.js';
+import { parseJobReference } from '../src/providers/job-reference.js';
+import { scrape, type Scrape } from '../test/support/prometheus.js';
+import { replicateLimits, type RequestKind } from '../test/support/providers/fake-rate-limits.js';
+import { cpuBySource, type CpuSource } from './process-cpu.js';
+import type { StandInName, StandInReport } from './provider-scale-child.js';
+import {
+  activitySlots,
+  benchModels,
+  offerBenchModels,
+  peakRunning,
+  startStandIn,
+  total,
+  type StandIn,
+} from './provider-scale-support.js';
+import { printProviderScale } from './provider-scale-print.js';
+import { startStack, type Stack } from './stack.js';
+import { percentile } from './support.js';
+import { loadAverage } from './targets.js';
+import { workflowRuns } from './workflow-runs.js';
+
+/**
+ * npm run bench:provider-scale — issue 47's measure: BENCH_JOBS (2,000) jobs of BENCH_JOB_SECONDS
+ * (120) at each provider's stand-in (BENCH_PROVIDERS: replicate,fal; one after the other, on one
+ * stack per mode), the Replicate stand-in enforcing Replicate's published limits (600 creates and
+ * 3,000 other requests a minute), each stand-in in a process of its own and ending each job on its
+ * own timer, counted from the create. Modes (BENCH_MODES: push,poll): `push`, with
+ * PROVIDER_WEBHOOK_BASE_URL the API's origin (the stand-ins push signed webhooks), and `poll`, with
+ * it unset (no webhook is ever sent; jobs are read every PROVIDER_POLL_INTERVAL_MS under the
+ * request budget). POSTs go BENCH_SUBMIT_CONCURRENCY (16) at a time, so the jobs overlap. Prints,
+ * per mode and provider: provider requests per job by kind besides the create, 429s, the stand-in's
+ * end of job → `generation.succeeded` (completed_at) p50/p95, activity slots in use (the worker's
+ * Temporal SDK metrics, sampled every second), CPU per generation by process, and Temporal history
+ * events per generation (BENCH_HISTORY_SAMPLE generations, every run); then the issue's targets.
+ */
+type Mode = 'push' | 'poll';
+const jobs = Number(process.env.BENCH_JOBS ?? 2_000);
+const seconds = Number(process.env.BENCH_JOB_SECONDS ?? 120);
+const providers = (process.env.BENCH_PROVIDERS ?? 'replicate,fal').split(',') as StandInName[];
+const modes = (process.env.BENCH_MODES ?? 'push,poll').split(',') as Mode[];
+const concurrency = Number(process.env.BENCH_SUBMIT_CONCURRENCY ?? 16);
+const historySample = Number(process.env.BENCH_HISTORY_SAMPLE ?? 20);
+/** A phase gives up once nothing has moved for this long past its jobs' run time. */
+const stallMs = Number(process.env.BENCH_STALL_SECONDS ?? 300) * 1000;
+
+export interface PhaseResult {
+  provider: StandInName;
+  submitted: number;
+  succeeded: number;
+  other: Record<string, number>;
+  submitSeconds: number;
+  phaseSeconds: number;
+  peakRunning: number;
+  /** Stand-in requests by kind per job, and refusals. */
+  perJob: Record<RequestKind, number>;
+  perJobApi: { mean: number; max: number };
+  throttled: number;
+  /** provider_throttled_total and provider_requests_total{kind} of our worker, over the phase. */
+  ourThrottled: number;
+  ourRequests: Record<string, number>;
+  webhooks: StandInReport['webhooks'];
+  latency: { p50: number; p95: number; count: number };
+  persistMs: number;
+  slots: { waitQueueBeforeFirstEnd: number; waitQueuePeak: number; allPeak: number };
+  cpu: Record<string, number>;
+  history: { events: number; runs: number; sampled: number };
+}
+
+const loadBefore = await loadAverage();
+console.log(
+  `provider scale: ${jobs} jobs × ${seconds} s per provider (${providers.join(', ')}), modes ${modes.join(', ')}; load average ${loadBefore}`,
+);
+const results: Array<{ mode: Mode; phases: PhaseResult[]; load: string }> = [];
+for (const mode of modes) {
+  const standIns = new Map<StandInName, StandIn>();
+  for (const provider of providers)
+    standIns.set(
+      provider,
+      await startStandIn(provider, {
+        runMs: seconds * 1000,
+        ...(provider === 'replicate' ? { limits: replicateLimits } : {}),
+      }),
+    );
+  const [apiPort, metricsPort, sdkPort] = [await freePort(), await freePort(), await freePort()];
+  const stack = await startStack(
+    {
+      ...Object.assign({}, ...[...standIns.values()].map((s) => s.env)),
+      API_PORT: String(apiPort),
+      // Blank is unset: no webhook URL is sent, so no push can come.
+      PROVIDER_WEBHOOK_BASE_URL: mode === 'push' ? `http://127.0.0.1:${apiPort}` : '',
+      REPLICATE_MAX_IN_FLIGHT: String(jobs * 2),
+      FAL_MAX_IN_FLIGHT: String(jobs * 2),
+      OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
+      WORKER_METRICS_PORT: String(metricsPort),
+      WORKER_TEMPORAL_METRICS_PORT: String(sdkPort),
+    },
+    { thumbnailWorker: true },
+  );
+  const connection = await Connection.connect({ address: stack.temporalAddress });
+  const client = new Client({ connection });
+  try {
+    await offerBenchModels(stack.pool, providers, seconds);
+    await waitForModels(stack, providers);
+    const phases: PhaseResult[] = [];
+    for (const provider of providers) {
+      const standIn = standIns.get(provider)!;
+      phases.push(
+        await runPhase(stack, client, standIn, {
+          ours: `http://127.0.0.1:${metricsPort}`,
+          sdk: `http://127.0.0.1:${sdkPort}`,
+        }),
+      );
+    }
+    results.push({ mode, phases, load: await loadAverage() });
+    printProviderScale(mode, jobs, seconds, phases, results.at(-1)!.load);
+  } finally {
+    await connection.close();
+    await stack.stop();
+    for (const standIn of standIns.values()) await standIn.close();
+  }
+}
+console.log(`\nload average (1, 5, 15 min): ${loadBefore} at the start, ${await loadAverage()} at the end`);
+
+async function waitForModels(stack: Stack, names: readonly StandInName[]): Promise<void> {
+  const wanted = names.map((name) => benchModels[name].id);
+  for (let i = 0; ; i++) {
+    const answer = await fetch(`${stack.apiUrl}/models`, {
+      headers: { authorization: `Bearer ${stack.key}` },
+    });
+    const offered = ((await answer.json()) as { data: Array<{ id: string }> }).data.map((m) => m.id);
+    if (wanted.every((id) => offered.includes(id))) return;
+    if (i > 100) throw new Error(`the API does not offer ${wanted.join(', ')}: ${offered.join(', ')}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+async function runPhase(
+  stack: Stack,
+  client: Client,
+  standIn: StandIn,
+  metrics: { ours: string; sdk: string },
+): Promise<PhaseResult> {
+  const provider = standIn.name;
+  const model = benchModels[provider].id;
+  const processes: Record<string, CpuSource> = { ...stack.processes, 'stand-in': { pid: standIn.pid } };
+  const before = {
+    cpu: await cpuBySource(processes),
+    ours: await scrape(metrics.ours),
+    sdk: await scrape(metrics.sdk),
+    standIn: await standIn.report(),
+  };
+  const started = Date.now();
+  const ids: string[] = [];
+  let submitted = 0;
+  let submitSeconds = NaN;
+  const submit = async () => {
+    const runId = Date.now().toString(36);
+    await Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        while (submitted < jobs) {
+          const i = submitted++;
+          ids.push(await post(stack, model, `${runId}-${provider}-${i}`));
+        }
+      }),
+    );
+    submitSeconds = (Date.now() - started) / 1000;
+  };
+  const samples: Array<{ at: number; slots: Map<string, number> }> = [];
+  const counts = sql.type(z.object({ created: z.number(), ended: z.number() }))`
+    SELECT count(*) FILTER (WHERE provider_job_id IS NOT NULL)::int AS created,
+           count(*) FILTER (WHERE status <> 'queued')::int AS ended
+    FROM generations WHERE model = ${model}`;
+  const sample = async () => {
+    let moved = { at: Date.now(), created: -1, ended: -1 };
+    for (;;) {
+      await new Promise((r) => setTimeout(r, 1000));
+      samples.push({ at: Date.now(), slots: activitySlots(await scrape(metrics.sdk)) });
+      const now = await stack.pool.one(counts);
+      if (now.created !== moved.created || now.ended !== moved.ended) moved = { at: Date.now(), ...now };
+      if (now.ended >= jobs) return;
+      if (Date.now() - moved.at > seconds * 1000 + stallMs) {
+        console.error(
+          `  ${provider}: ${now.ended} of ${jobs} ended; nothing moved for ${(Date.now() - moved.at) / 1000} s, giving up`,
+        );
+        return;
+      }
+    }
+  };
+  await Promise.all([submit(), sample()]);
+  const phaseSeconds = (Date.now() - started) / 1000;
+  const after = {
+    cpu: await cpuBySource(processes),
+    ours: await scrape(metrics.ours),
+    sdk: await scrape(metrics.sdk),
+    standIn: await standIn.report(),
+  };
+
+  const rows = await stack.pool.any(sql.type(
+    z.object({
+      id: z.string(),
+      status: z.string(),
+      workflow_id: z.string().nullable(),
+      provider_job_id: z.string().nullable(),
+      completed_ms: z.number().nullable(),
+    }),
+  )`SELECT id, status, workflow_id, provider_job_id,
+       (extract(epoch FROM completed_at) * 1000)::float8 AS completed_ms
+     FROM generations WHERE id = ANY(${sql.array(ids, 'text')})`);
+  const ends = new Map(after.standIn.jobs.map((job) => [job.id, job.endsAt]));
+  const latencies = rows.flatMap((row) => {
+    const endsAt = row.provider_job_id ? ends.get(parseJobReference(row.provider_job_id).jobId) : undefined;
+    // A job without a timer (a stand-in that ends jobs by polls) has no end to count from.
+    return row.status === 'succeeded' && Number.isFinite(endsAt) && row.completed_ms !== null
+      ? [row.completed_ms - endsAt!]
+      : [];
+  });
+  const other: Record<string, number> = {};
+  for (const row of rows) if (row.status !== 'succeeded') other[row.status] = (other[row.status] ?? 0) + 1;
+
+  const firstEnd = Math.min(...after.standIn.jobs.map((job) => job.endsAt));
+  const waitQueue = (s: (typeof samples)[number]) =>
+    [...s.slots].filter(([queue]) => queue.endsWith('.provider-waits')).reduce((n, [, v]) => n + v, 0);
+  const all = (s: (typeof samples)[number]) => [...s.slots.values()].reduce((n, v) => n + v, 0);
+  const delta = (name: string, labels: Record<string, string>) =>
+    total(after.ours, name, labels) - total(before.ours, name, labels);
+  const sdkDelta = (name: string, labels: Record<string, string>, s: { sdk: Scrape } = after) =>
+    total(s.sdk, name, labels) - total(before.sdk, name, labels);
+  const persist = { activity_type: 'persistResults' };
+  const kinds: RequestKind[] = ['create', 'status', 'result', 'cancel', 'file', 'other'];
+  const perKind = (k: RequestKind) => (after.standIn.counts[k] - before.standIn.counts[k]) / jobs;
+  const history = await histories(
+    client,
+    rows.filter((r) => r.status === 'succeeded' && r.workflow_id).map((r) => r.workflow_id!),
+  );
+  return {
+    provider,
+    submitted: ids.length,
+    succeeded: rows.filter((r) => r.status === 'succeeded').length,
+    other,
+    submitSeconds,
+    phaseSeconds,
+    peakRunning: peakRunning(
+      after.standIn.jobs.map((job) => job.endsAt),
+      seconds * 1000,
+    ),
+    perJob: Object.fromEntries(kinds.map((k) => [k, perKind(k)])) as Record<RequestKind, number>,
+    perJobApi: after.standIn.perJob,
+    throttled: kinds.reduce((n, k) => n + after.standIn.throttled[k] - before.standIn.throttled[k], 0),
+    ourThrottled: delta('provider_throttled_total', { provider }),
+    ourRequests: Object.fromEntries(
+      ['create', 'status', 'result', 'cancel', 'probe'].map((kind) => [
+        kind,
+        delta('provider_requests_total', { provider, kind }) / jobs,
+      ]),
+    ),
+    webhooks: {
+      attempts: after.standIn.webhooks.attempts - before.standIn.webhooks.attempts,
+      failed: after.standIn.webhooks.failed - before.standIn.webhooks.failed,
+    },
+    latency: { p50: percentile(latencies, 50), p95: percentile(latencies, 95), count: latencies.length },
+    persistMs:
+      (1000 * sdkDelta('temporal_activity_execution_latency_seconds_sum', persist)) /
+      sdkDelta('temporal_activity_execution_latency_seconds_count', persist),
+    slots: {
+      waitQueueBeforeFirstEnd: Math.max(0, ...samples.filter((s) => s.at < firstEnd).map(waitQueue)),
+      waitQueuePeak: Math.max(0, ...samples.map(waitQueue)),
+      allPeak: Math.max(0, ...samples.map(all)),
+    },
+    cpu: Object.fromEntries(
+      Object.keys(processes).map((name) => [name, (after.cpu[name]! - before.cpu[name]!) / jobs]),
+    ),
+    history,
+  };
+}
+
+/** POST one generation; a 503 or 429 (a loaded machine) is retried with the same key. Its id. */
+async function post(stack: Stack, model: string, key: string): Promise<string> {
+  for (;;) {
+    const response = await fetch(`${stack.apiUrl}/generations`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${stack.key}`,
+        'content-type': 'application/json',
+        'idempotency-key': key,
+      },
+      body: JSON.stringify({ model, prompt: `provider scale ${key}` }),
+    });
+    if (response.status === 202) return ((await response.json()) as { id: string }).id;
+    if (response.status !== 503 && response.status !== 429)
+      throw new Error(`POST: ${response.status} ${await response.text()}`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
+/** History events per generation over a sample of them, every run of each workflow id. */
+async function histories(client: Client, workflowIds: string[]) {
+  const step = Math.max(1, Math.floor(workflowIds.length / historySample));
+  const sampled = workflowIds.filter((_, i) => i % step === 0).slice(0, historySample);
+  let [events, runs] = [0, 0];
+  for (const workflowId of sampled) {
+    const chain = await workflowRuns(client, workflowId);
+    runs += chain.length;
+    events += chain.reduce((n, history) => n + (history.events?.length ?? 0), 0);
+  }
+  return { events: events / sampled.length, runs: runs / sampled.length, sampled: sampled.length };
+}
