@@ -128,7 +128,13 @@ export function createSubmitActivities(
       entry?.expected_run_seconds !== undefined
         ? entry.expected_run_seconds * 1000
         : (provider?.expectedRunMs ?? defaultRunSeconds[entry?.media_type ?? mediaType] * 1000);
-    return { push, firstReadMs: Math.round(runMs) + Math.min(pushGraceMs, everyMs), everyMs };
+    return {
+      push,
+      firstReadMs: Math.round(runMs) + Math.min(pushGraceMs, everyMs),
+      everyMs,
+      // A synchronous provider's read is its call, which lasts as long as the image takes.
+      shortReads: provider !== undefined && provider.submitsLocally !== true,
+    };
   }
 
   /** A job that never started: its route left (see leaveRoute in route-attempts.ts). */

@@ -82,10 +82,10 @@ export async function createQueueWorkers(options: QueueWorkerOptions): Promise<W
   };
   // The steps keep the batch activities too: a batch started before they had a queue of their own
   // runs its slices on the task queue until it ends.
+  // The short reads of provider jobs run as local activities, on the workflows' worker: they keep
+  // readProviderJob too (its long reads, a synchronous provider's calls, take the waits' queue).
   const steps = Object.fromEntries(
-    Object.entries(activities).filter(
-      ([name]) => !(name in waits) && !(name in thumbnails) && !(name in deliveries),
-    ),
+    Object.entries(activities).filter(([name]) => !(name in thumbnails) && !(name in deliveries)),
   );
   const generationWorkers = async () => [
     await Worker.create({

@@ -1,8 +1,15 @@
-import { allHandlersFinished, condition, setHandler, workflowInfo } from '@temporalio/workflow';
+import {
+  allHandlersFinished,
+  condition,
+  isCancellation,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { ProviderJobEnd } from '../generation.js';
 import { providerJobEndedSignal } from './generation-messages.js';
 import type { generationSteps } from './generation-steps.js';
-import type { GenerationStart, ProviderWaitPlan } from './generation-types.js';
+import { errorTypes, type GenerationStart, type ProviderWaitPlan } from './generation-types.js';
+import { failureType, isPermanent, isSettled } from './step-failures.js';
 
 type Steps = ReturnType<typeof generationSteps>;
 
@@ -58,11 +65,22 @@ export function providerWait(start: GenerationStart, steps: Steps) {
           await condition(() => pushed.has(jobId), Math.min(nextReadMs, remainingMs));
         const wasPushed = pushed.delete(jobId);
         const reason = wasPushed ? 'pushed' : plan?.push ? 'fallback' : 'poll';
-        const read = await steps.readProviderJob(
-          { model: start.model, jobId, generationId: start.generationId },
-          reason,
-          Math.max(1_000, since + horizonMs - Date.now()),
-        );
+        const local = plan?.shortReads === true;
+        let read: Awaited<ReturnType<Steps['readProviderJob']>>;
+        try {
+          read = await steps.readProviderJob(
+            { model: start.model, jobId, generationId: start.generationId },
+            reason,
+            Math.max(1_000, since + horizonMs - Date.now()),
+            local,
+          );
+        } catch (error) {
+          // A short read that failed (the provider did not answer, its budget said wait) is read
+          // again at the next turn, sooner for a push; what no retry can fix ends the wait.
+          if (!local || !mayReadAgain(error)) throw error;
+          nextReadMs = wasPushed || !plan?.push ? pollMs : plan.everyMs;
+          continue;
+        }
         if (read.state !== 'running') return { ended: read };
         nextReadMs = !plan?.push || wasPushed ? pollMs : plan.everyMs;
         if (workflowInfo().historyLength > eventLimit && allHandlersFinished() && !pushed.has(jobId))
@@ -73,3 +91,13 @@ export function providerWait(start: GenerationStart, steps: Steps) {
 }
 
 const defaultProviderWaitMs = 6 * 3_600_000;
+
+/** Whether a short read's failure may pass: not a cancellation, nor one no retry can fix, nor an uncertain call. */
+function mayReadAgain(error: unknown): boolean {
+  return (
+    !isCancellation(error) &&
+    !isPermanent(error) &&
+    !isSettled(error) &&
+    failureType(error) !== errorTypes.providerUncertain
+  );
+}

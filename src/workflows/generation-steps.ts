@@ -131,29 +131,39 @@ function handingOverSteps(timing: GenerationStart['timing'], horizon: StepHorizo
 /** The job at the provider: reading it, the results persisted, and stopping it. */
 function jobSteps(horizon: StepHorizons) {
   /**
-   * One read of the job at the provider (the wait itself is the workflow's: generation-provider-wait.ts),
-   * on the provider-waits task queue: a synchronous provider (OpenAI) makes its call here, for up
-   * to 10 minutes, and must not take the slots of short steps. It says it is alive on a clock
-   * (every 5 s), so a lost worker is noticed within 30 s. Retried through a provider that fails
-   * to answer until the wait's horizon (`remainingMs`: what is left of it).
+   * One read of the job at the provider (the wait itself is the workflow's: generation-provider-wait.ts).
+   * A status read (`local`: fal, Replicate, the simulated provider) is a local activity: a request
+   * or two, within seconds (a turn of the request budget, the provider's answer), recorded as one
+   * marker in the workflow task that asked for it; one that fails is not retried here: the wait
+   * reads again at its next turn. A synchronous provider's read (OpenAI: the call itself, for up to
+   * 10 minutes), or one of a job support named, runs on the provider-waits task queue, where it
+   * takes no slot of the short steps; it says it is alive on a clock (every 5 s), so a lost worker
+   * is noticed within 30 s, and is retried until the wait's horizon (`remainingMs`: what is left).
    */
   const readProviderJob = (
     generation: Parameters<GenerationActivities['readProviderJob']>[0],
     reason: Parameters<GenerationActivities['readProviderJob']>[1],
     remainingMs: number,
+    local: boolean,
   ) =>
-    proxyActivities<GenerationActivities>({
-      taskQueue: providerWaitQueue(workflowInfo().taskQueue),
-      startToCloseTimeout: '11 minutes',
-      scheduleToCloseTimeout: Math.min(remainingMs, horizon.providerWaitMs),
-      heartbeatTimeout: '30 seconds',
-      retry: {
-        initialInterval: '1 second',
-        maximumInterval: '1 minute',
-        nonRetryableErrorTypes: nonRetryableTypes,
-      },
-      summary: `Read the job at the provider (${reason})`,
-    }).readProviderJob(generation, reason);
+    local
+      ? proxyLocalActivities<GenerationActivities>({
+          startToCloseTimeout: '45 seconds',
+          retry: { maximumAttempts: 1 },
+          summary: `Read the job at the provider (${reason})`,
+        }).readProviderJob(generation, reason)
+      : proxyActivities<GenerationActivities>({
+          taskQueue: providerWaitQueue(workflowInfo().taskQueue),
+          startToCloseTimeout: '11 minutes',
+          scheduleToCloseTimeout: Math.min(remainingMs, horizon.providerWaitMs),
+          heartbeatTimeout: '30 seconds',
+          retry: {
+            initialInterval: '1 second',
+            maximumInterval: '1 minute',
+            nonRetryableErrorTypes: nonRetryableTypes,
+          },
+          summary: `Read the job at the provider (${reason})`,
+        }).readProviderJob(generation, reason);
 
   /**
    * Persistence recovery: retried through the provider's storage misbehaving, up to its horizon. It

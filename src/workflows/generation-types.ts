@@ -160,6 +160,11 @@ export interface ProviderWaitPlan {
   push: boolean;
   firstReadMs: number;
   everyMs: number;
+  /**
+   * A read is a status request or two, within seconds (fal, Replicate, the simulated provider): a
+   * local activity. False for a synchronous provider, whose read is its call (OpenAI).
+   */
+  shortReads?: boolean;
 }
 
 /** A submitted job: the provider's job reference, and how its wait reads it. */

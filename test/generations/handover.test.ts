@@ -4,7 +4,7 @@ import { SimulatedProvider } from '../../src/providers/simulated/simulated-provi
 import { useGenerationStack } from '../support/stack.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { chargesOf, workflowIdOf } from '../support/ledger.js';
-import { activeRunHistory } from '../support/workflow-runs.js';
+import { activeRunHistory, activitiesOf } from '../support/workflow-runs.js';
 
 /**
  * POST hands the job to the provider before answering, but never waits on a provider that does
@@ -59,10 +59,9 @@ describe('a provider too slow to accept within the POST', () => {
       submissions: 1,
     });
     const history = await activeRunHistory(stack.client, await workflowIdOf(stack.db.pool, created.id));
-    const scheduled = history.events!.flatMap((e) => {
-      const name = e.activityTaskScheduledEventAttributes?.activityType?.name;
-      return name ? [name] : [];
-    });
+    const scheduled = activitiesOf(history)
+      .filter(({ local, name }) => !local || name === 'readProviderJob')
+      .map(({ name }) => name);
     // The background submission is an activity of its own (the ones inside the POST are local
     // markers); the job is read (as often as it takes: this provider pushes nothing); the
     // gallery's thumbnails are not the generation's (a sweep makes them).

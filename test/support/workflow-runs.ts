@@ -31,3 +31,31 @@ export async function activeRunHistory(client: Client, workflowId: string): Prom
 export async function chainHistory(client: Client, workflowId: string): Promise<History> {
   return { events: (await runsOf(client, workflowId)).flatMap((run) => run.history.events ?? []) };
 }
+
+/** One activity a run ran: scheduled (a task on a queue) or local (its marker), and its summary. */
+export interface RanActivity {
+  name: string;
+  local: boolean;
+  summary: string | undefined;
+}
+
+/**
+ * The activities a history ran, in order: each scheduled activity and each local activity (whose
+ * history holds only a marker), with the summary each was given (the reason of a read of the job).
+ */
+export function activitiesOf(history: History): RanActivity[] {
+  const text = (payload: { data?: Uint8Array | null } | null | undefined) =>
+    payload?.data ? (JSON.parse(Buffer.from(payload.data).toString()) as unknown) : undefined;
+  const ran: RanActivity[] = [];
+  for (const event of history.events ?? []) {
+    const summary = text(event.userMetadata?.summary) as string | undefined;
+    const scheduled = event.activityTaskScheduledEventAttributes?.activityType?.name;
+    if (scheduled) ran.push({ name: scheduled, local: false, summary });
+    const marker = event.markerRecordedEventAttributes;
+    if (marker?.markerName === 'core_local_activity') {
+      const data = text(marker.details?.data?.payloads?.[0]) as { activity_type?: string } | undefined;
+      if (data?.activity_type) ran.push({ name: data.activity_type, local: true, summary });
+    }
+  }
+  return ran;
+}

@@ -12,7 +12,7 @@ import { generationWorkflow } from '../../src/workflows/generation-workflow.js';
 import type { GenerationStart } from '../../src/workflows/generation-types.js';
 import { generationStart, getGeneration } from '../support/generations.js';
 import type { GenerationStack } from '../support/stack.js';
-import { runsOf } from '../support/workflow-runs.js';
+import { activitiesOf, runsOf } from '../support/workflow-runs.js';
 import { testDeployment } from '../support/worker.js';
 import { generationStories } from './stories.js';
 
@@ -84,13 +84,9 @@ export async function tellPushStories(stack: GenerationStack, record: Record): P
   /** The reads of the job the generation's active runs made. */
   const readsOf = async (handle: WorkflowHandle) => {
     const reads: string[] = [];
-    for (const { history } of await runsOf(client, handle.workflowId)) {
-      for (const event of history.events ?? []) {
-        const scheduled = event.activityTaskScheduledEventAttributes;
-        if (scheduled?.activityType?.name === 'readProviderJob')
-          reads.push(String(JSON.parse(Buffer.from(scheduled.input!.payloads![1]!.data!).toString())));
-      }
-    }
+    for (const { history } of await runsOf(client, handle.workflowId))
+      for (const { name, summary } of activitiesOf(history))
+        if (name === 'readProviderJob') reads.push(/\((\w+)\)/.exec(summary ?? '')?.[1] ?? '?');
     return reads;
   };
 
