@@ -12,7 +12,6 @@ import { freePort } from '../src/dev/free-port.js';
 import { randomBase62 } from '../src/ids.js';
 import { startBareWorker, startStack, type Stack } from './stack.js';
 import { printColumns } from './support.js';
-import { workflowRuns } from './workflow-runs.js';
 
 /**
  * npm run bench:anatomy — what one POST (bench:admit's) and one whole generation (bench:lifecycle's)
@@ -96,7 +95,7 @@ async function scenario(title: string, kind: 'admit' | 'lifecycle', env: NodeJS.
         ['ours', workflowIds[0]!],
         ['shape', shapeIds[0]!],
       ] as const)
-        for (const [i, history] of (await workflowRuns(client, id)).entries())
+        for (const [i, history] of (await chainOf(client, id)).entries())
           await writeFile(
             path.join(dump, `${kind}-${side}-run${i + 1}.json`),
             JSON.stringify(history, null, 1),
@@ -192,6 +191,25 @@ async function retentionRunStarted(client: Client, workflowId: string): Promise<
   throw new Error(`${workflowId} did not continue as its retention run`);
 }
 
+/**
+ * Every run of a workflow id, oldest first: a generation's active run continues as new into its
+ * retention run, so the newest run alone is not the generation. Walked back from the newest through
+ * each run's continuedExecutionRunId.
+ */
+async function chainOf(
+  client: Client,
+  workflowId: string,
+): Promise<proto.temporal.api.history.v1.IHistory[]> {
+  const runs: proto.temporal.api.history.v1.IHistory[] = [];
+  let runId: string | null | undefined = (await client.workflow.getHandle(workflowId).describe()).runId;
+  while (runId) {
+    const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
+    runs.unshift(history);
+    runId = history.events?.[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId;
+  }
+  return runs;
+}
+
 async function eventsByType(
   client: Client,
   workflowIds: readonly string[],
@@ -200,7 +218,7 @@ async function eventsByType(
   let [events, bytes, runs] = [0, 0, 0];
   const perRun: number[] = [];
   for (const workflowId of workflowIds) {
-    const chain = await workflowRuns(client, workflowId);
+    const chain = await chainOf(client, workflowId);
     runs += chain.length;
     for (const [i, history] of chain.entries()) {
       bytes += proto.temporal.api.history.v1.History.encode(history).finish().length;

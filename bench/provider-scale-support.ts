@@ -89,13 +89,21 @@ export function total(scrape: Scrape, name: string, labels: Record<string, strin
     .reduce((sum, s) => sum + s.value, 0);
 }
 
-/** Activity task slots in use on each task queue, from the worker's Temporal SDK metrics. */
-export function activitySlots(scrape: Scrape): Map<string, number> {
-  const byQueue = new Map<string, number>();
-  for (const s of scrape.samples)
-    if (s.name === 'temporal_worker_task_slots_used' && s.labels.worker_type === 'ActivityWorker')
-      byQueue.set(s.labels.task_queue ?? '?', (byQueue.get(s.labels.task_queue ?? '?') ?? 0) + s.value);
-  return byQueue;
+/**
+ * Activity slots in use, from the worker's Temporal SDK metrics: local activities (a provider's
+ * status read), activities on the provider waits' queue (a synchronous provider's call), and
+ * activities on every queue.
+ */
+export function activitySlots(scrape: Scrape): { reads: number; waits: number; activities: number } {
+  const used = 'temporal_worker_task_slots_used';
+  return {
+    reads: total(scrape, used, { worker_type: 'LocalActivityWorker' }),
+    waits: scrape.samples
+      .filter((s) => s.name === used && s.labels.worker_type === 'ActivityWorker')
+      .filter((s) => s.labels.task_queue?.endsWith('.provider-waits'))
+      .reduce((n, s) => n + s.value, 0),
+    activities: total(scrape, used, { worker_type: 'ActivityWorker' }),
+  };
 }
 
 /** The most jobs running at once at the stand-in, from their creates (end less run time) and ends. */

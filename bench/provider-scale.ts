@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { freePort } from '../src/dev/free-port.js';
 import { parseJobReference } from '../src/providers/job-reference.js';
 import { scrape, type Scrape } from '../test/support/prometheus.js';
+import { runsOf } from '../test/support/workflow-runs.js';
 import { replicateLimits, type RequestKind } from '../test/support/providers/fake-rate-limits.js';
 import { cpuBySource, type CpuSource } from './process-cpu.js';
 import type { StandInName, StandInReport } from './provider-scale-child.js';
@@ -20,7 +21,6 @@ import { printProviderScale } from './provider-scale-print.js';
 import { startStack, type Stack } from './stack.js';
 import { percentile } from './support.js';
 import { loadAverage } from './targets.js';
-import { workflowRuns } from './workflow-runs.js';
 
 /**
  * npm run bench:provider-scale — issue 47's measure: BENCH_JOBS (2,000) jobs of BENCH_JOB_SECONDS
@@ -64,7 +64,8 @@ export interface PhaseResult {
   webhooks: StandInReport['webhooks'];
   latency: { p50: number; p95: number; count: number };
   persistMs: number;
-  slots: { waitQueueBeforeFirstEnd: number; waitQueuePeak: number; allPeak: number };
+  /** Peaks of the slots sampled: reads and waits (local activities, the waits' queue) and every activity slot. */
+  slots: { waitingBeforeFirstEnd: number; waitingPeak: number; allPeak: number };
   cpu: Record<string, number>;
   history: { events: number; runs: number; sampled: number };
 }
@@ -168,7 +169,7 @@ async function runPhase(
     );
     submitSeconds = (Date.now() - started) / 1000;
   };
-  const samples: Array<{ at: number; slots: Map<string, number> }> = [];
+  const samples: Array<{ at: number; slots: ReturnType<typeof activitySlots> }> = [];
   const counts = sql.type(z.object({ created: z.number(), ended: z.number() }))`
     SELECT count(*) FILTER (WHERE provider_job_id IS NOT NULL)::int AS created,
            count(*) FILTER (WHERE status <> 'queued')::int AS ended
@@ -221,9 +222,9 @@ async function runPhase(
   for (const row of rows) if (row.status !== 'succeeded') other[row.status] = (other[row.status] ?? 0) + 1;
 
   const firstEnd = Math.min(...after.standIn.jobs.map((job) => job.endsAt));
-  const waitQueue = (s: (typeof samples)[number]) =>
-    [...s.slots].filter(([queue]) => queue.endsWith('.provider-waits')).reduce((n, [, v]) => n + v, 0);
-  const all = (s: (typeof samples)[number]) => [...s.slots.values()].reduce((n, v) => n + v, 0);
+  // Where a waiting job would hold a slot: a read (a local activity) or a wait on the waits' queue.
+  const waiting = (s: (typeof samples)[number]) => s.slots.reads + s.slots.waits;
+  const all = (s: (typeof samples)[number]) => s.slots.reads + s.slots.activities;
   const delta = (name: string, labels: Record<string, string>) =>
     total(after.ours, name, labels) - total(before.ours, name, labels);
   const sdkDelta = (name: string, labels: Record<string, string>, s: { sdk: Scrape } = after) =>
@@ -265,8 +266,8 @@ async function runPhase(
       (1000 * sdkDelta('temporal_activity_execution_latency_seconds_sum', persist)) /
       sdkDelta('temporal_activity_execution_latency_seconds_count', persist),
     slots: {
-      waitQueueBeforeFirstEnd: Math.max(0, ...samples.filter((s) => s.at < firstEnd).map(waitQueue)),
-      waitQueuePeak: Math.max(0, ...samples.map(waitQueue)),
+      waitingBeforeFirstEnd: Math.max(0, ...samples.filter((s) => s.at < firstEnd).map(waiting)),
+      waitingPeak: Math.max(0, ...samples.map(waiting)),
       allPeak: Math.max(0, ...samples.map(all)),
     },
     cpu: Object.fromEntries(
@@ -301,9 +302,9 @@ async function histories(client: Client, workflowIds: string[]) {
   const sampled = workflowIds.filter((_, i) => i % step === 0).slice(0, historySample);
   let [events, runs] = [0, 0];
   for (const workflowId of sampled) {
-    const chain = await workflowRuns(client, workflowId);
+    const chain = await runsOf(client, workflowId);
     runs += chain.length;
-    events += chain.reduce((n, history) => n + (history.events?.length ?? 0), 0);
+    events += chain.reduce((n, run) => n + (run.history.events?.length ?? 0), 0);
   }
   return { events: events / sampled.length, runs: runs / sampled.length, sampled: sampled.length };
 }
