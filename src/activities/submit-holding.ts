@@ -17,6 +17,7 @@ import {
   type Provider,
 } from '../providers/provider.js';
 import { jobReference } from '../providers/job-reference.js';
+import { providerWebhookUrl } from '../providers/provider-push.js';
 import type { CatalogEntry } from '../catalog/catalog-entry.js';
 import type { ProviderName } from '../catalog/provider-mapping.js';
 import type { ModelRoute } from '../catalog/routes.js';
@@ -36,7 +37,10 @@ import { plannedRoute, providerJob } from './submit-job.js';
 
 /** What a submit attempt holding the generation's submit claim works with (see createSubmitActivities). */
 export interface HeldSubmit {
-  deps: Pick<ActivityDeps, 'db' | 'providerFor' | 'inFlightCap' | 'batchProviderShare'> & {
+  deps: Pick<
+    ActivityDeps,
+    'db' | 'providerFor' | 'inFlightCap' | 'batchProviderShare' | 'providerWebhookBaseUrl'
+  > & {
     metrics: GenerationMetrics;
   };
   /** The claim's window (see defaultClaimWindowMs). */
@@ -160,7 +164,13 @@ async function sendCreate(
   const { recordJob, moveOn } = records;
   let sent = false;
   try {
-    const job = providerJob(start, token, entry, route);
+    const job = providerJob(
+      start,
+      token,
+      entry,
+      route,
+      webhookUrlFor(deps, provider, providerName, generationId),
+    );
     // Past its Cancel-After nothing leaves: neither a wait for a place nor a create (checked again
     // once the create is prepared, before it is marked sent).
     checkDeadline(start);
@@ -245,6 +255,23 @@ async function takeInFlightPlace(
 function checkDeadline(start: GenerationStart): void {
   if (start.cancelAfter !== undefined && Date.now() >= Date.parse(start.cancelAfter))
     throw cancelAfterPassed(start.cancelAfter);
+}
+
+/**
+ * The webhook URL a job is sent with: for a provider that pushes to a URL (fal, Replicate) when
+ * PROVIDER_WEBHOOK_BASE_URL is set; never for OpenAI (synchronous) nor the simulated provider
+ * (which signals the workflow itself).
+ */
+function webhookUrlFor(
+  deps: HeldSubmit['deps'],
+  provider: Provider,
+  providerName: ProviderName,
+  generationId: string,
+): string | undefined {
+  const base = deps.providerWebhookBaseUrl;
+  if (!base || !provider.pushes || provider.pushesWithoutUrl || providerName === 'simulated')
+    return undefined;
+  return providerWebhookUrl(base, providerName, generationId);
 }
 
 /** Thrown inside submit when its claim was taken over before the create could leave. */

@@ -26,12 +26,16 @@ export function plannedRoute(
   return { route, index: planned.route, hasNext: position + 1 < plan.length };
 }
 
-/** The job for the provider, built from the request and the catalog entry (a retired model still runs). */
+/**
+ * The job for the provider, built from the request and the catalog entry (a retired model still
+ * runs); `webhookUrl`, where the provider should push the job's end (see submit-holding.ts).
+ */
 export function providerJob(
   start: GenerationStart,
   token: string,
   entry: CatalogEntry,
   route: ModelRoute,
+  webhookUrl?: string,
 ): ProviderJob {
   const options = resolveOptions(entry, start.input);
   const sizeBy = entry.output_size ? String(options[entry.output_size.by]) : '';
@@ -56,5 +60,6 @@ export function providerJob(
     target,
     generationId: start.generationId,
     workflowId: start.workflowId,
+    ...(webhookUrl ? { webhookUrl } : {}),
   };
 }

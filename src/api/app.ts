@@ -37,6 +37,10 @@ import { mcpDepsOf, mcpRoutes } from './routes/mcp-routes.js';
 import type { OAuthTokenAuthenticator } from '../auth/oauth-tokens.js';
 import { MCP_ROUTE } from '../auth/oauth-resource.js';
 import { oauthMetadataRoutes, type OAuthMetadataDeps } from './routes/oauth-metadata-routes.js';
+import { providerWebhookRoutes } from './routes/provider-webhook-routes.js';
+import type { ProviderName } from '../catalog/provider-mapping.js';
+import type { PushVerifier } from '../providers/provider-webhooks.js';
+import { ProviderWebhookMetrics } from '../observability/metrics.js';
 
 interface AppDeps {
   db: CommonQueryMethods;
@@ -89,6 +93,11 @@ interface AppDeps {
     /** Batch uploads read at once per API key (BATCH_UPLOADS_PER_KEY). */
     uploadsPerKey: number;
   };
+  /**
+   * The providers whose pushes POST /provider-webhooks/{provider}/{generationId} takes, each with
+   * its verification (absent: none, every delivery is 404).
+   */
+  providerPushes?: ReadonlyMap<ProviderName, PushVerifier>;
   /** Adds routes before the app is sealed (embedding; tests add probe routes). */
   configure?: (app: FastifyInstance) => void;
 }
@@ -186,6 +195,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     }),
   });
   if (deps.oauth) oauthMetadataRoutes(app, deps.oauth);
+  providerWebhookRoutes(app, {
+    db: deps.db,
+    temporal: deps.admission.temporal,
+    verifiers: deps.providerPushes ?? new Map(),
+    timeoutMs: deps.admission.admissionTimeoutMs,
+    log: deps.logger,
+    ...(deps.metrics ? { metrics: new ProviderWebhookMetrics(deps.metrics) } : {}),
+  });
   deps.configure?.(app);
   await app.ready();
   return app;

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { batchEventSchema, batchSchema } from './batch-resource.js';
 import { batchEventTypes } from '../db/batch-events.js';
+import { pageSizeQuery } from '../generations/list-query.js';
 import { affordabilityShape, generationSchema, webhookSubscriptionSchema } from './schemas.js';
 
 export { batchEventSchema, batchSchema } from './batch-resource.js';
@@ -17,7 +18,6 @@ export const batchQuoteSchema = z.object({
     .int()
     .nonnegative()
     .describe('Every line at its price now; each is charged only when it starts.'),
-  balance: z.object({ subscription: z.number().int(), one_time: z.number().int(), total: z.number().int() }),
   ...affordabilityShape,
   affordable: affordabilityShape.affordable.describe(
     "Whether the balance and what is left of the key's spend limit both cover the total now. A create is refused (402) for the balance only; lines past the key's limit end `rejected` (key_spend_limit_exceeded), nothing charged.",
@@ -98,12 +98,7 @@ export const encodeBatchCursor = (row: { created_at: string; id: string }) =>
   Buffer.from(JSON.stringify([row.created_at, row.id])).toString('base64url');
 
 export const listBatchesQuerySchema = z.object({
-  limit: z
-    .string()
-    .regex(/^[0-9]+$/, 'Must be a whole number from 1 to 100.')
-    .pipe(z.coerce.number<string>().int().min(1).max(100))
-    .optional()
-    .describe('Page size, 1 to 100; 20 when absent.'),
+  limit: pageSizeQuery(),
   cursor: batchCursor.optional().describe('The next_cursor of the previous page, as it was given.'),
 });
 

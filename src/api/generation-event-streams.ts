@@ -5,6 +5,12 @@ import { sseMessage } from './generation-event-view.js';
 
 export type { StreamSink } from './event-stream-hub.js';
 
+/** Whether the newest of `events` (read with it) leaves the generation terminal: nothing follows it. */
+export const generationEnded = (events: readonly GenerationEventRow[]): boolean => {
+  const newest = events.at(-1);
+  return newest !== undefined && isTerminal(newest.generation.status);
+};
+
 /**
  * The open `GET /v1/generations/{id}/events` streams of this process, by generation, woken by the
  * `generation_event` notification (it names the generation). `read` gives a generation's events
@@ -20,10 +26,7 @@ export class GenerationEventStreams extends EventStreamHub<GenerationEventRow> {
       ...options,
       positionOf: (event) => event.seq,
       message: sseMessage,
-      finished: (events, after) => {
-        const newest = events.at(-1);
-        return newest !== undefined && after >= newest.seq && isTerminal(newest.generation.status);
-      },
+      finished: (events, after) => generationEnded(events) && after >= events.at(-1)!.seq,
     });
   }
 }

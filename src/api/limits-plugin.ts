@@ -4,6 +4,7 @@ import type { AuthOutcome } from '../auth/authenticator.js';
 import { failedAuthSubject } from '../auth/failed-auth-subject.js';
 import {
   FixedWindowCounter,
+  keyRateLimitRefusal,
   type AuthLimits,
   type FailureVerdict,
   type KeyVerdict,
@@ -60,9 +61,7 @@ export const limitsPlugin = fp<LimitsPluginOptions>(
       reply.header('x-ratelimit-limit', limitHeader);
       reply.header('x-ratelimit-remaining', String(verdict.remaining));
       reply.header('x-ratelimit-reset', String(verdict.retryAfterSeconds));
-      if (verdict.allowed) return undefined;
-      const message = `Rate limit of ${limits.requestsPerKey} requests per minute exceeded.`;
-      return new ApiError('rate_limited', message, { retryAfterSeconds: verdict.retryAfterSeconds });
+      return keyRateLimitRefusal(limits.requestsPerKey, verdict);
     };
 
     const callerLimits: CallerLimits = {

@@ -1,24 +1,16 @@
-import type { ErrorCode } from '../errors.js';
 import { batchEventTypes } from '../db/batch-events.js';
 import { toJsonSchema } from '../json-schema.js';
 import { batchLineSchema } from './batch-schemas.js';
+import { errorResponses, everyOperation, ref } from './openapi-components.js';
 import { lastEventIdParameter, webhookEntry } from './openapi-events.js';
+import { idempotencyKeyHeader } from './openapi-headers.js';
 import { pathParameters, queryParameters } from './openapi-parameters.js';
 import { batchRouteSchemas as routes } from './routes/batch-routes.js';
 
 /** The batch operations of the OpenAPI document (POST /v1/batches and its reads, quote and cancel). */
 
-type Responses = Record<string, unknown>;
-
-/**
- * Their paths. `ref` names a component; `errors` builds the error responses of a list of codes
- * (openapi.ts's errorResponses), `every` the codes any operation can answer.
- */
-export function batchPaths(
-  ref: (name: string) => unknown,
-  errors: (...codes: ErrorCode[]) => Responses,
-  every: ErrorCode[],
-) {
+/** Their paths. */
+export function batchPaths() {
   const json = (schema: unknown) => ({ 'application/json': { schema } });
   const body = {
     required: true,
@@ -45,13 +37,9 @@ export function batchPaths(
       'application/x-ndjson': { schema: { type: 'string' } },
     },
   };
-  const keyHeader = {
-    name: 'Idempotency-Key',
-    in: 'header',
-    required: false,
-    description: 'As for a generation: the same key and lines answer the same batch (200); other lines, 409.',
-    schema: { type: 'string', minLength: 1, maxLength: 128, pattern: '^[\\x21-\\x7E]+$' },
-  };
+  const keyHeader = idempotencyKeyHeader(
+    'As for a generation: the same key and lines answer the same batch (200); other lines, 409.',
+  );
   return {
     '/batches': {
       post: {
@@ -64,7 +52,7 @@ export function batchPaths(
             description: 'A retry with the same Idempotency-Key and lines.',
             content: json(ref('Batch')),
           },
-          ...errors(
+          ...errorResponses(
             'invalid_request',
             'insufficient_credits',
             'idempotency_conflict',
@@ -72,7 +60,7 @@ export function batchPaths(
             'unsupported_media_type',
             'open_batch_limit_exceeded',
             'batch_lines_limit_exceeded',
-            ...every,
+            ...everyOperation,
           ),
         },
       },
@@ -81,7 +69,7 @@ export function batchPaths(
         parameters: queryParameters(routes.listBatches.querystring),
         responses: {
           '200': { description: 'A page.', content: json(ref('BatchList')) },
-          ...errors(...every),
+          ...errorResponses(...everyOperation),
         },
       },
     },
@@ -92,7 +80,7 @@ export function batchPaths(
         requestBody: body,
         responses: {
           '200': { description: 'The quote.', content: json(ref('BatchQuote')) },
-          ...errors('payload_too_large', 'unsupported_media_type', ...every),
+          ...errorResponses('payload_too_large', 'unsupported_media_type', ...everyOperation),
         },
       },
     },
@@ -102,7 +90,7 @@ export function batchPaths(
         parameters: pathParameters(routes.getBatch.params),
         responses: {
           '200': { description: 'The batch.', content: json(ref('Batch')) },
-          ...errors('not_found', ...every),
+          ...errorResponses('not_found', ...everyOperation),
         },
       },
     },
@@ -119,7 +107,7 @@ export function batchPaths(
               'JSONL (application/x-ndjson): each finished line (its generation ended, or it ended without one) with `line`, `custom_id`, its generation or null, and its error or null. Lines still running are left out: read again, with `after`, for more.',
             content: { 'application/x-ndjson': { schema: toJsonSchema(batchLineSchema, 'input') } },
           },
-          ...errors('not_found', ...every),
+          ...errorResponses('not_found', ...everyOperation),
         },
       },
     },
@@ -142,7 +130,7 @@ export function batchPaths(
             },
           },
           '204': { description: 'Ended, and Last-Event-ID names its last event: nothing more will come.' },
-          ...errors('not_found', 'stream_limit_exceeded', ...every),
+          ...errorResponses('not_found', 'stream_limit_exceeded', ...everyOperation),
         },
       },
     },
@@ -153,7 +141,7 @@ export function batchPaths(
         parameters: pathParameters(routes.cancelBatch.params),
         responses: {
           '200': { description: 'The batch, canceling (or as it ended).', content: json(ref('Batch')) },
-          ...errors('not_found', ...every),
+          ...errorResponses('not_found', ...everyOperation),
         },
       },
     },
@@ -167,7 +155,7 @@ const batchEventsDescription = [
 ].join('\n\n');
 
 /** OpenAPI 3.1 `webhooks` entries of a batch's events (POST /v1/batches `webhook`). */
-export function batchWebhookEntries(ref: (name: string) => unknown) {
+export function batchWebhookEntries() {
   return Object.fromEntries(
     batchEventTypes.map((type) => [
       type,

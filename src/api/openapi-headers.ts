@@ -1,3 +1,5 @@
+import { idempotencyKeyHeaderSchema, idempotencyKeyWords } from '../generations/idempotency-key.js';
+
 /** The headers, header parameters and longer texts the OpenAPI description gives the generation operations. */
 
 export const requestIdHeader = {
@@ -42,6 +44,22 @@ export const preferWaitParameter = {
     '`wait=N` (1 to 60 seconds; larger is clamped to 60): the answer comes as soon as the generation is succeeded, failed or rejected, or after N seconds with its current state. Woken by the change itself, not by polling. At most 1,000 waiting requests per API key and 10,000 per API process; past that, the preference is not honoured: the answer comes at once, without Preference-Applied (a POST: its 202, the generation started and charged).',
   schema: { type: 'string', examples: ['wait=30'] },
 };
+
+/** POST /generations: the key that makes a retry safe (its rule: src/generations/idempotency-key.ts). */
+export const idempotencyKeyParameter = idempotencyKeyHeader(
+  `${idempotencyKeyWords}; one per intended generation.`,
+);
+
+/** An Idempotency-Key header parameter (POST /generations, POST /batches), in its operation's words. */
+export function idempotencyKeyHeader(description: string) {
+  return {
+    name: 'Idempotency-Key',
+    in: 'header',
+    required: false,
+    description,
+    schema: idempotencyKeyHeaderSchema,
+  };
+}
 
 /** POST /generations: the deadline for reaching a provider (the header Replicate's users know). */
 export const cancelAfterParameter = {

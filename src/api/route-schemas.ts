@@ -1,6 +1,11 @@
 import { apiKeySchema } from './key-schemas.js';
 import { z } from 'zod';
-import { generationIdPattern, listGenerationsQuerySchema } from '../generations/list-query.js';
+import {
+  generationIdPattern,
+  listGenerationsQuerySchema,
+  maxPageSize,
+  pageSizeQuery,
+} from '../generations/list-query.js';
 import {
   accountCursorPattern,
   accountEventListSchema,
@@ -36,12 +41,9 @@ const accountEventsQuerySchema = z.object({
     .describe(
       'Only events after this cursor (a `cursor` or `next_cursor` given out before). Last-Event-ID, when sent, wins. Absent: a stream starts from now on; the JSON page is the newest events.',
     ),
-  limit: z
-    .string()
-    .regex(/^[0-9]+$/, 'Must be a whole number from 1 to 100.')
-    .pipe(z.coerce.number<string>().int().min(1).max(100))
-    .optional()
-    .describe('JSON page size, 1 to 100; 100 when absent. A stream ignores it.'),
+  limit: pageSizeQuery(
+    `JSON page size, 1 to ${maxPageSize}; ${maxPageSize} when absent. A stream ignores it.`,
+  ),
 });
 
 /**

@@ -115,9 +115,12 @@ export const creditBalanceSchema = z.object({
 
 export const modelListSchema = z.object({ data: z.array(publicModelSchema) });
 
-/** The answer of POST /v1/generations/quote: what a create with that body would debit now. */
-/** What a quote says about whether a create would be admitted now: the balance and the key's own limit. */
+/**
+ * What every quote says about whether a create would be admitted now, beside its price: the balance
+ * and the key's own limit (what quoteAnswer gives, src/generations/key-rules.ts).
+ */
 export const affordabilityShape = {
+  balance: z.object({ subscription: z.number().int(), one_time: z.number().int(), total: z.number().int() }),
   affordable: z
     .boolean()
     .describe(
@@ -140,6 +143,7 @@ export const affordabilityShape = {
     .describe("The key's own spend limit now (see GET /v1/key); null when it has none."),
 };
 
+/** The answer of POST /v1/generations/quote: what a create with that body would debit now. */
 export const quoteSchema = z.object({
   model: z.string(),
   credits: z.number().int().nonnegative().describe('The full price a create with this body would debit now.'),
@@ -149,12 +153,12 @@ export const quoteSchema = z.object({
     .describe(
       'The provider that would serve a create with this body now (its first route); null: none takes requests now (a create would be 503).',
     ),
-  balance: z.object({
-    subscription: z.number().int(),
-    one_time: z.number().int(),
-    total: z.number().int().describe('What a create draws from: subscription credits first.'),
-  }),
   ...affordabilityShape,
+  balance: affordabilityShape.balance.extend({
+    total: affordabilityShape.balance.shape.total.describe(
+      'What a create draws from: subscription credits first.',
+    ),
+  }),
 });
 
 /** A 409 not_cancelable: the envelope, and the generation as it stands (nothing changed). */

@@ -20,6 +20,7 @@ import { authLimitsFor } from '../auth/auth-limits.js';
 import { openEventStreams } from './event-stream-wiring.js';
 import { OAuthTokenAuthenticator } from '../auth/oauth-tokens.js';
 import { mcpResourceUrl } from '../auth/oauth-resource.js';
+import { providerPushVerifiers } from './provider-push-verifiers.js';
 
 export interface ApiService {
   app: FastifyInstance;
@@ -131,6 +132,7 @@ export async function createApiService(
     },
     admission: admission.deps,
     oauth: { tokens: oauthTokens, resource, issuer: config.CONSOLE_PUBLIC_URL },
+    providerPushes: providerPushVerifiers(config),
     batches: {
       pool,
       maxLines: config.BATCH_MAX_LINES,

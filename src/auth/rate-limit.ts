@@ -1,3 +1,5 @@
+import { ApiError } from '../errors.js';
+
 interface Window {
   startedAt: number;
   count: number;
@@ -106,6 +108,23 @@ export interface KeyVerdict {
   retryAfterSeconds: number;
 }
 export type FailureVerdict = Blocked | { blocked: false };
+
+/** What a key's 429 says of its budget (the API's answer; the console's pages go on from it). */
+export const rateLimitWords = (requestsPerKey: number): string =>
+  `Rate limit of ${requestsPerKey} requests per minute exceeded`;
+
+/**
+ * A request counted against its key's budget (`verdict`, from checkKey), as every door that counts
+ * one judges it: undefined within the budget; past it, the API's 429 `rate_limited`, to be retried
+ * when the key's window resets (Retry-After). The API's limits plugin answers with it; the console's
+ * playground shows it, and logs it as the API would.
+ */
+export function keyRateLimitRefusal(requestsPerKey: number, verdict: KeyVerdict): ApiError | undefined {
+  if (verdict.allowed) return undefined;
+  return new ApiError('rate_limited', `${rateLimitWords(requestsPerKey)}.`, {
+    retryAfterSeconds: verdict.retryAfterSeconds,
+  });
+}
 
 /**
  * Where the auth plugin counts its two limits, both in fixed one-minute windows: failed

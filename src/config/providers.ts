@@ -14,6 +14,7 @@ export const providerSettings = settingGroup({
     FAL_QUEUE_URL: baseUrl('https://queue.fal.run'),
     REPLICATE_API_TOKEN: secret,
     REPLICATE_API_URL: baseUrl('https://api.replicate.com/v1'),
+    FAL_JWKS_URL: baseUrl('https://rest.alpha.fal.ai/.well-known/jwks.json'),
     OPENAI_API_KEY: secret,
     OPENAI_BASE_URL: baseUrl('https://api.openai.com/v1'),
     PROVIDER_WEBHOOK_BASE_URL: blankIsUnset(
@@ -66,16 +67,20 @@ export const providerSettings = settingGroup({
   docs: {
     FAL_KEY: {
       readBy: ['api', 'worker'],
-      text: 'fal’s key (sent as `Authorization: Key …`). Unset: fal’s models are not offered.',
+      text: 'fal’s key (sent as `Authorization: Key …`). Unset: fal’s models are not offered, and the API takes no fal webhooks.',
     },
     FAL_QUEUE_URL: { readBy: ['worker'], text: 'fal’s queue API, or anything speaking its protocol.' },
     REPLICATE_API_TOKEN: {
       readBy: ['api', 'worker'],
-      text: 'Replicate’s token. Unset: Replicate’s models are not offered.',
+      text: 'Replicate’s token. Unset: Replicate’s models are not offered (and the API takes no Replicate webhooks: it reads their secret with it).',
     },
     REPLICATE_API_URL: {
-      readBy: ['worker'],
-      text: 'Replicate’s HTTP API, or anything speaking its protocol.',
+      readBy: ['api', 'worker'],
+      text: 'Replicate’s HTTP API, or anything speaking its protocol. The API reads the account’s webhook secret from it (`/webhooks/default/secret`) to verify Replicate’s pushes.',
+    },
+    FAL_JWKS_URL: {
+      readBy: ['api'],
+      text: 'fal’s public keys (a JWKS) that its webhooks are verified with; fetched when first needed and kept up to 24 hours. See [Provider webhooks](operating.md#provider-webhooks).',
     },
     OPENAI_API_KEY: {
       readBy: ['api', 'worker'],
@@ -84,7 +89,7 @@ export const providerSettings = settingGroup({
     OPENAI_BASE_URL: { readBy: ['worker'], text: 'OpenAI’s API, or anything speaking its protocol.' },
     PROVIDER_WEBHOOK_BASE_URL: {
       readBy: ['api', 'worker'],
-      text: 'The public origin (scheme, host and port) at which fal and Replicate reach the API: set, every fal and Replicate job is sent a webhook URL on it (`/provider-webhooks/…`) and polling becomes a slow fallback. Unset (as under `npm start`, where providers cannot reach a laptop): jobs are polled every `PROVIDER_POLL_INTERVAL_MS`. See [Provider push](providers.md#provider-push).',
+      text: 'The public origin (scheme, host and port) at which fal and Replicate reach the API: set, every fal and Replicate job is sent a webhook URL on it (`/provider-webhooks/…`) and polling becomes a slow fallback. Unset (as under `npm start`, where providers cannot reach a laptop): jobs are polled every `PROVIDER_POLL_INTERVAL_MS`. See [Provider webhooks](operating.md#provider-webhooks) and [Provider push](providers.md#provider-push).',
       default: '(none: polling)',
     },
     FAL_MAX_IN_FLIGHT: {

@@ -1,5 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
+import { eventsAfter, type EventsAfterOptions } from './events-after.js';
 
 /**
  * A batch's events (migration 0026): written here with the batch as it then stood, and logged in
@@ -64,24 +65,14 @@ export function toBatchEventRow({ resource, ...event }: z.infer<typeof batchEven
 export const isBatchEnd = (type: BatchEventType): boolean =>
   type === 'batch.completed' || type === 'batch.canceled' || type === 'batch.expired';
 
-/**
- * The events of batch `batchId` after `afterSeq` (0: all of them), oldest first, at most `limit`;
- * with `withNewest`, its newest event too even when it is not after `afterSeq` (whether the batch
- * has ended, and the reader has seen all there is, is then known from one read).
- */
+/** The events of batch `batchId` after `afterSeq` (0: all of them), oldest first (eventsAfter). */
 export async function batchEventsAfter(
   db: CommonQueryMethods,
   batchId: string,
   afterSeq: number,
-  options: { limit?: number; withNewest?: boolean } = {},
+  options: EventsAfterOptions = {},
 ): Promise<BatchEventRow[]> {
-  const after = sql.fragment`(SELECT seq, type, created_at, resource FROM batch_events
-    WHERE batch_id = ${batchId} AND seq > ${afterSeq} ORDER BY seq LIMIT ${options.limit ?? 1000})`;
-  const newest = sql.fragment`(SELECT seq, type, created_at, resource FROM batch_events
-    WHERE batch_id = ${batchId} ORDER BY seq DESC LIMIT 1)`;
-  const rows = await db.any(sql.type(batchEventRow)`
-    SELECT * FROM (${options.withNewest ? sql.fragment`${after} UNION ${newest}` : after}) e ORDER BY seq`);
-  return rows.map(toBatchEventRow);
+  return (await eventsAfter(db, 'batch', batchId, afterSeq, batchEventRow, options)).map(toBatchEventRow);
 }
 
 /**

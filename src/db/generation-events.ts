@@ -1,5 +1,6 @@
-import { sql, type CommonQueryMethods } from 'slonik';
+import type { CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
+import { eventsAfter, type EventsAfterOptions } from './events-after.js';
 import { generationRow, type GenerationRow } from './generation-reads.js';
 
 /**
@@ -54,22 +55,16 @@ export const generationEventRow = z.object({
 });
 
 /**
- * The events of generation `id` after `afterSeq` (0: all of them), oldest first, at most `limit`;
- * with `withNewest`, the newest event too even when it is not after `afterSeq` (whether the
- * generation is terminal, and the reader has seen all there is, is then known from one read).
+ * The events of generation `generationId` after `afterSeq` (0: all of them), oldest first
+ * (eventsAfter; with `withNewest`, whether the generation is terminal is known from one read).
  */
 export async function generationEventsAfter(
   db: CommonQueryMethods,
   generationId: string,
   afterSeq: number,
-  options: { limit?: number; withNewest?: boolean } = {},
+  options: EventsAfterOptions = {},
 ): Promise<GenerationEventRow[]> {
-  const after = sql.fragment`(SELECT seq, type, created_at, resource FROM generation_events
-    WHERE generation_id = ${generationId} AND seq > ${afterSeq} ORDER BY seq LIMIT ${options.limit ?? 1000})`;
-  const newest = sql.fragment`(SELECT seq, type, created_at, resource FROM generation_events
-    WHERE generation_id = ${generationId} ORDER BY seq DESC LIMIT 1)`;
-  const rows = await db.any(sql.type(generationEventRow)`
-    SELECT * FROM (${options.withNewest ? sql.fragment`${after} UNION ${newest}` : after}) e ORDER BY seq`);
+  const rows = await eventsAfter(db, 'generation', generationId, afterSeq, generationEventRow, options);
   return rows.map(toGenerationEventRow);
 }
 

@@ -17,3 +17,22 @@ export async function workflowOfGeneration(
     WHERE id = ${id} ${accountId === null ? sql.fragment`` : sql.fragment`AND account_id = ${accountId}`}`);
   return found && { accountId: found.account_id, workflowId: found.workflow_id };
 }
+
+const waitRow = z.object({
+  status: z.string(),
+  needs_review: z.boolean(),
+  provider_job_id: z.string().nullable(),
+  workflow_id: z.string().nullable(),
+});
+
+/**
+ * What a provider's push for a generation is checked against (the provider-webhook route): where
+ * the generation stands, the job it recorded, and its workflow. Null when there is no such generation.
+ */
+export async function providerWaitOf(
+  db: CommonQueryMethods,
+  id: string,
+): Promise<z.infer<typeof waitRow> | null> {
+  return db.maybeOne(sql.type(waitRow)`
+    SELECT status, needs_review, provider_job_id, workflow_id FROM generations WHERE id = ${id}`);
+}

@@ -6,14 +6,12 @@ import type { ValidationIssue } from '../errors.js';
 import { toStorableText, unstorableTextIssues } from '../storable-text.js';
 import type { PlannedRoute } from '../workflows/generation-types.js';
 import { parseOptions } from '../zod-messages.js';
+import { idempotencyKeyMessage, idempotencyKeyPattern } from './idempotency-key.js';
 import { quoteOf } from './quote.js';
 import { checkRoutes, type ProviderKnowledge } from './route-plan.js';
 import { checkWebhook, type WebhookCheckRules } from './webhook-request.js';
 
 export { fingerprint } from './fingerprint.js';
-
-/** Idempotency-Key: 1 to 128 printable ASCII characters, no spaces. */
-const idempotencyKeyPattern = /^[\x21-\x7e]{1,128}$/;
 
 /**
  * The keys a batch's lines are admitted with (`<batch id>:<line>`, see batchLineKey): reserved, so
@@ -36,7 +34,7 @@ export function checkIdempotencyKey(
       issue: {
         field: 'Idempotency-Key',
         code: 'invalid_value',
-        message: 'Must be 1 to 128 printable ASCII characters without spaces.',
+        message: idempotencyKeyMessage,
       },
     };
   }
@@ -133,39 +131,59 @@ function checkModelFields(deps: RequestCheckDeps, body: unknown): ModelCheck {
     // One issue per field: the text issue, when a field has one, says the most.
     issues: [...textIssues, ...issues.filter((issue) => !named.has(issue.field))],
   });
-  const { catalog } = deps;
   const modelId = (body as Record<string, unknown>).model;
-  if (typeof modelId !== 'string') {
-    return refuse([
-      modelId === undefined
-        ? { field: 'model', code: 'required', message: 'This field is required.' }
-        : { field: 'model', code: 'invalid_type', message: 'Expected string.' },
-    ]);
-  }
-  const model = catalog.get(modelId);
-  if (!model) {
-    const known = catalog
-      .list()
-      .map((m) => m.entry.id)
-      .join(', ');
-    const issue = { field: 'model', code: 'invalid_value', message: `Unknown model. One of: ${known}.` };
-    return refuse([issue], toStorableText(modelId.slice(0, 200)));
-  }
+  const requested = requestedModel(deps.catalog, modelId);
+  if (!requested.ok)
+    return refuse(
+      [requested.issue],
+      typeof modelId === 'string' ? toStorableText(modelId.slice(0, 200)) : '',
+    );
+  const { model } = requested;
   const { media_type: mediaType } = model.entry;
   const parsed = model.requestSchema.safeParse(body, parseOptions);
-  if (!parsed.success) return refuse(toValidationIssues(parsed.error, body), modelId, mediaType);
+  if (!parsed.success) return refuse(toValidationIssues(parsed.error, body), model.entry.id, mediaType);
   // `provider` is taken off once the model's schema has read it: the envelope's, not the input.
   const { model: _model, provider, ...input } = parsed.data as Record<string, unknown>;
   const routing = provider as RouteRequest | undefined;
   // `provider` naming a provider the model has no route on: the request's fault, like a bad option.
   const routes = checkRoutes(model.entry, routing, deps);
-  if (textIssues.length > 0 || !routes.ok) return refuse(routes.ok ? [] : routes.issues, modelId, mediaType);
+  if (textIssues.length > 0 || !routes.ok)
+    return refuse(routes.ok ? [] : routes.issues, model.entry.id, mediaType);
   const envelope = {
     ...(routing ? { routing } : {}),
     routes: routes.plan,
     retryAfterSeconds: routes.retryAfterSeconds,
   };
   return { ok: true, model, input, credits: quoteOf({ model, input }), envelope };
+}
+
+/**
+ * The catalog's model a request names in `model`, or the issue with it: missing, not text, or no
+ * model the catalog serves (unknown, or retired). Admission's check, and the console playground's
+ * before it builds a form's request (it never puts another model in its place).
+ */
+export function requestedModel(
+  catalog: CatalogCache,
+  modelId: unknown,
+): { ok: true; model: CompiledModel } | { ok: false; issue: ValidationIssue } {
+  if (typeof modelId !== 'string')
+    return {
+      ok: false,
+      issue:
+        modelId === undefined
+          ? { field: 'model', code: 'required', message: 'This field is required.' }
+          : { field: 'model', code: 'invalid_type', message: 'Expected string.' },
+    };
+  const model = catalog.get(modelId);
+  if (model) return { ok: true, model };
+  const known = catalog
+    .list()
+    .map((m) => m.entry.id)
+    .join(', ');
+  return {
+    ok: false,
+    issue: { field: 'model', code: 'invalid_value', message: `Unknown model. One of: ${known}.` },
+  };
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

@@ -49,15 +49,17 @@ export interface Affordability {
 }
 
 /**
- * Whether `price` is within both the balance and what is left of the key's limit, as admission
- * would judge now: what every quote (the API's two, the MCP tool) answers beside its price.
+ * Every quote's answer (POST /v1/generations/quote, POST /v1/batches/quote, the MCP tool `quote`):
+ * what was priced, and whether its `credits` are within both the balance and what is left of the
+ * key's limit, as admission would judge now.
  */
-export async function affordability(
+export async function quoteAnswer<Priced extends { credits: number }>(
   db: CommonQueryMethods,
   keyId: string,
-  price: number,
+  priced: Priced,
   balance: CreditBalance,
-): Promise<Affordability> {
+): Promise<Priced & Affordability> {
+  const price = priced.credits;
   const keyLimit = await findKeyLimit(db, keyId);
   const limitedBy =
     balance.credits < price
@@ -66,6 +68,7 @@ export async function affordability(
         ? 'key_spend_limit'
         : null;
   return {
+    ...priced,
     balance: {
       subscription: balance.subscription_credits,
       one_time: balance.one_time_credits,

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { listGenerations, type GenerationRow, type ListFilter } from '../db/generation-reads.js';
 import { storableString } from '../storable-text.js';
 import { generationStatuses as statuses, type GenerationStatus } from '../generation.js';
+import { idempotencyKeySchema } from './idempotency-key.js';
 
 /** What a generation id can look like; anything else is no generation of ours. */
 export const generationIdPattern = /^gen_[A-Za-z0-9]{1,64}$/;
@@ -66,18 +67,35 @@ const cursorPositionSchema = z
 
 const notACursor = 'Not a cursor this API gave out.';
 
+/** The most items a page of a list holds (every list: generations, batches, events, the MCP tool's). */
+export const maxPageSize = 100;
+
+/** A page's size when the query does not say (generations, batches). */
+export const defaultPageSize = 20;
+
+/**
+ * A list's page-size parameter, `limit`: a whole number from 1 to maxPageSize, as a query sends it
+ * (text; a repeated parameter is an array: 400), published as the number it is read as.
+ * `description`: what the page is, and its size when absent.
+ */
+export function pageSizeQuery(
+  description = `Page size, 1 to ${maxPageSize}; ${defaultPageSize} when absent.`,
+) {
+  return z
+    .string()
+    .regex(/^[0-9]+$/, `Must be a whole number from 1 to ${maxPageSize}.`)
+    .pipe(z.coerce.number<string>().int().min(1).max(maxPageSize))
+    .optional()
+    .describe(description);
+}
+
 /**
  * The query of GET /v1/generations, which Fastify validates it with (src/api/route-schemas.ts).
  * It parses the query as Fastify gives it (a repeated parameter is an array: 400), and its JSON
  * Schema is what the OpenAPI description publishes for each parameter, so the two cannot disagree.
  */
 export const listGenerationsQuerySchema = z.object({
-  limit: z
-    .string()
-    .regex(/^[0-9]+$/, 'Must be a whole number from 1 to 100.')
-    .pipe(z.coerce.number<string>().int().min(1).max(100))
-    .optional()
-    .describe('Page size, 1 to 100; 20 when absent.'),
+  limit: pageSizeQuery(),
   cursor: z
     .string()
     .regex(/^[A-Za-z0-9_-]+$/, notACursor)
@@ -102,9 +120,7 @@ export const listGenerationsQuerySchema = z.object({
   model: storableString(z.string().min(1, 'Must not be empty.'))
     .optional()
     .describe('Only generations of this model id.'),
-  idempotency_key: z
-    .string()
-    .regex(/^[\x21-\x7e]{1,128}$/, 'Must be 1 to 128 printable ASCII characters without spaces.')
+  idempotency_key: idempotencyKeySchema
     .optional()
     .describe(
       "Only the generation that holds this Idempotency-Key in the calling API key's namespace, within the key horizon: a client that lost the 202 finds what it paid for. An empty list when none does.",

@@ -1,15 +1,17 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { z } from 'zod';
 import { ApiError, ValidationError } from '../errors.js';
 import { cancelGeneration } from '../generations/cancel-generation.js';
 import { quoteGeneration } from '../generations/admit-generation.js';
-import { affordability } from '../generations/key-rules.js';
+import { quoteAnswer } from '../generations/key-rules.js';
 import { findKeyState } from '../db/key-limits.js';
-import { listGenerationsQuerySchema, pageOfGenerations } from '../generations/list-query.js';
-import { generationStatuses } from '../generation.js';
+import { defaultPageSize, listGenerationsQuerySchema, pageOfGenerations } from '../generations/list-query.js';
 import type { McpCaller, McpDeps } from './mcp-deps.js';
 import { parseArgs, toResultDeps } from './generation-tools.js';
+import { toolArguments } from './tool-arguments.js';
 import { generationResult } from './tool-results.js';
+
+/** The tools' arguments on this server (tool-arguments.ts). */
+const argumentsOf = (deps: McpDeps) => toolArguments(deps.waitSeconds);
 
 /** A result whose structured content is `value`, and the same as JSON text. */
 function structured(value: Record<string, unknown>, words?: string): CallToolResult {
@@ -22,11 +24,9 @@ function structured(value: Record<string, unknown>, words?: string): CallToolRes
   };
 }
 
-const noArgs = z.object({}).strict();
-
 /** list_models: GET /v1/models' entries without their request schemas (describe_model has those). */
 export function listModels(deps: McpDeps, args: unknown): CallToolResult {
-  parseArgs(noArgs, args);
+  parseArgs(argumentsOf(deps).list_models, args);
   const models = deps.admission.catalog.list().map(({ publicView }) => {
     const { request_schema: _schema, ...listed } = publicView;
     return listed;
@@ -39,7 +39,7 @@ export function listModels(deps: McpDeps, args: unknown): CallToolResult {
 
 /** describe_model: one model as GET /v1/models gives it, with its request's JSON Schema. */
 export function describeModel(deps: McpDeps, args: unknown): CallToolResult {
-  const { model } = parseArgs(z.object({ model: z.string() }).strict(), args);
+  const { model } = parseArgs(argumentsOf(deps).describe_model, args);
   const found = deps.admission.catalog.list().find((m) => m.publicView.id === model);
   if (!found)
     throw new ApiError('not_found', `No model ${JSON.stringify(model)}; list_models names every model.`);
@@ -48,17 +48,15 @@ export function describeModel(deps: McpDeps, args: unknown): CallToolResult {
 
 /** quote: POST /v1/generations/quote. */
 export async function quote(deps: McpDeps, caller: McpCaller, args: unknown): Promise<CallToolResult> {
-  const { request } = parseArgs(z.object({ request: z.unknown() }).strict(), args);
+  const { request } = parseArgs(argumentsOf(deps).quote, args);
   const priced = await quoteGeneration(deps.admission, request, caller);
-  const balance = await deps.balance(caller.accountId);
-  const bounds = await affordability(deps.db, caller.keyId, priced.credits, balance);
-  const answer = { ...priced, ...bounds };
-  const limit = bounds.key_limit;
+  const answer = await quoteAnswer(deps.db, caller.keyId, priced, await deps.balance(caller.accountId));
+  const { key_limit: limit, limited_by: limitedBy } = answer;
   return structured(
-    answer,
-    `${priced.model} costs ${priced.credits} credits; the balance is ${balance.credits}${bounds.limited_by === 'balance' ? ', which does not cover it' : ''}` +
+    { ...answer },
+    `${answer.model} costs ${answer.credits} credits; the balance is ${answer.balance.total}${limitedBy === 'balance' ? ', which does not cover it' : ''}` +
       (limit
-        ? `; this connection's limit has ${limit.limit_remaining} of ${limit.spend_limit} credits left${bounds.limited_by === 'key_spend_limit' ? ', which does not cover it' : ''}${limit.resets_at ? ` (it resets at ${limit.resets_at})` : ''}`
+        ? `; this connection's limit has ${limit.limit_remaining} of ${limit.spend_limit} credits left${limitedBy === 'key_spend_limit' ? ', which does not cover it' : ''}${limit.resets_at ? ` (it resets at ${limit.resets_at})` : ''}`
         : '') +
       '.',
   );
@@ -66,7 +64,7 @@ export async function quote(deps: McpDeps, caller: McpCaller, args: unknown): Pr
 
 /** get_key_limits: GET /v1/key. */
 export async function getKeyLimits(deps: McpDeps, caller: McpCaller, args: unknown): Promise<CallToolResult> {
-  parseArgs(noArgs, args);
+  parseArgs(argumentsOf(deps).get_key_limits, args);
   const state = await findKeyState(deps.db, caller.keyId, caller.accountId);
   if (!state) throw new ApiError('unauthorized', 'Unknown API key.');
   const key = deps.toApiKey(state);
@@ -80,19 +78,10 @@ export async function getKeyLimits(deps: McpDeps, caller: McpCaller, args: unkno
 
 /** get_credits: GET /v1/credits. */
 export async function getCredits(deps: McpDeps, caller: McpCaller, args: unknown): Promise<CallToolResult> {
-  parseArgs(noArgs, args);
+  parseArgs(argumentsOf(deps).get_credits, args);
   const balance = await deps.balance(caller.accountId);
   return structured({ ...balance }, `The balance is ${balance.credits} credits.`);
 }
-
-const listArgs = z
-  .object({
-    limit: z.number().int().min(1).max(100).optional(),
-    status: z.array(z.enum(generationStatuses)).min(1).optional(),
-    model: z.string().optional(),
-    cursor: z.string().optional(),
-  })
-  .strict();
 
 /** list_generations: GET /v1/generations, its query checked by the API's own schema. */
 export async function listGenerations(
@@ -100,7 +89,7 @@ export async function listGenerations(
   caller: McpCaller,
   args: unknown,
 ): Promise<CallToolResult> {
-  const parsed = parseArgs(listArgs, args);
+  const parsed = parseArgs(argumentsOf(deps).list_generations, args);
   const query = listGenerationsQuerySchema.safeParse({
     ...(parsed.limit !== undefined && { limit: String(parsed.limit) }),
     ...(parsed.status && { status: parsed.status.join(',') }),
@@ -113,7 +102,7 @@ export async function listGenerations(
     );
   const { rows, nextCursor } = await pageOfGenerations(deps.db, {
     accountId: caller.accountId,
-    limit: query.data.limit ?? 20,
+    limit: query.data.limit ?? defaultPageSize,
     statuses: query.data.status ?? null,
     model: query.data.model ?? null,
     after: query.data.cursor ?? null,
@@ -127,7 +116,7 @@ export async function listGenerations(
 
 /** cancel_generation: POST /v1/generations/{id}/cancel, its refund rules the workflow's. */
 export async function cancel(deps: McpDeps, caller: McpCaller, args: unknown): Promise<CallToolResult> {
-  const { id } = parseArgs(z.object({ id: z.string().min(1) }).strict(), args);
+  const { id } = parseArgs(argumentsOf(deps).cancel_generation, args);
   const result = await cancelGeneration(
     { db: deps.db, temporal: deps.admission.temporal, timeoutMs: deps.admission.admissionTimeoutMs },
     id,

@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { CallToolResult, ServerNotification } from '@modelcontextprotocol/sdk/types.js';
 import type { BaseLogger } from 'pino';
-import { z } from 'zod';
+import type { z } from 'zod';
 import type { GenerationRow } from '../db/generation-reads.js';
 import { ApiError, ValidationError } from '../errors.js';
 import { admitGeneration } from '../generations/admit-generation.js';
 import type { McpCaller, McpDeps } from './mcp-deps.js';
+import { toolArguments } from './tool-arguments.js';
 import { generationResult } from './tool-results.js';
 
 /** Whether a generation has ended (every status but queued is final). */
@@ -45,21 +46,6 @@ export class ProgressReporter {
   }
 }
 
-const createArgs = z
-  .object({
-    request: z.unknown(),
-    idempotency_key: z
-      .string()
-      .regex(/^[\x21-\x7e]{1,128}$/, 'Must be 1 to 128 printable ASCII characters without spaces.')
-      .optional(),
-    wait_seconds: z.number().int().min(0).optional(),
-  })
-  .strict();
-
-const getArgs = z
-  .object({ id: z.string().min(1), wait_seconds: z.number().int().min(0).optional() })
-  .strict();
-
 /** A tool's arguments as its schema takes them, or the API's 400 with an issue per field. */
 export function parseArgs<T>(schema: z.ZodType<T>, args: unknown): T {
   const parsed = schema.safeParse(args ?? {});
@@ -88,7 +74,8 @@ export async function createGeneration(
 ): Promise<CallToolResult> {
   const { row, key, generated } = await admitFromArgs(deps, caller, args, log);
   progress.queued();
-  const wait = Math.min(parseArgs(createArgs, args).wait_seconds ?? deps.waitSeconds, deps.waitSeconds);
+  const parsed = parseArgs(toolArguments(deps.waitSeconds).create_generation, args);
+  const wait = Math.min(parsed.wait_seconds ?? deps.waitSeconds, deps.waitSeconds);
   const now = await waitForEnd(deps, caller, row, wait, progress);
   const notes = [
     generated
@@ -110,7 +97,7 @@ export async function admitFromArgs(
   args: unknown,
   log: Pick<BaseLogger, 'warn'>,
 ): Promise<{ row: GenerationRow; key: string; generated: boolean }> {
-  const parsed = parseArgs(createArgs, args);
+  const parsed = parseArgs(toolArguments(deps.waitSeconds).create_generation, args);
   const key = parsed.idempotency_key ?? `mcp-${randomUUID()}`;
   const admitted = await admitGeneration(
     deps.admission,
@@ -133,7 +120,7 @@ export async function getGeneration(
   args: unknown,
   progress: ProgressReporter,
 ): Promise<CallToolResult> {
-  const parsed = parseArgs(getArgs, args);
+  const parsed = parseArgs(toolArguments(deps.waitSeconds).get_generation, args);
   const row = await deps.readGeneration(caller.accountId, parsed.id);
   if (!row) throw new ApiError('not_found', 'No generation with this id in this account.');
   const wait = Math.min(parsed.wait_seconds ?? deps.waitSeconds, deps.waitSeconds);

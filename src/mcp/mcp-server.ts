@@ -33,7 +33,8 @@ import {
 } from './generation-tasks.js';
 import { createGeneration, getGeneration, ProgressReporter } from './generation-tools.js';
 import type { McpCaller, McpDeps } from './mcp-deps.js';
-import { toolDefinitions, toolNames, type ToolName } from './tool-definitions.js';
+import { toolNames, type ToolName } from './tool-arguments.js';
+import { toolDefinitions } from './tool-definitions.js';
 import { asApiError, errorResult } from './tool-results.js';
 import type { ApiError } from '../errors.js';
 import { GenerationRefused } from '../generations/admit-generation.js';

@@ -207,3 +207,30 @@ export function httpRequestHistogram(registry: Registry): Histogram<'route' | 'm
     registers: [registry],
   });
 }
+
+/**
+ * What became of a provider's push (a webhook delivery to the API's provider-webhook route). Every
+ * delivery for a provider the API takes is `received`, then `verified` or `refused` (401); a
+ * verified one is then one of `signaled` (its generation's workflow woken), `late` (the generation
+ * no longer waits for that job: ended, in review, or its run over), `unknown` (no such generation,
+ * or it recorded another job: logged) or `early` (its generation has recorded no job yet: 503, the
+ * provider sends it again). A delivery whose keys could not be fetched is `received` only (503).
+ */
+export type ProviderWebhookOutcome =
+  'received' | 'verified' | 'refused' | 'signaled' | 'late' | 'unknown' | 'early';
+
+/** Counts the API's provider webhooks by provider and outcome (ProviderWebhookOutcome). */
+export class ProviderWebhookMetrics {
+  private readonly total: Counter<'provider' | 'outcome'>;
+  constructor(registry: Registry) {
+    this.total = new Counter({
+      name: metricNames.providerWebhooks,
+      help: 'Provider webhook deliveries, by provider and outcome (received; verified or refused; then signaled, late, unknown or early)',
+      labelNames: ['provider', 'outcome'],
+      registers: [registry],
+    });
+  }
+  count(provider: string, outcome: ProviderWebhookOutcome): void {
+    this.total.inc({ provider, outcome });
+  }
+}

@@ -115,6 +115,34 @@ describe('GET /v1/generations/{id}/events', () => {
     expect(foreign.status).toBe(404);
   });
 
+  it('a batch’s events route answers as this one (one listOrStreamEvents): the same 400, a 404 in its own words', async () => {
+    const answer = async (url: string, headers: Record<string, string>) => {
+      const response = await fetch(url, { headers: { ...bearer(account.key), ...headers } });
+      const body = (await response.json()) as { error: Record<string, unknown> };
+      return { status: response.status, requestId: response.headers.get('x-request-id'), body };
+    };
+    const id = await create('quick');
+    const accepts: Array<Record<string, string>> = [{}, { accept: 'text/event-stream' }];
+    for (const accept of accepts) {
+      const generation = await answer(eventsUrl(id), { ...accept, 'last-event-id': 'x' });
+      const batch = await answer(`${api.origin}/v1/batches/batch_nope/events`, {
+        ...accept,
+        'last-event-id': 'x',
+      });
+      expect(generation.status).toBe(400);
+      expect({ ...batch.body, error: { ...batch.body.error, request_id: null } }).toEqual({
+        ...generation.body,
+        error: { ...generation.body.error, request_id: null },
+      });
+      const missing = await answer(`${api.origin}/v1/batches/batch_nope/events`, accept);
+      expect(missing.status).toBe(404);
+      expect(missing.body.error).toMatchObject({
+        code: 'not_found',
+        message: 'No batch with this id in this account.',
+      });
+    }
+  });
+
   it('an idle stream gets keep-alive comments, and counts once against the rate limit', async () => {
     const id = await create('very slow [sim:slow=30]');
     const sse = await stream(id);

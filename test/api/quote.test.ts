@@ -1,9 +1,13 @@
 import { readdir } from 'node:fs/promises';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { describe, expect, it } from 'vitest';
 import { quoteSchema } from '../../src/api/schemas.js';
-import { bearer } from '../support/api.js';
+import { getBalance } from '../../src/db/credits-repository.js';
+import { setKeyRules } from '../../src/db/key-limits.js';
+import { quoteAnswer } from '../../src/generations/key-rules.js';
+import { bearer, createPaidAccount } from '../support/api.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { useGenerationStack } from '../support/stack.js';
 
@@ -102,5 +106,53 @@ describe('POST /v1/generations/quote', () => {
     expect(answer.statusCode).toBe(405);
     expect(answer.headers.allow).toBe('POST');
     expect(answer.json()).toMatchObject({ error: { code: 'method_not_allowed' } });
+  });
+
+  it('the three quotes (this one, POST /v1/batches/quote, the MCP tool) give the one answer quoteAnswer makes', async () => {
+    const account = await createPaidAccount(stack.db.pool, { subscription: 2, oneTime: 3 });
+    await setKeyRules(stack.db.pool, account.keyId, { spend_limit: 3, limit_reset: 'daily' });
+    const request = { model: 'lumen-pro', prompt: 'a lighthouse' };
+    const post = (url: string, body: unknown) =>
+      stack.api.app.inject({
+        method: 'POST',
+        url,
+        headers: {
+          ...bearer(account.key),
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+        },
+        payload: JSON.stringify(body),
+      });
+    const single = (await post('/v1/generations/quote', request)).json();
+    const batch = (await post('/v1/batches/quote', { requests: [{ custom_id: 'a', ...request }] })).json();
+    const called = await post('/v1/mcp', {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'tools/call',
+      params: { name: 'quote', arguments: { request } },
+    });
+    const data = called.body.split('\n').find((line) => line.startsWith('data: '))!;
+    const tool = (JSON.parse(data.slice('data: '.length)) as { result: CallToolResult }).result;
+
+    const priced = { model: 'lumen-pro', credits: 4, provider: 'simulated' };
+    const answer = await quoteAnswer(
+      stack.db.pool,
+      account.keyId,
+      priced,
+      await getBalance(stack.db.pool, account.accountId),
+    );
+    expect(answer).toMatchObject({
+      balance: { subscription: 2, one_time: 3, total: 5 },
+      affordable: false,
+      limited_by: 'key_spend_limit',
+      key_limit: { spend_limit: 3, limit_reset: 'daily', limit_remaining: 3 },
+    });
+    expect(single).toEqual(answer);
+    expect(tool.structuredContent).toEqual(answer);
+    const { model: _model, provider: _provider, ...bounds } = answer;
+    expect(batch).toEqual({ ...bounds, lines: 1 });
+    expect((tool.content[0] as { text: string }).text).toMatch(
+      /^lumen-pro costs 4 credits; the balance is 5; this connection's limit has 3 of 3 credits left, which does not cover it \(it resets at .+\)\.$/,
+    );
   });
 });

@@ -1,9 +1,14 @@
 import { sql } from 'slonik';
+import { z } from 'zod';
 import { describe, expect, it } from 'vitest';
 import { createApiKey } from '../../src/auth/api-key-issuer.js';
+import { rateLimitWords } from '../../src/auth/rate-limit.js';
+import { setKeyRules } from '../../src/db/key-limits.js';
+import { readOnlyRefusal } from '../../src/generations/key-rules.js';
 import { createSignInLink } from '../../src/db/console-sessions.js';
 import { randomBase62 } from '../../src/ids.js';
 import { newSecret, secretHash } from '../../src/console/session-ids.js';
+import { createPaidAccount } from '../support/api.js';
 import { cookiesOf, inputValue, playgroundForm, signInOverHttp } from '../support/console-http.js';
 import { useConsole } from '../support/console.js';
 import { useGenerationStack } from '../support/stack.js';
@@ -137,5 +142,32 @@ describe('console limits: whom failed sign-ins count, the key rate limit, the mo
     expect(page).toContain('nothing was generated or charged');
     expect(page).toContain('data-playground');
     expect(await debits()).toBe(before);
+  });
+
+  it('refuses the playground’s requests as the API does (its rate limit, a read-only key), logged with the API’s status and code', async () => {
+    const account = await createPaidAccount(stack.db.pool, { oneTime: 100 });
+    const signedIn = await signInOverHttp(consoleUi.url, account.key, from('198.51.100.6')); // 1 of 5
+    expect(signedIn.status).toBe(303);
+    await setKeyRules(stack.db.pool, account.keyId, { access: 'read_only' });
+    const answers: Array<{ status: number; page: string }> = [];
+    for (let i = 0; i < 5; i++) {
+      const form = await playgroundForm(consoleUi.url, signedIn.cookie, 'lumen-lite');
+      const sent = await generate(signedIn.cookie, { ...form, prompt: `refused ${i}` });
+      answers.push({ status: sent.status, page: await sent.text() });
+    }
+    // Four read-only refusals, each counted as a request, then the key's limit (the sign-in was one).
+    expect(answers.map((a) => a.status)).toEqual([403, 403, 403, 403, 429]);
+    expect(answers[0]!.page).toContain(readOnlyRefusal().message);
+    expect(answers[4]!.page).toContain(`${rateLimitWords(5)} for this key (the API&#39;s limit)`);
+    await expect
+      .poll(() =>
+        stack.db.pool.any(sql.type(z.object({ status_code: z.number(), error_code: z.string().nullable() }))`
+          SELECT status_code, error_code FROM api_request_log
+          WHERE api_key_id = ${account.keyId} AND path = '/v1/generations' ORDER BY id`),
+      )
+      .toEqual([
+        ...Array.from({ length: 4 }, () => ({ status_code: 403, error_code: 'key_read_only' })),
+        { status_code: 429, error_code: 'rate_limited' },
+      ]);
   });
 });

@@ -2,7 +2,8 @@ import { sql } from 'slonik';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { toGeneration } from '../../src/api/generation-view.js';
-import { generationEventsAfter } from '../../src/db/generation-events.js';
+import { eventsAfter } from '../../src/db/events-after.js';
+import { generationEventRow, generationEventsAfter } from '../../src/db/generation-events.js';
 import { expireGeneration } from '../../src/db/generation-results.js';
 import { markNeedsReview, resumeWithProviderJob } from '../../src/db/provider-submissions.js';
 import { pruneRejectedGenerations } from '../../src/db/pruning-repository.js';
@@ -42,6 +43,17 @@ describe('the event log of a generation (migration 0016)', () => {
     );
     expect(Date.parse(events[2]!.created_at)).toBeGreaterThanOrEqual(Date.parse(events[0]!.created_at));
     expect((await generationEventsAfter(stack.db.pool, id, 2)).map((e) => e.seq)).toEqual([3]);
+
+    // The read every event log shares (a batch's too): after a number, at most `limit`, the newest as well.
+    const seqs = async (after: number, options: { limit?: number; withNewest?: boolean }) =>
+      (await eventsAfter(stack.db.pool, 'generation', id, after, generationEventRow, options)).map(
+        (e) => e.seq,
+      );
+    expect(await seqs(0, { limit: 1 })).toEqual([1]);
+    expect(await seqs(0, { limit: 1, withNewest: true })).toEqual([1, 3]);
+    expect(await seqs(1, {})).toEqual([2, 3]);
+    expect(await seqs(3, { withNewest: true })).toEqual([3]);
+    expect(await seqs(3, {})).toEqual([]);
   });
 
   it('a failure: refunded and failed in one change', async () => {

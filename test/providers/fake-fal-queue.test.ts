@@ -1,6 +1,7 @@
+import { createHash, createPublicKey, verify } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FalQueueServer, falRequestError } from '../support/providers/fal-queue-server.js';
-import { promptContains } from '../support/providers/fake-http.js';
+import { promptContains, startFakeHttp, type FakeHttpServer } from '../support/providers/fake-http.js';
 import { call, download, outcomeWithin } from '../support/providers/plain-fetch.js';
 import { probeVideo } from '../support/providers/probe-video.js';
 
@@ -227,5 +228,157 @@ describe('fal queue fake', () => {
     const bytes = Buffer.from(await (await fetch(video.url)).arrayBuffer());
     expect(bytes.length).toBe(video.file_size);
     expect(await probeVideo(bytes)).toEqual({ width: 320, height: 240, seconds: 1 });
+  });
+
+  describe('webhooks', () => {
+    let receiver: FakeHttpServer;
+    const hook = () => `${receiver.origin}/hook?g=1`;
+    const submit = async (input: Record<string, unknown>, webhook = hook()) =>
+      (
+        await call(`${fal.origin}/fal-ai/flux/dev?fal_webhook=${encodeURIComponent(webhook)}`, {
+          method: 'POST',
+          headers: key,
+          json: input,
+        })
+      ).body as { request_id: string; gateway_request_id: string };
+    /** Whether a delivery verifies against a key of the JWKS the fake serves, as fal's docs say. */
+    const verifies = async (delivery: { headers: Record<string, string>; body: string }) => {
+      const jwks = (await call(fal.env().FAL_JWKS_URL!)).body as { keys: Array<Record<string, string>> };
+      const h = delivery.headers;
+      const message = [
+        h['x-fal-webhook-request-id'],
+        h['x-fal-webhook-user-id'],
+        h['x-fal-webhook-timestamp'],
+        createHash('sha256').update(delivery.body).digest('hex'),
+      ].join('\n');
+      const signature = Buffer.from(h['x-fal-webhook-signature']!, 'hex');
+      return jwks.keys.some((jwk) =>
+        verify(null, Buffer.from(message), createPublicKey({ key: jwk, format: 'jwk' }), signature),
+      );
+    };
+    const settle = async (ms: number) => {
+      await new Promise((resolve) => setTimeout(resolve, ms));
+      await fal.webhooks.settled();
+    };
+    beforeAll(async () => {
+      receiver = await startFakeHttp((_request, _body, response) => {
+        response.writeHead(200).end();
+      });
+    });
+    afterAll(() => receiver.close());
+
+    it('serves its public keys as a JWKS, without the key; env() names it as FAL_JWKS_URL', async () => {
+      const jwks = await call(fal.env().FAL_JWKS_URL!);
+      expect(jwks.status).toBe(200);
+      expect(jwks.body.keys).toEqual([
+        expect.objectContaining({
+          kty: 'OKP',
+          crv: 'Ed25519',
+          x: expect.any(String),
+          kid: expect.any(String),
+        }),
+      ]);
+    });
+
+    it('a timed run (runMs) pushes its end once: OK with the output as payload, signed with ED25519', async () => {
+      fal.script({ runMs: 100 }, promptContains('pushed'));
+      const created = await submit({ prompt: 'pushed', image_size: 'square' });
+      expect(created.gateway_request_id).toBe(created.request_id);
+      const { request_id: id } = created;
+      expect(fal.accepted().find((j) => j.id === id)?.webhook).toBe(hook());
+      expect(fal.statusOf(id)).toBe('IN_QUEUE'); // no poll: its clock ends it
+      await settle(150);
+      const [attempt, ...more] = fal.webhooks.attemptsFor(id);
+      expect([attempt?.url, attempt?.status, more]).toEqual([hook(), 200, []]);
+      const delivered = receiver.requests.find((r) => r.body.includes(id))!;
+      expect(JSON.parse(delivered.body)).toEqual({
+        request_id: id,
+        gateway_request_id: id,
+        status: 'OK',
+        payload: expect.objectContaining({
+          images: [expect.objectContaining({ width: 512, height: 512, url: expect.any(String) })],
+        }),
+      });
+      expect(delivered.headers).toMatchObject({
+        'x-fal-webhook-request-id': id,
+        'x-fal-webhook-user-id': fal.signing.userId,
+        'x-fal-webhook-signature': expect.stringMatching(/^[0-9a-f]{128}$/),
+      });
+      expect(Math.abs(Number(delivered.headers['x-fal-webhook-timestamp']) - Date.now() / 1000)).toBeLessThan(
+        5,
+      );
+      expect(await verifies(delivered)).toBe(true);
+      // The result read afterwards is the same output; reading never pushes again.
+      const result = await call(`${fal.origin}/fal-ai/flux/requests/${id}`, { headers: key });
+      expect(result.body.images[0].url).toBe(JSON.parse(delivered.body).payload.images[0].url);
+      await fal.webhooks.settled();
+      expect(fal.webhooks.attemptsFor(id)).toHaveLength(1);
+    });
+
+    it('an error result is pushed as ERROR; ends by polls, release and cancel push too; none without fal_webhook', async () => {
+      fal.script({ error: falRequestError('request_timeout', 504) }, promptContains('broken'));
+      const broken = (await submit({ prompt: 'broken' })).request_id;
+      for (let i = 0; i < 3; i++)
+        await call(`${fal.origin}/fal-ai/flux/requests/${broken}/status`, { headers: key });
+      fal.script({ holdInQueue: true }, promptContains('held'));
+      const held = (await submit({ prompt: 'held' })).request_id;
+      fal.release(held);
+      const cancelled = (await submit({ prompt: 'to cancel' })).request_id;
+      await call(`${fal.origin}/fal-ai/flux/requests/${cancelled}/cancel`, { method: 'PUT', headers: key });
+      const quiet = (
+        await call(`${fal.origin}/fal-ai/flux/dev`, {
+          method: 'POST',
+          headers: key,
+          json: { prompt: 'quiet' },
+        })
+      ).body.request_id;
+      fal.release(quiet);
+      await settle(0);
+      const pushed = (id: string) => fal.webhooks.attemptsFor(id).map((a) => JSON.parse(a.body));
+      expect(pushed(broken)).toEqual([
+        {
+          request_id: broken,
+          gateway_request_id: broken,
+          status: 'ERROR',
+          error: 'Invalid status code: 504',
+          payload: { detail: 'request_timeout', error_type: 'request_timeout' },
+        },
+      ]);
+      expect(pushed(held).map((d) => d.status)).toEqual(['OK']);
+      expect(pushed(cancelled)).toEqual([
+        expect.objectContaining({
+          status: 'ERROR',
+          payload: expect.objectContaining({ error_type: 'client_cancelled' }),
+        }),
+      ]);
+      expect(pushed(quiet)).toEqual([]);
+    });
+
+    it('forged and replayed deliveries, and a rotated key the JWKS then lists', async () => {
+      fal.defaultRunMs = 10;
+      try {
+        fal.webhooks.forge();
+        const forged = (await submit({ prompt: 'forged' })).request_id;
+        await settle(50);
+        const [bad] = fal.webhooks.attemptsFor(forged);
+        expect(bad!.kind).toBe('forged');
+        expect(await verifies(bad!)).toBe(false);
+
+        fal.webhooks.replay(1, 600);
+        const replayed = (await submit({ prompt: 'replayed' })).request_id;
+        await settle(50);
+        const [old] = fal.webhooks.attemptsFor(replayed);
+        expect(Date.now() / 1000 - Number(old!.headers['x-fal-webhook-timestamp'])).toBeGreaterThan(590);
+        expect(await verifies(old!)).toBe(true);
+
+        fal.signing.rotate();
+        expect((await call(fal.env().FAL_JWKS_URL!)).body.keys).toHaveLength(2);
+        const rotated = (await submit({ prompt: 'rotated' })).request_id;
+        await settle(50);
+        expect(await verifies(fal.webhooks.attemptsFor(rotated)[0]!)).toBe(true);
+      } finally {
+        fal.defaultRunMs = undefined;
+      }
+    });
   });
 });

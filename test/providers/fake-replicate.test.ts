@@ -1,5 +1,6 @@
+import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { promptContains } from '../support/providers/fake-http.js';
+import { promptContains, startFakeHttp, type FakeHttpServer } from '../support/providers/fake-http.js';
 import { call, download, outcomeWithin } from '../support/providers/plain-fetch.js';
 import { probeVideo } from '../support/providers/probe-video.js';
 import { ReplicateServer } from '../support/providers/replicate-server.js';
@@ -193,5 +194,163 @@ describe('Replicate fake', () => {
     expect(typeof created.body.output).toBe('string');
     const bytes = Buffer.from(await (await fetch(created.body.output)).arrayBuffer());
     expect(await probeVideo(bytes)).toEqual({ width: 256, height: 144, seconds: 2 });
+  });
+
+  describe('webhooks', () => {
+    let receiver: FakeHttpServer;
+    /** The receiver's next answers (then 200). */
+    const answers: number[] = [];
+    const hook = () => `${receiver.origin}/hook`;
+    const secretOf = async () => (await call(`${api}/webhooks/default/secret`, { headers: auth })).body.key;
+    /** Whether a delivery's signature is the secret's, Standard Webhooks style. */
+    const signedBy = (secret: string, delivery: { headers: Record<string, string>; body: string }) => {
+      const { 'webhook-id': id, 'webhook-timestamp': timestamp } = delivery.headers;
+      const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
+      const expected = createHmac('sha256', key)
+        .update(`${id}.${timestamp}.${delivery.body}`)
+        .digest('base64');
+      return delivery.headers['webhook-signature']!.split(' ').includes(`v1,${expected}`);
+    };
+    beforeAll(async () => {
+      receiver = await startFakeHttp((_request, _body, response) => {
+        response.writeHead(answers.shift() ?? 200).end();
+      });
+    });
+    afterAll(() => receiver.close());
+
+    it('serves the account secret to the token only, and signs with it; rotate makes a new one', async () => {
+      const secret = await secretOf();
+      expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]+={0,2}$/);
+      expect((await call(`${api}/webhooks/default/secret`)).status).toBe(401);
+      replicate.signing.rotate();
+      expect(await secretOf()).not.toBe(secret);
+    });
+
+    it('a timed run (runMs) pushes the finished prediction once to the webhook, signed; "completed" only', async () => {
+      // A create without a webhook records none, and nothing is ever pushed for it.
+      const quiet = (await create({ prompt: 'quiet fox' })).body.id as string;
+      expect(replicate.accepted().find((p) => p.id === quiet)?.webhook).toBeUndefined();
+      replicate.script({ runMs: 100 }, promptContains('timed'));
+      const timed = await call(`${api}/models/owner/timed/predictions`, {
+        method: 'POST',
+        headers: auth,
+        json: { input: { prompt: 'timed' }, webhook: hook(), webhook_events_filter: ['completed'] },
+      });
+      const { id } = timed.body;
+      expect(replicate.accepted().find((p) => p.id === id)).toMatchObject({
+        webhook: hook(),
+        webhookEvents: ['completed'],
+      });
+      // No poll: the prediction ends on its clock (unscripted ones end by polls, or after defaultRunMs).
+      expect(replicate.statusOf(id)).toBe('starting');
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      await replicate.webhooks.settled();
+      const [attempt, ...more] = replicate.webhooks.attemptsFor(id);
+      expect(more).toEqual([]);
+      expect(attempt).toMatchObject({ url: hook(), status: 200, kind: 'genuine' });
+      const delivered = receiver.requests.find((r) => r.body.includes(id))!;
+      expect(delivered.headers['content-type']).toBe('application/json');
+      expect(JSON.parse(delivered.body)).toMatchObject({
+        id,
+        status: 'succeeded',
+        output: [expect.stringMatching(/^http/)],
+      });
+      expect(delivered.headers['webhook-id']).toMatch(/^msg_/);
+      expect(Math.abs(Number(delivered.headers['webhook-timestamp']) - Date.now() / 1000)).toBeLessThan(5);
+      expect(signedBy(await secretOf(), delivered)).toBe(true);
+      // Polled now, it is what was pushed; polling never pushes it again.
+      expect((await call(`${api}/predictions/${id}`, { headers: auth })).body.status).toBe('succeeded');
+      await replicate.webhooks.settled();
+      expect(replicate.webhooks.attemptsFor(id)).toHaveLength(1);
+      expect(replicate.webhooks.attemptsFor(quiet)).toEqual([]);
+    });
+
+    it('without a filter pushes start and completed; a prediction ended by polls, release or cancel pushes then', async () => {
+      const make = async (prompt: string, filter?: string[]) =>
+        (
+          await call(`${api}/models/owner/m/predictions`, {
+            method: 'POST',
+            headers: auth,
+            json: {
+              input: { prompt },
+              webhook: hook(),
+              ...(filter ? { webhook_events_filter: filter } : {}),
+            },
+          })
+        ).body.id as string;
+      const polled = await make('by polls');
+      for (let i = 0; i < 3; i++) await call(`${api}/predictions/${polled}`, { headers: auth });
+      replicate.script({ hold: true }, promptContains('held'));
+      const held = await make('held', ['completed']);
+      replicate.release(held);
+      const canceled = await make('to cancel', ['completed']);
+      await call(`${api}/predictions/${canceled}/cancel`, { method: 'POST', headers: auth });
+      await replicate.webhooks.settled();
+      const statuses = (id: string) =>
+        replicate.webhooks.attemptsFor(id).map((a) => (JSON.parse(a.body) as { status: string }).status);
+      expect(statuses(polled)).toEqual(['starting', 'succeeded']);
+      expect(statuses(held)).toEqual(['succeeded']);
+      expect(statuses(canceled)).toEqual(['canceled']);
+    });
+
+    it('retries a refused delivery (same webhook-id, fresh timestamp), and plays lose, duplicate, late, forge, replay', async () => {
+      replicate.defaultRunMs = 20;
+      const ended = async (prompt: string) => {
+        const { id } = (
+          await call(`${api}/models/owner/m/predictions`, {
+            method: 'POST',
+            headers: auth,
+            json: { input: { prompt }, webhook: hook(), webhook_events_filter: ['completed'] },
+          })
+        ).body;
+        await new Promise((resolve) => setTimeout(resolve, 60));
+        await replicate.webhooks.settled();
+        return { id: id as string, attempts: replicate.webhooks.attemptsFor(id) };
+      };
+      try {
+        answers.push(500, 503);
+        const retried = await ended('retried');
+        expect(retried.attempts.map((a) => a.status)).toEqual([500, 503, 200]);
+        expect(new Set(retried.attempts.map((a) => a.headers['webhook-id'])).size).toBe(1);
+
+        replicate.webhooks.lose();
+        const lost = await ended('lost');
+        expect([lost.attempts, replicate.webhooks.lost.at(-1)?.jobId]).toEqual([[], lost.id]);
+        // The provider's own redelivery, freshly signed.
+        expect(replicate.webhooks.redeliver(lost.id)).toBe(true);
+        await replicate.webhooks.settled();
+        expect(replicate.webhooks.attemptsFor(lost.id).map((a) => [a.kind, a.status])).toEqual([
+          ['redelivered', 200],
+        ]);
+
+        replicate.webhooks.duplicate();
+        const twice = await ended('twice');
+        expect(twice.attempts.map((a) => a.kind)).toEqual(['genuine', 'duplicate']);
+        expect(twice.attempts[1]!.headers).toEqual(twice.attempts[0]!.headers);
+
+        replicate.webhooks.late();
+        const late = await ended('late');
+        expect(late.attempts).toEqual([]);
+        replicate.webhooks.sendLate();
+        await replicate.webhooks.settled();
+        expect(replicate.webhooks.attemptsFor(late.id)).toHaveLength(1);
+
+        const secret = await secretOf();
+        answers.push(401);
+        replicate.webhooks.forge();
+        const forged = await ended('forged');
+        expect(forged.attempts.map((a) => [a.kind, a.status])).toEqual([['forged', 401]]); // never retried
+        expect(signedBy(secret, forged.attempts[0]!)).toBe(false);
+
+        replicate.webhooks.replay(1, 600);
+        const replayed = await ended('replayed');
+        const [old] = replayed.attempts;
+        expect(old!.kind).toBe('replayed');
+        expect(Date.now() / 1000 - Number(old!.headers['webhook-timestamp'])).toBeGreaterThan(590);
+        expect(signedBy(secret, old!)).toBe(true);
+      } finally {
+        replicate.defaultRunMs = undefined;
+      }
+    });
   });
 });

@@ -97,6 +97,22 @@ describe('FalQueueProvider', () => {
     expect(reads.every((r) => r.headers.authorization === 'Key [redacted]')).toBe(true);
   });
 
+  it('pushes: a job with a webhook URL is enqueued with it as fal_webhook, and without one, nothing is added', async () => {
+    expect(adapter.pushes).toBe(true);
+    const webhookUrl = 'https://api.example.test/provider-webhooks/fal/gen_a?b&c';
+    const { jobId } = await adapter.submit({ ...job({ prompt: 'pushed' }), webhookUrl });
+    const create = fal.requests.filter((r) => r.method === 'POST').at(-1)!;
+    const url = new URL(create.url, fal.origin);
+    expect(url.pathname).toBe('/fal-ai/flux/dev');
+    expect([...url.searchParams]).toEqual([['fal_webhook', webhookUrl]]);
+    expect(JSON.parse(create.body)).toEqual({ prompt: 'pushed' });
+    // The job id is built as for any create: status and result are read as before.
+    expect((await settle(jobId)).state).toBe('succeeded');
+
+    await adapter.submit(job({ prompt: 'not pushed' }));
+    expect(fal.requests.filter((r) => r.method === 'POST').at(-1)!.url).toBe('/fal-ai/flux/dev');
+  });
+
   it('reads a video model’s result as one video', async () => {
     fal.script({
       pollsInQueue: 0,

@@ -104,6 +104,30 @@ describe('ReplicateProvider', () => {
     expect(replicate.accepted().find((p) => p.id === jobId)?.model).toBe('kwaivgi/kling-v3-video');
   });
 
+  it('pushes: a job with a webhook URL is created with it and the "completed" filter, on either endpoint', async () => {
+    expect(provider.pushes).toBe(true);
+    const webhookUrl = 'https://api.example.test/provider-webhooks/replicate/gen_123';
+    await provider.submit({ ...job(schnell({})), webhookUrl });
+    expect(JSON.parse(lastCreate().body)).toEqual({
+      input: { prompt: 'a fox' },
+      webhook: webhookUrl,
+      webhook_events_filter: ['completed'],
+    });
+    await provider.submit({
+      ...job({ model: 'kwaivgi/kling-v3-video', version: 'v123', input: { prompt: 'waves' } }),
+      webhookUrl,
+    });
+    expect(JSON.parse(lastCreate().body)).toEqual({
+      version: 'kwaivgi/kling-v3-video:v123',
+      input: { prompt: 'waves' },
+      webhook: webhookUrl,
+      webhook_events_filter: ['completed'],
+    });
+    // Without a URL (no PROVIDER_WEBHOOK_BASE_URL), neither field is sent (the two tests above).
+    await provider.submit(job(schnell({})));
+    expect(Object.keys(JSON.parse(lastCreate().body))).toEqual(['input']);
+  });
+
   it('sends our small stored images as data URIs, large ones as our URL, and other URLs as given', async () => {
     const small = await drawImage(64, 48, 'png');
     const noise = await sharp(randomBytes(420 * 420 * 3), { raw: { width: 420, height: 420, channels: 3 } })

@@ -2,6 +2,7 @@ import type { FastifyReply } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
 import { accountEventHead, accountEventsAfter, latestAccountEvents } from '../../db/account-events.js';
 import { ValidationError } from '../../errors.js';
+import { maxPageSize } from '../../generations/list-query.js';
 import { toAccountEvent, type AccountEventStreams } from '../account-event-streams.js';
 import { principalOf } from '../auth-plugin.js';
 import { routeSchemas } from '../route-schemas.js';
@@ -16,8 +17,8 @@ export interface AccountEventRouteDeps {
   streams: { slots: StreamSlots; accounts: AccountEventStreams };
 }
 
-/** A JSON page's size when `limit` is not given. */
-const defaultPage = 100;
+/** A JSON page's size when `limit` is not given: the largest. */
+const defaultPage = maxPageSize;
 
 /**
  * The Last-Event-ID header as a cursor: absent or empty is undefined (none sent); anything but a

@@ -1,18 +1,16 @@
 import type { CommonQueryMethods } from 'slonik';
 import { batchEventsAfter } from '../../db/batch-events.js';
 import { getBatch } from '../../db/batches.js';
-import { ApiError } from '../../errors.js';
 import {
   batchEnded,
   batchSseMessage,
   toBatchEventView,
   type BatchEventStreams,
 } from '../batch-event-streams.js';
-import { sendEndingEventStream } from '../sse-response.js';
 import type { StreamSlots } from '../stream-slots.js';
 import type { ZodApp } from '../zod-type-provider.js';
 import { batchEventListSchema, batchPathSchema } from '../batch-schemas.js';
-import { openEventRead, streamLimitExceeded } from './event-routes.js';
+import { listOrStreamEvents } from './event-routes.js';
 
 /** Its schemas (in batchRouteSchemas, which the OpenAPI document reads). */
 export const batchEventsSchema = {
@@ -36,21 +34,15 @@ export interface BatchEventRouteDeps {
  */
 export function batchEventRoutes(app: ZodApp, deps: BatchEventRouteDeps): void {
   app.get('/v1/batches/:id/events', { schema: batchEventsSchema }, async (request, reply) => {
-    const { principal, stream, connection, lastSeq } = openEventRead(request, reply, deps.streams.slots);
-    const { id } = request.params;
-    const batch = id ? await getBatch(deps.db, principal.accountId, id) : null;
-    if (!batch) throw new ApiError('not_found', 'No batch with this id in this account.');
-    reply.header('x-request-id', batch.id);
-    if (!stream) {
-      const events = await batchEventsAfter(deps.db, batch.id, lastSeq);
-      return { data: events.map(toBatchEventView) };
-    }
-    const events = await batchEventsAfter(deps.db, batch.id, lastSeq, { withNewest: true });
-    return sendEndingEventStream(reply, connection, {
-      unseen: events.filter((e) => e.seq > lastSeq).map(batchSseMessage),
-      ended: batchEnded(events),
-      open: (body) => deps.streams.batches.open(batch.id, principal, lastSeq, body),
-      refused: streamLimitExceeded,
+    // A block, not an expression: the handler's answer is the list, or the reply the stream is sent on.
+    return listOrStreamEvents(request, reply, deps.streams.slots, request.params.id, {
+      find: (accountId, id) => getBatch(deps.db, accountId, id),
+      notFound: 'No batch with this id in this account.',
+      read: (id, afterSeq, options) => batchEventsAfter(deps.db, id, afterSeq, options),
+      view: toBatchEventView,
+      message: batchSseMessage,
+      ended: batchEnded,
+      streams: deps.streams.batches,
     });
   });
 }

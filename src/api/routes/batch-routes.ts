@@ -1,12 +1,13 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { batchResultsFile, toBatch } from '../../db/batch-view.js';
-import { affordability } from '../../generations/key-rules.js';
+import { quoteAnswer } from '../../generations/key-rules.js';
 import { batchCounts, batchCountsOf, getBatch, listBatches, type BatchRow } from '../../db/batches.js';
 import type { DatabasePool } from '../../db/pool.js';
 import { ApiError } from '../../errors.js';
 import { cancelBatch } from '../../generations/batch-cancel.js';
 import { createBatch, quoteBatch, type BatchCreationDeps } from '../../generations/batch-creation.js';
+import { defaultPageSize } from '../../generations/list-query.js';
 import { getBalance } from '../../db/credits-repository.js';
 import { principalOf } from '../auth-plugin.js';
 import { jsonBatchBody, jsonlBatchBody, type BatchBodyLimits } from '../batch-bodies.js';
@@ -111,11 +112,7 @@ function routes(typed: ZodApp, deps: BatchRouteDeps) {
     async (request, reply) => {
       const principal = principalOf(request);
       const quote = await upload(request, reply, () => quoteBatch(deps, batchBody(request, limits)));
-      const balance = await getBalance(deps.pool, principal.accountId);
-      return {
-        ...quote,
-        ...(await affordability(deps.pool, principal.keyId, quote.credits, balance)),
-      };
+      return quoteAnswer(deps.pool, principal.keyId, quote, await getBalance(deps.pool, principal.accountId));
     },
   );
 
@@ -129,7 +126,7 @@ function routes(typed: ZodApp, deps: BatchRouteDeps) {
   });
 
   typed.get('/v1/batches', { schema: batchRouteSchemas.listBatches }, async (request) => {
-    const limit = request.query.limit ?? 20;
+    const limit = request.query.limit ?? defaultPageSize;
     const rows = await listBatches(deps.pool, {
       accountId: principalOf(request).accountId,
       limit: limit + 1,

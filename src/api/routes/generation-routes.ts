@@ -3,7 +3,7 @@ import type { CommonQueryMethods } from 'slonik';
 import type { GenerationRow } from '../../db/generation-reads.js';
 import { ApiError } from '../../errors.js';
 import { admitGeneration, type AdmissionDeps } from '../../generations/admit-generation.js';
-import { pageOfGenerations } from '../../generations/list-query.js';
+import { defaultPageSize, pageOfGenerations } from '../../generations/list-query.js';
 import { principalOf } from '../auth-plugin.js';
 import { readOwnGeneration, type GenerationCache } from '../cached-generation.js';
 import { sendGeneration } from '../conditional-reads.js';
@@ -112,7 +112,7 @@ export function generationRoutes(app: ZodApp, deps: GenerationRouteDeps): void {
 
   app.get('/v1/generations', { schema: routeSchemas.listGenerations }, async (request) => {
     const { query } = request;
-    const limit = query.limit ?? 20;
+    const limit = query.limit ?? defaultPageSize;
     const principal = principalOf(request);
     const { rows, nextCursor } = await pageOfGenerations(deps.db, {
       accountId: principal.accountId,

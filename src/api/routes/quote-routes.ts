@@ -3,7 +3,7 @@ import { getBalance, type CreditBalance } from '../../db/credits-repository.js';
 import type { InvalidatedCache } from '../../invalidated-cache.js';
 import { principalOf } from '../auth-plugin.js';
 import { quoteGeneration, type AdmissionDeps } from '../../generations/admit-generation.js';
-import { affordability } from '../../generations/key-rules.js';
+import { quoteAnswer } from '../../generations/key-rules.js';
 import { routeSchemas } from '../route-schemas.js';
 import type { ZodApp } from '../zod-type-provider.js';
 
@@ -32,10 +32,7 @@ export function quoteRoutes(
       const balance =
         deps.balances.peek(accountId) ??
         (await deps.balances.get(accountId, (id) => getBalance(deps.db, id)));
-      return {
-        ...quote,
-        ...(await affordability(deps.db, principal.keyId, quote.credits, balance)),
-      };
+      return quoteAnswer(deps.db, principal.keyId, quote, balance);
     },
   );
 }

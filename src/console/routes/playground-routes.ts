@@ -1,17 +1,20 @@
-import { readOnlyRefusal } from '../../generations/key-rules.js';
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { keyRateLimitRefusal, rateLimitWords } from '../../auth/rate-limit.js';
 import type { CompiledModel } from '../../catalog/catalog-cache.js';
-import { ApiError, ValidationError, errorCodes, type ErrorCode, type ValidationIssue } from '../../errors.js';
-import { admitGeneration, GenerationRefused, quoteGeneration } from '../../generations/admit-generation.js';
-import { newId } from '../../ids.js';
 import { getBalance } from '../../db/credits-repository.js';
+import { ApiError, ValidationError, type ValidationIssue } from '../../errors.js';
+import { admitGeneration, GenerationRefused, quoteGeneration } from '../../generations/admit-generation.js';
+import { requestedModel } from '../../generations/generation-request.js';
+import { readOnlyRefusal } from '../../generations/key-rules.js';
+import { newId } from '../../ids.js';
 import { bodyFromForm, formFields } from '../playground-form.js';
 import { judgeUploads } from '../playground-images.js';
-import { UploadTooLarge, type StreamedForm } from '../uploads.js';
 import { sendPage } from '../render.js';
 import type { ConsoleRouteDeps } from '../route-deps.js';
 import { userOf } from '../request-fields.js';
+import type { ConsoleUser } from '../sessions.js';
+import { UploadTooLarge, type StreamedForm } from '../uploads.js';
 
 /**
  * The playground: a form made from the model's published description, its price quoted before it
@@ -20,6 +23,73 @@ import { userOf } from '../request-fields.js';
  * Idempotency-Key, so a double click or a resubmitted form is one generation and one debit.
  */
 export function playgroundRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): void {
+  const page = playgroundPage(deps);
+
+  app.get<{ Querystring: { model?: string } }>('/playground', async (request, reply) => {
+    const model = page.modelNamed(request.query.model);
+    if (!model)
+      return sendPage(
+        request,
+        reply,
+        'error',
+        { title: 'Playground', message: 'No models are available.' },
+        503,
+      );
+    return page.show(request, reply, model, {});
+  });
+
+  /** The price of the form as it stands (the page's script asks as options change). */
+  app.get<{ Querystring: Record<string, string> }>('/playground/quote', async (request) => {
+    const model = page.modelNamed(request.query.model);
+    if (!model) return { credits: null };
+    const query = { ...request.query, prompt: 'x' } as Record<string, unknown>;
+    const body = bodyFromForm(model.publicView, {
+      field: (name) => (typeof query[name] === 'string' ? query[name] : undefined),
+      images: () => [],
+    });
+    return { credits: await page.quote(body) };
+  });
+
+  /**
+   * A generation from the form. The upload was opened by the CSRF check, which read only its
+   * token; the rest is read only once the key's rate limit allows one more request, as the API
+   * counts one, and streams to temporary files within the API's limits (413 past them).
+   */
+  app.post(
+    '/playground',
+    {
+      config: { consoleUpload: true },
+      // The temporary files go before the answer does: an answered form has left nothing on disk.
+      onSend: async (request) => {
+        await request.consoleForm?.discard();
+      },
+    },
+    async (request, reply) => {
+      const form = request.consoleForm;
+      if (!form)
+        return reply.code(415).type('text/plain').send('The playground form is sent as multipart/form-data.');
+      try {
+        return await generate(deps, page, request, reply, form);
+      } finally {
+        // Also when no answer was sent (an error the error handler answers after this).
+        await form.discard();
+      }
+    },
+  );
+}
+
+interface PageExtra {
+  values?: Record<string, unknown>;
+  issues?: ValidationIssue[];
+  message?: string | null;
+  status?: number;
+}
+
+type PlaygroundPage = ReturnType<typeof playgroundPage>;
+
+/** The playground's page: a model's form, priced now, beside the balance, with a fresh Idempotency-Key. */
+function playgroundPage(deps: ConsoleRouteDeps) {
+  /** The model a link names, else the first one (none: the catalog is empty). */
   const modelNamed = (id: unknown): CompiledModel | undefined =>
     (typeof id === 'string' ? deps.catalog.get(id) : undefined) ?? deps.catalog.list()[0];
 
@@ -37,12 +107,7 @@ export function playgroundRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): 
     request: FastifyRequest,
     reply: FastifyReply,
     model: CompiledModel,
-    extra: {
-      values?: Record<string, unknown>;
-      issues?: ValidationIssue[];
-      message?: string | null;
-      status?: number;
-    },
+    extra: PageExtra,
   ) => {
     const values = extra.values ?? {};
     const balance = await getBalance(deps.db, userOf(request).accountId);
@@ -70,145 +135,129 @@ export function playgroundRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): 
     );
   };
 
-  app.get<{ Querystring: { model?: string } }>('/playground', async (request, reply) => {
-    const model = modelNamed(request.query.model);
-    if (!model)
-      return sendPage(
-        request,
-        reply,
-        'error',
-        { title: 'Playground', message: 'No models are available.' },
-        503,
-      );
-    return show(request, reply, model, {});
+  return { modelNamed, quote, show };
+}
+
+/**
+ * A sent form, as the API answers a POST /v1/generations made with the session's key: refused
+ * before its body is read past the key's rate limit or for a read-only key; else read (413 past
+ * the limits), its model checked as admission checks it (never another in its place), admitted
+ * (admitGeneration), and shown its generation, or the form again with what was wrong.
+ */
+async function generate(
+  deps: ConsoleRouteDeps,
+  page: PlaygroundPage,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  form: StreamedForm,
+) {
+  const user = userOf(request);
+  const logRequest = requestLogger(deps, request, user);
+  const firstModel = deps.catalog.list()[0];
+  if (!firstModel) return reply.code(503).type('text/plain').send('No models are available.');
+  if (form.refusal) return page.show(request, reply, firstModel, { message: form.refusal, status: 413 });
+  const refused = await refusedUnread(deps, user);
+  if (refused) {
+    logRequest(newId('req'), refused.error);
+    if (refused.error.extra.retryAfterSeconds !== undefined)
+      reply.header('retry-after', String(refused.error.extra.retryAfterSeconds));
+    return page.show(request, reply, firstModel, { message: refused.message, status: refused.error.status });
+  }
+  try {
+    await form.readAll();
+  } catch (error) {
+    if (!(error instanceof UploadTooLarge)) throw error;
+    const named = deps.catalog.get(form.field('model') ?? '') ?? firstModel;
+    return page.show(request, reply, named, { message: error.message, status: 413 });
+  }
+  const requested = requestedModel(deps.catalog, form.field('model'));
+  if (!requested.ok) {
+    const message = `The model “${(form.field('model') ?? '').slice(0, 100)}” is not available (unknown or retired), so nothing was generated or charged. Choose one of the models below.`;
+    return page.show(request, reply, firstModel, { message, status: 400 });
+  }
+  const { model } = requested;
+  const uploads = await judgeUploads(model.publicView, form);
+  const body = bodyFromForm(model.publicView, {
+    field: (name) => form.field(name),
+    images: (name) => uploads.standIns(name),
   });
-
-  /** The price of the form as it stands (the page's script asks as options change). */
-  app.get<{ Querystring: Record<string, string> }>('/playground/quote', async (request) => {
-    const model = modelNamed(request.query.model);
-    if (!model) return { credits: null };
-    const query = { ...request.query, prompt: 'x' } as Record<string, unknown>;
-    const body = bodyFromForm(model.publicView, {
-      field: (name) => (typeof query[name] === 'string' ? query[name] : undefined),
-      images: () => [],
-    });
-    return { credits: await quote(body) };
-  });
-
-  /**
-   * A generation from the form. The upload was opened by the CSRF check, which read only its
-   * token; the rest is read only once the key's rate limit allows one more request, as the API
-   * counts one, and streams to temporary files within the API's limits (413 past them).
-   */
-  app.post(
-    '/playground',
-    {
-      config: { consoleUpload: true },
-      // The temporary files go before the answer does: an answered form has left nothing on disk.
-      onSend: async (request) => {
-        await request.consoleForm?.discard();
-      },
-    },
-    async (request, reply) => {
-      const form = request.consoleForm;
-      if (!form)
-        return reply.code(415).type('text/plain').send('The playground form is sent as multipart/form-data.');
-      try {
-        return await generate(request, reply, form);
-      } finally {
-        // Also when no answer was sent (an error the error handler answers after this).
-        await form.discard();
-      }
-    },
-  );
-
-  const generate = async (request: FastifyRequest, reply: FastifyReply, form: StreamedForm) => {
-    const user = userOf(request);
-    const started = performance.now();
-    // The generation is a request made with the session's key: it goes to the account's request log like the API's.
-    const logRequest = (requestId: string, errorCode: string | null) =>
-      deps.requestLog.add({
-        accountId: user.accountId,
-        apiKeyId: user.keyId,
-        requestId,
-        method: 'POST',
-        path: '/v1/generations',
-        statusCode: errorCode === null ? 202 : (errorCodes[errorCode as ErrorCode]?.status ?? 400),
-        errorCode,
-        ip: request.ip,
-        userAgent: 'account console',
-        durationMs: performance.now() - started,
-        createdAtMs: Date.now(),
+  let admitted: { generationId: string };
+  try {
+    // As the API: a resubmitted form that was accepted is shown its generation; a new one is
+    // refused while its provider is down. The uploads are stored from their staged files.
+    admitted = await admitGeneration(
+      deps.admission,
+      { principal: user, idempotencyKey: form.field('idempotency_key'), body, recordInvalid: false, uploads },
+      request.log,
+    );
+  } catch (error) {
+    // An invalid form is shown again with its issues beside the fields: no request was made.
+    if (error instanceof ValidationError)
+      return page.show(request, reply, model, {
+        values: body,
+        issues: error.extra.issues ?? [],
+        status: 400,
       });
-    const firstModel = deps.catalog.list()[0];
-    if (!firstModel) return reply.code(503).type('text/plain').send('No models are available.');
-    if (form.refusal) return show(request, reply, firstModel, { message: form.refusal, status: 413 });
-    const verdict = await deps.limits.checkKey(user.keyId);
-    if (!verdict.allowed) {
-      logRequest(newId('req'), 'rate_limited');
-      reply.header('retry-after', String(verdict.retryAfterSeconds));
-      const message = `Rate limit of ${deps.limits.requestsPerKey} requests per minute exceeded for this key (the API's limit). Nothing was charged; try again in ${verdict.retryAfterSeconds} s.`;
-      return show(request, reply, firstModel, { message, status: 429 });
+    if (!(error instanceof ApiError)) throw error;
+    if (error instanceof GenerationRefused) {
+      logRequest(error.generationId, error);
+      const message =
+        error.outcome === 'conflict'
+          ? 'This form was already sent with other values. Reload the playground to start a new generation.'
+          : error.message;
+      return page.show(request, reply, model, { values: body, message, status: 409 });
     }
-    if (user.access === 'read_only') {
-      logRequest(newId('req'), 'key_read_only');
-      return show(request, reply, firstModel, { message: readOnlyRefusal().message, status: 403 });
-    }
-    try {
-      await form.readAll();
-    } catch (error) {
-      if (!(error instanceof UploadTooLarge)) throw error;
-      const named = deps.catalog.get(form.field('model') ?? '') ?? firstModel;
-      return show(request, reply, named, { message: error.message, status: 413 });
-    }
-    const modelId = form.field('model');
-    const model = modelId === undefined ? undefined : deps.catalog.get(modelId);
-    if (!model) {
-      // Never another model in its place: an unknown or retired one is refused, and nothing is charged.
-      const message = `The model “${(modelId ?? '').slice(0, 100)}” is not available (unknown or retired), so nothing was generated or charged. Choose one of the models below.`;
-      return show(request, reply, firstModel, { message, status: 400 });
-    }
-    const uploads = await judgeUploads(model.publicView, form);
-    const body = bodyFromForm(model.publicView, {
-      field: (name) => form.field(name),
-      images: (name) => uploads.standIns(name),
+    logRequest(newId('req'), error);
+    if (error.extra.retryAfterSeconds !== undefined)
+      reply.header('retry-after', String(error.extra.retryAfterSeconds));
+    return page.show(request, reply, model, { values: body, message: error.message, status: error.status });
+  }
+  logRequest(admitted.generationId, null);
+  return reply.redirect(`/generations/${admitted.generationId}`, 303);
+}
+
+/**
+ * Whether the API would refuse the form's request before reading it, and the page's words: past
+ * the key's rate limit (the API's own count and 429), or from a read-only key (its 403).
+ */
+async function refusedUnread(
+  deps: ConsoleRouteDeps,
+  user: ConsoleUser,
+): Promise<{ error: ApiError; message: string } | undefined> {
+  const limited = keyRateLimitRefusal(deps.limits.requestsPerKey, await deps.limits.checkKey(user.keyId));
+  if (limited)
+    return {
+      error: limited,
+      message: `${rateLimitWords(deps.limits.requestsPerKey)} for this key (the API's limit). Nothing was charged; try again in ${limited.extra.retryAfterSeconds} s.`,
+    };
+  if (user.access === 'read_only') {
+    const error = readOnlyRefusal();
+    return { error, message: error.message };
+  }
+  return undefined;
+}
+
+/**
+ * The form's request in the account's request log, as the API logs a POST /v1/generations made
+ * with the session's key: under its generation's id (or a request id), with the status and code
+ * the API answers its refusal with (the ApiError's own), 202 when admitted.
+ */
+function requestLogger(deps: ConsoleRouteDeps, request: FastifyRequest, user: ConsoleUser) {
+  const started = performance.now();
+  return (requestId: string, refusal: ApiError | null) =>
+    deps.requestLog.add({
+      accountId: user.accountId,
+      apiKeyId: user.keyId,
+      requestId,
+      method: 'POST',
+      path: '/v1/generations',
+      statusCode: refusal?.status ?? 202,
+      errorCode: refusal?.code ?? null,
+      ip: request.ip,
+      userAgent: 'account console',
+      durationMs: performance.now() - started,
+      createdAtMs: Date.now(),
     });
-    let admitted: { generationId: string };
-    try {
-      // As the API: a resubmitted form that was accepted is shown its generation; a new one is
-      // refused while its provider is down. The uploads are stored from their staged files.
-      admitted = await admitGeneration(
-        deps.admission,
-        {
-          principal: user,
-          idempotencyKey: form.field('idempotency_key'),
-          body,
-          recordInvalid: false,
-          uploads,
-        },
-        request.log,
-      );
-    } catch (error) {
-      // An invalid form is shown again with its issues beside the fields: no request was made.
-      if (error instanceof ValidationError)
-        return show(request, reply, model, { values: body, issues: error.extra.issues ?? [], status: 400 });
-      if (!(error instanceof ApiError)) throw error;
-      if (error instanceof GenerationRefused) {
-        logRequest(error.generationId, error.code);
-        const message =
-          error.outcome === 'conflict'
-            ? 'This form was already sent with other values. Reload the playground to start a new generation.'
-            : error.message;
-        return show(request, reply, model, { values: body, message, status: 409 });
-      }
-      logRequest(newId('req'), error.code);
-      if (error.extra.retryAfterSeconds !== undefined)
-        reply.header('retry-after', String(error.extra.retryAfterSeconds));
-      return show(request, reply, model, { values: body, message: error.message, status: error.status });
-    }
-    logRequest(admitted.generationId, null);
-    return reply.redirect(`/generations/${admitted.generationId}`, 303);
-  };
 }
 
 /** Images do not change the price, and are not sent back into a re-rendered form. */

@@ -25,7 +25,9 @@ import { downloadResult } from '../result-download.js';
  * fal's queue (https://queue.fal.run), over plain HTTP:
  *
  * - submit: `POST {queue}/{model}` with `Authorization: Key …` and the catalog-built input as the
- *   JSON body, once (fal takes no idempotency key; a resent create is a second, billed request);
+ *   JSON body, once (fal takes no idempotency key; a resent create is a second, billed request).
+ *   A job sent with a `webhookUrl` carries it as the `fal_webhook` query parameter: fal then pushes
+ *   the request's end there, signed with ED25519 (fal-webhooks.ts verifies it);
  * - status: `GET {queue}/{owner}/{app}/requests/{id}/status`: `IN_QUEUE`, `IN_PROGRESS`, `COMPLETED`;
  * - result: `GET {queue}/{owner}/{app}/requests/{id}`: the model's output, or, for a request that
  *   completed with an error (fal has no FAILED status), that error;
@@ -75,6 +77,9 @@ const modelIdPattern = /^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)+$/;
 const noRequest = '00000000-0000-0000-0000-000000000000';
 
 export class FalQueueProvider implements Provider {
+  /** fal pushes the end of a request enqueued with `fal_webhook`. */
+  readonly pushes = true;
+
   constructor(private readonly options: FalQueueOptions) {}
 
   async submit(job: ProviderJob): Promise<{ jobId: string }> {
@@ -89,7 +94,8 @@ export class FalQueueProvider implements Provider {
       throw new PermanentError(`${JSON.stringify(target.model)} is not a fal model id (owner/app[/path])`);
     const input = await inlineStoredImages(target, this.options.storage, this.options.download);
     const send = async () => {
-      const url = `${this.options.queueUrl}/${target.model}`;
+      const webhook = job.webhookUrl ? `?fal_webhook=${encodeURIComponent(job.webhookUrl)}` : '';
+      const url = `${this.options.queueUrl}/${target.model}${webhook}`;
       const timeoutMs = this.options.createTimeoutMs ?? 20_000;
       // The queue's own 503 refuses the enqueue itself (no request_id is made): nothing runs or bills.
       const call = { method: 'POST', url, headers: this.auth(), json: input, timeoutMs } as const;
@@ -238,6 +244,15 @@ function falRefusedEnqueue(answer: ProviderAnswer): boolean {
     answer.body !== null &&
     (typeof detail === 'string' || Array.isArray(detail))
   );
+}
+
+/** fal's request id in one of our job ids; undefined for a string that is not one. */
+export function requestIdOf(jobId: string): string | undefined {
+  try {
+    return parseJobId(jobId).requestId;
+  } catch {
+    return undefined;
+  }
 }
 
 /** A job id's parts: `{model}::{request_id}`, then `::{enqueued at, ms}` on ids made since the grace. */

@@ -38,7 +38,9 @@ import {
  *   (and bill) a second prediction. No `Prefer: wait`: the first submit runs while the client's
  *   POST waits (a few seconds), and a create held open until the model finishes would outlast that
  *   and turn an accepted job into an uncertain one. `Cancel-After` is sent as a deadline behind our
- *   own give-up (see `cancelAfterMs`).
+ *   own give-up (see `cancelAfterMs`). A job sent with a `webhookUrl` carries it as `webhook`, with
+ *   `webhook_events_filter: ["completed"]`: Replicate then pushes the finished prediction there,
+ *   signed per Standard Webhooks with the account's secret (replicate-webhooks.ts verifies it).
  * - status: `GET {api}/predictions/{id}`: `starting`/`processing` run; `succeeded` has `output`
  *   (one file URL or a list of them); `failed`, `canceled` and `aborted` end it.
  * - results: the output URLs, short-lived (an hour), downloaded under the outbound rules; one that
@@ -73,6 +75,8 @@ export interface ReplicateProviderOptions {
 export const maxDataUriBytes = 256 * 1024;
 
 export class ReplicateProvider implements Provider {
+  /** Replicate pushes the end of a prediction created with a `webhook`. */
+  readonly pushes = true;
   private readonly apiUrl: string;
   private readonly options: Omit<ReplicateProviderOptions, 'token'>;
   /** Private to the instance: never enumerated, serialized or logged with it. */
@@ -108,7 +112,12 @@ export class ReplicateProvider implements Provider {
     const headers: Record<string, string> = { ...this.auth() };
     if (this.options.cancelAfterMs !== undefined)
       headers['cancel-after'] = duration(this.options.cancelAfterMs);
-    const json = byVersion ? { version: versionOf(target.model, target.version!), input } : { input };
+    const json = {
+      ...(byVersion ? { version: versionOf(target.model, target.version!) } : {}),
+      input,
+      // Only the end: a start or log event would wake the generation for nothing.
+      ...(job.webhookUrl ? { webhook: job.webhookUrl, webhook_events_filter: ['completed'] } : {}),
+    };
     const send = async () => {
       const answer = await this.call('create', {
         method: 'POST',
@@ -180,8 +189,8 @@ export class ReplicateProvider implements Provider {
   /**
    * Replicate cannot be asked for a prediction by a token of ours. A create takes `input` (the
    * model's own fields), `version`, `webhook` and `webhook_events_filter`, and nothing else: there
-   * is no metadata or tag field. A marker in `input` would change what the model is given; one in
-   * the `webhook` URL would make Replicate call that URL. Matching the recent predictions list
+   * is no metadata or tag field. A marker in `input` would change what the model is given, and the
+   * `webhook` URL is sent only when pushes are on (PROVIDER_WEBHOOK_BASE_URL). Matching the recent predictions list
    * (`GET /predictions`) by input cannot tell two identical requests apart (all our customers share
    * one Replicate account), so a match could attach another generation's prediction. Hence
    * `unknown`: the generation goes to review and support resolves it from Replicate's dashboard.

@@ -1,6 +1,7 @@
 import type http from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { FileStore } from './fake-files.js';
+import { FalSigning, WebhookSender } from './fake-webhooks.js';
 import {
   FakeProvider,
   credential,
@@ -24,6 +25,10 @@ import { RequestLimiter, falRequestKind, falThrottled, type RateLimits } from '.
  *   IN_QUEUE, fal removes the request; IN_PROGRESS, it signals the runner, which may stop (the
  *   request COMPLETED with the cancellation's error) or run it to its end (`ignoresCancel`). Both
  *   answer `CANCELLATION_REQUESTED`.
+ * A create with `?fal_webhook=URL` has the request's end POSTed there once it is COMPLETED:
+ * `{ request_id, gateway_request_id, status: "OK" | "ERROR", payload, error? }`, signed with
+ * ED25519 (X-Fal-Webhook-Request-Id, -User-Id, -Timestamp, -Signature) by a key whose JWKS this
+ * server serves at `/.well-known/jwks.json` (FAL_JWKS_URL in `env()`).
  * Status, result and cancel live under owner/app only (never the subpath): a client must use the
  * URLs the submit returned. Result files (PNG, or MP4 for video) are served here at `/files/…`.
  */
@@ -37,6 +42,8 @@ export interface FalOutcome {
   hold?: boolean;
   /** Stay IN_QUEUE until `release(requestId)`, then COMPLETED (a runner took it and finished). */
   holdInQueue?: boolean;
+  /** COMPLETED this long after the create (polls then move it from IN_QUEUE to IN_PROGRESS only). */
+  runMs?: number;
   /**
    * A cancel that reaches the request IN_PROGRESS is signalled to the runner, which ignores it and
    * runs the request to its end (fal leaves stopping to the model app). Default: the runner stops,
@@ -67,6 +74,12 @@ export interface FalJob {
   /** A cancel reached it IN_PROGRESS and its runner went on (`ignoresCancel`). */
   cancelIgnored: boolean;
   result?: { status: number; body: unknown };
+  /** The `fal_webhook` the create carried. */
+  webhook?: string;
+  /** When `runMs` completes it (ms since the epoch). */
+  endsAt?: number;
+  /** Its end was pushed to its webhook. */
+  pushed?: boolean;
 }
 
 /** fal's documented `image_size` presets. */
@@ -98,7 +111,14 @@ function errorBody(status: number): unknown {
 
 export class FalQueueServer extends FakeProvider<FalOutcome> {
   readonly files: FileStore;
+  /** How long unscripted requests run (`runMs`); undefined: they end by polls. */
+  defaultRunMs: number | undefined;
+  /** The pushes: the signing keys (`rotate()`) and the deliveries. */
+  readonly signing = new FalSigning();
+  readonly webhooks = new WebhookSender(this.signing.signer);
   private jobs = new Map<string, FalJob>();
+  private timers = new Set<NodeJS.Timeout>();
+  private results = new Map<string, Promise<{ status: number; body: unknown }>>();
   private createFaults = new Script<unknown, Fault>();
   private pollFaults: Fault[] = [];
   private cancelFaults: Array<{ fault: Fault; then?: (requestId: string) => void }> = [];
@@ -134,7 +154,17 @@ export class FalQueueServer extends FakeProvider<FalOutcome> {
 
   /** The variables an adapter reads, pointed at this server. */
   env(): Record<string, string> {
-    return { FAL_KEY: this.key, FAL_QUEUE_URL: this.origin };
+    return {
+      FAL_KEY: this.key,
+      FAL_QUEUE_URL: this.origin,
+      FAL_JWKS_URL: `${this.origin}/.well-known/jwks.json`,
+    };
+  }
+
+  override async close(): Promise<void> {
+    for (const timer of this.timers) clearTimeout(timer);
+    await this.webhooks.close();
+    await super.close();
   }
 
   /** The next create whose input `match`es gets this fault instead of its answer. */
@@ -154,6 +184,7 @@ export class FalQueueServer extends FakeProvider<FalOutcome> {
   }
   release(requestId: string): void {
     this.job(requestId).released = true;
+    this.pushIfEnded(this.job(requestId));
   }
   /** A runner takes the request out of the queue now: IN_PROGRESS from here (until `release` with `hold`). */
   pickUp(requestId: string): void {
@@ -174,6 +205,8 @@ export class FalQueueServer extends FakeProvider<FalOutcome> {
     const path = (request.url ?? '/').split('?')[0]!;
     if (this.limiter.refuses(request, response)) return;
     if (request.method === 'GET' && this.files.serve(path, response)) return;
+    if (request.method === 'GET' && path === '/.well-known/jwks.json')
+      return sendJson(response, 200, this.signing.jwks());
     const key = credential(request, 'Key');
     if (key === undefined) return sendJson(response, 401, { detail: 'Missing authorization header' });
     if (key !== this.key) return sendJson(response, 401, { detail: 'No user found for Key ID and Secret' });
@@ -193,11 +226,11 @@ export class FalQueueServer extends FakeProvider<FalOutcome> {
       return sendJson(response, 405, { detail: 'Method Not Allowed' });
     }
     if (request.method === 'POST' && path.split('/').length >= 3)
-      return this.create(path.slice(1), body, response);
+      return this.create(path.slice(1), body, response, new URL(request.url ?? '/', this.origin));
     sendJson(response, 404, { detail: 'Not Found' });
   }
 
-  private async create(endpoint: string, body: Buffer, response: http.ServerResponse) {
+  private async create(endpoint: string, body: Buffer, response: http.ServerResponse, url: URL) {
     this.creates++;
     let input: unknown;
     try {
@@ -216,29 +249,57 @@ export class FalQueueServer extends FakeProvider<FalOutcome> {
     }
     const job =
       valid && (!fault || faultAccepts(fault))
-        ? this.accept(endpoint, input as Record<string, unknown>)
+        ? this.accept(endpoint, input as Record<string, unknown>, url.searchParams.get('fal_webhook'))
         : undefined;
     await this.beforeCreateAnswer?.();
     if (fault) return playFault(response, fault, errorBody);
-    sendJson(response, 200, { ...this.urls(job!), queue_position: 0 });
+    sendJson(response, 200, { ...this.urls(job!), gateway_request_id: job!.id, queue_position: 0 });
   }
 
-  private accept(endpoint: string, input: Record<string, unknown>): FalJob {
+  private accept(endpoint: string, input: Record<string, unknown>, webhook: string | null): FalJob {
     const [owner, app] = endpoint.split('/');
+    const outcome = this.outcomes.take(input) ?? {};
+    const runMs = outcome.runMs ?? this.defaultRunMs;
     const job: FalJob = {
       id: randomUUID(),
       app: `${owner}/${app}`,
       endpoint,
       input,
-      outcome: this.outcomes.take(input) ?? {},
+      outcome,
       polls: 0,
       cancelled: false,
       released: false,
       pickedUp: false,
       cancelIgnored: false,
+      ...(webhook ? { webhook } : {}),
+      ...(runMs !== undefined ? { endsAt: Date.now() + runMs } : {}),
     };
     this.jobs.set(job.id, job);
+    if (runMs !== undefined) {
+      const timer = setTimeout(() => {
+        this.timers.delete(timer);
+        this.pushIfEnded(job);
+      }, runMs);
+      this.timers.add(timer);
+    }
     return job;
+  }
+
+  /** Once a request with a webhook is COMPLETED, its end is pushed, once. */
+  private pushIfEnded(job: FalJob): void {
+    if (!job.webhook || job.pushed || this.statusOf(job.id) !== 'COMPLETED') return;
+    job.pushed = true;
+    const body = this.resultOf(job).then(({ status, body }) => {
+      const ok = status >= 200 && status < 300;
+      return JSON.stringify({
+        request_id: job.id,
+        gateway_request_id: job.id,
+        status: ok ? 'OK' : 'ERROR',
+        ...(ok ? {} : { error: `Invalid status code: ${status}` }),
+        payload: body,
+      });
+    });
+    this.webhooks.deliver(job.webhook, job.id, body);
   }
 
   private urls(job: FalJob) {
@@ -257,8 +318,12 @@ export class FalQueueServer extends FakeProvider<FalOutcome> {
     const { pollsInQueue = 1, pollsInProgress = 1, hold } = job.outcome;
     if (job.cancelled) return 'COMPLETED';
     if (job.outcome.holdInQueue && !job.pickedUp) return job.released ? 'COMPLETED' : 'IN_QUEUE';
+    // A timed run completes when its time is up, however often it was polled.
+    const timeUp = job.endsAt !== undefined && Date.now() >= job.endsAt && !(hold && !job.released);
+    if (timeUp) return 'COMPLETED';
     if (job.polls <= pollsInQueue && !job.pickedUp) return 'IN_QUEUE';
     if (hold && !job.released) return 'IN_PROGRESS';
+    if (job.endsAt !== undefined) return 'IN_PROGRESS';
     if (hold || job.polls > pollsInQueue + pollsInProgress) return 'COMPLETED';
     return 'IN_PROGRESS';
   }
@@ -268,6 +333,7 @@ export class FalQueueServer extends FakeProvider<FalOutcome> {
     if (fault) return playFault(response, fault, errorBody);
     job.polls++;
     const status = this.statusOf(job.id);
+    this.pushIfEnded(job);
     const logs = /[?&]logs=1/.test(request.url ?? '') ? [] : null;
     const body: Record<string, unknown> = { status, ...this.urls(job), logs };
     if (status === 'IN_QUEUE') body.queue_position = Math.max(0, (job.outcome.pollsInQueue ?? 1) - job.polls);
@@ -280,12 +346,24 @@ export class FalQueueServer extends FakeProvider<FalOutcome> {
     if (fault) return playFault(response, fault, errorBody);
     if (this.statusOf(job.id) !== 'COMPLETED')
       return sendJson(response, 400, { detail: 'Request is still in progress' });
-    job.result ??= job.cancelled
-      ? falRequestError('client_cancelled', 499, 'Request cancelled')
-      : (job.outcome.error ?? { status: 200, body: await this.output(job) });
-    const { status, body } = job.result;
+    const { status, body } = await this.resultOf(job);
     const errorType = (body as { error_type?: unknown }).error_type;
     sendJson(response, status, body, typeof errorType === 'string' ? { 'x-fal-error-type': errorType } : {});
+  }
+
+  /** A COMPLETED request's result: its output, the error it completed with, or its cancellation's. */
+  private async resultOf(job: FalJob): Promise<{ status: number; body: unknown }> {
+    // One output per request, however many reads and pushes ask at once.
+    let made = this.results.get(job.id);
+    if (!made) {
+      made = job.cancelled
+        ? Promise.resolve(falRequestError('client_cancelled', 499, 'Request cancelled'))
+        : job.outcome.error
+          ? Promise.resolve(job.outcome.error)
+          : this.output(job).then((body) => ({ status: 200, body: body }));
+      this.results.set(job.id, made);
+    }
+    return (job.result = await made);
   }
 
   private async output(job: FalJob) {
@@ -331,6 +409,7 @@ export class FalQueueServer extends FakeProvider<FalOutcome> {
     // The same answer whether fal took it out of its queue or signalled a runner that has it.
     if (status === 'IN_PROGRESS' && job.outcome.ignoresCancel) job.cancelIgnored = true;
     else job.cancelled = true;
+    this.pushIfEnded(job);
     sendJson(response, 202, { status: 'CANCELLATION_REQUESTED' });
   }
 }

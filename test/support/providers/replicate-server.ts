@@ -1,6 +1,7 @@
 import type http from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { FileStore } from './fake-files.js';
+import { ReplicateSigning, WebhookSender } from './fake-webhooks.js';
 import {
   FakeProvider,
   credential,
@@ -27,6 +28,10 @@ import {
  * - `POST /v1/predictions/{id}/cancel`: 200 and the prediction, `canceled` unless already done.
  * - `GET /v1/predictions[?cursor=…]`: newest first, `{ next, previous, results }`.
  * - `GET /v1/account`: the account the token belongs to (`{ type, username, name }`).
+ * - `GET /v1/webhooks/default/secret`: the account's webhook signing secret (`{ key: "whsec_…" }`).
+ * A create with `webhook` (and `webhook_events_filter`, default every event) has the prediction
+ * POSTed there, Standard Webhooks signed with that secret: at create for `start`, once it ends for
+ * `completed` (`webhooks` steers and records the deliveries).
  * Errors are problem details (`{ title, detail, status }`); invalid input is 422.
  * Output files are PNGs this server serves at `/files/…`, gone (404) once expired.
  */
@@ -39,6 +44,8 @@ export interface ReplicateOutcome {
   pollsProcessing?: number;
   /** Stay `processing` until `release(id)`. */
   hold?: boolean;
+  /** Ends this long after the create (polls then move it from `starting` to `processing` only). */
+  runMs?: number;
   /** How it ends (default `succeeded`); `error` is the message of a failed one. */
   final?: 'succeeded' | 'failed' | 'canceled' | 'aborted';
   error?: string;
@@ -66,6 +73,13 @@ interface Prediction {
   startedEarly?: boolean;
   createdAt: string;
   output?: string | string[] | null;
+  /** What the create carried: `webhook` and `webhook_events_filter`. */
+  webhook?: string;
+  webhookEvents?: string[];
+  /** When `runMs` ends it (ms since the epoch). */
+  endsAt?: number;
+  /** Its end was pushed to its webhook. */
+  pushed?: boolean;
 }
 
 const problem = (status: number, title: string, detail = title) => ({ title, detail, status });
@@ -90,7 +104,14 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
    * cancel (a worker picked the prediction up: `startNow`), as the real service can.
    */
   beforeCancel: ((id: string) => void) | undefined;
+  /** How long unscripted predictions run (`runMs`); undefined: they end by polls. */
+  defaultRunMs: number | undefined;
+  /** The pushes: the signing secret (`rotate()` makes a new one) and the deliveries. */
+  readonly signing = new ReplicateSigning();
+  readonly webhooks = new WebhookSender(this.signing.signer);
   private predictions = new Map<string, Prediction>();
+  private timers = new Set<NodeJS.Timeout>();
+  private outputs = new Map<string, Promise<string | string[]>>();
   private createFaults = new Script<unknown, Fault>();
   private pollFaults: Fault[] = [];
 
@@ -119,19 +140,35 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
   }
   release(id: string): void {
     this.find(id).released = true;
+    this.pushIfEnded(this.find(id));
   }
   /** A worker picks a `starting` prediction up now: `processing` from here (it has started_at). */
   startNow(id: string): void {
     this.find(id).startedEarly = true;
   }
   /** The predictions Replicate holds (accepted creates), oldest first. */
-  accepted(): Array<{ id: string; model: string; input: Record<string, unknown>; canceled: boolean }> {
-    return [...this.predictions.values()].map(({ id, model, input, canceled }) => ({
+  accepted(): Array<{
+    id: string;
+    model: string;
+    input: Record<string, unknown>;
+    canceled: boolean;
+    webhook?: string;
+    webhookEvents?: string[];
+  }> {
+    return [...this.predictions.values()].map(({ id, model, input, canceled, webhook, webhookEvents }) => ({
       id,
       model,
       input,
       canceled,
+      ...(webhook ? { webhook } : {}),
+      ...(webhookEvents ? { webhookEvents } : {}),
     }));
+  }
+
+  override async close(): Promise<void> {
+    for (const timer of this.timers) clearTimeout(timer);
+    await this.webhooks.close();
+    await super.close();
   }
 
   private find(id: string): Prediction {
@@ -147,6 +184,7 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
     if (p.canceled) return 'canceled';
     const starting = p.polls <= pollsStarting && !p.startedEarly;
     if (hold) return p.released ? final : starting && !p.waited ? 'starting' : 'processing';
+    if (p.endsAt !== undefined) return Date.now() >= p.endsAt ? final : starting ? 'starting' : 'processing';
     if (p.waited || p.polls > pollsStarting + pollsProcessing) return final;
     return starting ? 'starting' : 'processing';
   }
@@ -170,6 +208,8 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
       return this.create(undefined, request, body, response);
     if (request.method === 'GET' && path === '/v1/predictions')
       return this.list(new URLSearchParams(query), response);
+    if (request.method === 'GET' && path === '/v1/webhooks/default/secret')
+      return sendJson(response, 200, { key: this.signing.secret });
     if (request.method === 'GET' && path === '/v1/account')
       return sendJson(response, 200, { type: 'organization', username: 'acme', name: 'Acme Corp, Inc.' });
     const one = /^\/v1\/predictions\/([^/]+)(\/cancel)?$/.exec(path);
@@ -179,6 +219,7 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
       const fault = this.pollFaults.shift();
       if (fault) return playFault(response, fault, errorBody);
       prediction.polls++;
+      this.pushIfEnded(prediction);
       return sendJson(response, 200, await this.view(prediction));
     }
     if (request.method === 'POST' && one[2]) {
@@ -189,6 +230,7 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
         prediction.neverStarted = status === 'starting';
         prediction.canceled = true;
       }
+      this.pushIfEnded(prediction);
       return sendJson(response, 200, await this.view(prediction));
     }
     sendJson(response, 405, problem(405, 'Method Not Allowed'));
@@ -201,7 +243,8 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
     response: http.ServerResponse,
   ) {
     this.creates++;
-    let body: { input?: unknown; version?: unknown } | undefined;
+    let body:
+      { input?: unknown; version?: unknown; webhook?: unknown; webhook_events_filter?: unknown } | undefined;
     try {
       body = JSON.parse(raw.toString('utf8')) as typeof body;
     } catch {
@@ -221,6 +264,9 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
     const prediction = accepted ? this.accept(model, body!) : undefined;
     if (fault) return playFault(response, fault, errorBody);
     if (/\bwait\b/.test(String(request.headers.prefer ?? ''))) prediction!.waited = true;
+    // Without a filter Replicate sends every event; `start` is the create's.
+    if (prediction!.webhook && (prediction!.webhookEvents?.includes('start') ?? true)) this.push(prediction!);
+    this.pushIfEnded(prediction!);
     sendJson(response, 201, await this.view(prediction!));
   }
 
@@ -231,29 +277,66 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
     return undefined;
   }
 
-  private accept(model: string | undefined, body: { input?: unknown; version?: unknown }): Prediction {
+  private accept(
+    model: string | undefined,
+    body: { input?: unknown; version?: unknown; webhook?: unknown; webhook_events_filter?: unknown },
+  ): Prediction {
     const version = typeof body.version === 'string' ? body.version : 'hidden';
     const input = body.input as Record<string, unknown>;
+    const outcome = this.outcomes.take(input) ?? {};
+    const runMs = outcome.runMs ?? this.defaultRunMs;
+    const events = body.webhook_events_filter;
     const prediction: Prediction = {
       id: randomBytes(13).toString('hex').slice(0, 26),
       model: model ?? (version.includes(':') ? version.split(':')[0]! : 'owner/unknown'),
       version: version.includes(':') ? version.split(':')[1]! : version,
       input,
-      outcome: this.outcomes.take(input) ?? {},
+      outcome,
       polls: 0,
       waited: false,
       released: false,
       canceled: false,
       createdAt: new Date().toISOString(),
+      ...(typeof body.webhook === 'string' ? { webhook: body.webhook } : {}),
+      ...(Array.isArray(events) ? { webhookEvents: events.map(String) } : {}),
+      ...(runMs !== undefined ? { endsAt: Date.now() + runMs } : {}),
     };
     this.predictions.set(prediction.id, prediction);
+    if (runMs !== undefined) {
+      const timer = setTimeout(() => {
+        this.timers.delete(timer);
+        this.pushIfEnded(prediction);
+      }, runMs);
+      this.timers.add(timer);
+    }
     return prediction;
+  }
+
+  /** Once a prediction with a webhook has ended, its `completed` event is pushed, once. */
+  private pushIfEnded(p: Prediction): void {
+    if (!p.webhook || p.pushed || ['starting', 'processing'].includes(this.statusOf(p.id))) return;
+    if (p.webhookEvents && !p.webhookEvents.includes('completed')) return;
+    p.pushed = true;
+    this.push(p);
+  }
+
+  /** POSTs the prediction as it now stands to its webhook. */
+  private push(p: Prediction): void {
+    this.webhooks.deliver(
+      p.webhook!,
+      p.id,
+      this.view(p).then((view) => JSON.stringify(view)),
+    );
   }
 
   private async view(p: Prediction) {
     const status = this.statusOf(p.id);
     const done = !['starting', 'processing'].includes(status);
-    if (status === 'succeeded' && p.output === undefined) p.output = await this.output(p);
+    if (status === 'succeeded' && p.output === undefined) {
+      // One output per prediction, however many reads and pushes ask at once.
+      if (!this.outputs.has(p.id)) this.outputs.set(p.id, this.output(p));
+      p.output = await this.outputs.get(p.id)!;
+    }
     const url = `${this.origin}/v1/predictions/${p.id}`;
     return {
       id: p.id,
