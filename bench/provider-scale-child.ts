@@ -36,7 +36,7 @@ type StandIn = FakeProvider<unknown> & {
   env(): Record<string, string>;
   limiter: RequestLimiter;
   defaultRunMs: number | undefined;
-  webhooks?: { attempts: Array<{ status: number | null }> };
+  webhooks: { attempts: Array<{ status: number | null }> };
   accepted(): Array<{ id: string; endsAt?: number }>;
 };
 
@@ -63,7 +63,7 @@ async function main(): Promise<void> {
       if (id !== undefined && perJob.has(id)) perJob.set(id, perJob.get(id)! + 1);
     }
     const counts = [...perJob.values()];
-    const attempts = fake.webhooks?.attempts ?? [];
+    const attempts = fake.webhooks.attempts;
     const report: StandInReport = {
       counts: fake.limiter.counts,
       throttled: fake.limiter.throttled,

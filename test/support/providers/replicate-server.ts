@@ -154,15 +154,20 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
     canceled: boolean;
     webhook?: string;
     webhookEvents?: string[];
+    /** When `runMs` ends it (ms since the epoch). */
+    endsAt?: number;
   }> {
-    return [...this.predictions.values()].map(({ id, model, input, canceled, webhook, webhookEvents }) => ({
-      id,
-      model,
-      input,
-      canceled,
-      ...(webhook ? { webhook } : {}),
-      ...(webhookEvents ? { webhookEvents } : {}),
-    }));
+    return [...this.predictions.values()].map(
+      ({ id, model, input, canceled, webhook, webhookEvents, endsAt }) => ({
+        id,
+        model,
+        input,
+        canceled,
+        ...(webhook ? { webhook } : {}),
+        ...(webhookEvents ? { webhookEvents } : {}),
+        ...(endsAt !== undefined ? { endsAt } : {}),
+      }),
+    );
   }
 
   override async close(): Promise<void> {
