@@ -51,8 +51,18 @@ export function printProviderScale(
       (p) => `${f(p.latency.p50, 0)} / ${f(p.latency.p95, 0)}`,
     ),
     row('  persistResults (download + store), mean ms', (p) => f(p.persistMs, 0)),
+    row('  medians of a sample: end → push signalled', (p) => f(p.history.stages.toSignal, 0)),
+    row('    signalled (or end) → persistResults scheduled', (p) =>
+      f(p.history.stages.toPersistScheduled, 0),
+    ),
+    row(
+      '    persistResults queued / ran',
+      (p) => `${f(p.history.stages.persistQueued, 0)} / ${f(p.history.stages.persistRan, 0)}`,
+    ),
     row('activity slots in use, peak of 1 s samples:', () => ''),
-    row('  reads and waits, before the first job ended', (p) => String(p.slots.waitingBeforeFirstEnd)),
+    row('  reads and waits, every POST answered, no job ended yet', (p) =>
+      p.slots.waitingBeforeFirstEnd < 0 ? 'no such time' : String(p.slots.waitingBeforeFirstEnd),
+    ),
     row('  reads and waits, whole phase', (p) => String(p.slots.waitingPeak)),
     row('  every activity and local activity, whole phase', (p) => String(p.slots.allPeak)),
     row('CPU ms per generation:', () => ''),
@@ -112,8 +122,8 @@ export function printProviderScale(
         detail: `persistResults mean ${f(p.persistMs, 0)} ms; p95 ${f(p.latency.p95, 0)} ms over ${p.latency.count}`,
       },
       {
-        label: `${p.provider}: activity slots held by waiting jobs (reads and waits, before the first end)`,
-        value: p.slots.waitingBeforeFirstEnd,
+        label: `${p.provider}: activity slots held by waiting jobs (reads and waits, POSTs done, no job ended)`,
+        value: p.slots.waitingBeforeFirstEnd < 0 ? NaN : p.slots.waitingBeforeFirstEnd,
         kind: 'max',
         target: 0,
         unit: 'count',

@@ -2,9 +2,9 @@ import { Client, Connection } from '@temporalio/client';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { freePort } from '../src/dev/free-port.js';
+import { requestIdOf } from '../src/providers/fal/fal-queue-provider.js';
 import { parseJobReference } from '../src/providers/job-reference.js';
 import { scrape, type Scrape } from '../test/support/prometheus.js';
-import { runsOf } from '../test/support/workflow-runs.js';
 import { replicateLimits, type RequestKind } from '../test/support/providers/fake-rate-limits.js';
 import { cpuBySource, type CpuSource } from './process-cpu.js';
 import type { StandInName, StandInReport } from './provider-scale-child.js';
@@ -17,6 +17,7 @@ import {
   total,
   type StandIn,
 } from './provider-scale-support.js';
+import { sampleHistories, type HistorySample } from './provider-scale-histories.js';
 import { printProviderScale } from './provider-scale-print.js';
 import { startStack, type Stack } from './stack.js';
 import { percentile } from './support.js';
@@ -64,10 +65,14 @@ export interface PhaseResult {
   webhooks: StandInReport['webhooks'];
   latency: { p50: number; p95: number; count: number };
   persistMs: number;
-  /** Peaks of the slots sampled: reads and waits (local activities, the waits' queue) and every activity slot. */
+  /**
+   * Peaks of the slots sampled: reads and waits (local activities, the waits' queue) between the
+   * last POST's answer and the first job's end (-1: no sample fell there), over the phase, and every
+   * activity slot.
+   */
   slots: { waitingBeforeFirstEnd: number; waitingPeak: number; allPeak: number };
   cpu: Record<string, number>;
-  history: { events: number; runs: number; sampled: number };
+  history: HistorySample;
 }
 
 const loadBefore = await loadAverage();
@@ -157,6 +162,7 @@ async function runPhase(
   const ids: string[] = [];
   let submitted = 0;
   let submitSeconds = NaN;
+  let submittedAt = Infinity;
   const submit = async () => {
     const runId = Date.now().toString(36);
     await Promise.all(
@@ -167,7 +173,8 @@ async function runPhase(
         }
       }),
     );
-    submitSeconds = (Date.now() - started) / 1000;
+    submittedAt = Date.now();
+    submitSeconds = (submittedAt - started) / 1000;
   };
   const samples: Array<{ at: number; slots: ReturnType<typeof activitySlots> }> = [];
   const counts = sql.type(z.object({ created: z.number(), ended: z.number() }))`
@@ -211,18 +218,25 @@ async function runPhase(
        (extract(epoch FROM completed_at) * 1000)::float8 AS completed_ms
      FROM generations WHERE id = ANY(${sql.array(ids, 'text')})`);
   const ends = new Map(after.standIn.jobs.map((job) => [job.id, job.endsAt]));
-  const latencies = rows.flatMap((row) => {
-    const endsAt = row.provider_job_id ? ends.get(parseJobReference(row.provider_job_id).jobId) : undefined;
+  // Our job reference names the stand-in's job: Replicate's prediction id, fal's `{model}::{request id}::…`.
+  const endOf = (reference: string | null) => {
+    if (!reference) return NaN;
+    const { jobId } = parseJobReference(reference);
+    return ends.get(provider === 'fal' ? (requestIdOf(jobId) ?? '') : jobId) ?? NaN;
+  };
+  const ended = rows.flatMap((row) =>
     // A job without a timer (a stand-in that ends jobs by polls) has no end to count from.
-    return row.status === 'succeeded' && Number.isFinite(endsAt) && row.completed_ms !== null
-      ? [row.completed_ms - endsAt!]
-      : [];
-  });
+    row.status === 'succeeded' && Number.isFinite(endOf(row.provider_job_id)) && row.completed_ms !== null
+      ? [{ ...row, endsAt: endOf(row.provider_job_id), completedMs: row.completed_ms }]
+      : [],
+  );
+  const latencies = ended.map((row) => row.completedMs - row.endsAt);
   const other: Record<string, number> = {};
   for (const row of rows) if (row.status !== 'succeeded') other[row.status] = (other[row.status] ?? 0) + 1;
 
   const firstEnd = Math.min(...after.standIn.jobs.map((job) => job.endsAt));
-  // Where a waiting job would hold a slot: a read (a local activity) or a wait on the waits' queue.
+  // Where a waiting job would hold a slot: a read (a local activity) or a wait on the waits' queue;
+  // counted once every POST was answered (admission's local activities done), before any job ended.
   const waiting = (s: (typeof samples)[number]) => s.slots.reads + s.slots.waits;
   const all = (s: (typeof samples)[number]) => s.slots.reads + s.slots.activities;
   const delta = (name: string, labels: Record<string, string>) =>
@@ -232,9 +246,10 @@ async function runPhase(
   const persist = { activity_type: 'persistResults' };
   const kinds: RequestKind[] = ['create', 'status', 'result', 'cancel', 'file', 'other'];
   const perKind = (k: RequestKind) => (after.standIn.counts[k] - before.standIn.counts[k]) / jobs;
-  const history = await histories(
+  const history = await sampleHistories(
     client,
-    rows.filter((r) => r.status === 'succeeded' && r.workflow_id).map((r) => r.workflow_id!),
+    ended.flatMap((row) => (row.workflow_id ? [{ workflowId: row.workflow_id, endsAt: row.endsAt }] : [])),
+    historySample,
   );
   return {
     provider,
@@ -266,7 +281,10 @@ async function runPhase(
       (1000 * sdkDelta('temporal_activity_execution_latency_seconds_sum', persist)) /
       sdkDelta('temporal_activity_execution_latency_seconds_count', persist),
     slots: {
-      waitingBeforeFirstEnd: Math.max(0, ...samples.filter((s) => s.at < firstEnd).map(waiting)),
+      waitingBeforeFirstEnd: Math.max(
+        -1,
+        ...samples.filter((s) => s.at > submittedAt && s.at < firstEnd).map(waiting),
+      ),
       waitingPeak: Math.max(0, ...samples.map(waiting)),
       allPeak: Math.max(0, ...samples.map(all)),
     },
@@ -294,17 +312,4 @@ async function post(stack: Stack, model: string, key: string): Promise<string> {
       throw new Error(`POST: ${response.status} ${await response.text()}`);
     await new Promise((r) => setTimeout(r, 500));
   }
-}
-
-/** History events per generation over a sample of them, every run of each workflow id. */
-async function histories(client: Client, workflowIds: string[]) {
-  const step = Math.max(1, Math.floor(workflowIds.length / historySample));
-  const sampled = workflowIds.filter((_, i) => i % step === 0).slice(0, historySample);
-  let [events, runs] = [0, 0];
-  for (const workflowId of sampled) {
-    const chain = await runsOf(client, workflowId);
-    runs += chain.length;
-    events += chain.reduce((n, run) => n + (run.history.events?.length ?? 0), 0);
-  }
-  return { events: events / sampled.length, runs: runs / sampled.length, sampled: sampled.length };
 }
