@@ -59,6 +59,14 @@ export function printProviderScale(
       '    persistResults queued / ran',
       (p) => `${f(p.history.stages.persistQueued, 0)} / ${f(p.history.stages.persistRan, 0)}`,
     ),
+    row(
+      'workflow task / activity schedule-to-start, mean ms',
+      (p) => `${f(p.scheduleToStart.workflowTask, 0)} / ${f(p.scheduleToStart.activity, 0)}`,
+    ),
+    row(
+      'waiting jobs described: workflows / pending activities',
+      (p) => `${p.described.workflows} / ${p.described.pendingActivities}`,
+    ),
     row('activity slots in use, peak of 1 s samples:', () => ''),
     row('  reads and waits, every POST answered, no job ended yet', (p) =>
       p.slots.waitingBeforeFirstEnd < 0 ? 'no such time' : String(p.slots.waitingBeforeFirstEnd),
@@ -122,11 +130,12 @@ export function printProviderScale(
         detail: `persistResults mean ${f(p.persistMs, 0)} ms; p95 ${f(p.latency.p95, 0)} ms over ${p.latency.count}`,
       },
       {
-        label: `${p.provider}: activity slots held by waiting jobs (reads and waits, POSTs done, no job ended)`,
-        value: p.slots.waitingBeforeFirstEnd < 0 ? NaN : p.slots.waitingBeforeFirstEnd,
+        label: `${p.provider}: activity slots held by waiting jobs (pending activities of waiting generations, described)`,
+        value: p.described.workflows > 0 ? p.described.pendingActivities : NaN,
         kind: 'max',
         target: 0,
         unit: 'count',
+        detail: `${p.described.workflows} descriptions of generations whose job was running; local activities and waits' slots in use once every POST was answered and before the first end: ${p.slots.waitingBeforeFirstEnd < 0 ? 'no such time' : p.slots.waitingBeforeFirstEnd}; every slot at peak ${p.slots.allPeak} while ${p.peakRunning} jobs ran at once at most`,
       },
     ];
   });

@@ -7,6 +7,7 @@ import type { DatabasePool } from '../src/db/pool.js';
 import { projectRoot } from '../src/project-root.js';
 import type { Scrape } from '../test/support/prometheus.js';
 import type { StandInName, StandInOptions, StandInReport } from './provider-scale-child.js';
+import type { Stack } from './stack.js';
 
 /** A provider stand-in in a process of its own (provider-scale-child.ts). */
 export interface StandIn {
@@ -117,4 +118,37 @@ export function peakRunning(endsAt: readonly number[], runMs: number): number {
   let peak = 0;
   for (const [, step] of edges) peak = Math.max(peak, (running += step!));
   return peak;
+}
+
+/** Waits until the API offers the bench's models (it hears of the import by NOTIFY). */
+export async function waitForModels(stack: Stack, names: readonly StandInName[]): Promise<void> {
+  const wanted = names.map((name) => benchModels[name].id);
+  for (let i = 0; ; i++) {
+    const answer = await fetch(`${stack.apiUrl}/models`, {
+      headers: { authorization: `Bearer ${stack.key}` },
+    });
+    const offered = ((await answer.json()) as { data: Array<{ id: string }> }).data.map((m) => m.id);
+    if (wanted.every((id) => offered.includes(id))) return;
+    if (i > 100) throw new Error(`the API does not offer ${wanted.join(', ')}: ${offered.join(', ')}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** POST one generation; a 503 or 429 (a loaded machine) is retried with the same key. Its id. */
+export async function post(stack: Stack, model: string, key: string): Promise<string> {
+  for (;;) {
+    const response = await fetch(`${stack.apiUrl}/generations`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${stack.key}`,
+        'content-type': 'application/json',
+        'idempotency-key': key,
+      },
+      body: JSON.stringify({ model, prompt: `provider scale ${key}` }),
+    });
+    if (response.status === 202) return ((await response.json()) as { id: string }).id;
+    if (response.status !== 503 && response.status !== 429)
+      throw new Error(`POST: ${response.status} ${await response.text()}`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
 }

@@ -11,6 +11,8 @@ import type { StandInName, StandInReport } from './provider-scale-child.js';
 import {
   activitySlots,
   benchModels,
+  post,
+  waitForModels,
   offerBenchModels,
   peakRunning,
   startStandIn,
@@ -44,6 +46,8 @@ const providers = (process.env.BENCH_PROVIDERS ?? 'replicate,fal').split(',') as
 const modes = (process.env.BENCH_MODES ?? 'push,poll').split(',') as Mode[];
 const concurrency = Number(process.env.BENCH_SUBMIT_CONCURRENCY ?? 16);
 const historySample = Number(process.env.BENCH_HISTORY_SAMPLE ?? 20);
+/** Waiting generations whose workflows are described every 5 s (their pending activities counted). */
+const describeSample = Number(process.env.BENCH_DESCRIBE_SAMPLE ?? 20);
 /** A phase gives up once nothing has moved for this long past its jobs' run time. */
 const stallMs = Number(process.env.BENCH_STALL_SECONDS ?? 300) * 1000;
 
@@ -71,6 +75,10 @@ export interface PhaseResult {
    * activity slot.
    */
   slots: { waitingBeforeFirstEnd: number; waitingPeak: number; allPeak: number };
+  /** describe() of waiting generations' workflows during the phase: how many, their pending activities, the most one had. */
+  described: { workflows: number; pendingActivities: number; most: number };
+  /** Mean schedule-to-start of workflow tasks and of activities over the phase (the worker's SDK metrics), ms. */
+  scheduleToStart: { workflowTask: number; activity: number };
   cpu: Record<string, number>;
   history: HistorySample;
 }
@@ -100,6 +108,8 @@ for (const mode of modes) {
       REPLICATE_MAX_IN_FLIGHT: String(jobs * 2),
       FAL_MAX_IN_FLIGHT: String(jobs * 2),
       OUTBOUND_ALLOW_CIDRS: '127.0.0.1/32',
+      // The creates that wait for Replicate's budget are logged as failed attempts (warnings), thousands of them.
+      LOG_LEVEL: 'error',
       WORKER_METRICS_PORT: String(metricsPort),
       WORKER_TEMPORAL_METRICS_PORT: String(sdkPort),
     },
@@ -129,19 +139,6 @@ for (const mode of modes) {
   }
 }
 console.log(`\nload average (1, 5, 15 min): ${loadBefore} at the start, ${await loadAverage()} at the end`);
-
-async function waitForModels(stack: Stack, names: readonly StandInName[]): Promise<void> {
-  const wanted = names.map((name) => benchModels[name].id);
-  for (let i = 0; ; i++) {
-    const answer = await fetch(`${stack.apiUrl}/models`, {
-      headers: { authorization: `Bearer ${stack.key}` },
-    });
-    const offered = ((await answer.json()) as { data: Array<{ id: string }> }).data.map((m) => m.id);
-    if (wanted.every((id) => offered.includes(id))) return;
-    if (i > 100) throw new Error(`the API does not offer ${wanted.join(', ')}: ${offered.join(', ')}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
 
 async function runPhase(
   stack: Stack,
@@ -181,11 +178,28 @@ async function runPhase(
     SELECT count(*) FILTER (WHERE provider_job_id IS NOT NULL)::int AS created,
            count(*) FILTER (WHERE status <> 'queued')::int AS ended
     FROM generations WHERE model = ${model}`;
+  // Jobs surely still running at the stand-in (created less than D − 5 s ago): what do their workflows hold?
+  const waitingNow = sql.type(z.object({ workflow_id: z.string() }))`
+    SELECT workflow_id FROM generations
+    WHERE model = ${model} AND status = 'queued' AND provider_job_id IS NOT NULL AND workflow_id IS NOT NULL
+      AND submit_sent_at > now() - make_interval(secs => ${Math.max(1, seconds - 5)})
+    ORDER BY random() LIMIT ${describeSample}`;
+  const described = { workflows: 0, pendingActivities: 0, most: 0 };
+  const describeWaiting = async () => {
+    for (const workflowId of await stack.pool.anyFirst(waitingNow)) {
+      const pending =
+        (await client.workflow.getHandle(workflowId).describe()).raw.pendingActivities?.length ?? 0;
+      described.workflows++;
+      described.pendingActivities += pending;
+      described.most = Math.max(described.most, pending);
+    }
+  };
   const sample = async () => {
     let moved = { at: Date.now(), created: -1, ended: -1 };
-    for (;;) {
+    for (let tick = 1; ; tick++) {
       await new Promise((r) => setTimeout(r, 1000));
       samples.push({ at: Date.now(), slots: activitySlots(await scrape(metrics.sdk)) });
+      if (tick % 5 === 0) await describeWaiting();
       const now = await stack.pool.one(counts);
       if (now.created !== moved.created || now.ended !== moved.ended) moved = { at: Date.now(), ...now };
       if (now.ended >= jobs) return;
@@ -244,6 +258,8 @@ async function runPhase(
   const sdkDelta = (name: string, labels: Record<string, string>, s: { sdk: Scrape } = after) =>
     total(s.sdk, name, labels) - total(before.sdk, name, labels);
   const persist = { activity_type: 'persistResults' };
+  const meanMs = (histogram: string, labels: Record<string, string> = {}) =>
+    (1000 * sdkDelta(`${histogram}_sum`, labels)) / sdkDelta(`${histogram}_count`, labels);
   const kinds: RequestKind[] = ['create', 'status', 'result', 'cancel', 'file', 'other'];
   const perKind = (k: RequestKind) => (after.standIn.counts[k] - before.standIn.counts[k]) / jobs;
   const history = await sampleHistories(
@@ -277,9 +293,7 @@ async function runPhase(
       failed: after.standIn.webhooks.failed - before.standIn.webhooks.failed,
     },
     latency: { p50: percentile(latencies, 50), p95: percentile(latencies, 95), count: latencies.length },
-    persistMs:
-      (1000 * sdkDelta('temporal_activity_execution_latency_seconds_sum', persist)) /
-      sdkDelta('temporal_activity_execution_latency_seconds_count', persist),
+    persistMs: meanMs('temporal_activity_execution_latency_seconds', persist),
     slots: {
       waitingBeforeFirstEnd: Math.max(
         -1,
@@ -288,28 +302,14 @@ async function runPhase(
       waitingPeak: Math.max(0, ...samples.map(waiting)),
       allPeak: Math.max(0, ...samples.map(all)),
     },
+    described,
+    scheduleToStart: {
+      workflowTask: meanMs('temporal_workflow_task_schedule_to_start_latency_seconds'),
+      activity: meanMs('temporal_activity_schedule_to_start_latency_seconds'),
+    },
     cpu: Object.fromEntries(
       Object.keys(processes).map((name) => [name, (after.cpu[name]! - before.cpu[name]!) / jobs]),
     ),
     history,
   };
-}
-
-/** POST one generation; a 503 or 429 (a loaded machine) is retried with the same key. Its id. */
-async function post(stack: Stack, model: string, key: string): Promise<string> {
-  for (;;) {
-    const response = await fetch(`${stack.apiUrl}/generations`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${stack.key}`,
-        'content-type': 'application/json',
-        'idempotency-key': key,
-      },
-      body: JSON.stringify({ model, prompt: `provider scale ${key}` }),
-    });
-    if (response.status === 202) return ((await response.json()) as { id: string }).id;
-    if (response.status !== 503 && response.status !== 429)
-      throw new Error(`POST: ${response.status} ${await response.text()}`);
-    await new Promise((r) => setTimeout(r, 500));
-  }
 }
