@@ -88,7 +88,8 @@ export async function startStack(
   const bundle = path.join(scratch, 'workflows.js');
   // The build brings its own bundle (dist/worker/workflow-code.js).
   if (benchRuntime === 'tsx') await buildWorkflowBundle(bundle);
-  const apiPort = await freePort();
+  // env may name the API's port (a bench that must know its origin before it starts: PROVIDER_WEBHOOK_BASE_URL).
+  const apiPort = env.API_PORT ? Number(env.API_PORT) : await freePort();
   const common: NodeJS.ProcessEnv = {
     ...process.env,
     DATABASE_URL: database.url,
@@ -122,7 +123,12 @@ export async function startStack(
   ];
   // thumbnailWorker: the gallery's thumbnails (their own task queue, after a generation succeeded)
   // are made by a worker process of their own, so that their CPU is counted apart (`thumbnails`).
-  const queues = (value: string) => ({ ...common, WORKER_TASK_QUEUES: value });
+  // The metrics ports env names are the generation worker's: two processes cannot listen on one.
+  const { WORKER_METRICS_PORT: _ours, WORKER_TEMPORAL_METRICS_PORT: _sdk, ...unmeasured } = common;
+  const queues = (value: string) => ({
+    ...(value === 'thumbnails' ? unmeasured : common),
+    WORKER_TASK_QUEUES: value,
+  });
   const [worker, api, thumbnails] = await Promise.all([
     // The worker with the options production gives it on its command line.
     start(

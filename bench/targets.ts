@@ -7,8 +7,8 @@ export interface Target {
   /** 'min': the value must reach the target; 'max': it must stay at or under it. */
   kind: 'min' | 'max';
   target: number;
-  /** How the value and target print: a ratio (2 decimals, ×), milliseconds or megabytes. */
-  unit: 'ratio' | 'ms' | 'MB';
+  /** How the value and target print: a ratio (2 decimals, ×), milliseconds, megabytes or a count. */
+  unit: 'ratio' | 'ms' | 'MB' | 'count';
   /** What the value is made of, printed beside it (the per-process figures behind a ratio). */
   detail?: string;
 }
@@ -17,7 +17,11 @@ export interface Target {
 export function printTargets(title: string, targets: Target[]): boolean {
   console.log(`\n${title}`);
   const format = (n: number, unit: Target['unit']) =>
-    unit === 'ratio' ? `${n.toFixed(2)}×` : `${n.toFixed(1)} ${unit}`;
+    unit === 'ratio'
+      ? `${n.toFixed(2)}×`
+      : unit === 'count'
+        ? String(Number.isInteger(n) ? n : Number(n.toFixed(2)))
+        : `${n.toFixed(1)} ${unit}`;
   let all = true;
   for (const t of targets) {
     const met = t.kind === 'min' ? t.value >= t.target : t.value <= t.target;

@@ -11,6 +11,7 @@ import {
   sendJson,
   type Fault,
 } from './fake-http.js';
+import { RequestLimiter, falRequestKind, falThrottled, type RateLimits } from './fake-rate-limits.js';
 
 /**
  * A local fal queue (https://queue.fal.run) as fal documents it:
@@ -128,17 +129,27 @@ export class FalQueueServer extends FakeProvider<FalOutcome> {
   beforeCancel: ((requestId: string) => void) | undefined;
   /** Awaited once a create is read (and its fault, if any, taken), before it is answered. */
   beforeCreateAnswer: (() => Promise<void>) | undefined;
+  /** Requests by kind, and a request rate limit when started with `limits` (fal publishes none: fake-rate-limits.ts). */
+  readonly limiter: RequestLimiter;
 
   private constructor(
     readonly key: string,
     expiredStatus: 403 | 404,
+    limits?: RateLimits,
   ) {
     super();
     this.files = new FileStore(() => this.origin, expiredStatus);
+    this.limiter = new RequestLimiter(falRequestKind, limits, falThrottled);
   }
 
-  static async start(options: { key?: string; expiredStatus?: 403 | 404 } = {}): Promise<FalQueueServer> {
-    return new FalQueueServer(options.key ?? 'fal-test-key', options.expiredStatus ?? 403).listen();
+  static async start(
+    options: { key?: string; expiredStatus?: 403 | 404; limits?: RateLimits } = {},
+  ): Promise<FalQueueServer> {
+    return new FalQueueServer(
+      options.key ?? 'fal-test-key',
+      options.expiredStatus ?? 403,
+      options.limits,
+    ).listen();
   }
 
   /** The variables an adapter reads, pointed at this server. */
@@ -192,6 +203,7 @@ export class FalQueueServer extends FakeProvider<FalOutcome> {
 
   protected async handle(request: http.IncomingMessage, body: Buffer, response: http.ServerResponse) {
     const path = (request.url ?? '/').split('?')[0]!;
+    if (this.limiter.refuses(request, response)) return;
     if (request.method === 'GET' && this.files.serve(path, response)) return;
     if (request.method === 'GET' && path === '/.well-known/jwks.json')
       return sendJson(response, 200, this.signing.jwks());

@@ -11,6 +11,12 @@ import {
   sendJson,
   type Fault,
 } from './fake-http.js';
+import {
+  RequestLimiter,
+  replicateRequestKind,
+  replicateThrottled,
+  type RateLimits,
+} from './fake-rate-limits.js';
 
 /**
  * A local Replicate HTTP API (https://api.replicate.com/v1) as Replicate documents it:
@@ -89,6 +95,8 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
   readonly files: FileStore;
   /** Page size of GET /v1/predictions. */
   pageSize = 100;
+  /** Requests by kind, and Replicate's rate limits when started with `limits` (fake-rate-limits.ts). */
+  readonly limiter: RequestLimiter;
   /** Awaited before each create is handled (a test's fault at that moment: a database restart, say). */
   beforeCreate: ((input: unknown) => Promise<void>) | undefined;
   /**
@@ -107,13 +115,17 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
   private createFaults = new Script<unknown, Fault>();
   private pollFaults: Fault[] = [];
 
-  private constructor(readonly token: string) {
+  private constructor(
+    readonly token: string,
+    limits?: RateLimits,
+  ) {
     super();
     this.files = new FileStore(() => this.origin, 404);
+    this.limiter = new RequestLimiter(replicateRequestKind, limits, replicateThrottled);
   }
 
-  static async start(options: { token?: string } = {}): Promise<ReplicateServer> {
-    return new ReplicateServer(options.token ?? 'r8_test_token').listen();
+  static async start(options: { token?: string; limits?: RateLimits } = {}): Promise<ReplicateServer> {
+    return new ReplicateServer(options.token ?? 'r8_test_token', options.limits).listen();
   }
 
   env(): Record<string, string> {
@@ -142,15 +154,20 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
     canceled: boolean;
     webhook?: string;
     webhookEvents?: string[];
+    /** When `runMs` ends it (ms since the epoch). */
+    endsAt?: number;
   }> {
-    return [...this.predictions.values()].map(({ id, model, input, canceled, webhook, webhookEvents }) => ({
-      id,
-      model,
-      input,
-      canceled,
-      ...(webhook ? { webhook } : {}),
-      ...(webhookEvents ? { webhookEvents } : {}),
-    }));
+    return [...this.predictions.values()].map(
+      ({ id, model, input, canceled, webhook, webhookEvents, endsAt }) => ({
+        id,
+        model,
+        input,
+        canceled,
+        ...(webhook ? { webhook } : {}),
+        ...(webhookEvents ? { webhookEvents } : {}),
+        ...(endsAt !== undefined ? { endsAt } : {}),
+      }),
+    );
   }
 
   override async close(): Promise<void> {
@@ -179,6 +196,7 @@ export class ReplicateServer extends FakeProvider<ReplicateOutcome> {
 
   protected async handle(request: http.IncomingMessage, body: Buffer, response: http.ServerResponse) {
     const [path, query = ''] = (request.url ?? '/').split('?') as [string, string?];
+    if (this.limiter.refuses(request, response)) return;
     if (request.method === 'GET' && this.files.serve(path, response)) return;
     const token = credential(request, 'Bearer') ?? credential(request, 'Token');
     if (token !== this.token) {
