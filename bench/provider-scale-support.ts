@@ -4,7 +4,7 @@ import path from 'node:path';
 import { parseCatalogFile } from '../src/catalog/catalog-file.js';
 import { importCatalog } from '../src/catalog/catalog-import.js';
 import type { DatabasePool } from '../src/db/pool.js';
-import { projectRoot } from '../src/project-root.js';
+import { projectRoot } from '../src/config/project-root.js';
 import type { Scrape } from '../test/support/prometheus.js';
 import type { StandInName, StandInOptions, StandInReport } from './provider-scale-child.js';
 import type { Stack } from './stack.js';

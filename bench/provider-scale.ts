@@ -2,7 +2,7 @@ import { Client, Connection } from '@temporalio/client';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { freePort } from '../src/dev/free-port.js';
-import { requestIdOf } from '../src/providers/fal/fal-queue-provider.js';
+import { requestIdOf } from '../src/providers/fal/fal-job-ids.js';
 import { parseJobReference } from '../src/providers/job-reference.js';
 import { scrape, type Scrape } from '../test/support/prometheus.js';
 import { replicateLimits, type RequestKind } from '../test/support/providers/fake-rate-limits.js';
