@@ -3,6 +3,7 @@ import fp from 'fastify-plugin';
 import type { AuthOutcome, Authenticator, PresentedKey, Principal } from '../auth/authenticator.js';
 import { OAuthTokenAuthenticator } from '../auth/oauth-tokens.js';
 import type { RequestLogWriter } from '../db/request-log-writer.js';
+import { requestLogEntry } from '../db/request-log-repository.js';
 import { readOnlyRefusal } from '../generations/admission/key-rules.js';
 
 export interface AuthPluginOptions {
@@ -87,19 +88,19 @@ export const authPlugin = fp<AuthPluginOptions>(
     const logRequest = (request: FastifyRequest, reply: FastifyReply) => {
       const key = request.recognisedKey;
       if (key) {
-        options.requestLog.add({
-          accountId: key.accountId,
-          apiKeyId: key.keyId,
-          requestId: String(reply.getHeader('x-request-id') ?? request.id),
-          method: request.method,
-          path: request.url.slice(0, 2048),
-          statusCode: reply.statusCode,
-          errorCode: request.errorCode,
-          ip: request.ip,
-          userAgent: request.headers['user-agent']?.slice(0, 512) ?? null,
-          durationMs: reply.elapsedTime,
-          createdAtMs: Date.now(),
-        });
+        options.requestLog.add(
+          requestLogEntry(
+            key,
+            {
+              requestId: String(reply.getHeader('x-request-id') ?? request.id),
+              method: request.method,
+              path: request.url,
+              ip: request.ip,
+              userAgent: request.headers['user-agent'] ?? null,
+            },
+            { statusCode: reply.statusCode, errorCode: request.errorCode, durationMs: reply.elapsedTime },
+          ),
+        );
       }
     };
     app.addHook('onResponse', (request, reply, next) => {

@@ -20,6 +20,31 @@ export interface RequestLogEntry {
   createdAtMs: number;
 }
 
+/**
+ * One answered request as the log keeps it, from whichever door took it (the API's hook, the
+ * console's playground, which logs its form as the POST it stands for): the key that made it, the
+ * answer, and the caller's address and agent, cut to the columns' lengths; stamped now.
+ */
+export function requestLogEntry(
+  key: { accountId: string; keyId: string },
+  request: { requestId: string; method: string; path: string; ip: string | null; userAgent?: string | null },
+  answer: { statusCode: number; errorCode: string | null; durationMs: number },
+): RequestLogEntry {
+  return {
+    accountId: key.accountId,
+    apiKeyId: key.keyId,
+    requestId: request.requestId,
+    method: request.method,
+    path: request.path.slice(0, 2048),
+    statusCode: answer.statusCode,
+    errorCode: answer.errorCode,
+    ip: request.ip,
+    userAgent: request.userAgent?.slice(0, 512) ?? null,
+    durationMs: answer.durationMs,
+    createdAtMs: Date.now(),
+  };
+}
+
 const copyStatement =
   'COPY api_request_log (account_id, api_key_id, request_id, method, path, status_code, error_code, ip, user_agent, duration_ms, created_at) FROM STDIN';
 

@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { keyRateLimitRefusal, rateLimitWords } from '../../auth/rate-limit.js';
 import type { CompiledModel } from '../../catalog/catalog-cache.js';
 import { getBalance } from '../../db/credits-repository.js';
+import { requestLogEntry } from '../../db/request-log-repository.js';
 import { ApiError, ValidationError, type ValidationIssue } from '../../vocabulary/errors.js';
 import {
   admitGeneration,
@@ -249,19 +250,17 @@ async function refusedUnread(
 function requestLogger(deps: ConsoleRouteDeps, request: FastifyRequest, user: ConsoleUser) {
   const started = performance.now();
   return (requestId: string, refusal: ApiError | null) =>
-    deps.requestLog.add({
-      accountId: user.accountId,
-      apiKeyId: user.keyId,
-      requestId,
-      method: 'POST',
-      path: '/v1/generations',
-      statusCode: refusal?.status ?? 202,
-      errorCode: refusal?.code ?? null,
-      ip: request.ip,
-      userAgent: 'account console',
-      durationMs: performance.now() - started,
-      createdAtMs: Date.now(),
-    });
+    deps.requestLog.add(
+      requestLogEntry(
+        user,
+        { requestId, method: 'POST', path: '/v1/generations', ip: request.ip, userAgent: 'account console' },
+        {
+          statusCode: refusal?.status ?? 202,
+          errorCode: refusal?.code ?? null,
+          durationMs: performance.now() - started,
+        },
+      ),
+    );
 }
 
 /** Images do not change the price, and are not sent back into a re-rendered form. */
