@@ -72,7 +72,7 @@ describe('tracing', () => {
     const expected = [
       ['generation-api', 'UpdateWithStartWorkflow:admit'],
       ['generation-worker', 'HandleUpdate:admit'],
-      ['generation-worker', 'RunActivity:admit'],
+      ['generation-worker', 'RunActivity:debit'],
       ['generation-worker', 'StartActivity:submit'],
       ['generation-worker', 'RunActivity:submit'],
       ['generation-worker', 'RunActivity:readProviderJob'],
