@@ -34,7 +34,12 @@ export default async function setup(project: TestProject) {
     // Every test file's workers poll task queues of their own, all in one Worker Deployment version
     // (one build of the workflow code): past the server's default of 100 task queues per version, a
     // new queue is never routed and its generations never start.
-    dynamicConfig: { 'matching.maxTaskQueuesInDeploymentVersion': 10_000 },
+    // Timers: the server's default shifts a timer's firing by up to 1 s, so a test's 50 ms poll
+    // between two reads of a job would take a second each (2 s per generation on the stand-ins).
+    dynamicConfig: {
+      'matching.maxTaskQueuesInDeploymentVersion': 10_000,
+      'history.timerProcessorMaxTimeShift': '10ms',
+    },
   });
   const bundlePath = path.join(scratch, 'workflow-bundle.js');
   await buildWorkflowBundle(bundlePath);

@@ -54,12 +54,13 @@ export function createGenerationActivities(
     /**
      * One read of the job at the provider. A synchronous provider makes its one call inside
      * `status`, which can take minutes: the worker says it is alive on a clock meanwhile (every
-     * 5 s, under the step's heartbeat timeout of 30 s). An ended job frees its in-flight place.
+     * 5 s, under the step's heartbeat timeout of 15 s); a short read runs as a local activity, which
+     * has no heartbeat. An ended job frees its in-flight place.
      */
     async readProviderJob(generation, reason) {
       const { provider, jobId, name } = providerOfJob(generation.jobId);
       const context = Context.current();
-      const alive = setInterval(() => context.heartbeat(), 5_000);
+      const alive = context.info.isLocal ? undefined : setInterval(() => context.heartbeat(), 5_000);
       try {
         const status = await provider.status(jobId, reason);
         if (status.state === 'running') return { state: 'running' };

@@ -138,7 +138,7 @@ function jobSteps(horizon: StepHorizons) {
    * reads again at its next turn. A synchronous provider's read (OpenAI: the call itself, for up to
    * 10 minutes), or one of a job support named, runs on the provider-waits task queue, where it
    * takes no slot of the short steps; it says it is alive on a clock (every 5 s), so a lost worker
-   * is noticed within 30 s, and is retried until the wait's horizon (`remainingMs`: what is left).
+   * is noticed within 15 s, and is retried until the wait's horizon (`remainingMs`: what is left).
    */
   const readProviderJob = (
     generation: Parameters<GenerationActivities['readProviderJob']>[0],
@@ -156,7 +156,7 @@ function jobSteps(horizon: StepHorizons) {
           taskQueue: providerWaitQueue(workflowInfo().taskQueue),
           startToCloseTimeout: '11 minutes',
           scheduleToCloseTimeout: Math.min(remainingMs, horizon.providerWaitMs),
-          heartbeatTimeout: '30 seconds',
+          heartbeatTimeout: '15 seconds',
           retry: {
             initialInterval: '1 second',
             maximumInterval: '1 minute',
