@@ -132,7 +132,7 @@ export const providerSettings = settingGroup({
     },
     PROVIDER_BUDGET_CREATE_WAIT_MS: {
       readBy: ['worker'],
-      text: 'How long a create waits for its turn in the budget; past it the submit fails as throttled, nothing sent, and is retried (a routed generation may take its next route).',
+      text: 'How long a create waits for its turn in the budget; past it the submit fails as throttled, nothing sent, keeping its turn (up to 60 s ahead), and is retried when the turn comes (a routed generation may take its next route).',
     },
     PROVIDER_BUDGET_READ_WAIT_MS: {
       readBy: ['worker'],

@@ -20,7 +20,12 @@ import { notAccepted, ProviderThrottled } from './provider.js';
  *   skipped at once, nothing sent (BudgetSkipped), and the job is answered still running;
  * - `read`: pushed reads, results, cancels, probes wait their turn, up to `readWaitMs`;
  * - `create`: waits up to `createWaitMs`, then fails as a throttled create that proves the job was
- *   not accepted (nothing was sent), as a provider's 429 would: the submit retries it later.
+ *   not accepted (nothing was sent), as a provider's 429 would: the submit retries it later. A
+ *   create that names its job (the job's token) keeps the turn it was given, up to
+ *   `createReservationMs` ahead, and is told to come back exactly then (Retry-After): its next
+ *   attempt on this worker goes at once, without asking again. A backlog of creates is thus served
+ *   in order, each coming back once, rather than all of them asking again every second. (An attempt
+ *   that lands on another worker asks afresh: the kept turn goes unused, which only slows us.)
  *
  * A provider's `429` pauses the whole account for its Retry-After, for every worker (the store's
  * pause); fallback reads stay paused twice as long, so that they do not come back first.
@@ -118,9 +123,14 @@ export class BudgetSkipped extends Error {
   override readonly name = 'BudgetSkipped';
 }
 
+/** How far ahead a refused create may keep its turn (see above). */
+export const createReservationMs = 60_000;
+
 /** One provider account's budget, as a worker uses it. */
 export class ProviderBudget {
   private readonly paces: Record<BudgetClass, Pace | null>;
+  /** The turns kept by creates refused past their wait: job token → when the turn comes (ms since the epoch). */
+  private readonly keptTurns = new Map<string, number>();
 
   constructor(
     readonly provider: string,
@@ -136,37 +146,70 @@ export class ProviderBudget {
    * throws BudgetSkipped (a fallback read) or ProviderThrottled (past its wait; for a create, one
    * that proves the job not accepted).
    */
-  async turn(kind: RequestKind, priority: Priority): Promise<void> {
+  async turn(kind: RequestKind, priority: Priority, job?: string): Promise<void> {
     const budgetClass: BudgetClass = kind === 'create' ? 'create' : 'other';
     const fallback = priority === 'fallback';
+    const maxWaitMs = fallback
+      ? 0
+      : priority === 'create'
+        ? this.policy.createWaitMs
+        : this.policy.readWaitMs;
+    const keeper = kind === 'create' ? job : undefined;
+    const kept = keeper === undefined ? undefined : this.keptTurns.get(keeper);
+    if (kept !== undefined) {
+      // This create kept its turn when it was refused: it goes when the turn comes, asking nothing.
+      const waitMs = kept - Date.now();
+      if (waitMs > maxWaitMs) throw this.refusal(kind, waitMs);
+      this.keptTurns.delete(keeper!);
+      return this.go(kind, waitMs);
+    }
     const answer = await this.store.take({
       provider: this.provider,
       budgetClass,
       pace: this.paces[budgetClass],
-      maxWaitMs: fallback ? 0 : priority === 'create' ? this.policy.createWaitMs : this.policy.readWaitMs,
+      maxWaitMs: keeper === undefined ? maxWaitMs : Math.max(maxWaitMs, createReservationMs),
       ...(fallback ? { fallbackShare: this.policy.fallbackShare } : {}),
     });
     if (answer.granted) {
-      if (answer.waitMs > 0) {
-        this.metrics.waited(this.provider, kind, answer.waitMs);
-        await sleep(answer.waitMs);
-      }
-      this.metrics.sent(this.provider, kind);
-      return;
+      if (keeper === undefined || answer.waitMs <= maxWaitMs) return this.go(kind, answer.waitMs);
+      this.keep(keeper, Date.now() + answer.waitMs);
+      throw this.refusal(kind, answer.waitMs);
     }
     if (fallback) {
       this.metrics.skipped(this.provider);
       throw new BudgetSkipped(`${this.provider}: a fallback read gives way to the request budget`);
     }
+    throw this.refusal(kind, answer.retryAfterMs);
+  }
+
+  private async go(kind: RequestKind, waitMs: number): Promise<void> {
+    if (waitMs > 0) {
+      this.metrics.waited(this.provider, kind, waitMs);
+      await sleep(waitMs);
+    }
+    this.metrics.sent(this.provider, kind);
+  }
+
+  /** A create's turn kept until `at`; turns kept long past their time (their create never came back) are let go. */
+  private keep(job: string, at: number): void {
+    const now = Date.now();
+    for (const [other, otherAt] of this.keptTurns)
+      if (otherAt < now - createReservationMs) this.keptTurns.delete(other);
+    this.keptTurns.set(job, at);
+  }
+
+  /** A request with no turn within its wait: throttled, nothing sent (a create: proven not accepted). */
+  private refusal(kind: RequestKind, retryAfterMs: number): ProviderThrottled {
     this.metrics.refused(this.provider, kind);
-    const limit = budgetClass === 'create' ? this.policy.createsPerMinute : this.policy.requestsPerMinute;
+    const create = kind === 'create';
+    const limit = create ? this.policy.createsPerMinute : this.policy.requestsPerMinute;
     const error = new ProviderThrottled(
-      `${this.provider}: our request budget (${limit > 0 ? `${limit} ${budgetClass === 'create' ? 'creates' : 'requests'} a minute` : 'a 429 pause'}) has no turn for this ${kind} within ${
-        budgetClass === 'create' ? this.policy.createWaitMs : this.policy.readWaitMs
+      `${this.provider}: our request budget (${limit > 0 ? `${limit} ${create ? 'creates' : 'requests'} a minute` : 'a 429 pause'}) has no turn for this ${kind} within ${
+        create ? this.policy.createWaitMs : this.policy.readWaitMs
       } ms; nothing was sent`,
-      Math.max(100, Math.ceil(answer.retryAfterMs)),
+      Math.max(100, Math.ceil(retryAfterMs)),
     );
-    throw kind === 'create' ? notAccepted(error) : error;
+    return create ? notAccepted(error) : error;
   }
 
   /** The provider answered 429 to a request of `kind`: the account pauses for every worker. */

@@ -21,7 +21,8 @@ import { withBudget } from '../providers/request-turns.js';
  *
  * - A create's turn is taken once the create is prepared, before the submit marks it sent: a wait
  *   that outlasts the attempt, or a refusal, leaves nothing that may have reached the provider
- *   (ProviderThrottled proving it not accepted: the submit retries, or takes the next route).
+ *   (ProviderThrottled proving it not accepted: the submit retries, or takes the next route). A
+ *   refused create keeps its turn under the job's token and is told when it comes (request-budget.ts).
  * - A read on a timer (`reason` 'fallback' while a push is expected, or 'poll' where none can come)
  *   asks for its turn first and, when it must give way, is answered `{ state: 'running', skipped: 'budget' }` with nothing sent: the caller counts it and
  *   reads again later.
@@ -30,14 +31,14 @@ export function budgetProvider(provider: Provider, budget: ProviderBudget): Prov
   return {
     submit: async (job) => {
       if (provider.submitsLocally) return withBudget(budget, 'submit', () => provider.submit(job));
-      await budget.turn('create', 'create');
+      await budget.turn('create', 'create', job.token);
       return withBudget(budget, 'submit', () => provider.submit(job), { create: true });
     },
     prepare:
       provider.prepare &&
       (async (job) => {
         const { send } = await withBudget(budget, 'submit', () => provider.prepare!(job));
-        await budget.turn('create', 'create');
+        await budget.turn('create', 'create', job.token);
         let held = true;
         return {
           send: () => {

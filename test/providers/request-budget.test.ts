@@ -121,34 +121,60 @@ describe('the request budget of a provider account', () => {
 
   it('makes a create wait its turn, then fails it as throttled and not accepted, with nothing sent', async () => {
     // 60 creates a minute: a burst of 6, then one every 1.1 s; a create waits 1.5 s at most.
-    const provider = budgeted('replicate-creates', { createsPerMinute: 60, createWaitMs: 1_500 });
+    let takes = 0;
+    const counted: BudgetStore = {
+      take: (ask) => ((takes += 1), workerA.take(ask)),
+      pause: (provider, ms) => workerA.pause(provider, ms),
+      close: () => workerA.close(),
+    };
+    const provider = budgeted('replicate-creates', { createsPerMinute: 60, createWaitMs: 1_500 }, counted);
     for (let i = 0; i < 6; i++) replicate.script({ hold: true }, promptContains(`[burst ${i}]`));
     const creates = replicate.creates;
     await Promise.all(Array.from({ length: 6 }, (_, i) => provider.submit(job(`[burst ${i}]`))));
     expect(replicate.creates).toBe(creates + 6);
     // Three more at once, prepared as the submit does: one waits its turn (1.1 s) and is sent; the
     // others' turns are 2.2 s and 3.3 s away, past the wait: refused before the create is marked sent.
-    replicate.script({ hold: true }, promptContains('[after the burst]'));
+    const later = [0, 1, 2].map((i) => job(`[after the burst ${i}]`));
+    for (const each of later) replicate.script({ hold: true }, promptContains(each.prompt));
+    const create = async (each: ProviderJob) => {
+      const { send } = await provider.prepare!(each);
+      return send();
+    };
     const started = Date.now();
-    const attempts = await Promise.allSettled(
-      [0, 1, 2].map(async () => {
-        const { send } = await provider.prepare!(job('[after the burst]'));
-        return send();
-      }),
-    );
-    const refused = attempts.flatMap((a) => (a.status === 'rejected' ? [a.reason as unknown] : []));
+    const attempts = await Promise.allSettled(later.map(create));
+    const refused = later.flatMap((each, i) => {
+      const attempt = attempts[i]!;
+      return attempt.status === 'rejected' ? [{ each, error: attempt.reason as ProviderThrottled }] : [];
+    });
     expect(attempts.filter((a) => a.status === 'fulfilled')).toHaveLength(1);
     expect(Date.now() - started).toBeGreaterThan(500);
     expect(refused).toHaveLength(2);
-    for (const error of refused) {
+    for (const { error } of refused) {
       expect(error).toBeInstanceOf(ProviderThrottled);
       expect(error).toMatchObject({
         provesNotAccepted: true,
         message: expect.stringMatching(/nothing was sent/),
       });
-      expect((error as ProviderThrottled).retryAfterMs).toBeGreaterThan(1_500);
     }
     expect(replicate.creates).toBe(creates + 7);
+
+    // Each refused create kept its own turn, and was told when it comes: about 2.2 s and 3.3 s
+    // after they all asked, not the same moment for both.
+    const comeBack = refused.map(({ error }) => error.retryAfterMs!).sort((a, b) => a - b);
+    expect(comeBack[0]).toBeGreaterThan(1_500);
+    expect(comeBack[1]! - comeBack[0]!).toBeGreaterThan(800);
+    // Coming back when told, each is sent at once, without asking the budget again.
+    const asked = takes;
+    await Promise.all(
+      refused.map(async ({ each, error }) => {
+        await new Promise((resolve) => setTimeout(resolve, error.retryAfterMs));
+        const from = Date.now();
+        await create(each);
+        expect(Date.now() - from).toBeLessThan(1_500);
+      }),
+    );
+    expect(takes).toBe(asked);
+    expect(replicate.creates).toBe(creates + 9);
   });
 
   it('pauses the account for every worker after a 429 with Retry-After, fallback reads the longest', async () => {
