@@ -3,11 +3,13 @@ import { configDefaults, defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
-    // The routed fault run (minutes) is `npm run test:faults`'s, which sets its length; npm test keeps
-    // the mixed fault run as the fast representative, and routed failover is covered file by file.
+    // The routed fault run and the submit's kill run (minutes each) are `npm run test:faults`'s,
+    // which sets their lengths; npm test keeps the mixed fault run and a worker killed mid-submit
+    // (submit-prepare-kill) as the fast representatives, and routed failover is covered file by file.
     exclude: [
       ...configDefaults.exclude,
       ...(process.env.ROUTED_FAULTS_TRAFFIC_MS ? [] : ['test/generations/routed-pause.test.ts']),
+      ...(process.env.SUBMIT_CLAIM_WINDOW_MS ? [] : ['test/generations/submit-chaos.test.ts']),
     ],
     globalSetup: ['test/global-setup.ts'],
     setupFiles: ['test/setup-file.ts'],
