@@ -2,7 +2,6 @@ import {
   ApplicationFailure,
   allHandlersFinished,
   condition,
-  isCancellation,
   makeContinueAsNewFunc,
   setHandler,
   setWorkflowOptions,
@@ -26,12 +25,13 @@ import {
   type GenerationStart,
   type SubmittedJob,
 } from './generation-types.js';
-import { defaultReviewHandOffMs, reviewRules } from './generation-review.js';
+import { reviewRules } from './generation-review.js';
+import { submission } from './generation-submission.js';
 import { retentionStory } from './generation-retention.js';
 import { cancelRules, withCancelRequests } from './generation-cancel.js';
 import { trackProgress } from './generation-progress.js';
 import { jobEndRules } from './generation-job-end.js';
-import { failureType, isPermanent, isSettled } from './step-failures.js';
+import { failureType, isSettled } from './step-failures.js';
 
 export { admitUpdate, cancelUpdate, progressQuery, resolveUpdate };
 
@@ -136,7 +136,7 @@ function activeRun(
   const cancel = cancelRules(progress, (jobId) => steps.stopJobBeforeRun(jobId, start.generationId));
   setHandler(cancelUpdate, (generationId) => cancel.request(generationId));
   cancel.follow(cancelRequested);
-  return {
+  const run = {
     start,
     resumed,
     progress,
@@ -156,8 +156,22 @@ function activeRun(
     /** The start of the webhook deliveries once admitted (settles once started; at once without a webhook). */
     webhooks: Promise.resolve<void>(undefined),
   };
+  // One object: the submission's keep() sees the deliveries the story starts on it later.
+  const whole: typeof run & ReturnType<typeof submission> = Object.assign(
+    run,
+    submission(run, () => keep(whole)),
+  );
+  return whole;
 }
 type ActiveRun = ReturnType<typeof activeRun>;
+/** What keep() needs of a run (the run's submission keeps it too, before the run is whole). */
+interface KeptRun {
+  start: GenerationStart;
+  progress: GenerationProgress;
+  debit: ReturnType<typeof debitRules>;
+  nudges: ReturnType<typeof webhookNudges>;
+  webhooks: Promise<void>;
+}
 
 /** The key's record names an earlier generation: this run answered for it, and is no generation. */
 async function answeredForHolder(run: ActiveRun, holderId: string): Promise<GenerationProgress> {
@@ -183,7 +197,7 @@ async function rejected(run: ActiveRun, error: GenerationError): Promise<Generat
 }
 
 /** Succeeded or in review: the rest is the retention run's, on the current version. */
-async function keep(run: ActiveRun): Promise<never> {
+async function keep(run: KeptRun): Promise<never> {
   await run.webhooks;
   await run.nudges.sent();
   await condition(allHandlersFinished);
@@ -206,7 +220,7 @@ async function generate(run: ActiveRun): Promise<boolean> {
     const next = await run.routes.afterNeverStarted(waited.jobId, outcome, run.cancel.stoppedOrAsked);
     if (next === undefined) return run.settle(waited.jobId, outcome);
     run.enter('submitting', 'queued', 'submitting to the next route');
-    job = await submit(run, next.job, next.position);
+    job = await run.submit(next.job, next.position);
   }
   return false;
 }
@@ -241,7 +255,7 @@ async function waitFor(
         if (!isSettled(error)) await run.cancelAtProvider(jobId);
         return null;
       }
-      const found = await waitForSupport(run);
+      const found = await run.waitForSupport();
       if (found === null) return null;
       job = { jobId: found };
       since = undefined;
@@ -272,66 +286,5 @@ async function stageAndSubmit(run: ActiveRun): Promise<SubmittedJob | null> {
   const job = await run.stageImages(() => run.handOver.toBackground());
   if (job === null) return null;
   run.routes.stage(job);
-  return submit(run, job, 0);
-}
-
-/**
- * The provider's job once route `position` (or a later one, when it refuses) has it; null when the
- * generation ended instead.
- */
-async function submit(run: ActiveRun, job: GenerationStart, position: number): Promise<SubmittedJob | null> {
-  try {
-    return await run.handOver.submit(job, run.routes.enter(position));
-  } catch (error) {
-    if (isCancellation(error)) throw error;
-    const next = run.routes.afterRefusal(error);
-    return next === undefined ? submissionFailed(run, error) : submit(run, job, next);
-  }
-}
-
-/**
- * A submission failed with no next route to take it: the provider's rejection is refunded, and so
- * is a Cancel-After deadline passed (as canceled); an acceptance nobody can confirm waits for
- * support; at the submit horizon, a job the provider may have is not ours to refund.
- */
-async function submissionFailed(run: ActiveRun, error: unknown): Promise<SubmittedJob | null> {
-  if (isSettled(error)) {
-    run.settled();
-    return null;
-  }
-  switch (failureType(error)) {
-    case errorTypes.providerRejection:
-      await run.fail(generationErrors.providerRejected);
-      return null;
-    case errorTypes.cancelAfterPassed:
-      await run.fail(generationErrors.canceledByDeadline);
-      return null;
-    case errorTypes.providerUncertain:
-      return supportNamed(run);
-  }
-  if (isPermanent(error)) {
-    await run.fail(generationErrors.cannotComplete(whatFailed.submit));
-    return null;
-  }
-  const state = await run.steps.submissionState(run.start.generationId);
-  if (state.jobId) return { jobId: state.jobId };
-  if (state.mayHaveReachedProvider) return supportNamed(run);
-  await run.fail(generationErrors.timedOut(whatFailed.acceptance));
-  return null;
-}
-
-/** The job support named after a review (read at the poll interval: no push is known to come), or null. */
-async function supportNamed(run: ActiveRun): Promise<SubmittedJob | null> {
-  const found = await waitForSupport(run);
-  return found === null ? null : { jobId: found };
-}
-
-/**
- * Support says what happened (see reviewRules): the provider's job to go on from, or null when it
- * refunded. A review that outlasts the hand-off continues as the review run, on the current version.
- */
-async function waitForSupport(run: ActiveRun): Promise<string | null> {
-  await run.review.begin();
-  const decided = await run.review.decision(run.start.timing.reviewHandOffMs ?? defaultReviewHandOffMs);
-  return decided === undefined ? keep(run) : decided;
+  return run.submit(job, 0);
 }
