@@ -4,7 +4,7 @@ import { findGrant, listGrants, revokeGrantRecord } from '../../db/oauth-grants-
 import { format, sendPage } from '../render.js';
 import { userOf } from '../request-fields.js';
 import type { ConsoleRouteDeps } from '../route-deps.js';
-import { appIdentity } from './oauth-routes.js';
+import { appIdentity } from './oauth-consent.js';
 import { keyRulesView, manageRefusal, rulesOfForm } from './key-rules-form.js';
 
 /**
