@@ -54,7 +54,7 @@ const otherVariables: Array<[string, string, string]> = [
   [
     '`FUZZ_EXAMPLES`, `FUZZ_SECONDS`, `FUZZ_SEED`, `FUZZ_REPORT_DIR`',
     'the fuzz test',
-    'Fuzzed cases per operation (100; `test:faults` 300), a longer fuzzing session, a new seed, and where schemathesis’ reports go ([Developing](developing.md#fuzzing-the-api)).',
+    'Fuzzed cases per operation (50; `test:faults` 300), a longer fuzzing session, a new seed, and where schemathesis’ reports go ([Developing](developing.md#fuzzing-the-api)).',
   ],
   [
     '`MIXED_CHAOS_TRAFFIC_MS`, `MIXED_CHAOS_SEED`, `ROUTED_FAULTS_TRAFFIC_MS`, `ROUTED_FAULTS_SEED`',

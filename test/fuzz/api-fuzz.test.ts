@@ -26,7 +26,7 @@ import { startTestWorker, type TestWorker } from '../support/worker.js';
  * account's ledger balances.
  *
  * Repeatable by default: a fixed seed, a fixed number of cases per operation. `npm test` fuzzes
- * each operation with 100 cases (FUZZ_EXAMPLES; the coverage, examples and stateful phases as
+ * each operation with 50 cases (FUZZ_EXAMPLES; the coverage, examples and stateful phases as
  * configured); `npm run test:faults` with the configuration's 300.
  * A longer session by hand (fuzzing repeats until the time is spent):
  *   FUZZ_SECONDS=1800 FUZZ_SEED=$RANDOM npx vitest run test/fuzz/api-fuzz.test.ts
@@ -37,7 +37,7 @@ const configFile = fileURLToPath(new URL('schemathesis.toml', import.meta.url));
 const seed = process.env.FUZZ_SEED ?? '20261123';
 const seconds = process.env.FUZZ_SECONDS ? Number(process.env.FUZZ_SECONDS) : null;
 /** Cases per operation in the fuzzing phase (schemathesis.toml says 300: the long run's). */
-const fuzzExamples = Number(process.env.FUZZ_EXAMPLES ?? 100);
+const fuzzExamples = Number(process.env.FUZZ_EXAMPLES ?? 50);
 /** The fuzzer is stopped (and the test fails) past this. */
 const fuzzLimitMs = seconds !== null ? (seconds + 120) * 1000 : 360_000;
 /** How long generations may stay `queued` once the fuzzer is done (the provider takes 200 ms). */
