@@ -41,6 +41,7 @@ export function debitRules(
     fingerprint: start.fingerprint,
     admission: made,
     keyHeldUntil: new Date(holdsKey(made) ? horizon : Date.parse(start.createdAt)).toISOString(),
+    createdAt: start.createdAt,
   });
   setHandler(admitUpdate, async () => {
     const made = await decided();

@@ -127,6 +127,11 @@ export interface AdmitResult {
   admission: DebitDecision;
   /** Until when this generation holds its Idempotency-Key (ISO); a rejection that does not claim it: its creation. */
   keyHeldUntil: string;
+  /**
+   * The generation's creation (ISO), as its workflow was started: every request meeting the workflow
+   * answers with the same `created_at`. Absent from a key holder's answer read from the database.
+   */
+  createdAt?: string;
 }
 
 /**

@@ -53,8 +53,11 @@ export function outcomeOf(
     return { outcome: 'rejected', generationId, error: admission.error, inputPrefix: stored.prefix };
   // Another generation (the key's) is known from its record when one was read. Without one it was
   // admitted by a request sent at about the same time, with this body: the same stored input (its
-  // folder is named by the key and body), and about this creation time.
-  const known = holder?.id === generationId ? holder : asAdmitted(request, admitted, stored.input, createdAt);
+  // folder is named by the key and body), and the creation time its workflow answered with.
+  const known =
+    holder?.id === generationId
+      ? holder
+      : asAdmitted(request, admitted, stored.input, admitted.createdAt ?? createdAt);
   return { outcome: 'admitted', generationId, known };
 }
 
