@@ -33,7 +33,8 @@ import { loadAverage } from './targets.js';
  * own timer, counted from the create. Modes (BENCH_MODES: push,poll): `push`, with
  * PROVIDER_WEBHOOK_BASE_URL the API's origin (the stand-ins push signed webhooks), and `poll`, with
  * it unset (no webhook is ever sent; jobs are read every PROVIDER_POLL_INTERVAL_MS under the
- * request budget). POSTs go BENCH_SUBMIT_CONCURRENCY (16) at a time, so the jobs overlap. Prints,
+ * request budget). POSTs go BENCH_SUBMIT_CONCURRENCY (16) at a time, so the jobs overlap, and at
+ * most BENCH_SUBMIT_RATE a second when set (the rate at which the jobs then end). Prints,
  * per mode and provider: provider requests per job by kind besides the create, 429s, the stand-in's
  * end of job → `generation.succeeded` (completed_at) p50/p95, activity slots in use (the worker's
  * Temporal SDK metrics, sampled every second), CPU per generation by process, and Temporal history
@@ -45,6 +46,12 @@ const seconds = Number(process.env.BENCH_JOB_SECONDS ?? 120);
 const providers = (process.env.BENCH_PROVIDERS ?? 'replicate,fal').split(',') as StandInName[];
 const modes = (process.env.BENCH_MODES ?? 'push,poll').split(',') as Mode[];
 const concurrency = Number(process.env.BENCH_SUBMIT_CONCURRENCY ?? 16);
+/**
+ * POSTs a second at most (unset: as fast as the concurrency goes). Jobs end D seconds after their
+ * create, so this is also the rate at which they end: at N jobs of D seconds, N / D a second keeps
+ * N running at once while the ends come no faster than the machine can finish them.
+ */
+const submitRate = process.env.BENCH_SUBMIT_RATE ? Number(process.env.BENCH_SUBMIT_RATE) : null;
 const historySample = Number(process.env.BENCH_HISTORY_SAMPLE ?? 20);
 /** Waiting generations whose workflows are described every 5 s (their pending activities counted). */
 const describeSample = Number(process.env.BENCH_DESCRIBE_SAMPLE ?? 20);
@@ -166,6 +173,10 @@ async function runPhase(
       Array.from({ length: concurrency }, async () => {
         while (submitted < jobs) {
           const i = submitted++;
+          if (submitRate !== null) {
+            const due = started + (i * 1000) / submitRate;
+            if (due > Date.now()) await new Promise((r) => setTimeout(r, due - Date.now()));
+          }
           ids.push(await post(stack, model, `${runId}-${provider}-${i}`));
         }
       }),
