@@ -17,8 +17,22 @@ export interface ApiProcess {
 /**
  * Configured by environment only, like production: `env` is added to this process's environment and
  * the shared Temporal dev server; the port is a free one. Resolves once it listens.
+ *
+ * A port found free can be taken before the process listens (another test's server, or a
+ * connection's local port: the suite's processes draw from the same range): the process then
+ * exits with EADDRINUSE, and is started again on another port, twice at most.
  */
 export async function startApiProcess(env: Record<string, string>): Promise<ApiProcess> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnFreePort(env);
+    } catch (error) {
+      if (attempt >= 3 || !(error instanceof Error) || !error.message.includes('EADDRINUSE')) throw error;
+    }
+  }
+}
+
+async function startOnFreePort(env: Record<string, string>): Promise<ApiProcess> {
   const port = await freePort();
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/api/main.ts'], {
     env: {

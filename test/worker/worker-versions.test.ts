@@ -74,7 +74,7 @@ describe('two builds of the workflow in one Worker Deployment', () => {
     // The first worker of the deployment made its version current (none was).
     expect((await currentVersion(connection, 'default', deploymentName)).buildId).toBe(a);
 
-    const first = await create('started on A [sim:slow=4]');
+    const first = await create('started on A [sim:slow=12]');
     const firstWorkflow = client.workflow.getHandle(await workflowIdOf(stack.db.pool, first));
     await expect.poll(async () => (await firstWorkflow.query(progressQuery)).step).toBe('generating');
     const reset = await create('started on A, reset once B is current [sim:slow=30]');
