@@ -1,4 +1,5 @@
 import { configDefaults, defineConfig } from 'vitest/config';
+import { SlowFirstSequencer } from './test/support/slow-first-sequencer.js';
 
 export default defineConfig({
   test: {
@@ -15,6 +16,8 @@ export default defineConfig({
     setupFiles: ['test/setup-file.ts'],
     reporters: ['default', './test/support/summary-reporter.ts'],
     pool: 'forks',
+    // The longest files first, on a fresh clone too (test/support/slow-first-sequencer.ts).
+    sequence: { sequencer: SlowFirstSequencer },
     // Two cores, three files at a time: most files spend their time waiting on timers, processes
     // and the providers' simulated jobs, so a third file fills the cores' idle time (the suite in
     // 14–15 minutes with two would not fit its budget once the MCP and batch tests came).
