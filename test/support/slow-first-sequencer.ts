@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
+import { projectRoot } from '../../src/config/project-root.js';
 
 /**
  * Starts the test files that take longest first, so that the suite does not end on one long file
@@ -13,11 +14,10 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 export class SlowFirstSequencer extends BaseSequencer {
   override sort(files: TestSpecification[]): Promise<TestSpecification[]> {
     const seconds = JSON.parse(
-      readFileSync(new URL('../file-seconds.json', import.meta.url), 'utf8'),
+      readFileSync(path.join(projectRoot, 'test', 'file-seconds.json'), 'utf8'),
     ) as Record<string, number>;
-    const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', '..');
     const of = (spec: TestSpecification) =>
-      seconds[path.relative(root, spec.moduleId).split(path.sep).join('/')] ?? 30;
+      seconds[path.relative(projectRoot, spec.moduleId).split(path.sep).join('/')] ?? 30;
     return Promise.resolve([...files].sort((a, b) => of(b) - of(a)));
   }
 }
