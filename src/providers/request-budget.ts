@@ -156,11 +156,11 @@ export class ProviderBudget {
         : this.policy.readWaitMs;
     const keeper = kind === 'create' ? job : undefined;
     const kept = keeper === undefined ? undefined : this.keptTurns.get(keeper);
-    if (kept !== undefined) {
+    if (keeper !== undefined && kept !== undefined) {
       // This create kept its turn when it was refused: it goes when the turn comes, asking nothing.
       const waitMs = kept - Date.now();
       if (waitMs > maxWaitMs) throw this.refusal(kind, waitMs);
-      this.keptTurns.delete(keeper!);
+      this.keptTurns.delete(keeper);
       return this.go(kind, waitMs);
     }
     const answer = await this.store.take({
