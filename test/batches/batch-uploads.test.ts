@@ -1,5 +1,6 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import http from 'node:http';
+import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApiProcess, type ApiProcess } from '../support/api-process.js';
 import { createPaidAccount, type TestAccount } from '../support/api.js';
@@ -84,6 +85,51 @@ function streamPost(
       if (!answered) request.end();
     })().catch(reject);
   });
+}
+
+/**
+ * A POST that writes its whole body (with a Content-Length) before it reads a byte of the answer,
+ * as a client that does not watch for an early answer does: whether a write fails is recorded, and
+ * the answer is then read as far as it came.
+ */
+async function writeAllThenRead(
+  origin: string,
+  path: string,
+  key: string,
+  type: string,
+  body: Buffer[],
+): Promise<{ writeError: string | null; written: number; answer: string }> {
+  const { hostname, port } = new URL(origin);
+  // Half-open allowed: the server's FIN after its answer does not end our side while we write.
+  const socket = net.connect({ host: hostname, port: Number(port), allowHalfOpen: true });
+  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+  let answer = '';
+  socket.setEncoding('utf8');
+  const ended = new Promise<void>((resolve) => {
+    socket.on('data', (data: string) => (answer += data));
+    socket.on('end', resolve).on('close', () => resolve());
+  });
+  socket.pause();
+  let writeError: string | null = null;
+  socket.on('error', (error: NodeJS.ErrnoException) => (writeError ??= error.code ?? error.message));
+  const length = body.reduce((sum, piece) => sum + piece.length, 0);
+  const head = `POST ${path} HTTP/1.1\r\nhost: ${hostname}:${port}\r\nauthorization: Bearer ${key}\r\ncontent-type: ${type}\r\ncontent-length: ${length}\r\n\r\n`;
+  let written = 0;
+  for (const piece of [Buffer.from(head), ...body]) {
+    const failed = await new Promise<boolean>((resolve) =>
+      socket.write(piece, (error) => {
+        if (error) writeError ??= (error as NodeJS.ErrnoException).code ?? error.message;
+        resolve(Boolean(error));
+      }),
+    );
+    if (failed) break;
+    written += piece.length;
+  }
+  if (!socket.destroyed) socket.end();
+  socket.resume();
+  await ended;
+  socket.destroy();
+  return { writeError, written, answer };
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -232,5 +278,27 @@ describe('batch uploads hold nothing shared while they arrive', () => {
       expect(answer.sentBytes).toBeLessThan(100 * MB);
       expect(growth).toBeLessThan(100 * MB);
     }
+  }, 60_000);
+
+  it('a client that writes its whole 60 MB body before it reads is still answered 413, not reset', async () => {
+    // The server stops reading at the line's limit and answers; closing at once would leave the
+    // bytes still on their way unread, and Linux answers that with a reset: every later write
+    // fails (EPIPE), and the answer can be lost. The connection lingers, dropping them, instead.
+    const prefix = '{"custom_id":"big","model":"lumen-pro","prompt":"';
+    const body = [...hugeLine(60 * MB, prefix, '"}\n')];
+    const result = await writeAllThenRead(
+      api.origin,
+      '/v1/batches/quote',
+      stack.account.key,
+      'application/x-ndjson',
+      body,
+    );
+    console.log(
+      `wrote ${(result.written / MiB).toFixed(1)} MiB; write error: ${result.writeError ?? 'none'}`,
+    );
+    expect(result.writeError).toBeNull();
+    expect(result.answer).toMatch(/^HTTP\/1\.1 413 /);
+    expect(result.answer.toLowerCase()).toContain('connection: close');
+    expect(result.answer).toContain('"code":"payload_too_large"');
   }, 60_000);
 });

@@ -12,6 +12,7 @@ import { getBalance } from '../../db/credits-repository.js';
 import { principalOf } from '../auth-plugin.js';
 import { jsonBatchBody, jsonlBatchBody, type BatchBodyLimits } from '../batch-bodies.js';
 import { BatchUploads } from '../batch-uploads.js';
+import { closeLingering } from '../lingering-close.js';
 import {
   batchListSchema,
   batchPathSchema,
@@ -74,7 +75,8 @@ function routes(typed: ZodApp, deps: BatchRouteDeps) {
   /**
    * Reads a create's or a quote's body in one of its key's upload places (a 429 when it has none
    * left). Answered before the body has all arrived (a 413, a 429, a line refused), the connection
-   * is closed after the answer: the rest of the body is never read.
+   * is closed after the answer: the rest of the body is never parsed, only dropped for a few seconds
+   * so that the client sees the answer rather than a reset (lingering-close.ts).
    */
   async function upload<T>(request: FastifyRequest, reply: FastifyReply, work: () => Promise<T>): Promise<T> {
     let release: (() => void) | undefined;
@@ -82,7 +84,10 @@ function routes(typed: ZodApp, deps: BatchRouteDeps) {
       release = uploads.take(principalOf(request).keyId);
       return await work();
     } catch (error) {
-      if (!request.raw.complete) reply.header('connection', 'close');
+      if (!request.raw.complete) {
+        reply.header('connection', 'close');
+        closeLingering(request.raw);
+      }
       throw error;
     } finally {
       release?.();
