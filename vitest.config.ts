@@ -16,6 +16,11 @@ export default defineConfig({
     setupFiles: ['test/setup-file.ts'],
     reporters: ['default', './test/support/summary-reporter.ts'],
     pool: 'forks',
+    // Files share their test process (three processes in all), with its imports: each file spent
+    // about a fifth of its time importing and setting up before (the suite 15:09 → 12:15 on two
+    // cores, 21.8 → 17.2 CPU-minutes). A file leaves no process state behind: what it changes in
+    // process.env it puts back, and test/setup-file.ts installs the SDK's runtime once.
+    isolate: false,
     // The longest files first, on a fresh clone too (test/support/slow-first-sequencer.ts).
     sequence: { sequencer: SlowFirstSequencer },
     // Two cores, three files at a time: most files spend their time waiting on timers, processes
