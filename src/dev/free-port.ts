@@ -1,12 +1,53 @@
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 
-/** A TCP port on 127.0.0.1 that was free a moment ago. */
-export function freePort(): Promise<number> {
+/**
+ * A TCP port on 127.0.0.1 that was free a moment ago, drawn at random from below the kernel's
+ * ephemeral range. A port from port 0 comes from that range, from which the kernel also takes the
+ * local port of every outgoing connection: between our check and the process that then listens on
+ * it, a connection to PostgreSQL or Temporal could take it (EADDRINUSE, seen in the test suite).
+ * Below the range only another listener can. Ports already handed out by this process are not
+ * handed out again; after 50 ports found taken, port 0's answer is the fallback.
+ */
+export async function freePort(): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const port = lowestPort + Math.floor(Math.random() * (ephemeralStart - lowestPort));
+    if (handedOut.has(port)) continue;
+    if ((await listenOnce(port)) !== null) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+  const port = await listenOnce(0);
+  if (port === null) throw new Error('no free port on 127.0.0.1');
+  return port;
+}
+
+/** The ports below this are the well-known and registered services a developer's machine may run. */
+const lowestPort = 10_000;
+const handedOut = new Set<number>();
+
+/** Where the kernel's ephemeral ports start (Linux's setting; IANA's 49152 elsewhere). */
+const ephemeralStart = (() => {
+  try {
+    const lower = Number(
+      readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0],
+    );
+    return lower > lowestPort + 1_000 ? lower : 49_152;
+  } catch {
+    return 49_152;
+  }
+})();
+
+/** Listens on `port` and closes again: the port it had, or null when it was taken. */
+function listenOnce(port: number): Promise<number | null> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
+    server.on('error', (error: NodeJS.ErrnoException) =>
+      error.code === 'EADDRINUSE' || error.code === 'EACCES' ? resolve(null) : reject(error),
+    );
+    server.listen(port, '127.0.0.1', () => {
       const address = server.address();
       server.close(() =>
         typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),

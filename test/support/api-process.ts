@@ -18,9 +18,9 @@ export interface ApiProcess {
  * Configured by environment only, like production: `env` is added to this process's environment and
  * the shared Temporal dev server; the port is a free one. Resolves once it listens.
  *
- * A port found free can be taken before the process listens (another test's server, or a
- * connection's local port: the suite's processes draw from the same range): the process then
- * exits with EADDRINUSE, and is started again on another port, twice at most.
+ * A port found free can still be taken by another test's server before the process listens
+ * (freePort draws from outside the range of outgoing connections' ports, so only a listener can):
+ * the process then exits with EADDRINUSE, and is started again on another port, twice at most.
  */
 export async function startApiProcess(env: Record<string, string>): Promise<ApiProcess> {
   for (let attempt = 1; ; attempt++) {
