@@ -28,8 +28,9 @@
  *               HTTP in and out (the outbound fetcher and its address policy, webhook targets; what
  *               the servers share: closing unused connections); result storage; measuring media
  *               (ffmpeg); metrics and tracing
- *   vocabulary, dependencies, caches   a generation's words, error codes, ids; PostgreSQL and Temporal
- *               as dependencies (readiness, passing outages, the wait at start); in-process caches
+ *   vocabulary, dependencies, caches   a generation's words, error codes, ids; PostgreSQL, Temporal
+ *               and Redis as dependencies (readiness, passing outages, the wait at start, a Redis
+ *               that fails open to memory); in-process caches
  */
 
 /** Rooms, lowest floor first; rooms in one inner array share a floor. */

@@ -1,6 +1,6 @@
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { OutageLog } from './redis-outage-log.js';
+import { FailOpenRedis } from '../dependencies/fail-open-redis.js';
 import {
   FAILED_AUTH_LIMIT_PER_MINUTE,
   MemoryAuthLimits,
@@ -69,8 +69,6 @@ return out
 const windowMs = 60_000;
 /** Checks sent in one script call at most (the script holds Redis for its whole run). */
 const maxBatch = 256;
-/** After a command fails while the connection looks up, Redis is left alone this long (the limits are counted in memory). */
-const pauseAfterFailureMs = 1_000;
 /** How long start-up waits for the first connection before serving with in-memory limits. */
 const startupWaitMs = 2_000;
 
@@ -104,12 +102,8 @@ type LimitsClient = Redis & {
  * A request never waits for a Redis known to be away, and never fails because of it.
  */
 export class RedisAuthLimits implements AuthLimits {
-  private readonly client: LimitsClient;
+  private readonly redis: FailOpenRedis<LimitsClient>;
   private readonly local: MemoryAuthLimits;
-  private readonly outage: OutageLog;
-  /** Commands are not sent before this (a failure while connected pauses them). */
-  private pausedUntil = 0;
-  private closing = false;
   private queue: PendingCheck[] = [];
   private flushScheduled = false;
 
@@ -118,24 +112,14 @@ export class RedisAuthLimits implements AuthLimits {
   private constructor(options: RedisAuthLimitsOptions) {
     this.requestsPerKey = options.requestsPerKey;
     this.local = new MemoryAuthLimits(options.requestsPerKey);
-    this.outage = new OutageLog(options.logger, redisAddress(options.url));
-    this.client = new Redis(options.url, {
-      // Fail fast instead of queueing: a command sent while disconnected is refused at once, a command
-      // sent to a Redis that does not answer is abandoned after the timeout; either way the request is
-      // counted in memory.
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      commandTimeout: options.commandTimeoutMs,
-      connectTimeout: Math.max(1_000, options.commandTimeoutMs * 4),
-      retryStrategy: (attempt) => Math.min(100 * 2 ** Math.min(attempt, 5), 2_000),
+    this.redis = new FailOpenRedis<LimitsClient>({
+      url: options.url,
+      commandTimeoutMs: options.commandTimeoutMs,
+      logger: options.logger,
       connectionName: 'generation-api-limits',
+      what: 'rate limits',
       scripts: { authLimitsCheck: { lua: checkAndCount } },
-    }) as LimitsClient;
-    this.client.on('error', (error: Error) => this.outage.failed(error));
-    this.client.on('close', () => {
-      if (!this.closing) this.outage.failed(new Error('connection closed'));
     });
-    this.client.on('ready', () => this.outage.recovered());
   }
 
   /**
@@ -145,24 +129,12 @@ export class RedisAuthLimits implements AuthLimits {
    */
   static async connect(options: RedisAuthLimitsOptions): Promise<RedisAuthLimits> {
     const limits = new RedisAuthLimits(options);
-    const client = limits.client;
-    await new Promise<void>((resolve) => {
-      const finish = () => {
-        clearTimeout(timer);
-        client.off('ready', finish);
-        client.off('error', finish);
-        resolve();
-      };
-      const timer = setTimeout(finish, startupWaitMs);
-      client.once('ready', finish);
-      client.once('error', finish);
-    });
-    if (client.status !== 'ready') limits.outage.failed(new Error(`not connected (${client.status})`));
+    await limits.redis.ready(startupWaitMs);
     return limits;
   }
 
   checkKey(keyId: string): KeyVerdict | Promise<KeyVerdict> {
-    if (!this.usable()) return this.local.checkKey(keyId);
+    if (!this.redis.usable()) return this.local.checkKey(keyId);
     const counterKey = `ratelimit:key:${keyId}`;
     return new Promise((resolve) =>
       this.enqueue({
@@ -183,7 +155,7 @@ export class RedisAuthLimits implements AuthLimits {
   }
 
   checkFailure(ip: string): FailureVerdict | Promise<FailureVerdict> {
-    if (!this.usable()) return this.local.checkFailure(ip);
+    if (!this.redis.usable()) return this.local.checkFailure(ip);
     const key = failuresKey(ip);
     return new Promise((resolve) =>
       this.enqueue({
@@ -227,46 +199,25 @@ export class RedisAuthLimits implements AuthLimits {
       keys.push(check.failuresKey, check.counterKey);
       counts.push(check.refuseBlocked);
     }
-    this.client.authLimitsCheck(keys.length, ...keys, FAILED_AUTH_LIMIT_PER_MINUTE, windowMs, ...counts).then(
-      (reply) => {
-        this.outage.recovered();
-        for (const [i, check] of batch.entries()) check.settle([reply[2 * i]!, reply[2 * i + 1]!]);
-      },
-      (error: unknown) => {
-        this.commandFailed(error);
-        for (const check of batch) check.settle(null);
-      },
-    );
+    this.redis.client
+      .authLimitsCheck(keys.length, ...keys, FAILED_AUTH_LIMIT_PER_MINUTE, windowMs, ...counts)
+      .then(
+        (reply) => {
+          this.redis.answered();
+          for (const [i, check] of batch.entries()) check.settle([reply[2 * i]!, reply[2 * i + 1]!]);
+        },
+        (error: unknown) => {
+          this.redis.failed(error);
+          for (const check of batch) check.settle(null);
+        },
+      );
   }
 
   async close(): Promise<void> {
-    this.closing = true;
-    this.outage.stop();
-    this.client.disconnect();
+    this.redis.close();
     await this.local.close();
-  }
-
-  private usable(): boolean {
-    if (this.client.status === 'ready' && Date.now() >= this.pausedUntil) return true;
-    this.outage.countedLocally();
-    return false;
-  }
-
-  private commandFailed(error: unknown): void {
-    this.pausedUntil = Date.now() + pauseAfterFailureMs;
-    this.outage.failed(error instanceof Error ? error : new Error(String(error)));
   }
 }
 
 const failuresKey = (ip: string) => `ratelimit:failed-auth:${ip}`;
 const seconds = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
-
-/** host:port of a Redis URL: what the log may name (the URL can hold a password). */
-export function redisAddress(url: string): string {
-  try {
-    const parsed = new URL(url);
-    return `${parsed.hostname}:${parsed.port || '6379'}`;
-  } catch {
-    return 'the REDIS_URL server';
-  }
-}

@@ -1,7 +1,6 @@
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { OutageLog } from '../auth/redis-outage-log.js';
-import { redisAddress } from '../auth/redis-limits.js';
+import { FailOpenRedis } from '../dependencies/fail-open-redis.js';
 import { MemoryBudgetStore } from './budget-memory-store.js';
 import type { BudgetStore, TurnAnswer, TurnAsk } from './request-budget.js';
 
@@ -60,9 +59,6 @@ type BudgetClient = Redis & {
   budgetPause(pauseKey: string, ms: number): Promise<number>;
 };
 
-/** After a command fails while the connection looks up, Redis is left alone this long. */
-const pauseAfterFailureMs = 1_000;
-
 /** The account's keys, in one hash slot (a cluster runs the script on one node). */
 const keyOf = (provider: string, what: string) => `provider-budget:{${provider}}:${what}`;
 
@@ -73,51 +69,30 @@ const keyOf = (provider: string, what: string) => `provider-budget:{${provider}}
  * process's memory, as the API's rate limits are (OutageLog: one line when it goes, one when back).
  */
 export class RedisBudgetStore implements BudgetStore {
-  private readonly client: BudgetClient;
+  private readonly redis: FailOpenRedis<BudgetClient>;
   private readonly local = new MemoryBudgetStore();
-  private readonly outage: OutageLog;
-  private pausedUntil = 0;
-  private closing = false;
 
   constructor(options: { url: string; commandTimeoutMs: number; logger: Logger }) {
-    this.outage = new OutageLog(options.logger, redisAddress(options.url), 'provider request budgets');
-    this.client = new Redis(options.url, {
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      commandTimeout: options.commandTimeoutMs,
-      connectTimeout: Math.max(1_000, options.commandTimeoutMs * 4),
-      retryStrategy: (attempt) => Math.min(100 * 2 ** Math.min(attempt, 5), 2_000),
+    this.redis = new FailOpenRedis<BudgetClient>({
+      ...options,
       connectionName: 'generation-worker-budgets',
+      what: 'provider request budgets',
       scripts: {
         budgetTakeTurn: { lua: takeTurn, numberOfKeys: 2 },
         budgetPause: { lua: pauseAccount, numberOfKeys: 1 },
       },
-    }) as BudgetClient;
-    this.client.on('error', (error: Error) => this.outage.failed(error));
-    this.client.on('close', () => {
-      if (!this.closing) this.outage.failed(new Error('connection closed'));
     });
-    this.client.on('ready', () => this.outage.recovered());
   }
 
   /** Resolves once connected, or after `ms` (until then turns are answered from memory). */
-  async ready(ms = 2_000): Promise<void> {
-    if (this.client.status === 'ready') return;
-    await new Promise<void>((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.client.off('ready', done);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      this.client.once('ready', done);
-    });
+  ready(ms = 2_000): Promise<void> {
+    return this.redis.ready(ms);
   }
 
   async take(ask: TurnAsk): Promise<TurnAnswer> {
-    if (!this.usable()) return this.local.take(ask);
+    if (!this.redis.usable()) return this.local.take(ask);
     try {
-      const [granted, ms] = await this.client.budgetTakeTurn(
+      const [granted, ms] = await this.redis.client.budgetTakeTurn(
         keyOf(ask.provider, ask.budgetClass),
         keyOf(ask.provider, 'pause'),
         ask.pace?.emissionMs ?? 0,
@@ -125,40 +100,27 @@ export class RedisBudgetStore implements BudgetStore {
         ask.maxWaitMs,
         ask.fallbackShare ?? -1,
       );
-      this.outage.recovered();
+      this.redis.answered();
       const wait = Math.max(0, Number(ms));
       return granted === 1 ? { granted: true, waitMs: wait } : { granted: false, retryAfterMs: wait };
     } catch (error) {
-      this.commandFailed(error);
+      this.redis.failed(error);
       return this.local.take(ask);
     }
   }
 
   async pause(provider: string, ms: number): Promise<void> {
     await this.local.pause(provider, ms);
-    if (!this.usable()) return;
+    if (!this.redis.usable()) return;
     try {
-      await this.client.budgetPause(keyOf(provider, 'pause'), ms);
+      await this.redis.client.budgetPause(keyOf(provider, 'pause'), ms);
     } catch (error) {
-      this.commandFailed(error);
+      this.redis.failed(error);
     }
   }
 
   async close(): Promise<void> {
-    this.closing = true;
-    this.outage.stop();
-    this.client.disconnect();
+    this.redis.close();
     await this.local.close();
-  }
-
-  private usable(): boolean {
-    if (this.client.status === 'ready' && Date.now() >= this.pausedUntil) return true;
-    this.outage.countedLocally();
-    return false;
-  }
-
-  private commandFailed(error: unknown): void {
-    this.pausedUntil = Date.now() + pauseAfterFailureMs;
-    this.outage.failed(error instanceof Error ? error : new Error(String(error)));
   }
 }
