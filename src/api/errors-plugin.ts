@@ -4,6 +4,7 @@ import FindMyWay from 'find-my-way';
 import { ServiceError } from '@temporalio/client';
 import { causeChain, isDependencyFailure } from '../dependencies/failures.js';
 import { ApiError, errorCodes, type ErrorCode, type ValidationIssue } from '../vocabulary/errors.js';
+import { closeLingering } from './lingering-close.js';
 
 /**
  * The spec's error envelope. A 400 `invalid_request` also has `issues` beside `error` (the spec: "the
@@ -35,6 +36,10 @@ export const errorsPlugin = fp(
     const answerError = (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
       const apiError = toApiError(error);
       if (apiError.status >= 500) request.log.error({ err: error, request_id: request.id }, 'request failed');
+      // Answered before its body had all arrived, and closing (Fastify's body errors, a 413 past the
+      // body limit; a batch upload refused as it arrives): the client still sending gets the answer.
+      if (!request.raw.complete && /close/i.test(String(reply.getHeader('connection') ?? '')))
+        closeLingering(request.raw);
       return sendError(request, reply, apiError);
     };
     app.setErrorHandler(answerError);

@@ -280,25 +280,26 @@ describe('batch uploads hold nothing shared while they arrive', () => {
     }
   }, 60_000);
 
-  it('a client that writes its whole 60 MB body before it reads is still answered 413, not reset', async () => {
-    // The server stops reading at the line's limit and answers; closing at once would leave the
-    // bytes still on their way unread, and Linux answers that with a reset: every later write
-    // fails (EPIPE), and the answer can be lost. The connection lingers, dropping them, instead.
+  it('a client that writes its whole 60 MB body before it reads is still answered 413, not reset: a batch line past its limit, and a POST /v1/generations past the body limit', async () => {
+    // The server stops reading (at the line's limit; at once for a Content-Length past 32 MiB) and
+    // answers; closing at once would leave the bytes still on their way unread, and Linux answers
+    // that with a reset: every later write fails (EPIPE), and the answer can be lost. The
+    // connection lingers, dropping them, instead.
     const prefix = '{"custom_id":"big","model":"lumen-pro","prompt":"';
-    const body = [...hugeLine(60 * MB, prefix, '"}\n')];
-    const result = await writeAllThenRead(
-      api.origin,
-      '/v1/batches/quote',
-      stack.account.key,
-      'application/x-ndjson',
-      body,
-    );
-    console.log(
-      `wrote ${(result.written / MiB).toFixed(1)} MiB; write error: ${result.writeError ?? 'none'}`,
-    );
-    expect(result.writeError).toBeNull();
-    expect(result.answer).toMatch(/^HTTP\/1\.1 413 /);
-    expect(result.answer.toLowerCase()).toContain('connection: close');
-    expect(result.answer).toContain('"code":"payload_too_large"');
+    const cases = [
+      { path: '/v1/batches/quote', type: 'application/x-ndjson', suffix: '"}\n' },
+      { path: '/v1/generations', type: 'application/json', suffix: '"}' },
+    ];
+    for (const { path, type, suffix } of cases) {
+      const body = [...hugeLine(60 * MB, prefix, suffix)];
+      const result = await writeAllThenRead(api.origin, path, stack.account.key, type, body);
+      console.log(
+        `${path}: wrote ${(result.written / MiB).toFixed(1)} MiB; write error: ${result.writeError ?? 'none'}`,
+      );
+      expect(result.writeError, path).toBeNull();
+      expect(result.answer, path).toMatch(/^HTTP\/1\.1 413 /);
+      expect(result.answer.toLowerCase(), path).toContain('connection: close');
+      expect(result.answer, path).toContain('"code":"payload_too_large"');
+    }
   }, 60_000);
 });

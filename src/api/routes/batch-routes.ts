@@ -12,7 +12,6 @@ import { getBalance } from '../../db/credits-repository.js';
 import { principalOf } from '../auth-plugin.js';
 import { jsonBatchBody, jsonlBatchBody, type BatchBodyLimits } from '../batch-bodies.js';
 import { BatchUploads } from '../batch-uploads.js';
-import { closeLingering } from '../lingering-close.js';
 import {
   batchListSchema,
   batchPathSchema,
@@ -84,10 +83,8 @@ function routes(typed: ZodApp, deps: BatchRouteDeps) {
       release = uploads.take(principalOf(request).keyId);
       return await work();
     } catch (error) {
-      if (!request.raw.complete) {
-        reply.header('connection', 'close');
-        closeLingering(request.raw);
-      }
+      // The error handler (errors-plugin.ts) then closes it lingering.
+      if (!request.raw.complete) reply.header('connection', 'close');
       throw error;
     } finally {
       release?.();
