@@ -21,8 +21,15 @@ export function closeLingering(request: IncomingMessage, ms = lingerMs): void {
   // Node's server calls destroySoon once the last answer on a connection is sent (res._last).
   socket.destroySoon = function lingeringClose() {
     socket.end();
-    // The body's remaining bytes still pass through the request: flowing with no reader drops them.
-    request.resume();
+    // From here the connection carries no HTTP: the parser is taken off it, so that a request
+    // pipelined after the body is never read, let alone served, and the bytes are dropped as they
+    // come. A 'data' listener makes the server's socket stop feeding the parser from the handle
+    // directly (unconsume); the server's own listener, which feeds it, is then removed.
+    const drop = () => undefined;
+    socket.on('data', drop);
+    for (const listener of socket.listeners('data'))
+      if (listener !== drop) socket.off('data', listener as (chunk: Buffer) => void);
+    socket.resume();
     const cutOff = setTimeout(() => socket.destroy(), ms);
     socket.once('close', () => clearTimeout(cutOff));
   };

@@ -98,6 +98,8 @@ async function writeAllThenRead(
   key: string,
   type: string,
   body: Buffer[],
+  /** Sent right after the body, on the same connection: a pipelined request. */
+  pipelined = '',
 ): Promise<{ writeError: string | null; written: number; answer: string }> {
   const { hostname, port } = new URL(origin);
   // Half-open allowed: the server's FIN after its answer does not end our side while we write.
@@ -115,7 +117,7 @@ async function writeAllThenRead(
   const length = body.reduce((sum, piece) => sum + piece.length, 0);
   const head = `POST ${path} HTTP/1.1\r\nhost: ${hostname}:${port}\r\nauthorization: Bearer ${key}\r\ncontent-type: ${type}\r\ncontent-length: ${length}\r\n\r\n`;
   let written = 0;
-  for (const piece of [Buffer.from(head), ...body]) {
+  for (const piece of [Buffer.from(head), ...body, ...(pipelined ? [Buffer.from(pipelined)] : [])]) {
     const failed = await new Promise<boolean>((resolve) =>
       socket.write(piece, (error) => {
         if (error) writeError ??= (error as NodeJS.ErrnoException).code ?? error.message;
@@ -290,9 +292,20 @@ describe('batch uploads hold nothing shared while they arrive', () => {
       { path: '/v1/batches/quote', type: 'application/x-ndjson', suffix: '"}\n' },
       { path: '/v1/generations', type: 'application/json', suffix: '"}' },
     ];
+    // After the refused body, a POST /v1/generations pipelined on the same connection: the
+    // connection carries no more HTTP once refused, so it is never served (nor charged).
+    const generation = JSON.stringify({ model: 'lumen-lite', prompt: 'pipelined after a refused body' });
+    const pipelined = `POST /v1/generations HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${stack.account.key}\r\ncontent-type: application/json\r\ncontent-length: ${generation.length}\r\n\r\n${generation}`;
+    const newest = async () => {
+      const response = await fetch(`${api.origin}/v1/generations?limit=1`, {
+        headers: { authorization: `Bearer ${stack.account.key}` },
+      });
+      return ((await response.json()) as { data: Array<{ id: string }> }).data[0]?.id ?? null;
+    };
+    const before = await newest();
     for (const { path, type, suffix } of cases) {
       const body = [...hugeLine(60 * MB, prefix, suffix)];
-      const result = await writeAllThenRead(api.origin, path, stack.account.key, type, body);
+      const result = await writeAllThenRead(api.origin, path, stack.account.key, type, body, pipelined);
       console.log(
         `${path}: wrote ${(result.written / MiB).toFixed(1)} MiB; write error: ${result.writeError ?? 'none'}`,
       );
@@ -300,6 +313,8 @@ describe('batch uploads hold nothing shared while they arrive', () => {
       expect(result.answer, path).toMatch(/^HTTP\/1\.1 413 /);
       expect(result.answer.toLowerCase(), path).toContain('connection: close');
       expect(result.answer, path).toContain('"code":"payload_too_large"');
+      expect(result.answer.match(/HTTP\/1\.1 \d{3} /g), path).toHaveLength(1);
     }
+    expect(await newest()).toBe(before);
   }, 60_000);
 });
