@@ -48,10 +48,11 @@ export class FailOpenRedis<Client extends Redis = Redis> {
   }
 
   /**
-   * Resolves once connected, once the first attempt failed, or after `ms`: a start waits a moment
-   * for the first connection, so that its first requests are shared too, and no longer.
+   * Resolves once connected or after `ms`, and with `stopAtFirstError` once the first attempt
+   * failed too: a start waits a moment for the first connection, so that its first requests are
+   * shared too, and no longer (a refused connection need not be waited for).
    */
-  async ready(ms = 2_000): Promise<void> {
+  async ready(ms = 2_000, stopAtFirstError = true): Promise<void> {
     if (this.connected()) return;
     await new Promise<void>((resolve) => {
       const finish = () => {
@@ -62,7 +63,7 @@ export class FailOpenRedis<Client extends Redis = Redis> {
       };
       const timer = setTimeout(finish, ms);
       this.client.once('ready', finish);
-      this.client.once('error', finish);
+      if (stopAtFirstError) this.client.once('error', finish);
     });
     if (!this.connected()) this.outage.failed(new Error(`not connected (${this.client.status})`));
   }

@@ -10,13 +10,14 @@ import { createServer } from 'node:net';
  * handed out again; after 50 ports found taken, port 0's answer is the fallback.
  */
 export async function freePort(): Promise<number> {
-  for (let attempt = 0; attempt < 50; attempt++) {
+  // No room below the range (a kernel that starts it low): port 0's answer it is.
+  for (let attempt = 0; ephemeralStart - lowestPort >= 1_000 && attempt < 50; attempt++) {
     const port = lowestPort + Math.floor(Math.random() * (ephemeralStart - lowestPort));
     if (handedOut.has(port)) continue;
-    if ((await listenOnce(port)) !== null) {
-      handedOut.add(port);
-      return port;
-    }
+    // Taken before the check, so that two calls at once never hand out the same port.
+    handedOut.add(port);
+    if ((await listenOnce(port)) !== null) return port;
+    handedOut.delete(port);
   }
   const port = await listenOnce(0);
   if (port === null) throw new Error('no free port on 127.0.0.1');
@@ -27,13 +28,10 @@ export async function freePort(): Promise<number> {
 const lowestPort = 10_000;
 const handedOut = new Set<number>();
 
-/** Where the kernel's ephemeral ports start (Linux's setting; IANA's 49152 elsewhere). */
+/** Where the kernel's ephemeral ports start (Linux's setting; IANA's 49152 where there is none). */
 const ephemeralStart = (() => {
   try {
-    const lower = Number(
-      readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0],
-    );
-    return lower > lowestPort + 1_000 ? lower : 49_152;
+    return Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
   } catch {
     return 49_152;
   }

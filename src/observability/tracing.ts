@@ -1,3 +1,4 @@
+import { context, propagation, trace } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes, type Resource } from '@opentelemetry/resources';
 import { BatchSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
@@ -7,7 +8,7 @@ import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 export interface Tracing {
   resource: Resource;
   spanProcessor: SpanProcessor;
-  /** Sends what is buffered and stops. */
+  /** Sends what is buffered and stops; the process's global tracer, context and propagator are released. */
   shutdown(): Promise<void>;
 }
 
@@ -26,5 +27,12 @@ export function startTracing(serviceName: string, endpoint: string): Tracing {
   const spanProcessor = new BatchSpanProcessor(exporter);
   const provider = new NodeTracerProvider({ resource, spanProcessors: [spanProcessor] });
   provider.register();
-  return { resource, spanProcessor, shutdown: () => provider.shutdown() };
+  const shutdown = async () => {
+    await provider.shutdown();
+    // Released, so that a later start in this process (a test file after another) registers its own.
+    trace.disable();
+    context.disable();
+    propagation.disable();
+  };
+  return { resource, spanProcessor, shutdown };
 }

@@ -86,7 +86,7 @@ export class RedisBudgetStore implements BudgetStore {
 
   /** Resolves once connected, or after `ms` (until then turns are answered from memory). */
   ready(ms = 2_000): Promise<void> {
-    return this.redis.ready(ms);
+    return this.redis.ready(ms, false);
   }
 
   async take(ask: TurnAsk): Promise<TurnAnswer> {

@@ -9,11 +9,16 @@ describe('freePort', () => {
       readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0],
     );
     const ports: number[] = [];
-    for (let i = 0; i < 20; i++) ports.push(await freePort());
+    // Half of them asked for at once, as `npm start` asks for its ports.
+    for (let i = 0; i < 10; i++) ports.push(await freePort());
+    ports.push(...(await Promise.all(Array.from({ length: 10 }, () => freePort()))));
     expect(new Set(ports).size).toBe(20);
+    // (A kernel whose range starts near 10000 leaves no room below it: port 0's answers then.)
     for (const port of ports) {
-      expect(port).toBeGreaterThanOrEqual(10_000);
-      expect(port).toBeLessThan(ephemeralStart);
+      if (ephemeralStart >= 11_000) {
+        expect(port).toBeGreaterThanOrEqual(10_000);
+        expect(port).toBeLessThan(ephemeralStart);
+      }
       const server = createServer();
       await new Promise<void>((resolve, reject) =>
         server.once('error', reject).listen(port, '127.0.0.1', resolve),

@@ -14,8 +14,14 @@ import { waitFor } from '../support/wait.js';
 import { workerProcesses, type WorkerProcesses } from '../support/worker-process.js';
 import { activeRunHistory } from '../support/workflow-runs.js';
 
-// Spans leave in batches; a short delay keeps the test short (read by the batch processor at start).
+// Spans leave in batches; a short delay keeps the test short (read by the batch processor at start;
+// put back after the file, whose test process runs other files after it).
+const savedScheduleDelay = process.env.OTEL_BSP_SCHEDULE_DELAY;
 process.env.OTEL_BSP_SCHEDULE_DELAY = '100';
+afterAll(() => {
+  if (savedScheduleDelay === undefined) delete process.env.OTEL_BSP_SCHEDULE_DELAY;
+  else process.env.OTEL_BSP_SCHEDULE_DELAY = savedScheduleDelay;
+});
 
 /**
  * With OTEL_EXPORTER_OTLP_ENDPOINT set on the API and the worker, one generation is one trace: the

@@ -51,6 +51,14 @@ export interface S3TestServer {
  * metadata address, which is not loopback.
  */
 export async function startS3Server(): Promise<S3TestServer> {
+  const awsNames = [
+    'AWS_ACCESS_KEY_ID',
+    'AWS_SECRET_ACCESS_KEY',
+    'AWS_EC2_METADATA_DISABLED',
+    'AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED',
+  ] as const;
+  // Put back by stop(): the test process runs other files after this one.
+  const saved = Object.fromEntries(awsNames.map((name) => [name, process.env[name]]));
   process.env.AWS_ACCESS_KEY_ID = testCredentials.accessKeyId;
   process.env.AWS_SECRET_ACCESS_KEY = testCredentials.secretAccessKey;
   process.env.AWS_EC2_METADATA_DISABLED = 'true';
@@ -105,6 +113,9 @@ export async function startS3Server(): Promise<S3TestServer> {
         running.kill('SIGTERM');
         await exited;
       }
+      for (const name of awsNames)
+        if (saved[name] === undefined) delete process.env[name];
+        else process.env[name] = saved[name];
     },
   };
 }

@@ -99,6 +99,7 @@ describe('ChildProcessRenderer', () => {
   });
 
   it('gives the child none of the worker’s secrets', async () => {
+    const saved = process.env.DATABASE_URL;
     process.env.DATABASE_URL = 'postgres://worker:secret@db/app';
     const fresh = new ChildProcessRenderer();
     try {
@@ -110,7 +111,8 @@ describe('ChildProcessRenderer', () => {
       expect(environ).not.toContain('secret');
     } finally {
       fresh.close();
-      delete process.env.DATABASE_URL;
+      if (saved === undefined) delete process.env.DATABASE_URL;
+      else process.env.DATABASE_URL = saved;
     }
   });
 });
