@@ -1,5 +1,40 @@
-import type { PhaseResult } from './provider-scale.js';
+import type { RequestKind } from '../test/support/providers/fake-rate-limits.js';
+import type { StandInName, StandInReport } from './provider-scale-child.js';
+import type { HistorySample } from './provider-scale-histories.js';
 import { printTargets, type Target } from './targets.js';
+
+/** What one phase (a provider in a mode) measured: what bench/provider-scale.ts prints. */
+export interface PhaseResult {
+  provider: StandInName;
+  submitted: number;
+  succeeded: number;
+  other: Record<string, number>;
+  submitSeconds: number;
+  phaseSeconds: number;
+  peakRunning: number;
+  /** Stand-in requests by kind per job, and refusals. */
+  perJob: Record<RequestKind, number>;
+  perJobApi: { mean: number; max: number };
+  throttled: number;
+  /** provider_throttled_total and provider_requests_total{kind} of our worker, over the phase. */
+  ourThrottled: number;
+  ourRequests: Record<string, number>;
+  webhooks: StandInReport['webhooks'];
+  latency: { p50: number; p95: number; count: number };
+  persistMs: number;
+  /**
+   * Peaks of the slots sampled: reads and waits (local activities, the waits' queue) between the
+   * last POST's answer and the first job's end (-1: no sample fell there), over the phase, and every
+   * activity slot.
+   */
+  slots: { waitingBeforeFirstEnd: number; waitingPeak: number; allPeak: number };
+  /** describe() of waiting generations' workflows during the phase: how many, their pending activities, the most one had. */
+  described: { workflows: number; pendingActivities: number; most: number };
+  /** Mean schedule-to-start of workflow tasks and of activities over the phase (the worker's SDK metrics), ms. */
+  scheduleToStart: { workflowTask: number; activity: number };
+  cpu: Record<string, number>;
+  history: HistorySample;
+}
 
 /** Provider requests allowed besides the create, push on: 3 for a job of up to a minute, one more per 30 s beyond. */
 export const allowedRequests = (jobSeconds: number) => 3 + Math.max(0, Math.ceil((jobSeconds - 60) / 30));

@@ -7,7 +7,7 @@ import { parseJobReference } from '../src/providers/job-reference.js';
 import { scrape, type Scrape } from '../test/support/prometheus.js';
 import { replicateLimits, type RequestKind } from '../test/support/providers/fake-rate-limits.js';
 import { cpuBySource, type CpuSource } from './process-cpu.js';
-import type { StandInName, StandInReport } from './provider-scale-child.js';
+import type { StandInName } from './provider-scale-child.js';
 import {
   activitySlots,
   benchModels,
@@ -19,8 +19,8 @@ import {
   total,
   type StandIn,
 } from './provider-scale-support.js';
-import { sampleHistories, type HistorySample } from './provider-scale-histories.js';
-import { printProviderScale } from './provider-scale-print.js';
+import { sampleHistories } from './provider-scale-histories.js';
+import { printProviderScale, type PhaseResult } from './provider-scale-print.js';
 import { startStack, type Stack } from './stack.js';
 import { percentile } from './support.js';
 import { loadAverage } from './targets.js';
@@ -57,38 +57,6 @@ const historySample = Number(process.env.BENCH_HISTORY_SAMPLE ?? 20);
 const describeSample = Number(process.env.BENCH_DESCRIBE_SAMPLE ?? 20);
 /** A phase gives up once nothing has moved for this long past its jobs' run time. */
 const stallMs = Number(process.env.BENCH_STALL_SECONDS ?? 300) * 1000;
-
-export interface PhaseResult {
-  provider: StandInName;
-  submitted: number;
-  succeeded: number;
-  other: Record<string, number>;
-  submitSeconds: number;
-  phaseSeconds: number;
-  peakRunning: number;
-  /** Stand-in requests by kind per job, and refusals. */
-  perJob: Record<RequestKind, number>;
-  perJobApi: { mean: number; max: number };
-  throttled: number;
-  /** provider_throttled_total and provider_requests_total{kind} of our worker, over the phase. */
-  ourThrottled: number;
-  ourRequests: Record<string, number>;
-  webhooks: StandInReport['webhooks'];
-  latency: { p50: number; p95: number; count: number };
-  persistMs: number;
-  /**
-   * Peaks of the slots sampled: reads and waits (local activities, the waits' queue) between the
-   * last POST's answer and the first job's end (-1: no sample fell there), over the phase, and every
-   * activity slot.
-   */
-  slots: { waitingBeforeFirstEnd: number; waitingPeak: number; allPeak: number };
-  /** describe() of waiting generations' workflows during the phase: how many, their pending activities, the most one had. */
-  described: { workflows: number; pendingActivities: number; most: number };
-  /** Mean schedule-to-start of workflow tasks and of activities over the phase (the worker's SDK metrics), ms. */
-  scheduleToStart: { workflowTask: number; activity: number };
-  cpu: Record<string, number>;
-  history: HistorySample;
-}
 
 const loadBefore = await loadAverage();
 console.log(
