@@ -4,7 +4,7 @@ import FindMyWay from 'find-my-way';
 import { ServiceError } from '@temporalio/client';
 import { causeChain, isDependencyFailure } from '../dependencies/failures.js';
 import { ApiError, errorCodes, type ErrorCode, type ValidationIssue } from '../vocabulary/errors.js';
-import { closeLingering } from './lingering-close.js';
+import { closeLingering } from '../net/lingering-close.js';
 
 /**
  * The spec's error envelope. A 400 `invalid_request` also has `issues` beside `error` (the spec: "the

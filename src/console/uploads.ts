@@ -13,7 +13,7 @@ import type { FastifyRequest } from 'fastify';
  * written to a temporary folder as they arrive, hashed and counted, never held in memory. What the
  * whole form may carry is the API's: a body of `totalBytes` (BODY_LIMIT_BYTES), an image of
  * `fileBytes` (a data URI's 10 MiB). Past either, reading stops and the rest of the request is
- * discarded unread into memory (answered 413).
+ * dropped unread; the answer (413) closes the connection after a few seconds of that at most.
  */
 export interface UploadLimits {
   totalBytes: number;

@@ -157,6 +157,8 @@ describe('console uploads: nothing is held before a session, and the API limits 
       expect(answer.status).toBe(413);
       expect(answer.text).toContain('is larger than 10 MiB');
       expect(answer.text).toContain('Nothing was charged');
+      // The rest of the form is dropped for a few seconds at most, then the connection closes.
+      expect(answer.connection).toBe('close');
     }
     // Each form had up to 10 MiB staged on disk, none of it in memory: what grows is the churn of
     // six streams read at full speed (the unread rest of each is discarded as it arrives), 56–64 MiB

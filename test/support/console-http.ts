@@ -75,6 +75,8 @@ export interface StreamedAnswer {
   answeredAfterMs: number;
   /** Body bytes sent before the answer came (the rest was not sent). */
   sentBytes: number;
+  /** The answer's Connection header. */
+  connection: string | undefined;
 }
 
 /**
@@ -120,7 +122,8 @@ export function streamMultipart(
       response.setEncoding('utf8');
       response.on('data', (data: string) => (text += data));
       response.on('end', () => {
-        resolve({ status: response.statusCode!, text, answeredAfterMs, sentBytes });
+        const { connection } = response.headers;
+        resolve({ status: response.statusCode!, text, answeredAfterMs, sentBytes, connection });
         request.destroy();
       });
     });

@@ -75,7 +75,7 @@ function routes(typed: ZodApp, deps: BatchRouteDeps) {
    * Reads a create's or a quote's body in one of its key's upload places (a 429 when it has none
    * left). Answered before the body has all arrived (a 413, a 429, a line refused), the connection
    * is closed after the answer: the rest of the body is never parsed, only dropped for a few seconds
-   * so that the client sees the answer rather than a reset (lingering-close.ts).
+   * so that the client sees the answer rather than a reset (net/lingering-close.ts).
    */
   async function upload<T>(request: FastifyRequest, reply: FastifyReply, work: () => Promise<T>): Promise<T> {
     let release: (() => void) | undefined;

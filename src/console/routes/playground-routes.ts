@@ -13,6 +13,7 @@ import {
 import { requestedModel } from '../../generations/admission/generation-request.js';
 import { readOnlyRefusal } from '../../generations/admission/key-rules.js';
 import { newId } from '../../vocabulary/ids.js';
+import { closeLingering } from '../../net/lingering-close.js';
 import { bodyFromForm, formFields } from '../playground-form.js';
 import { judgeUploads } from '../playground-images.js';
 import { sendPage } from '../render.js';
@@ -144,6 +145,25 @@ function playgroundPage(deps: ConsoleRouteDeps) {
 }
 
 /**
+ * The form again, 413, for a form past the limits. The rest of it is not read: the connection
+ * closes once the page is sent, lingering for what the browser still sends (a few seconds at most)
+ * so that it shows the page rather than a reset.
+ */
+function tooLarge(
+  page: PlaygroundPage,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  model: Parameters<PlaygroundPage['show']>[2],
+  message: string,
+) {
+  if (!request.raw.complete) {
+    reply.header('connection', 'close');
+    closeLingering(request.raw);
+  }
+  return page.show(request, reply, model, { message, status: 413 });
+}
+
+/**
  * A sent form, as the API answers a POST /v1/generations made with the session's key: refused
  * before its body is read past the key's rate limit or for a read-only key; else read (413 past
  * the limits), its model checked as admission checks it (never another in its place), admitted
@@ -160,7 +180,7 @@ async function generate(
   const logRequest = requestLogger(deps, request, user);
   const firstModel = deps.catalog.list()[0];
   if (!firstModel) return reply.code(503).type('text/plain').send('No models are available.');
-  if (form.refusal) return page.show(request, reply, firstModel, { message: form.refusal, status: 413 });
+  if (form.refusal) return tooLarge(page, request, reply, firstModel, form.refusal);
   const refused = await refusedUnread(deps, user);
   if (refused) {
     logRequest(newId('req'), refused.error);
@@ -173,7 +193,7 @@ async function generate(
   } catch (error) {
     if (!(error instanceof UploadTooLarge)) throw error;
     const named = deps.catalog.get(form.field('model') ?? '') ?? firstModel;
-    return page.show(request, reply, named, { message: error.message, status: 413 });
+    return tooLarge(page, request, reply, named, error.message);
   }
   const requested = requestedModel(deps.catalog, form.field('model'));
   if (!requested.ok) {
