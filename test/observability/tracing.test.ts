@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import type { ApiService } from '../../src/api/service.js';
 import { randomBase62 } from '../../src/vocabulary/ids.js';
 import { createPaidAccount, startTestApi, type TestAccount } from '../support/api.js';
@@ -16,12 +16,8 @@ import { activeRunHistory } from '../support/workflow-runs.js';
 
 // Spans leave in batches; a short delay keeps the test short (read by the batch processor at start;
 // put back after the file, whose test process runs other files after it).
-const savedScheduleDelay = process.env.OTEL_BSP_SCHEDULE_DELAY;
-process.env.OTEL_BSP_SCHEDULE_DELAY = '100';
-afterAll(() => {
-  if (savedScheduleDelay === undefined) delete process.env.OTEL_BSP_SCHEDULE_DELAY;
-  else process.env.OTEL_BSP_SCHEDULE_DELAY = savedScheduleDelay;
-});
+vi.stubEnv('OTEL_BSP_SCHEDULE_DELAY', '100');
+afterAll(() => vi.unstubAllEnvs());
 
 /**
  * With OTEL_EXPORTER_OTLP_ENDPOINT set on the API and the worker, one generation is one trace: the

@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { renderImage } from '../../../src/providers/simulated/image-drawing.js';
 import { ChildProcessRenderer } from '../../../src/providers/simulated/renderer.js';
 import { frameColour } from '../../support/media.js';
@@ -99,8 +99,7 @@ describe('ChildProcessRenderer', () => {
   });
 
   it('gives the child none of the worker’s secrets', async () => {
-    const saved = process.env.DATABASE_URL;
-    process.env.DATABASE_URL = 'postgres://worker:secret@db/app';
+    vi.stubEnv('DATABASE_URL', 'postgres://worker:secret@db/app');
     const fresh = new ChildProcessRenderer();
     try {
       await fresh.image('env', 16, 16, 'png');
@@ -111,8 +110,7 @@ describe('ChildProcessRenderer', () => {
       expect(environ).not.toContain('secret');
     } finally {
       fresh.close();
-      if (saved === undefined) delete process.env.DATABASE_URL;
-      else process.env.DATABASE_URL = saved;
+      vi.unstubAllEnvs();
     }
   });
 });
