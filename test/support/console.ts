@@ -78,13 +78,19 @@ export async function generateAndWait(page: Page, timeoutMs = 30_000): Promise<s
   await page.getByRole('button', { name: 'Generate' }).click();
   await page.waitForURL(/\/generations\/gen_/);
   const generationId = new URL(page.url()).pathname.split('/').pop()!;
+  // The page's script shows the new status, then reloads: wait for the reloaded page, whole (no
+  // longer live, loaded, showing succeeded), in one look at one document. Read apart, a count of
+  // the live marker could fall between the two documents, and the next navigation meet the reload.
   await expect
-    .poll(() => page.locator('[data-status]').textContent(), { timeout: timeoutMs })
+    .poll(
+      () =>
+        page.evaluate<string | undefined>(`
+          document.readyState === 'complete' && !document.querySelector('[data-live-status]')
+            ? document.querySelector('[data-status]')?.textContent
+            : 'loading'`),
+      { timeout: timeoutMs },
+    )
     .toBe('succeeded');
-  // The page's script shows the new status, then reloads: wait for the reloaded page (no longer
-  // live), or the next look at the page may meet the reload mid-way.
-  await expect.poll(() => page.locator('[data-live-status]').count(), { timeout: timeoutMs }).toBe(0);
-  await page.waitForLoadState('load');
   return generationId;
 }
 
