@@ -102,7 +102,10 @@ describe('batches crowding', () => {
         `(${(busyMs / idleMs).toFixed(2)}×; idle ${idle.map((ms) => ms.toFixed(0)).join(', ')}; ` +
         `busy ${busy.map((ms) => ms.toFixed(0)).join(', ')})`,
     );
-    expect(busyMs).toBeLessThanOrEqual(1.5 * idleMs);
+    // Crowded out, the generation waited 10 s and more (its steps behind the slices' slots: 14× and
+    // more the idle figure); with batches on a queue of their own it measures 1.0–1.6× on two
+    // shared cores (1.59× once in CI). The bar sits between the two, clear of either.
+    expect(busyMs).toBeLessThanOrEqual(3 * idleMs);
   }, 180_000);
 
   /**
