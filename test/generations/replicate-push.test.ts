@@ -1,5 +1,6 @@
 import { sql } from 'slonik';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defaultPayloadConverter } from '@temporalio/common';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createApiService } from '../../src/api/service.js';
 import { loadConfig } from '../../src/config/service-config.js';
 import { freePort } from '../../src/dev/free-port.js';
@@ -8,10 +9,12 @@ import { providerWebhookPath } from '../../src/providers/provider-push.js';
 import { bearer } from '../support/api.js';
 import { createGeneration, pollGeneration } from '../support/generations.js';
 import { chargesOf, workflowIdOf } from '../support/ledger.js';
+import { OtlpReceiver } from '../support/otlp-receiver.js';
 import { promptContains } from '../support/providers/fake-http.js';
 import { ReplicateServer } from '../support/providers/replicate-server.js';
 import { usePushStack } from '../support/push-stack.js';
 import { waitFor } from '../support/wait.js';
+import { chainHistory } from '../support/workflow-runs.js';
 
 /**
  * Replicate's pushes through the real API, workflow and worker: the submit sends the webhook, the
@@ -19,6 +22,15 @@ import { waitFor } from '../support/wait.js';
  * and signals the generation's workflow. Polls come every second here (PROVIDER_POLL_INTERVAL_MS),
  * so a push for a prediction that ends in 150 ms reaches a generation still waiting for it.
  */
+// The API traces (OTEL_EXPORTER_OTLP_ENDPOINT) to a collector stand-in; spans leave in batches, a
+// short delay keeps the test short (put back after the file: its process runs other files after it).
+const receiver = await OtlpReceiver.start();
+vi.stubEnv('OTEL_BSP_SCHEDULE_DELAY', '100');
+afterAll(async () => {
+  vi.unstubAllEnvs();
+  await receiver.close();
+});
+
 describe('Replicate pushes', () => {
   let replicate: ReplicateServer;
   beforeAll(async () => {
@@ -30,7 +42,11 @@ describe('Replicate pushes', () => {
     catalog: 'replicate',
     model: 'replicate-flux-schnell',
     // Reads on a timer: the first after the model's expected run time (2 s) and a grace of 1 s.
-    env: { PROVIDER_POLL_INTERVAL_MS: '1000', PROVIDER_FALLBACK_READ_INTERVAL_MS: '1000' },
+    env: {
+      PROVIDER_POLL_INTERVAL_MS: '1000',
+      PROVIDER_FALLBACK_READ_INTERVAL_MS: '1000',
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+    },
   });
 
   /** A generation on Replicate whose prediction ends `runMs` after its create; its id and prediction id once recorded. */
@@ -79,6 +95,43 @@ describe('Replicate pushes', () => {
     ]);
     expect(await stack.signals(id)).toEqual([{ generationId: id, jobId: `replicate:${prediction}` }]);
     expect(await stack.webhooks('replicate', 'signaled')).toBe(before + 1);
+  });
+
+  it('with tracing on, a delivery’s trace goes on into the workflow: the signal is a span of the delivery’s, its context in the signal’s headers', async () => {
+    const { id } = await generate('a traced fox');
+    const workflowId = await workflowIdOf(stack.db.pool, id);
+    const delivery = await waitFor(() =>
+      Promise.resolve(
+        receiver.spans.find(
+          (s) =>
+            s.service === 'generation-api' &&
+            s.name === `POST /provider-webhooks/:provider/:generationId` &&
+            String(s.attributes['url.path']).endsWith(`/${id}`),
+        ) ?? null,
+      ),
+    );
+    const signal = await waitFor(() =>
+      Promise.resolve(
+        receiver.spans.find(
+          (s) =>
+            s.name === 'SignalWorkflow:providerJobEnded' && s.attributes.temporalWorkflowId === workflowId,
+        ) ?? null,
+      ),
+    );
+    // In the delivery's trace, under its request's span.
+    expect(signal.traceId).toBe(delivery.traceId);
+    const ancestors = (span: typeof signal): string[] => {
+      const parent = receiver.spans.find((s) => s.spanId === span.parentSpanId);
+      return parent ? [parent.spanId, ...ancestors(parent)] : [];
+    };
+    expect(ancestors(signal)).toContain(delivery.spanId);
+    // The workflow is handed the signal's context: its traceparent names the signal's span.
+    const history = await chainHistory(stack.client, workflowId);
+    const signaled = history.events!.map((e) => e.workflowExecutionSignaledEventAttributes).find(Boolean)!;
+    const carrier = defaultPayloadConverter.fromPayload<{ traceparent: string }>(
+      signaled.header!.fields!['_tracer-data']!,
+    );
+    expect(carrier.traceparent).toBe(`00-${signal.traceId}-${signal.spanId}-01`);
   });
 
   /** The stand-in's status reads of a prediction (besides its create). */

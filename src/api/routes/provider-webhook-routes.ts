@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Client } from '@temporalio/client';
-import { isGrpcServiceError } from '@temporalio/client';
+import { isGrpcServiceError, type WorkflowSignalInput } from '@temporalio/client';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
 import type { ProviderName } from '../../catalog/provider-mapping.js';
@@ -173,21 +173,43 @@ async function handle(deps: ProviderWebhookDeps, delivery: Delivery): Promise<Pr
  * Signals the workflow (its current run) that the job ended. Sent through the workflow service
  * rather than a handle, for its request id: one per generation and job, so that Temporal records a
  * second delivery of the same end as the signal it already has (no second event, no second wake).
+ * It still passes through the client's workflow interceptors, as a handle's signal would: with
+ * tracing on, the delivery's trace goes on into the workflow (a `SignalWorkflow:providerJobEnded`
+ * span, its context in the signal's headers).
  */
 async function signalJobEnded(deps: ProviderWebhookDeps, workflowId: string, ended: ProviderJobEnded) {
   const { temporal } = deps;
   const requestId = createHash('sha256')
     .update(`providerJobEnded\n${ended.generationId}\n${ended.jobId}`)
     .digest('hex');
-  await temporal.connection.withDeadline(Date.now() + deps.timeoutMs, () =>
-    temporal.workflowService.signalWorkflowExecution({
-      namespace: temporal.options.namespace,
-      workflowExecution: { workflowId },
-      signalName: providerJobEndedSignal.name,
-      // The default converter, as every client of this service uses (no codec is configured).
-      input: { payloads: [temporal.options.loadedDataConverter.payloadConverter.toPayload(ended)] },
-      identity: temporal.options.identity,
-      requestId,
-    }),
+  const send = async (input: WorkflowSignalInput): Promise<void> => {
+    await temporal.connection.withDeadline(Date.now() + deps.timeoutMs, () =>
+      temporal.workflowService.signalWorkflowExecution({
+        namespace: temporal.options.namespace,
+        workflowExecution: input.workflowExecution,
+        signalName: input.signalName,
+        header: { fields: input.headers },
+        // The default converter, as every client of this service uses (no codec is configured).
+        input: {
+          payloads: input.args.map((arg) =>
+            temporal.options.loadedDataConverter.payloadConverter.toPayload(arg),
+          ),
+        },
+        identity: temporal.options.identity,
+        requestId,
+      }),
+    );
+  };
+  const configured = temporal.options.interceptors.workflow;
+  const interceptors = Array.isArray(configured) ? configured : [];
+  const signal = interceptors.reduceRight<(input: WorkflowSignalInput) => Promise<void>>(
+    (next, interceptor) => (interceptor.signal ? (input) => interceptor.signal!(input, next) : next),
+    send,
   );
+  await signal({
+    signalName: providerJobEndedSignal.name,
+    args: [ended],
+    workflowExecution: { workflowId },
+    headers: {},
+  });
 }
