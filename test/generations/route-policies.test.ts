@@ -15,10 +15,12 @@ const count = 100;
  */
 const alwaysOneRoute = Number(process.env.ROUTE_POLICY_RUNS ?? 20);
 /**
- * A test's bound: 1.5 s a generation, 90 s at least. Alone they take well under a second each;
- * beside the other fault runs of `npm run test:faults`, a hundred took more than 90 s.
+ * How long `n` generations may take to end once POSTed: 1.2 s each, 60 s at least (alone, well under
+ * a second each; beside the other fault runs of `npm run test:faults`, a hundred took more than 60 s).
+ * A test's bound adds 30 s for the POSTs and the checks.
  */
-const bound = (n: number) => ({ timeout: Math.max(90_000, n * 1_500) });
+const settleMs = (n: number) => Math.max(60_000, n * 1_200);
+const bound = (n: number) => ({ timeout: settleMs(n) + 30_000 });
 const [oneRoute, weighted] = [bound(alwaysOneRoute), bound(count)];
 
 /**
@@ -102,7 +104,7 @@ describe('routing policies over many generations each, end to end', () => {
             WHERE a.generation_id = g.id) AS attempts
         FROM generations g WHERE g.id = ANY(${sql.array(ids, 'text')})`);
       return generations.every((g) => g.status !== 'queued') && generations;
-    }, 60_000);
+    }, settleMs(count));
     expect(served).toHaveLength(count);
     const counts: Record<string, number> = {};
     for (const generation of served) {
