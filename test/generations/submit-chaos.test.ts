@@ -1,5 +1,6 @@
 import { rm } from 'node:fs/promises';
 import type { ChildProcess } from 'node:child_process';
+import sharp from 'sharp';
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -72,9 +73,18 @@ describe('submitting under worker kills and PostgreSQL restarts', () => {
     const url = new URL(db.url);
     return { host: url.hostname, port: Number(url.port) };
   };
-  /** A POST whose worker is killed mid-answer may hear 503; its workflow goes on all the same. */
-  const post = async (prompt: string) => {
-    const response = await createGeneration(api, account.key, { model: 'replicate-flux-schnell', prompt });
+  /**
+   * A POST whose worker is killed mid-answer may hear 503; its workflow goes on all the same. Its
+   * prompt is its Idempotency-Key too, which the generation's row keeps: a failure that is refunded
+   * discards the input, prompt and all.
+   */
+  const post = async (prompt: string, request: Record<string, unknown> = {}) => {
+    const response = await createGeneration(
+      api,
+      account.key,
+      { model: 'replicate-flux-schnell', prompt, ...request },
+      prompt,
+    );
     expect([202, 503], `${prompt}: ${response.body}`).toContain(response.statusCode);
   };
   const createsFor = (prompt: string) =>
@@ -107,9 +117,9 @@ describe('submitting under worker kills and PostgreSQL restarts', () => {
 
   it('creates each prediction once; every generation ends or waits in review; the ledger is exact', async () => {
     const prompts: string[] = [];
-    const track = async (prompt: string) => {
+    const track = async (prompt: string, request?: Record<string, unknown>) => {
       prompts.push(prompt);
-      await post(prompt);
+      await post(prompt, request);
     };
 
     // 1. A worker killed while its creates are unanswered (the provider has them).
@@ -137,8 +147,21 @@ describe('submitting under worker kills and PostgreSQL restarts', () => {
     replicate.beforeCreate = undefined;
     await reopened;
 
-    // 3. Kills and a restart while generations run their course.
-    const running = Promise.all([1, 2, 3, 4, 5, 6].map((n) => track(`churn-${n}`)));
+    // 3. Kills and a restart while generations run their course; Replicate rejects one (422), an
+    // edit with an inline image: it fails, refunded, and its staged image and input are discarded.
+    replicate.failCreate(
+      { kind: 'status', status: 422, body: { detail: 'Invalid input' } },
+      promptContains('rejected-1'),
+    );
+    const inlineImage = `data:image/png;base64,${(
+      await sharp({ create: { width: 64, height: 64, channels: 3, background: '#3080c0' } })
+        .png()
+        .toBuffer()
+    ).toString('base64')}`;
+    const running = Promise.all([
+      ...[1, 2, 3, 4, 5, 6].map((n) => track(`churn-${n}`)),
+      track('rejected-1', { model: 'replicate-flux-kontext-pro', images: [inlineImage] }),
+    ]);
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     await restartWorker();
     await restartPostgres(2_000);
@@ -150,8 +173,14 @@ describe('submitting under worker kills and PostgreSQL restarts', () => {
     const generations = () =>
       db.pool.any(
         sql.type(
-          z.object({ id: z.string(), prompt: z.string(), status: z.string(), needs_review: z.boolean() }),
-        )`SELECT id, input->>'prompt' AS prompt, status, needs_review FROM generations WHERE account_id = ${account.accountId}`,
+          z.object({
+            id: z.string(),
+            prompt: z.string(),
+            status: z.string(),
+            needs_review: z.boolean(),
+            content_expired: z.boolean(),
+          }),
+        )`SELECT id, idempotency_key AS prompt, status, needs_review, content_expired FROM generations WHERE account_id = ${account.accountId}`,
       );
     const open = async () => (await generations()).filter((g) => g.status === 'queued').map((g) => g.prompt);
     await expect.poll(open, { timeout: 150_000, interval: 1_000 }).toEqual([]);
@@ -174,8 +203,16 @@ describe('submitting under worker kills and PostgreSQL restarts', () => {
       const row = rows.find((r) => r.prompt === prompt);
       expect(row).toMatchObject({ status: 'failed', needs_review: true });
     }
+    // The rejected one: its create sent once and refused; failed, refunded, its input discarded.
+    expect(rows.find((r) => r.prompt === 'rejected-1')).toMatchObject({
+      status: 'failed',
+      needs_review: false,
+      content_expired: true,
+    });
+    expect(createsFor('rejected-1')).toBe(1);
+    // Every other create that reached Replicate was accepted.
     expect(replicate.accepted().length).toBe(
-      replicate.requests.filter((r) => r.method === 'POST' && r.url.endsWith('/predictions')).length,
+      replicate.requests.filter((r) => r.method === 'POST' && r.url.endsWith('/predictions')).length - 1,
     );
     const credits = (
       await api.app.inject({ method: 'GET', url: '/v1/credits', headers: bearer(account.key) })
