@@ -233,10 +233,11 @@ export async function runAdminCommand(
   if (!command) throw new UsageError(name ? `Unknown command ${name}.\n\n${usage()}` : usage());
   let values: Record<string, string | boolean | undefined>;
   let positionals: string[];
+  const options = { ...command.options, json: { type: 'boolean' as const } };
   try {
     ({ values, positionals } = parseArgs({
-      args: rest,
-      options: { ...command.options, json: { type: 'boolean' } },
+      args: valuesAfterTheirOptions(rest, options),
+      options,
       strict: true,
       allowPositionals: command.arguments !== undefined,
     }));
@@ -253,6 +254,27 @@ export async function runAdminCommand(
       throw new UsageError(`--${option} is required.\nUsage: admin ${name} ${command.usage}`);
   }
   return command.run(ctx, values, positionals);
+}
+
+/**
+ * The arguments with each value that starts with a dash joined to its option (`--grant -wzM6…` →
+ * `--grant=-wzM6…`): an app's grant id is random base64url, and one in 32 starts with `-`, which
+ * parseArgs would otherwise take for an option. An option's value that is one of the command's own
+ * options (`--grant --json`) is left as it is: a value forgotten, still a usage error.
+ */
+function valuesAfterTheirOptions(args: string[], options: Record<string, { type: 'string' | 'boolean' }>) {
+  const isOption = (arg: string) =>
+    arg === '--' || (arg.startsWith('--') && arg.slice(2).split('=')[0]! in options);
+  const joined: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const [arg, next] = [args[i]!, args[i + 1]];
+    const name = arg.startsWith('--') ? arg.slice(2) : undefined;
+    if (name && options[name]?.type === 'string' && next?.startsWith('-') && !isOption(next)) {
+      joined.push(`${arg}=${next}`);
+      i++;
+    } else joined.push(arg);
+  }
+  return joined;
 }
 
 export function usage(): string {

@@ -118,6 +118,12 @@ describe('admin command line', () => {
       /--pool must be one of/,
     );
     await expect(admin('create-account')).rejects.toThrow(/--email is required/);
+    // A value may start with a dash (a grant id is random base64url); a value forgotten is still refused.
+    await expect(admin('revoke-app', '--grant', '-wzM6PhhcOum7iuSczhMIdJ6W')).rejects.toMatchObject({
+      code: 'not_found',
+      message: 'No connected app -wzM6PhhcOum7iuSczhMIdJ6W (see apps --account).',
+    });
+    await expect(admin('revoke-app', '--grant', '--json')).rejects.toBeInstanceOf(UsageError);
     await expect(
       admin('grant-credits', '--account', 'x', '--pool', 'one_time', '--amount', '0'),
     ).rejects.toThrow(/positive whole number/);
