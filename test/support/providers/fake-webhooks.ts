@@ -53,6 +53,7 @@ export class WebhookSender {
   private lateMs: number | undefined;
   private held: Array<() => void> = [];
   private readonly last = new Map<string, Delivery>();
+  private readonly ended = new Set<string>();
   private readonly pending = new Set<Promise<void>>();
   private readonly timers = new Set<NodeJS.Timeout>();
   private closed = false;
@@ -91,6 +92,10 @@ export class WebhookSender {
     if (delivery) this.track(this.post(delivery, 'redelivered', { retry: true }));
     return delivery !== undefined;
   }
+  /** Whether the end of `jobId` has come to the sender (to be sent, lost or held as the controls say). */
+  hasEnded(jobId: string): boolean {
+    return this.ended.has(jobId);
+  }
   /** The attempts about `jobId`. */
   attemptsFor(jobId: string): WebhookAttempt[] {
     return this.attempts.filter((a) => a.jobId === jobId);
@@ -106,6 +111,7 @@ export class WebhookSender {
    */
   deliver(url: string, jobId: string, body: string | Promise<string>): void {
     if (this.closed) return;
+    this.ended.add(jobId);
     if (typeof body !== 'string') return this.track(body.then((text) => this.deliver(url, jobId, text)));
     const delivery = { url, jobId, body };
     this.last.set(jobId, delivery);
