@@ -103,9 +103,10 @@ describe('batches crowding', () => {
         `busy ${busy.map((ms) => ms.toFixed(0)).join(', ')})`,
     );
     // Crowded out, the generation waited 10 s and more (its steps behind the slices' slots: 14× and
-    // more the idle figure); with batches on a queue of their own it measures 1.0–1.6× on two
-    // shared cores (1.59× once in CI). The bar sits between the two, clear of either.
-    expect(busyMs).toBeLessThanOrEqual(3 * idleMs);
+    // more the idle figure); with batches on a queue of their own it measures 1.0× alone and up to
+    // 2.5× beside the rest of a full suite on two cores (1.59× once in CI), the cores' contention,
+    // not the slots'. The bar sits between the two, clear of either.
+    expect(busyMs).toBeLessThanOrEqual(6 * idleMs);
   }, 180_000);
 
   /**
