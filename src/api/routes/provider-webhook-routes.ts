@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import { isGrpcServiceError, type WorkflowSignalInput } from '@temporalio/client';
+import { composeInterceptors } from '@temporalio/common/lib/interceptors.js';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { CommonQueryMethods } from 'slonik';
 import type { ProviderName } from '../../catalog/provider-mapping.js';
@@ -200,12 +201,9 @@ async function signalJobEnded(deps: ProviderWebhookDeps, workflowId: string, end
       }),
     );
   };
+  // Composed as the client composes a handle's signal (this service configures them as a list).
   const configured = temporal.options.interceptors.workflow;
-  const interceptors = Array.isArray(configured) ? configured : [];
-  const signal = interceptors.reduceRight<(input: WorkflowSignalInput) => Promise<void>>(
-    (next, interceptor) => (interceptor.signal ? (input) => interceptor.signal!(input, next) : next),
-    send,
-  );
+  const signal = composeInterceptors(Array.isArray(configured) ? configured : [], 'signal', send);
   await signal({
     signalName: providerJobEndedSignal.name,
     args: [ended],
