@@ -24,6 +24,7 @@ import {
 } from '../support/provider-lifecycle.js';
 import { promptContains } from '../support/providers/fake-http.js';
 import { probeVideo } from '../support/providers/probe-video.js';
+import { pngDataUri } from '../support/media.js';
 import { ReplicateServer } from '../support/providers/replicate-server.js';
 import { useGenerationStack, type GenerationStack } from '../support/stack.js';
 import { waitFor } from '../support/wait.js';
@@ -87,13 +88,6 @@ function createsFor(replicate: ReplicateServer, text: string): number {
   ).length;
 }
 
-const png = async (width: number, height: number) =>
-  `data:image/png;base64,${(
-    await sharp({ create: { width, height, channels: 3, background: '#3080c0' } })
-      .png()
-      .toBuffer()
-  ).toString('base64')}`;
-
 describe('Replicate generations end to end', () => {
   const stack = useReplicateStack();
   const {
@@ -143,7 +137,7 @@ describe('Replicate generations end to end', () => {
   });
 
   it('Kontext: an inline reference image reaches Replicate as a data URI', async () => {
-    const image = await png(96, 64);
+    const image = await pngDataUri(96, 64);
     const done = await finish(
       (await post({ model: 'replicate-flux-kontext-pro', prompt: 'as a watercolour', images: [image] })).id,
     );
@@ -161,7 +155,7 @@ describe('Replicate generations end to end', () => {
     const created = await post({
       model: 'replicate-kling-v3-video',
       prompt: 'waves on a shore',
-      first_frame_image: await png(320, 180),
+      first_frame_image: await pngDataUri(320, 180),
     });
     expect(created.credits).toBe(60);
     const done = await finish(created.id);

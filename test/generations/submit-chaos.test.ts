@@ -1,6 +1,5 @@
 import { rm } from 'node:fs/promises';
 import type { ChildProcess } from 'node:child_process';
-import sharp from 'sharp';
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -11,6 +10,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { importExampleCatalog } from '../support/example-catalog.js';
 import { createGeneration } from '../support/generations.js';
 import { chargesOf } from '../support/ledger.js';
+import { pngDataUri } from '../support/media.js';
 import { promptContains } from '../support/providers/fake-http.js';
 import { ReplicateServer } from '../support/providers/replicate-server.js';
 import { startTcpRelay, type TcpRelay } from '../support/tcp-relay.js';
@@ -151,19 +151,16 @@ describe('submitting under worker kills and PostgreSQL restarts', () => {
     // edit with an inline image: it fails, refunded, and its staged image and input are discarded.
     // Replicate rejects that input every time: a rejection an attempt could not record (its worker
     // killed, PostgreSQL cut) is heard again by the next attempt, which sends the create again.
+    const rejected = 'rejected-1';
     for (let n = 0; n < 5; n++)
       replicate.failCreate(
         { kind: 'status', status: 422, body: { detail: 'Invalid input' } },
-        promptContains('rejected-1'),
+        promptContains(rejected),
       );
-    const inlineImage = `data:image/png;base64,${(
-      await sharp({ create: { width: 64, height: 64, channels: 3, background: '#3080c0' } })
-        .png()
-        .toBuffer()
-    ).toString('base64')}`;
+    const inlineImage = await pngDataUri(64, 64);
     const running = Promise.all([
       ...[1, 2, 3, 4, 5, 6].map((n) => track(`churn-${n}`)),
-      track('rejected-1', { model: 'replicate-flux-kontext-pro', images: [inlineImage] }),
+      track(rejected, { model: 'replicate-flux-kontext-pro', images: [inlineImage] }),
     ]);
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     await restartWorker();
@@ -194,8 +191,7 @@ describe('submitting under worker kills and PostgreSQL restarts', () => {
       const { id } = row;
       const creates = createsFor(row.prompt);
       // At most one create of each, besides the rejected one's (refused creates make no prediction).
-      if (row.prompt !== 'rejected-1')
-        expect(creates, `${row.prompt} (${row.status})`).toBeLessThanOrEqual(1);
+      if (row.prompt !== rejected) expect(creates, `${row.prompt} (${row.status})`).toBeLessThanOrEqual(1);
       if (row.status === 'succeeded') expect(creates).toBe(1);
       expect(['succeeded', 'failed']).toContain(row.status);
       const charges = await chargesOf(db.pool, id);
@@ -209,17 +205,17 @@ describe('submitting under worker kills and PostgreSQL restarts', () => {
       expect(row).toMatchObject({ status: 'failed', needs_review: true });
     }
     // The rejected one: refused, no prediction made; failed, refunded, its input discarded.
-    expect(rows.find((r) => r.prompt === 'rejected-1')).toMatchObject({
+    expect(rows.find((r) => r.prompt === rejected)).toMatchObject({
       status: 'failed',
       needs_review: false,
       content_expired: true,
     });
-    expect(createsFor('rejected-1')).toBeGreaterThanOrEqual(1);
-    expect(replicate.accepted().filter((p) => p.input.prompt === 'rejected-1')).toEqual([]);
+    expect(createsFor(rejected)).toBeGreaterThanOrEqual(1);
+    expect(replicate.accepted().filter((p) => p.input.prompt === rejected)).toEqual([]);
     // Every other create that reached Replicate was accepted.
     expect(replicate.accepted().length).toBe(
       replicate.requests.filter((r) => r.method === 'POST' && r.url.endsWith('/predictions')).length -
-        createsFor('rejected-1'),
+        createsFor(rejected),
     );
     const credits = (
       await api.app.inject({ method: 'GET', url: '/v1/credits', headers: bearer(account.key) })

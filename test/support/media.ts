@@ -25,3 +25,11 @@ export async function frameColour(file: string, n: number, dir: string) {
   const { channels } = await sharp(png).stats();
   return { r: channels[0]!.mean, g: channels[1]!.mean, b: channels[2]!.mean };
 }
+
+/** A solid `width` × `height` PNG as a data URI: an inline reference image. */
+export async function pngDataUri(width: number, height: number): Promise<string> {
+  const png = await sharp({ create: { width, height, channels: 3, background: '#3080c0' } })
+    .png()
+    .toBuffer();
+  return `data:image/png;base64,${png.toString('base64')}`;
+}
