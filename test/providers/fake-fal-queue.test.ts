@@ -4,7 +4,6 @@ import { FalQueueServer, falRequestError } from '../support/providers/fal-queue-
 import { promptContains, startFakeHttp, type FakeHttpServer } from '../support/providers/fake-http.js';
 import { call, download, outcomeWithin } from '../support/providers/plain-fetch.js';
 import { probeVideo } from '../support/providers/probe-video.js';
-import { waitFor } from '../support/wait.js';
 
 // The fal fake, exercised with plain fetch, so that an adapter test failing later points at the
 // adapter and not at the fake.
@@ -257,11 +256,6 @@ describe('fal queue fake', () => {
         verify(null, Buffer.from(message), createPublicKey({ key: jwk, format: 'jwk' }), signature),
       );
     };
-    /** Once the jobs' ends have come to the sender (on their clocks: later on a loaded machine), and gone out. */
-    const settle = async (...ids: string[]) => {
-      await waitFor(() => Promise.resolve(ids.every((id) => fal.webhooks.hasEnded(id))));
-      await fal.webhooks.settled();
-    };
     beforeAll(async () => {
       receiver = await startFakeHttp((_request, _body, response) => {
         response.writeHead(200).end();
@@ -289,7 +283,7 @@ describe('fal queue fake', () => {
       const { request_id: id } = created;
       expect(fal.accepted().find((j) => j.id === id)?.webhook).toBe(hook());
       expect(fal.statusOf(id)).toBe('IN_QUEUE'); // no poll: its clock ends it
-      await settle(id);
+      await fal.webhooks.settledAfter(id);
       const [attempt, ...more] = fal.webhooks.attemptsFor(id);
       expect([attempt?.url, attempt?.status, more]).toEqual([hook(), 200, []]);
       const delivered = receiver.requests.find((r) => r.body.includes(id))!;
@@ -335,7 +329,7 @@ describe('fal queue fake', () => {
         })
       ).body.request_id;
       fal.release(quiet);
-      await settle(broken, held, cancelled);
+      await fal.webhooks.settledAfter(broken, held, cancelled);
       const pushed = (id: string) => fal.webhooks.attemptsFor(id).map((a) => JSON.parse(a.body));
       expect(pushed(broken)).toEqual([
         {
@@ -361,14 +355,14 @@ describe('fal queue fake', () => {
       try {
         fal.webhooks.forge();
         const forged = (await submit({ prompt: 'forged' })).request_id;
-        await settle(forged);
+        await fal.webhooks.settledAfter(forged);
         const [bad] = fal.webhooks.attemptsFor(forged);
         expect(bad!.kind).toBe('forged');
         expect(await verifies(bad!)).toBe(false);
 
         fal.webhooks.replay(1, 600);
         const replayed = (await submit({ prompt: 'replayed' })).request_id;
-        await settle(replayed);
+        await fal.webhooks.settledAfter(replayed);
         const [old] = fal.webhooks.attemptsFor(replayed);
         expect(Date.now() / 1000 - Number(old!.headers['x-fal-webhook-timestamp'])).toBeGreaterThan(590);
         expect(await verifies(old!)).toBe(true);
@@ -376,7 +370,7 @@ describe('fal queue fake', () => {
         fal.signing.rotate();
         expect((await call(fal.env().FAL_JWKS_URL!)).body.keys).toHaveLength(2);
         const rotated = (await submit({ prompt: 'rotated' })).request_id;
-        await settle(rotated);
+        await fal.webhooks.settledAfter(rotated);
         expect(await verifies(fal.webhooks.attemptsFor(rotated)[0]!)).toBe(true);
       } finally {
         fal.defaultRunMs = undefined;

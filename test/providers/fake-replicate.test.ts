@@ -4,7 +4,6 @@ import { promptContains, startFakeHttp, type FakeHttpServer } from '../support/p
 import { call, download, outcomeWithin } from '../support/providers/plain-fetch.js';
 import { probeVideo } from '../support/providers/probe-video.js';
 import { ReplicateServer } from '../support/providers/replicate-server.js';
-import { waitFor } from '../support/wait.js';
 
 // The Replicate fake, exercised with plain fetch, so that an adapter test failing later points at
 // the adapter and not at the fake.
@@ -244,8 +243,7 @@ describe('Replicate fake', () => {
       });
       // No poll: the prediction ends on its clock (unscripted ones end by polls, or after defaultRunMs).
       expect(replicate.statusOf(id)).toBe('starting');
-      await waitFor(() => Promise.resolve(replicate.webhooks.hasEnded(id)));
-      await replicate.webhooks.settled();
+      await replicate.webhooks.settledAfter(id);
       const [attempt, ...more] = replicate.webhooks.attemptsFor(id);
       expect(more).toEqual([]);
       expect(attempt).toMatchObject({ url: hook(), status: 200, kind: 'genuine' });
@@ -304,9 +302,8 @@ describe('Replicate fake', () => {
             json: { input: { prompt }, webhook: hook(), webhook_events_filter: ['completed'] },
           })
         ).body;
-        // Its end (20 ms after the create, later on a loaded machine) has come to the sender.
-        await waitFor(() => Promise.resolve(replicate.webhooks.hasEnded(id as string)));
-        await replicate.webhooks.settled();
+        // Its end comes 20 ms after the create (later on a loaded machine).
+        await replicate.webhooks.settledAfter(id as string);
         return { id: id as string, attempts: replicate.webhooks.attemptsFor(id) };
       };
       try {

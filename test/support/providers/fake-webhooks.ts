@@ -1,5 +1,6 @@
 import { createHash, generateKeyPairSync, randomBytes, sign, type KeyObject } from 'node:crypto';
 import { newWebhookSecret, signWebhook } from '../../../src/net/webhook-signing.js';
+import { waitFor } from '../wait.js';
 
 /**
  * The webhooks the fake providers push when a job that carried a webhook URL ends: signed as each
@@ -92,9 +93,13 @@ export class WebhookSender {
     if (delivery) this.track(this.post(delivery, 'redelivered', { retry: true }));
     return delivery !== undefined;
   }
-  /** Whether the end of `jobId` has come to the sender (to be sent, lost or held as the controls say). */
-  hasEnded(jobId: string): boolean {
-    return this.ended.has(jobId);
+  /**
+   * Resolves once the ends of `jobIds` have come to the sender (jobs that end on their clocks: later
+   * on a loaded machine) and every delivery under way is done, as `settled`.
+   */
+  async settledAfter(...jobIds: string[]): Promise<void> {
+    await waitFor(() => Promise.resolve(jobIds.every((id) => this.ended.has(id))));
+    await this.settled();
   }
   /** The attempts about `jobId`. */
   attemptsFor(jobId: string): WebhookAttempt[] {
